@@ -1,0 +1,106 @@
+"""contextledger: conversation state of LLM agents in a real database.
+
+Each conversation is an append-only ledger; the context window is a view of its
+active entries. Managers plan reductions, the :class:`Conversation` commits them
+atomically, and every eviction stays queryable.
+"""
+
+from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.conversation import Conversation, Edit
+from contextledger.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    ContextLedgerError,
+    ContextWindowOverflowError,
+    DuplicateEntry,
+    EntryNotFound,
+    InvalidLedgerURL,
+    InvalidMessage,
+    PinError,
+    ReductionFailed,
+    SchemaOutOfDate,
+    SessionNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from contextledger.hooks import (
+    AfterInvocationEvent,
+    AfterModelCallEvent,
+    BeforeModelCallEvent,
+    HookEvent,
+    HookProvider,
+    HookRegistry,
+    MessageAddedEvent,
+)
+from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.managers.base import ConversationManager, ManagerState, ProtectedMessages, ReductionRequest
+from contextledger.messages import ContentBlock, Message
+from contextledger.records import (
+    ConversationState,
+    Eviction,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SessionInfo,
+    Snapshot,
+    SummaryEntry,
+    ViewEntry,
+)
+from contextledger.stores.base import LedgerStore
+from contextledger.stores.memory import MemoryStore
+from contextledger.tokens import CharTokenCounter, TokenCounter
+from contextledger.view import View
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_URL",
+    "AfterInvocationEvent",
+    "AfterModelCallEvent",
+    "BeforeModelCallEvent",
+    "Changeset",
+    "CharTokenCounter",
+    "ConcurrencyConflict",
+    "ConfigurationError",
+    "ContentBlock",
+    "ContentRevision",
+    "ContextLedgerError",
+    "ContextWindowOverflowError",
+    "Conversation",
+    "ConversationManager",
+    "ConversationState",
+    "DuplicateEntry",
+    "Edit",
+    "EntryNotFound",
+    "Eviction",
+    "HistoryEntry",
+    "HookEvent",
+    "HookProvider",
+    "HookRegistry",
+    "InvalidLedgerURL",
+    "InvalidMessage",
+    "Ledger",
+    "LedgerStore",
+    "ManagerState",
+    "MemoryStore",
+    "Message",
+    "MessageAddedEvent",
+    "PinError",
+    "ProtectedMessages",
+    "Reduction",
+    "ReductionFailed",
+    "ReductionPlan",
+    "ReductionRequest",
+    "Revision",
+    "SchemaOutOfDate",
+    "SessionInfo",
+    "SessionNotFound",
+    "Snapshot",
+    "StoreError",
+    "StoreUnavailable",
+    "SummaryDraft",
+    "SummaryEntry",
+    "TokenCounter",
+    "View",
+    "ViewEntry",
+]

@@ -1,0 +1,103 @@
+"""The library's one rooted error hierarchy.
+
+Every error raised by contextledger derives from :class:`ContextLedgerError`. Backend
+errors (SQLAlchemy, redis-py, psycopg) are translated into these at the store boundary
+with ``raise ... from exc`` so callers never need to import a driver to handle them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConcurrencyConflict",
+    "ConfigurationError",
+    "ContextLedgerError",
+    "ContextWindowOverflowError",
+    "DuplicateEntry",
+    "EntryNotFound",
+    "InvalidLedgerURL",
+    "InvalidMessage",
+    "PinError",
+    "ReductionFailed",
+    "SchemaOutOfDate",
+    "SessionNotFound",
+    "StoreError",
+    "StoreUnavailable",
+]
+
+
+class ContextLedgerError(Exception):
+    """Root of every error raised by contextledger."""
+
+
+class ConfigurationError(ContextLedgerError, ValueError):
+    """A manager, ledger or integration was configured with invalid options."""
+
+
+class InvalidMessage(ContextLedgerError, ValueError):
+    """A message or content block does not have the shape the ledger accepts."""
+
+
+class InvalidLedgerURL(ConfigurationError):
+    """A ledger URL names no supported backend or is malformed."""
+
+
+class StoreError(ContextLedgerError):
+    """A storage backend failed; the original driver error is chained as ``__cause__``."""
+
+
+class DuplicateEntry(StoreError):
+    """A changeset appends an entry id that the conversation already holds."""
+
+
+class StoreUnavailable(StoreError):
+    """The storage server could not be reached."""
+
+
+class SchemaOutOfDate(StoreError):
+    """The database schema is behind or ahead of this version of the library.
+
+    Attributes:
+        current: The revision found in the database (``None`` when the schema is absent).
+        expected: The revision this library needs.
+        command: The command that fixes it.
+    """
+
+    def __init__(self, current: str | None, expected: str | None, command: str) -> None:
+        self.current = current
+        self.expected = expected
+        self.command = command
+        super().__init__(
+            f"ledger schema is at revision {current or '<none>'} but this version of "
+            f"contextledger needs {expected or '<none>'}; run `{command}`"
+        )
+
+
+class ConcurrencyConflict(StoreError):
+    """A changeset was planned on a version that is no longer current.
+
+    The :class:`~contextledger.Conversation` re-reads, re-plans and retries a bounded
+    number of times before letting this propagate.
+    """
+
+
+class SessionNotFound(ContextLedgerError, LookupError):
+    """No conversation exists for the requested session (and agent)."""
+
+
+class EntryNotFound(ContextLedgerError, LookupError):
+    """No active entry has the requested id."""
+
+
+class PinError(ContextLedgerError, ValueError):
+    """A pin or unpin request named an entry that cannot be pinned (or an index out of range)."""
+
+
+class ContextWindowOverflowError(ContextLedgerError):
+    """The model rejected the input because it exceeds the context window.
+
+    Hosts raise (or map their own error to) this so that managers can reduce reactively.
+    """
+
+
+class ReductionFailed(ContextWindowOverflowError):
+    """A reactive reduction was required but nothing could be reduced any further."""

@@ -1,0 +1,192 @@
+"""The entry point: ``Ledger.connect(url)`` and the queries over a store."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from contextledger.conversation import Conversation
+from contextledger.errors import InvalidLedgerURL, SessionNotFound
+from contextledger.managers.base import ConversationManager
+from contextledger.records import Eviction, HistoryEntry, Reduction, Revision, SessionInfo, SummaryEntry, Trigger
+from contextledger.stores.base import LedgerStore
+from contextledger.tokens import TokenCounter
+
+__all__ = ["DEFAULT_URL", "Ledger", "open_store"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_URL = "sqlite:///contextledger.db"
+"""The embedded default: a SQLite file in the working directory."""
+
+# scheme prefix -> "module:factory"; imported lazily so optional drivers stay optional.
+_BACKENDS: dict[str, str] = {
+    "memory": "contextledger.stores.memory:MemoryStore",
+    "sqlite": "contextledger.stores.sql:SQLStore.from_url",
+    "postgresql": "contextledger.stores.sql:SQLStore.from_url",
+    "postgres": "contextledger.stores.sql:SQLStore.from_url",
+    "redis": "contextledger.stores.redis:RedisStore.from_url",
+    "rediss": "contextledger.stores.redis:RedisStore.from_url",
+    "redis+cluster": "contextledger.stores.redis:RedisStore.from_url",
+}
+
+
+def open_store(url: str, **options: Any) -> LedgerStore:
+    """Open the store a URL names.
+
+    Raises:
+        InvalidLedgerURL: The URL is malformed or names no supported backend.
+        StoreUnavailable: The server could not be reached.
+        SchemaOutOfDate: The SQL schema does not match this library.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidLedgerURL(
+            f"not a ledger URL: {url!r} (expected e.g. sqlite:///agents.db, postgresql+psycopg://..., redis://..., memory://)"
+        )
+    scheme = url.split("://", 1)[0].lower()
+    target = _BACKENDS.get(scheme) or _BACKENDS.get(scheme.split("+", 1)[0])
+    if target is None:
+        raise InvalidLedgerURL(f"unsupported ledger URL scheme {scheme!r} in {url!r}; supported: {', '.join(sorted(_BACKENDS))}")
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = "redis" if "redis" in module_name else "postgres" if scheme.startswith("postgres") else "sql"
+        raise InvalidLedgerURL(
+            f"the {scheme} backend needs an optional dependency: pip install 'contextledger[{extra}]' ({exc})"
+        ) from exc
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    store: LedgerStore = obj(url, **options)
+    return store
+
+
+class Ledger:
+    """A store plus the conversations and queries over it.
+
+    Use :meth:`connect` with a URL, or wrap any :class:`LedgerStore`. A ledger is a
+    context manager; leaving it closes the store.
+    """
+
+    def __init__(self, store: LedgerStore) -> None:
+        """Wrap ``store``."""
+        self.store = store
+
+    @classmethod
+    def connect(cls, url: str = DEFAULT_URL, **options: Any) -> Ledger:
+        """Open the ledger at ``url`` (``memory://``, ``sqlite:///…``, ``postgresql+psycopg://…``, ``redis://…``).
+
+        Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL).
+        """
+        return cls(open_store(url, **options))
+
+    @property
+    def url(self) -> str:
+        """The store's URL (with any password masked by the store)."""
+        return self.store.url
+
+    def conversation(
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        manager: ConversationManager | None = None,
+        token_counter: TokenCounter | None = None,
+        context_window_limit: int | None = None,
+        repair: bool = True,
+        **options: Any,
+    ) -> Conversation:
+        """Open the conversation of (session_id, agent_id), restoring its active view.
+
+        With ``repair`` (the default) a view left mid-tool by a crash is repaired and
+        the repair recorded (see :meth:`Conversation.repair_interrupted_tools`).
+        """
+        conversation = Conversation(
+            self.store,
+            session_id,
+            agent_id,
+            manager=manager,
+            token_counter=token_counter,
+            context_window_limit=context_window_limit,
+            **options,
+        )
+        if repair and conversation.version:
+            conversation.repair_interrupted_tools()
+        return conversation
+
+    # -- queries -------------------------------------------------------------------------
+
+    def history(self, session_id: str, agent_id: str = "default", *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """Every message entry of the conversation in order, evicted ones marked."""
+        return self.store.history(session_id, agent_id, include_evicted=include_evicted)
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """What was evicted, when, why, by which reduction, replaced by which summary."""
+        return self.store.evictions(session_id, agent_id, trigger=trigger, since=since)
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """Reductions in commit order."""
+        return self.store.reductions(session_id, agent_id)
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """Every summary, superseded ones included."""
+        return self.store.summaries(session_id, agent_id)
+
+    def revisions(self, session_id: str, agent_id: str = "default", message_id: str | None = None) -> list[Revision]:
+        """Original contents kept when messages were rewritten."""
+        return self.store.revisions(session_id, agent_id, message_id)
+
+    def agents(self, session_id: str) -> list[str]:
+        """Agent ids with a conversation in the session."""
+        return self.store.agents(session_id)
+
+    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
+        """Sessions, most recently updated first."""
+        return self.store.sessions(limit=limit, offset=offset)
+
+    def require_session(self, session_id: str) -> list[str]:
+        """The session's agent ids.
+
+        Raises:
+            SessionNotFound: The session has no conversation.
+        """
+        agents = self.agents(session_id)
+        if not agents:
+            raise SessionNotFound(f"no session {session_id!r} in {self.url}")
+        return agents
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete every entry, summary, revision and reduction of the session."""
+        deleted = self.store.delete_session(session_id)
+        logger.info("session_id=<%s>, deleted=<%s> | delete_session", session_id, deleted)
+        return deleted
+
+    def upgrade(self) -> None:
+        """Bring the store's schema to this library's head (a no-op for schemaless stores)."""
+        upgrade = getattr(self.store, "upgrade", None)
+        if callable(upgrade):
+            upgrade()
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        """Return self."""
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the store."""
+        self.close()

@@ -1,0 +1,292 @@
+"""Messages and content blocks in the Converse shape used by Strands Agents.
+
+A :class:`Message` keeps its content blocks as plain dictionaries so that every block
+kind -- including ones this library does not know -- survives a round trip unchanged.
+Binary payloads (``image``/``document``/``video`` bytes, redacted reasoning) stay
+``bytes`` in memory; :func:`encode_blocks` / :func:`decode_blocks` turn them into a
+JSON-safe form losslessly for storage.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, NotRequired, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from contextledger.errors import InvalidMessage
+
+__all__ = [
+    "ContentBlock",
+    "Message",
+    "Role",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "decode_blocks",
+    "encode_blocks",
+    "new_message_id",
+]
+
+Role = Literal["system", "user", "assistant"]
+ContentBlock = dict[str, Any]
+"""One content block: a single-key mapping such as ``{"text": "hi"}``."""
+
+_BYTES_TAG = "__contextledger_bytes__"
+
+
+class ToolUseBlock(TypedDict):
+    """The body of a ``toolUse`` block."""
+
+    toolUseId: str
+    name: str
+    input: Any
+
+
+class ToolResultBlock(TypedDict):
+    """The body of a ``toolResult`` block."""
+
+    toolUseId: str
+    status: NotRequired[Literal["success", "error"]]
+    content: list[ContentBlock]
+
+
+def new_message_id() -> str:
+    """Return a fresh message id (a canonical UUID v4, as Strands uses)."""
+    return str(uuid.uuid4())
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {_BYTES_TAG: base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        if len(value) == 1 and _BYTES_TAG in value:
+            return base64.b64decode(value[_BYTES_TAG])
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def encode_blocks(blocks: Sequence[ContentBlock]) -> list[ContentBlock]:
+    """Return a JSON-safe deep copy of ``blocks`` with every ``bytes`` value tagged."""
+    return [_encode(b) for b in blocks]
+
+
+def decode_blocks(blocks: Sequence[Mapping[str, Any]]) -> list[ContentBlock]:
+    """Invert :func:`encode_blocks` exactly."""
+    return [_decode(b) for b in blocks]
+
+
+class Message(BaseModel):
+    """One message of a conversation.
+
+    Attributes:
+        message_id: Stable id; the Strands ``tracking_id`` when the host supplied one.
+        role: ``system``, ``user`` or ``assistant``.
+        content: Content blocks in the Converse shape; unknown kinds are kept verbatim.
+        metadata: Host metadata (``usage``, ``metrics``, ``custom``). Pin state lives in
+            ``metadata["custom"]["pinned"]`` exactly as Strands stores it.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    message_id: str = Field(default_factory=new_message_id, min_length=1)
+    role: Role
+    content: list[ContentBlock]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    # Whether message_id came from the host; from_strands() must not invent a tracking_id.
+    _emit_id: bool = PrivateAttr(default=True)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _check_content(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError("content must be a list of content blocks")
+        for block in value:
+            if not isinstance(block, Mapping) or not block:
+                raise ValueError(f"content block must be a non-empty mapping, got {block!r}")
+        return value
+
+    # -- constructors ------------------------------------------------------------------
+
+    @classmethod
+    def text(cls, role: Role, text: str, **kwargs: Any) -> Message:
+        """Build a message holding one text block."""
+        return cls(role=role, content=[{"text": text}], **kwargs)
+
+    @classmethod
+    def user(cls, text: str, **kwargs: Any) -> Message:
+        """Build a user text message."""
+        return cls.text("user", text, **kwargs)
+
+    @classmethod
+    def assistant(cls, text: str, **kwargs: Any) -> Message:
+        """Build an assistant text message."""
+        return cls.text("assistant", text, **kwargs)
+
+    @classmethod
+    def system(cls, text: str, **kwargs: Any) -> Message:
+        """Build a system text message."""
+        return cls.text("system", text, **kwargs)
+
+    @classmethod
+    def tool_use(
+        cls, tool_use_id: str, name: str, tool_input: Any, *, text: str | None = None
+    ) -> Message:
+        """Build an assistant message requesting one tool call."""
+        blocks: list[ContentBlock] = [{"text": text}] if text else []
+        blocks.append({"toolUse": {"toolUseId": tool_use_id, "name": name, "input": tool_input}})
+        return cls(role="assistant", content=blocks)
+
+    @classmethod
+    def tool_result(
+        cls,
+        tool_use_id: str,
+        result: str | Sequence[ContentBlock],
+        *,
+        status: Literal["success", "error"] = "success",
+    ) -> Message:
+        """Build the user message carrying one tool result."""
+        content = [{"text": result}] if isinstance(result, str) else list(result)
+        return cls(
+            role="user",
+            content=[{"toolResult": {"toolUseId": tool_use_id, "status": status, "content": content}}],
+        )
+
+    @classmethod
+    def from_strands(cls, message: Mapping[str, Any]) -> Message:
+        """Convert a Strands message dict; ``from_strands(d).to_strands() == d`` holds.
+
+        Raises:
+            InvalidMessage: The dict is not a Strands message.
+        """
+        try:
+            tracking_id = message.get("tracking_id")
+            unknown = set(message) - {"role", "content", "tracking_id", "metadata"}
+            if unknown:
+                raise ValueError(f"unknown message keys {sorted(unknown)}")
+            kwargs: dict[str, Any] = {
+                "role": message["role"],
+                "content": copy.deepcopy(list(message["content"])),
+            }
+            if "metadata" in message:
+                kwargs["metadata"] = copy.deepcopy(dict(message["metadata"]))
+            if tracking_id:
+                kwargs["message_id"] = tracking_id
+            result = cls(**kwargs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidMessage(f"not a Strands message: {exc}") from exc
+        result._emit_id = bool(tracking_id)
+        result._has_metadata = "metadata" in message
+        return result
+
+    _has_metadata: bool = PrivateAttr(default=True)
+
+    def to_strands(self) -> dict[str, Any]:
+        """Return the Strands message dict (a deep copy; bytes stay bytes)."""
+        out: dict[str, Any] = {"role": self.role, "content": copy.deepcopy(self.content)}
+        if self._emit_id:
+            out["tracking_id"] = self.message_id
+        if self.metadata or self._has_metadata:
+            out["metadata"] = copy.deepcopy(self.metadata)
+        return out
+
+    # -- storage codec -----------------------------------------------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """Return a JSON-safe dict (bytes tagged) that :meth:`from_record` inverts."""
+        return {
+            "message_id": self.message_id,
+            "role": self.role,
+            "content": encode_blocks(self.content),
+            "metadata": _encode(self.metadata),
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Message:
+        """Rebuild a message stored with :meth:`to_record`."""
+        return cls(
+            message_id=record["message_id"],
+            role=record["role"],
+            content=decode_blocks(record["content"]),
+            metadata=_decode(record.get("metadata") or {}),
+        )
+
+    # -- views ---------------------------------------------------------------------------
+
+    @property
+    def pinned(self) -> bool:
+        """Whether ``metadata.custom.pinned`` is set."""
+        custom = self.metadata.get("custom")
+        return isinstance(custom, Mapping) and custom.get("pinned") is True
+
+    def with_pin(self, pinned: bool) -> Message:
+        """Return a copy whose pin flag is ``pinned`` (unpinning removes the flag)."""
+        metadata = copy.deepcopy(self.metadata)
+        custom = dict(metadata.get("custom") or {})
+        if pinned:
+            custom["pinned"] = True
+        else:
+            custom.pop("pinned", None)
+        metadata["custom"] = custom
+        if not custom:
+            metadata.pop("custom")
+        clone = self.model_copy(update={"metadata": metadata})
+        clone._emit_id = self._emit_id
+        clone._has_metadata = self._has_metadata
+        return clone
+
+    def with_content(self, content: Sequence[ContentBlock]) -> Message:
+        """Return a copy with ``content`` replaced (the id is kept)."""
+        clone = self.model_copy(update={"content": copy.deepcopy(list(content))})
+        clone._emit_id = self._emit_id
+        clone._has_metadata = self._has_metadata
+        return clone
+
+    @property
+    def tool_use_ids(self) -> list[str]:
+        """Ids of the ``toolUse`` blocks, in order."""
+        return [b["toolUse"]["toolUseId"] for b in self.content if "toolUse" in b]
+
+    @property
+    def tool_result_ids(self) -> list[str]:
+        """Ids of the ``toolResult`` blocks, in order."""
+        return [b["toolResult"]["toolUseId"] for b in self.content if "toolResult" in b]
+
+    @property
+    def tool_ids(self) -> set[str]:
+        """Every toolUseId this message mentions, as call or as result."""
+        return set(self.tool_use_ids) | set(self.tool_result_ids)
+
+    @property
+    def plain_text(self) -> str:
+        """The concatenated text of the text blocks (tool results included)."""
+        return "\n".join(_texts(self.content))
+
+    @property
+    def usage(self) -> Mapping[str, Any] | None:
+        """The model usage recorded on this message, if any."""
+        usage = self.metadata.get("usage")
+        return usage if isinstance(usage, Mapping) else None
+
+
+def _texts(blocks: Iterable[Mapping[str, Any]]) -> Iterable[str]:
+    for block in blocks:
+        if isinstance(block.get("text"), str):
+            yield block["text"]
+        elif "toolResult" in block:
+            yield from _texts(block["toolResult"].get("content", []))
+        elif "toolUse" in block:
+            yield f"{block['toolUse'].get('name')}({block['toolUse'].get('input')!r})"

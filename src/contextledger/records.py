@@ -1,0 +1,228 @@
+"""Typed records of the ledger: entries, summaries, reductions, revisions and state.
+
+These are what stores persist and what queries return. They are immutable pydantic
+models; a store never hands out a record that a caller could mutate behind its back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextledger.messages import Message
+
+__all__ = [
+    "ConversationState",
+    "EntryKind",
+    "EntryStatus",
+    "Eviction",
+    "HistoryEntry",
+    "Reduction",
+    "Revision",
+    "SessionInfo",
+    "Snapshot",
+    "SummaryEntry",
+    "Trigger",
+    "ViewEntry",
+    "new_id",
+    "utcnow",
+]
+
+Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "manual", "restore"]
+"""Why a reduction ran. ``restore`` marks the repair of a conversation interrupted mid-tool."""
+EntryKind = Literal["message", "summary"]
+EntryStatus = Literal["active", "evicted"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, the only clock the ledger uses."""
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    """A fresh opaque id for summaries and reductions."""
+    return uuid.uuid4().hex
+
+
+class ViewEntry(BaseModel):
+    """One entry of the active view: a message, or a summary shown in place of others.
+
+    Attributes:
+        entry_id: The message id, or the summary id.
+        kind: ``message`` or ``summary``.
+        seq: Position in the ledger; a summary takes the seq of the first entry it replaced.
+        message: What the model sees (a summary renders as a user text message).
+        tokens: The token estimate stored with the entry.
+    """
+
+    model_config = _FROZEN
+
+    entry_id: str
+    kind: EntryKind = "message"
+    seq: int
+    message: Message
+    tokens: int = 0
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the entry itself is pinned (partners are resolved by the view)."""
+        return self.message.pinned
+
+
+class ConversationState(BaseModel):
+    """Per (session_id, agent_id) state that moves with every changeset.
+
+    Attributes:
+        version: Optimistic-concurrency version; 0 means the conversation does not exist yet.
+        model_call_count: Model calls made so far (drives ``per_turn``).
+        next_seq: The seq the next appended entry gets.
+        manager_state: The manager's typed state serialised as JSON (validated by the
+            manager that owns it).
+        agent_state: Host key/value state (e.g. Strands ``agent.state``).
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    version: int = 0
+    model_call_count: int = 0
+    next_seq: int = 0
+    manager_state: dict[str, Any] | None = None
+    agent_state: dict[str, Any] | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class Snapshot(BaseModel):
+    """What a restore reads: the state and the active view, nothing else."""
+
+    model_config = _FROZEN
+
+    state: ConversationState
+    entries: tuple[ViewEntry, ...] = ()
+
+
+class HistoryEntry(BaseModel):
+    """A message entry as it stands in the ledger, active or evicted."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    seq: int
+    message: Message
+    status: EntryStatus
+    pinned: bool
+    tokens: int
+    created_at: datetime
+    evicted_by: str | None = None
+    revision_count: int = 0
+
+
+class SummaryEntry(BaseModel):
+    """A summary row: first-class, never overwritten.
+
+    Attributes:
+        replaces: Exactly the entry ids it replaced (messages and an earlier summary).
+        supersedes: The summary this one replaced, if any.
+        superseded_by: The summary that later replaced this one, if any.
+        evicted_by: The reduction that took this summary out of the view, if any.
+    """
+
+    model_config = _FROZEN
+
+    summary_id: str = Field(default_factory=new_id)
+    session_id: str
+    agent_id: str
+    seq: int
+    content: str
+    summarizer: str
+    reduction_id: str
+    replaces: tuple[str, ...]
+    supersedes: str | None = None
+    status: EntryStatus = "active"
+    superseded_by: str | None = None
+    evicted_by: str | None = None
+    tokens: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+    def to_message(self) -> Message:
+        """Render the summary as the user message the model sees in its place."""
+        return Message(message_id=self.summary_id, role="user", content=[{"text": self.content}])
+
+
+class Reduction(BaseModel):
+    """One reduction: why, what it removed, what it produced."""
+
+    model_config = _FROZEN
+
+    reduction_id: str = Field(default_factory=new_id)
+    session_id: str
+    agent_id: str
+    trigger: Trigger
+    strategy: str
+    created_at: datetime = Field(default_factory=utcnow)
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    evicted: tuple[str, ...] = ()
+    revised: tuple[str, ...] = ()
+    summary_id: str | None = None
+    model_call_count: int = 0
+    error: str | None = None
+    detail: str | None = None
+
+
+class Revision(BaseModel):
+    """A content rewrite of a message; ``original`` is the content before it."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    message_id: str
+    number: int
+    original: list[dict[str, Any]]
+    reason: str
+    reduction_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Eviction(BaseModel):
+    """Answer to "what was evicted, when, and why?" for one entry."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    entry_id: str
+    kind: EntryKind
+    seq: int
+    role: str
+    preview: str
+    evicted_at: datetime
+    trigger: Trigger
+    strategy: str
+    reduction_id: str
+    replaced_by_summary: str | None = None
+    error: str | None = None
+
+
+class SessionInfo(BaseModel):
+    """One session as listed by ``sessions()``."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    agents: tuple[str, ...]
+    created_at: datetime
+    updated_at: datetime
+    active_entries: int
+    total_entries: int

@@ -1,0 +1,106 @@
+"""The one protocol every ledger store implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from contextledger.changeset import Changeset
+from contextledger.records import (
+    Eviction,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SessionInfo,
+    Snapshot,
+    SummaryEntry,
+    Trigger,
+)
+
+__all__ = ["LedgerStore"]
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """Storage for conversation ledgers.
+
+    Contract (checked by :mod:`contextledger.testing`, which every store must pass):
+
+    * :meth:`commit` applies a changeset all-or-nothing, only when the stored version
+      equals ``changeset.expected_version`` (0 = the conversation must not exist), and
+      returns the new version; otherwise it raises ``ConcurrencyConflict`` and changes
+      nothing.
+    * :meth:`load` reads only the state and the active view, in order; its cost does not
+      grow with evicted history.
+    * Nothing is removed except by :meth:`delete_session`.
+    * Driver errors surface as :class:`~contextledger.errors.StoreError` subclasses.
+    """
+
+    url: str
+
+    def load(self, session_id: str, agent_id: str) -> Snapshot | None:
+        """Return the state and active view, or ``None`` if the conversation is new."""
+        ...
+
+    def commit(self, changeset: Changeset) -> int:
+        """Apply ``changeset`` atomically and return the new version."""
+        ...
+
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True
+    ) -> list[HistoryEntry]:
+        """Every message entry of the conversation in seq order."""
+        ...
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """Evicted entries (messages and superseded summaries), oldest eviction first."""
+        ...
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """Reductions in the order they were committed."""
+        ...
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first."""
+        ...
+
+    def revisions(
+        self, session_id: str, agent_id: str, message_id: str | None = None
+    ) -> list[Revision]:
+        """Stored original contents, oldest first."""
+        ...
+
+    def agents(self, session_id: str) -> list[str]:
+        """Agent ids that have a conversation in the session, sorted."""
+        ...
+
+    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
+        """Sessions ordered by most recent update first, paged."""
+        ...
+
+    def delete_session(self, session_id: str) -> bool:
+        """Remove every row of the session; return whether it existed."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def preview(text: str, width: int = 80) -> str:
+    """A one-line preview of ``text`` for listings."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def sorted_unique(values: Sequence[str]) -> list[str]:
+    """Sorted distinct values."""
+    return sorted(set(values))

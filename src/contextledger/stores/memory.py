@@ -1,0 +1,336 @@
+"""An in-process ledger store: the reference implementation of the store contract."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from contextledger.changeset import Changeset
+from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound
+from contextledger.messages import Message
+from contextledger.records import (
+    ConversationState,
+    EntryStatus,
+    Eviction,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SessionInfo,
+    Snapshot,
+    SummaryEntry,
+    Trigger,
+    ViewEntry,
+    utcnow,
+)
+from contextledger.stores.base import preview
+
+__all__ = ["MemoryStore"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Row:
+    seq: int
+    message: Message
+    tokens: int
+    created_at: datetime
+    status: EntryStatus = "active"
+    evicted_by: str | None = None
+    revision_count: int = 0
+
+
+@dataclass
+class _Conversation:
+    state: ConversationState
+    rows: dict[str, _Row] = field(default_factory=dict)
+    summaries: dict[str, SummaryEntry] = field(default_factory=dict)
+    reductions: list[Reduction] = field(default_factory=list)
+    revisions: list[Revision] = field(default_factory=list)
+
+
+class MemoryStore:
+    """Keeps ledgers in a dict; thread-safe, lost when the process ends.
+
+    Useful for tests and short-lived agents; it passes the same contract suite as the
+    SQL and Redis stores.
+    """
+
+    def __init__(self, url: str = "memory://") -> None:
+        """Create an empty store."""
+        self.url = url
+        self._lock = threading.RLock()
+        self._data: dict[tuple[str, str], _Conversation] = {}
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def load(self, session_id: str, agent_id: str) -> Snapshot | None:
+        """Return the state and active view, or ``None``."""
+        with self._lock:
+            conv = self._data.get((session_id, agent_id))
+            if conv is None:
+                return None
+            entries = [
+                ViewEntry(entry_id=mid, seq=r.seq, message=r.message.model_copy(deep=True), tokens=r.tokens)
+                for mid, r in conv.rows.items()
+                if r.status == "active"
+            ]
+            entries += [
+                ViewEntry(entry_id=s.summary_id, kind="summary", seq=s.seq, message=s.to_message(), tokens=s.tokens)
+                for s in conv.summaries.values()
+                if s.status == "active"
+            ]
+            entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
+            return Snapshot(state=conv.state, entries=tuple(entries))
+
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """Every message entry in seq order."""
+        with self._lock:
+            conv = self._data.get((session_id, agent_id))
+            if conv is None:
+                return []
+            out = [
+                HistoryEntry(
+                    session_id=session_id,
+                    agent_id=agent_id,
+                    seq=r.seq,
+                    message=r.message.model_copy(deep=True),
+                    status=r.status,
+                    pinned=r.message.pinned,
+                    tokens=r.tokens,
+                    created_at=r.created_at,
+                    evicted_by=r.evicted_by,
+                    revision_count=r.revision_count,
+                )
+                for r in conv.rows.values()
+                if include_evicted or r.status == "active"
+            ]
+            return sorted(out, key=lambda h: h.seq)
+
+    def _conversations(self, session_id: str, agent_id: str | None) -> list[_Conversation]:
+        return [
+            c
+            for (sid, aid), c in sorted(self._data.items())
+            if sid == session_id and (agent_id is None or aid == agent_id)
+        ]
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """Evicted entries with when, why and which summary replaced them."""
+        with self._lock:
+            out: list[Eviction] = []
+            for conv in self._conversations(session_id, agent_id):
+                reductions = {r.reduction_id: r for r in conv.reductions}
+                replaced_by = {rid: s.summary_id for s in conv.summaries.values() for rid in s.replaces}
+                candidates: list[tuple[str, str, int, str, str, str | None]] = [
+                    (mid, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
+                    for mid, r in conv.rows.items()
+                    if r.status == "evicted"
+                ]
+                candidates += [
+                    (s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
+                    for s in conv.summaries.values()
+                    if s.status == "evicted"
+                ]
+                for entry_id, kind, seq, role, text, reduction_id in candidates:
+                    red = reductions.get(reduction_id or "")
+                    if red is None:
+                        continue
+                    if trigger is not None and red.trigger != trigger:
+                        continue
+                    if since is not None and red.created_at < since:
+                        continue
+                    out.append(
+                        Eviction(
+                            session_id=session_id,
+                            agent_id=conv.state.agent_id,
+                            entry_id=entry_id,
+                            kind=kind,  # type: ignore[arg-type]
+                            seq=seq,
+                            role=role,
+                            preview=preview(text),
+                            evicted_at=red.created_at,
+                            trigger=red.trigger,
+                            strategy=red.strategy,
+                            reduction_id=red.reduction_id,
+                            replaced_by_summary=replaced_by.get(entry_id),
+                            error=red.error,
+                        )
+                    )
+            return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """Reductions in commit order."""
+        with self._lock:
+            out = [r for c in self._conversations(session_id, agent_id) for r in c.reductions]
+            return sorted(out, key=lambda r: r.created_at)
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """All summaries, superseded included."""
+        with self._lock:
+            out = [s for c in self._conversations(session_id, agent_id) for s in c.summaries.values()]
+            return sorted(out, key=lambda s: s.created_at)
+
+    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
+        """Original contents kept by revisions."""
+        with self._lock:
+            conv = self._data.get((session_id, agent_id))
+            if conv is None:
+                return []
+            return [r for r in conv.revisions if message_id is None or r.message_id == message_id]
+
+    def agents(self, session_id: str) -> list[str]:
+        """Agent ids of the session."""
+        with self._lock:
+            return sorted(aid for sid, aid in self._data if sid == session_id)
+
+    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
+        """Sessions, most recently updated first."""
+        with self._lock:
+            by_session: dict[str, list[_Conversation]] = {}
+            for (sid, _), conv in self._data.items():
+                by_session.setdefault(sid, []).append(conv)
+            infos = [
+                SessionInfo(
+                    session_id=sid,
+                    agents=tuple(sorted(c.state.agent_id for c in convs)),
+                    created_at=min(c.state.created_at for c in convs),
+                    updated_at=max(c.state.updated_at for c in convs),
+                    active_entries=sum(
+                        sum(r.status == "active" for r in c.rows.values())
+                        + sum(s.status == "active" for s in c.summaries.values())
+                        for c in convs
+                    ),
+                    total_entries=sum(len(c.rows) + len(c.summaries) for c in convs),
+                )
+                for sid, convs in by_session.items()
+            ]
+            infos.sort(key=lambda i: (i.updated_at, i.session_id), reverse=True)
+            return infos[offset : offset + limit]
+
+    # -- writes --------------------------------------------------------------------------
+
+    def commit(self, changeset: Changeset) -> int:
+        """Apply ``changeset`` atomically (validated fully before anything changes)."""
+        key = (changeset.session_id, changeset.agent_id)
+        with self._lock:
+            conv = self._data.get(key)
+            current = conv.state.version if conv else 0
+            if current != changeset.expected_version:
+                raise ConcurrencyConflict(
+                    f"session_id={changeset.session_id} agent_id={changeset.agent_id}: "
+                    f"expected version {changeset.expected_version}, found {current}"
+                )
+            staged = _validate(conv, changeset)
+            if conv is None:
+                conv = _Conversation(
+                    state=ConversationState(session_id=changeset.session_id, agent_id=changeset.agent_id)
+                )
+                self._data[key] = conv
+            _apply(conv, changeset, staged)
+            logger.debug(
+                "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset",
+                changeset.session_id,
+                changeset.agent_id,
+                conv.state.version,
+            )
+            return conv.state.version
+
+    def delete_session(self, session_id: str) -> bool:
+        """Drop every conversation of the session."""
+        with self._lock:
+            keys = [k for k in self._data if k[0] == session_id]
+            for k in keys:
+                del self._data[k]
+            return bool(keys)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _validate(conv: _Conversation | None, cs: Changeset) -> set[str]:
+    """Check every id the changeset references; return the ids it evicts."""
+    rows = conv.rows if conv else {}
+    summaries = conv.summaries if conv else {}
+    appended = {e.entry_id for e in cs.appends}
+    if len(appended) != len(cs.appends):
+        raise DuplicateEntry("a changeset appends the same entry id twice")
+    for entry_id in appended:
+        if entry_id in rows or entry_id in summaries:
+            raise DuplicateEntry(f"entry {entry_id} already exists in this conversation")
+
+    def active_message(entry_id: str) -> bool:
+        return (entry_id in rows and rows[entry_id].status == "active") or entry_id in appended
+
+    def active_entry(entry_id: str) -> bool:
+        return active_message(entry_id) or (
+            entry_id in summaries and summaries[entry_id].status == "active"
+        )
+
+    evicted = set(cs.evict) | (set(cs.summary.replaces) if cs.summary else set())
+    for entry_id in evicted:
+        if not active_entry(entry_id):
+            raise EntryNotFound(f"cannot evict {entry_id}: not an active entry")
+    for rev in cs.revisions:
+        if not active_message(rev.message_id):
+            raise EntryNotFound(f"cannot revise {rev.message_id}: not an active message")
+    for entry_id in cs.pins:
+        if not active_message(entry_id):
+            raise EntryNotFound(f"cannot pin {entry_id}: not an active message")
+    return evicted
+
+
+def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
+    now = utcnow()
+    for entry in cs.appends:
+        conv.rows[entry.entry_id] = _Row(seq=entry.seq, message=entry.message.model_copy(deep=True), tokens=entry.tokens, created_at=now)
+    for entry_id, pinned in cs.pins.items():
+        row = conv.rows[entry_id]
+        row.message = row.message.with_pin(pinned)
+    reduction_id = cs.reduction.reduction_id if cs.reduction else None
+    for rev in cs.revisions:
+        row = conv.rows[rev.message_id]
+        row.revision_count += 1
+        conv.revisions.append(
+            Revision(
+                session_id=cs.session_id,
+                agent_id=cs.agent_id,
+                message_id=rev.message_id,
+                number=row.revision_count,
+                original=row.message.to_record()["content"],
+                reason=rev.reason,
+                reduction_id=reduction_id,
+                created_at=now,
+            )
+        )
+        row.message = row.message.with_content(rev.content)
+        if rev.tokens is not None:
+            row.tokens = rev.tokens
+    for entry_id in evicted:
+        if entry_id in conv.rows:
+            conv.rows[entry_id].status = "evicted"
+            conv.rows[entry_id].evicted_by = reduction_id
+        else:
+            old = conv.summaries[entry_id]
+            superseded_by = cs.summary.summary_id if cs.summary and entry_id in cs.summary.replaces else None
+            conv.summaries[entry_id] = old.model_copy(
+                update={"status": "evicted", "superseded_by": superseded_by, "evicted_by": reduction_id}
+            )
+    if cs.summary is not None:
+        conv.summaries[cs.summary.summary_id] = cs.summary
+    if cs.reduction is not None:
+        conv.reductions.append(cs.reduction)
+    updates: dict[str, object] = {"version": cs.new_version, "updated_at": now}
+    for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
+        value = getattr(cs, name)
+        if value is not None:
+            updates[name] = value
+    conv.state = conv.state.model_copy(update=updates)

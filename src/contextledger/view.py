@@ -1,0 +1,105 @@
+"""The active view: the entries the model sees, with tool-pair structure resolved."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+
+from contextledger.messages import Message
+from contextledger.records import ViewEntry
+
+__all__ = ["View"]
+
+
+class View:
+    """An immutable, ordered sequence of active entries.
+
+    Tool pairs are resolved once: :meth:`group_of` gives every index linked to an entry
+    by a shared toolUseId (a call, all of its results, transitively), so a policy that
+    evicts, pins or summarises whole groups can never split a pair.
+    """
+
+    def __init__(self, entries: Sequence[ViewEntry]) -> None:
+        """Wrap ``entries`` (already in view order)."""
+        self.entries: tuple[ViewEntry, ...] = tuple(entries)
+
+    def __len__(self) -> int:
+        """Number of active entries."""
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[ViewEntry]:
+        """Iterate entries in order."""
+        return iter(self.entries)
+
+    def __getitem__(self, index: int) -> ViewEntry:
+        """Entry at ``index``."""
+        return self.entries[index]
+
+    @cached_property
+    def messages(self) -> list[Message]:
+        """The messages in order (summaries rendered as user messages)."""
+        return [e.message for e in self.entries]
+
+    @cached_property
+    def ids(self) -> list[str]:
+        """Entry ids in order."""
+        return [e.entry_id for e in self.entries]
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {e.entry_id: i for i, e in enumerate(self.entries)}
+
+    def index_of(self, entry_id: str) -> int | None:
+        """The index of ``entry_id`` or ``None`` when it is not active."""
+        return self._positions.get(entry_id)
+
+    @property
+    def tokens(self) -> int:
+        """Sum of the stored token estimates."""
+        return sum(e.tokens for e in self.entries)
+
+    @cached_property
+    def _group_ids(self) -> list[int]:
+        parent = list(range(len(self.entries)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        first_seen: dict[str, int] = {}
+        for index, entry in enumerate(self.entries):
+            for tool_id in entry.message.tool_ids:
+                if tool_id in first_seen:
+                    parent[find(index)] = find(first_seen[tool_id])
+                else:
+                    first_seen[tool_id] = index
+        return [find(i) for i in range(len(self.entries))]
+
+    def group_of(self, index: int) -> list[int]:
+        """Indexes tool-linked to ``index`` (itself included), ascending."""
+        root = self._group_ids[index]
+        return [i for i, r in enumerate(self._group_ids) if r == root]
+
+    @cached_property
+    def groups(self) -> list[list[int]]:
+        """All groups in order of their first index; singletons for plain messages."""
+        by_root: dict[int, list[int]] = {}
+        for index, root in enumerate(self._group_ids):
+            by_root.setdefault(root, []).append(index)
+        return sorted(by_root.values(), key=lambda g: g[0])
+
+    def is_pinned(self, index: int) -> bool:
+        """Whether the entry or any tool-pair partner of it is pinned."""
+        return any(self.entries[i].pinned for i in self.group_of(index))
+
+    def dangling_tool_uses(self) -> list[str]:
+        """toolUseIds called in the view that have no result in it."""
+        results = {tid for e in self.entries for tid in e.message.tool_result_ids}
+        return [tid for e in self.entries for tid in e.message.tool_use_ids if tid not in results]
+
+    def orphan_results(self) -> list[str]:
+        """toolUseIds answered in the view whose call is not in it."""
+        uses = {tid for e in self.entries for tid in e.message.tool_use_ids}
+        return [tid for e in self.entries for tid in e.message.tool_result_ids if tid not in uses]
