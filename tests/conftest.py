@@ -1,4 +1,10 @@
-"""Shared fixtures: a ``store`` fixture parametrized over every backend."""
+"""Shared fixtures: a ``store`` fixture parametrized over every backend.
+
+Each backend's fixtures live in a plugin under ``tests/plugins``. Real servers only:
+a URL from the environment when set, else testcontainers when a Docker engine answers,
+else a throwaway server started from the local binaries on a free loopback port. Under
+``CI=true`` a backend that cannot start fails the run instead of skipping.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,21 @@ import pytest
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 
+pytest_plugins = ["tests.plugins.sql", "tests.plugins.redis"]
 
-@pytest.fixture(params=["memory"])
-def store(request: pytest.FixtureRequest) -> Iterator[LedgerStore]:
-    """A fresh, empty store of each backend."""
+STORE_BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis_cluster"]
+
+
+@pytest.fixture
+def memory_store() -> Iterator[LedgerStore]:
+    """A fresh in-process store."""
     backend = MemoryStore()
     yield backend
     backend.close()
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request: pytest.FixtureRequest) -> LedgerStore:
+    """A fresh, empty store of each backend (``<name>_store`` fixtures of the plugins)."""
+    backend: LedgerStore = request.getfixturevalue(f"{request.param}_store")
+    return backend

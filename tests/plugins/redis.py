@@ -1,0 +1,1 @@
+"""Redis fixtures (placeholder until the Redis store lands)."""

@@ -1,0 +1,1 @@
+"""SQLite and PostgreSQL fixtures (placeholder until the SQL store lands)."""
