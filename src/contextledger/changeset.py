@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contextledger.messages import ContentBlock, Message
-from contextledger.records import Reduction, SummaryEntry, Trigger, ViewEntry
+from contextledger.records import Reduction, SummaryEntry, ViewEntry
 
 __all__ = [
     "Changeset",
@@ -31,13 +31,26 @@ class ContentRevision(BaseModel):
 
 
 class SummaryDraft(BaseModel):
-    """A summary a manager wants inserted in place of ``replaces``."""
+    """A summary a manager wants inserted in place of ``replaces``.
+
+    Attributes:
+        content: The summary text.
+        summarizer: What produced it.
+        replaces: The entry ids it replaces (evicted with it).
+        summary_id: Keep the host's id for the summary (e.g. the Strands ``tracking_id`` of
+            the summary message) instead of a fresh one, so the host can find it on restore.
+        seq: Where the summary sits in the view (it sorts before a message of equal seq);
+            default: the seq of the first entry it replaces. A host that keeps some
+            replaced-range entries (pins) ahead of its summary sets it.
+    """
 
     model_config = _FROZEN
 
     content: str
     summarizer: str
     replaces: tuple[str, ...]
+    summary_id: str | None = Field(default=None, min_length=1)
+    seq: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _non_empty(self) -> SummaryDraft:

@@ -118,7 +118,7 @@ class Conversation:
         self.token_counter: TokenCounter = token_counter or CharTokenCounter()
         self.context_window_limit = context_window_limit
         self.max_retries = max_retries
-        self.overflow_errors = (ContextWindowOverflowError, *overflow_errors)
+        self.overflow_errors: tuple[type[BaseException], ...] = (ContextWindowOverflowError, *overflow_errors)
         self.hooks = HookRegistry()
         self._lock = threading.RLock()
         self._pending_calls = 0
@@ -315,12 +315,19 @@ class Conversation:
         reduction_id = new_id()
         if plan is not None and plan.summary is not None:
             seqs = [view[i].seq for i in (view.index_of(r) for r in plan.summary.replaces) if i is not None]
-            previous = [r for r in plan.summary.replaces if (i := view.index_of(r)) is not None and view[i].kind == "summary"]
+            previous = [
+                r for r in plan.summary.replaces if (i := view.index_of(r)) is not None and view[i].kind == "summary"
+            ]
             draft_message = Message(role="user", content=[{"text": plan.summary.content}])
             summary = SummaryEntry(
+                summary_id=plan.summary.summary_id or new_id(),
                 session_id=self.session_id,
                 agent_id=self.agent_id,
-                seq=min(seqs) if seqs else state.next_seq + len(appends),
+                seq=plan.summary.seq
+                if plan.summary.seq is not None
+                else min(seqs)
+                if seqs
+                else state.next_seq + len(appends),
                 content=plan.summary.content,
                 summarizer=plan.summary.summarizer,
                 reduction_id=reduction_id,
@@ -460,7 +467,13 @@ class Conversation:
                 Message(
                     role="user",
                     content=[
-                        {"toolResult": {"toolUseId": t, "status": "error", "content": [{"text": INTERRUPTED_TOOL_TEXT}]}}
+                        {
+                            "toolResult": {
+                                "toolUseId": t,
+                                "status": "error",
+                                "content": [{"text": INTERRUPTED_TOOL_TEXT}],
+                            }
+                        }
                         for t in sorted(tail)
                     ],
                     metadata={"custom": {"contextledger": {"repair": "interrupted_tool"}}},
@@ -470,7 +483,9 @@ class Conversation:
             )
             revisions: list[ContentRevision] = []
             for entry in view:
-                drop = (set(entry.message.tool_use_ids) & (dangling - tail)) | (set(entry.message.tool_result_ids) & orphans)
+                drop = (set(entry.message.tool_use_ids) & (dangling - tail)) | (
+                    set(entry.message.tool_result_ids) & orphans
+                )
                 if not drop or entry.kind != "message":
                     continue
                 kept = [b for b in entry.message.content if _block_tool_id(b) not in drop]
@@ -481,8 +496,12 @@ class Conversation:
                         reason="repair_orphan_tool_block",
                     )
                 )
-            plan = ReductionPlan(strategy="tool_pair_repair", revisions=tuple(revisions), detail="interrupted tool call")
-            return Edit(appends=appends, plan=plan if revisions else None, trigger="restore", strategy="tool_pair_repair")
+            plan = ReductionPlan(
+                strategy="tool_pair_repair", revisions=tuple(revisions), detail="interrupted tool call"
+            )
+            return Edit(
+                appends=appends, plan=plan if revisions else None, trigger="restore", strategy="tool_pair_repair"
+            )
 
         return self.edit(build)
 
@@ -543,7 +562,13 @@ def _next_view(
         entries.append(entry)
     if summary is not None:
         entries.append(
-            ViewEntry(entry_id=summary.summary_id, kind="summary", seq=summary.seq, message=summary.to_message(), tokens=summary.tokens)
+            ViewEntry(
+                entry_id=summary.summary_id,
+                kind="summary",
+                seq=summary.seq,
+                message=summary.to_message(),
+                tokens=summary.tokens,
+            )
         )
     entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
     return entries
