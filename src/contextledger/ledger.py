@@ -49,7 +49,9 @@ def open_store(url: str, **options: Any) -> LedgerStore:
     scheme = url.split("://", 1)[0].lower()
     target = _BACKENDS.get(scheme) or _BACKENDS.get(scheme.split("+", 1)[0])
     if target is None:
-        raise InvalidLedgerURL(f"unsupported ledger URL scheme {scheme!r} in {url!r}; supported: {', '.join(sorted(_BACKENDS))}")
+        raise InvalidLedgerURL(
+            f"unsupported ledger URL scheme {scheme!r} in {url!r}; supported: {', '.join(sorted(_BACKENDS))}"
+        )
     module_name, _, attr = target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)
@@ -119,7 +121,9 @@ class Ledger:
 
     # -- queries -------------------------------------------------------------------------
 
-    def history(self, session_id: str, agent_id: str = "default", *, include_evicted: bool = True) -> list[HistoryEntry]:
+    def history(
+        self, session_id: str, agent_id: str = "default", *, include_evicted: bool = True
+    ) -> list[HistoryEntry]:
         """Every message entry of the conversation in order, evicted ones marked."""
         return self.store.history(session_id, agent_id, include_evicted=include_evicted)
 

@@ -142,9 +142,7 @@ class Message(BaseModel):
         return cls.text("system", text, **kwargs)
 
     @classmethod
-    def tool_use(
-        cls, tool_use_id: str, name: str, tool_input: Any, *, text: str | None = None
-    ) -> Message:
+    def tool_use(cls, tool_use_id: str, name: str, tool_input: Any, *, text: str | None = None) -> Message:
         """Build an assistant message requesting one tool call."""
         blocks: list[ContentBlock] = [{"text": text}] if text else []
         blocks.append({"toolUse": {"toolUseId": tool_use_id, "name": name, "input": tool_input}})

@@ -95,11 +95,11 @@ class View:
         return any(self.entries[i].pinned for i in self.group_of(index))
 
     def dangling_tool_uses(self) -> list[str]:
-        """toolUseIds called in the view that have no result in it."""
+        """Return the toolUseIds called in the view that have no result in it."""
         results = {tid for e in self.entries for tid in e.message.tool_result_ids}
         return [tid for e in self.entries for tid in e.message.tool_use_ids if tid not in results]
 
     def orphan_results(self) -> list[str]:
-        """toolUseIds answered in the view whose call is not in it."""
+        """Return the toolUseIds answered in the view whose call is not in it."""
         uses = {tid for e in self.entries for tid in e.message.tool_use_ids}
         return [tid for e in self.entries for tid in e.message.tool_result_ids if tid not in uses]

@@ -47,9 +47,7 @@ class LedgerStore(Protocol):
         """Apply ``changeset`` atomically and return the new version."""
         ...
 
-    def history(
-        self, session_id: str, agent_id: str, *, include_evicted: bool = True
-    ) -> list[HistoryEntry]:
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
         """Every message entry of the conversation in seq order."""
         ...
 
@@ -72,9 +70,7 @@ class LedgerStore(Protocol):
         """Every summary, superseded ones included, oldest first."""
         ...
 
-    def revisions(
-        self, session_id: str, agent_id: str, message_id: str | None = None
-    ) -> list[Revision]:
+    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Stored original contents, oldest first."""
         ...
 

@@ -12,6 +12,7 @@ from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFo
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
+    EntryKind,
     EntryStatus,
     Eviction,
     HistoryEntry,
@@ -130,7 +131,7 @@ class MemoryStore:
             for conv in self._conversations(session_id, agent_id):
                 reductions = {r.reduction_id: r for r in conv.reductions}
                 replaced_by = {rid: s.summary_id for s in conv.summaries.values() for rid in s.replaces}
-                candidates: list[tuple[str, str, int, str, str, str | None]] = [
+                candidates: list[tuple[str, EntryKind, int, str, str, str | None]] = [
                     (mid, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
                     for mid, r in conv.rows.items()
                     if r.status == "evicted"
@@ -153,7 +154,7 @@ class MemoryStore:
                             session_id=session_id,
                             agent_id=conv.state.agent_id,
                             entry_id=entry_id,
-                            kind=kind,  # type: ignore[arg-type]
+                            kind=kind,
                             seq=seq,
                             role=role,
                             preview=preview(text),
@@ -271,9 +272,7 @@ def _validate(conv: _Conversation | None, cs: Changeset) -> set[str]:
         return (entry_id in rows and rows[entry_id].status == "active") or entry_id in appended
 
     def active_entry(entry_id: str) -> bool:
-        return active_message(entry_id) or (
-            entry_id in summaries and summaries[entry_id].status == "active"
-        )
+        return active_message(entry_id) or (entry_id in summaries and summaries[entry_id].status == "active")
 
     evicted = set(cs.evict) | (set(cs.summary.replaces) if cs.summary else set())
     for entry_id in evicted:
@@ -291,7 +290,9 @@ def _validate(conv: _Conversation | None, cs: Changeset) -> set[str]:
 def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
     now = utcnow()
     for entry in cs.appends:
-        conv.rows[entry.entry_id] = _Row(seq=entry.seq, message=entry.message.model_copy(deep=True), tokens=entry.tokens, created_at=now)
+        conv.rows[entry.entry_id] = _Row(
+            seq=entry.seq, message=entry.message.model_copy(deep=True), tokens=entry.tokens, created_at=now
+        )
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]
         row.message = row.message.with_pin(pinned)
