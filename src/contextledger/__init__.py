@@ -33,8 +33,25 @@ from contextledger.hooks import (
     MessageAddedEvent,
 )
 from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.managers import (
+    DEFAULT_COMPRESSION_THRESHOLD,
+    NullConversationManager,
+    PolicyManager,
+    PolicyState,
+    ProactiveCompressionConfig,
+    SlidingWindowConversationManager,
+    SummarizingConversationManager,
+    TurnWindowConversationManager,
+)
 from contextledger.managers.base import ConversationManager, ManagerState, ProtectedMessages, ReductionRequest
 from contextledger.messages import ContentBlock, Message
+from contextledger.pinning import (
+    PIN_MESSAGE_TOOL_SPEC,
+    handle_pin_message_tool,
+    is_pinned,
+    pin_message,
+    unpin_message,
+)
 from contextledger.records import (
     ConversationState,
     Eviction,
@@ -48,13 +65,16 @@ from contextledger.records import (
 )
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
+from contextledger.summarizers import ExtractiveSummarizer, Summarizer
 from contextledger.tokens import CharTokenCounter, TokenCounter
 from contextledger.view import View
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_COMPRESSION_THRESHOLD",
     "DEFAULT_URL",
+    "PIN_MESSAGE_TOOL_SPEC",
     "AfterInvocationEvent",
     "AfterModelCallEvent",
     "BeforeModelCallEvent",
@@ -73,6 +93,7 @@ __all__ = [
     "Edit",
     "EntryNotFound",
     "Eviction",
+    "ExtractiveSummarizer",
     "HistoryEntry",
     "HookEvent",
     "HookProvider",
@@ -85,7 +106,11 @@ __all__ = [
     "MemoryStore",
     "Message",
     "MessageAddedEvent",
+    "NullConversationManager",
     "PinError",
+    "PolicyManager",
+    "PolicyState",
+    "ProactiveCompressionConfig",
     "ProtectedMessages",
     "Reduction",
     "ReductionFailed",
@@ -95,12 +120,20 @@ __all__ = [
     "SchemaOutOfDate",
     "SessionInfo",
     "SessionNotFound",
+    "SlidingWindowConversationManager",
     "Snapshot",
     "StoreError",
     "StoreUnavailable",
+    "Summarizer",
+    "SummarizingConversationManager",
     "SummaryDraft",
     "SummaryEntry",
     "TokenCounter",
+    "TurnWindowConversationManager",
     "View",
     "ViewEntry",
+    "handle_pin_message_tool",
+    "is_pinned",
+    "pin_message",
+    "unpin_message",
 ]

@@ -1,0 +1,155 @@
+"""Keep the last N user turns (and every system message); optionally drop finished tool sequences."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from contextledger.changeset import ReductionPlan
+from contextledger.errors import ConfigurationError
+from contextledger.managers.base import ReductionRequest
+from contextledger.managers.policy import (
+    PolicyManager,
+    ProactiveCompression,
+    ProtectedSpec,
+    entry_ids,
+    evictable_groups,
+)
+from contextledger.messages import Message
+from contextledger.view import View
+
+__all__ = ["TurnWindowConversationManager", "complete_tool_sequences", "is_user_turn"]
+
+
+def is_user_turn(message: Message) -> bool:
+    """Whether ``message`` starts a user turn: a user message that is not only tool results."""
+    return message.role == "user" and any("toolResult" not in block for block in message.content)
+
+
+def _only_tool_results(message: Message) -> bool:
+    return message.role == "user" and all("toolResult" in block for block in message.content)
+
+
+def complete_tool_sequences(view: View) -> list[list[int]]:
+    """The complete tool sequences of ``view``, in order.
+
+    A complete sequence is an assistant toolUse message, then only tool-result messages
+    and further assistant toolUse messages, ending with an assistant answer without
+    toolUse, where every call has its result inside the sequence (and every result its
+    call). A sequence cut short -- by a user turn, a summary, a system message or the end
+    of the view -- is incomplete and not returned.
+    """
+    out: list[list[int]] = []
+    index = 0
+    size = len(view)
+    while index < size:
+        entry = view[index]
+        if entry.kind != "message" or entry.message.role != "assistant" or not entry.message.tool_use_ids:
+            index += 1
+            continue
+        members = [index]
+        cursor = index + 1
+        complete = False
+        while cursor < size:
+            nxt = view[cursor]
+            message = nxt.message
+            if nxt.kind != "message":
+                break
+            if message.role == "assistant":
+                members.append(cursor)
+                cursor += 1
+                if not message.tool_use_ids:
+                    complete = True
+                    break
+                continue
+            if _only_tool_results(message):
+                members.append(cursor)
+                cursor += 1
+                continue
+            break
+        if complete:
+            inside = set(members)
+            if all(set(view.group_of(i)) <= inside for i in members):
+                out.append(members)
+        index = cursor if complete else max(cursor, index + 1)
+    return out
+
+
+class TurnWindowConversationManager(PolicyManager):
+    """Keep the last ``max_user_turns`` user turns and every system message.
+
+    A user turn starts at a user message that is not only tool results. Everything
+    before the first kept turn is evicted except system messages, pinned entries (with
+    their tool-pair partners) and the protected first/last ranges; tool-pair groups are
+    never split. With ``remove_tool_messages=True`` complete tool sequences (see
+    :func:`complete_tool_sequences`) are evicted too, an incomplete one never.
+
+    Runs at the end of every invocation and on a context-window overflow (and
+    proactively when ``proactive_compression`` is set). A reactive or proactive
+    reduction that finds nothing to do by those rules drops the oldest user turn that
+    has something evictable, keeping at least the last turn; when nothing is left a
+    reactive reduction raises :class:`~contextledger.errors.ReductionFailed`.
+
+    Args:
+        max_user_turns: User turns kept (>= 1).
+        remove_tool_messages: Also evict complete tool sequences.
+        proactive_compression: ``True``, ``{"compression_threshold": x}`` or ``None``.
+        protected_messages: ``{"first": N, "last": M}`` entries never evicted.
+
+    Raises:
+        ConfigurationError: An option is invalid.
+    """
+
+    name: str = "turn_window"
+    manages_end_of_invocation: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        max_user_turns: int,
+        remove_tool_messages: bool = False,
+        *,
+        proactive_compression: ProactiveCompression = None,
+        protected_messages: ProtectedSpec = None,
+    ) -> None:
+        """Validate and keep the options; see the class docstring."""
+        super().__init__(proactive_compression=proactive_compression, protected_messages=protected_messages)
+        if isinstance(max_user_turns, bool) or not isinstance(max_user_turns, int) or max_user_turns < 1:
+            raise ConfigurationError(f"max_user_turns must be an int >= 1, got {max_user_turns!r}")
+        if not isinstance(remove_tool_messages, bool):
+            raise ConfigurationError(f"remove_tool_messages must be a bool, got {remove_tool_messages!r}")
+        self.max_user_turns = max_user_turns
+        self.remove_tool_messages = remove_tool_messages
+
+    def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
+        """Evict turns beyond the window (and complete tool sequences when asked)."""
+        protected = self.protected(view)
+        protected.update(i for i, e in enumerate(view) if e.message.role == "system")
+        groups = evictable_groups(view, protected)
+        starts = [i for i, e in enumerate(view) if e.kind == "message" and is_user_turn(e.message)]
+        evict: set[int] = set()
+        if len(starts) > self.max_user_turns:
+            evict |= _before(groups, starts[-self.max_user_turns])
+        if self.remove_tool_messages:
+            allowed = {i for g in groups for i in g}
+            for sequence in complete_tool_sequences(view):
+                if set(sequence) <= allowed:
+                    evict.update(sequence)
+        reason = f"kept the last {self.max_user_turns} user turn(s)"
+        if not evict and request.trigger in ("reactive", "proactive"):
+            # Must shrink: drop the oldest turn that has anything evictable, keep the last.
+            for cutoff in starts[1:]:
+                evict = _before(groups, cutoff)
+                if evict:
+                    reason = "dropped the oldest user turn"
+                    break
+        if not evict:
+            return None
+        return ReductionPlan(
+            strategy=self.name,
+            evict=entry_ids(view, sorted(evict)),
+            detail=f"{reason}; evicted {len(evict)} of {len(view)} entries",
+        )
+
+
+def _before(groups: list[list[int]], cutoff: int) -> set[int]:
+    """Members of the evictable groups that lie wholly before ``cutoff``."""
+    return {i for g in groups if g[-1] < cutoff for i in g}
