@@ -1,0 +1,74 @@
+"""Exit codes of the ``contextledger`` command and the mapping from library errors.
+
+Every error the library raises on purpose becomes one line on stderr and a documented
+exit code; only a bug in contextledger itself prints a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+from contextledger.errors import (
+    ConfigurationError,
+    ContextLedgerError,
+    EntryNotFound,
+    SchemaOutOfDate,
+    SessionNotFound,
+    StoreUnavailable,
+)
+
+__all__ = ["ExitCode", "exit_code_for", "mask_secrets", "one_line"]
+
+
+class ExitCode(IntEnum):
+    """Exit codes (also listed in the README and in ``contextledger --help``).
+
+    Attributes:
+        OK: Success.
+        ERROR: Any other error: a store failure, a declined ``delete``, a failed demo check.
+        USAGE: Bad command line (unknown option, invalid value).
+        CONFIG: Bad ledger URL or configuration, or a backend's optional dependency missing.
+        UNAVAILABLE: The ledger server could not be reached.
+        NOT_FOUND: No such session, agent or ledger file.
+        SCHEMA: The database schema is out of date; run ``contextledger db upgrade``.
+        INTERRUPTED: Interrupted with Ctrl-C.
+    """
+
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    CONFIG = 3
+    UNAVAILABLE = 4
+    NOT_FOUND = 5
+    SCHEMA = 6
+    INTERRUPTED = 130
+
+
+def exit_code_for(error: ContextLedgerError) -> ExitCode:
+    """The exit code for a library error (the most specific class wins)."""
+    if isinstance(error, SchemaOutOfDate):
+        return ExitCode.SCHEMA
+    if isinstance(error, StoreUnavailable):
+        return ExitCode.UNAVAILABLE
+    if isinstance(error, SessionNotFound | EntryNotFound):
+        return ExitCode.NOT_FOUND
+    if isinstance(error, ConfigurationError):
+        return ExitCode.CONFIG
+    return ExitCode.ERROR
+
+
+_USERINFO = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]+)(?P<tail>@)", re.IGNORECASE)
+
+
+def mask_secrets(text: str, *urls: str | None) -> str:
+    """Replace passwords of URLs (in ``text`` and those of ``urls``) with ``***``."""
+    for url in urls:
+        for match in _USERINFO.finditer(url or ""):
+            text = text.replace(match.group("password"), "***")
+    return _USERINFO.sub(r"\g<head>***\g<tail>", text)
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace so a message fits on one line."""
+    return " ".join(text.split())

@@ -1,0 +1,425 @@
+"""The inspector: read-only views of any ledger, plus export and delete.
+
+Each command opens the ledger named by ``--url`` (or ``CONTEXTLEDGER_URL``), prints a
+table or, with ``--json``, one JSON document, and closes the ledger.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from contextledger.cli.errors import ExitCode
+from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
+from contextledger.cli.render import (
+    console,
+    describe,
+    dump_json,
+    fmt_time,
+    history_row_json,
+    json_line,
+    record_json,
+    short,
+    table,
+    view_entry_json,
+)
+from contextledger.errors import SessionNotFound
+from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.records import HistoryEntry, SummaryEntry, Trigger
+
+__all__ = [
+    "TriggerName",
+    "delete",
+    "evictions",
+    "export",
+    "history",
+    "parse_since",
+    "reductions",
+    "sessions",
+    "show",
+    "summaries",
+]
+
+SessionArg = Annotated[str, typer.Argument(help="The session id.", show_default=False)]
+
+
+class TriggerName(StrEnum):
+    """The reduction triggers accepted by ``--trigger`` (mirrors :data:`~contextledger.records.Trigger`)."""
+
+    per_turn = "per_turn"
+    proactive = "proactive"
+    reactive = "reactive"
+    end_of_invocation = "end_of_invocation"
+    manual = "manual"
+    restore = "restore"
+
+
+_RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(value: str | None, *, now: datetime | None = None) -> datetime | None:
+    """Parse ``--since``: an ISO-8601 time (naive means UTC) or a relative age like ``15m``, ``2h``, ``7d``.
+
+    Raises:
+        typer.BadParameter: The value is neither.
+    """
+    if value is None:
+        return None
+    match = _RELATIVE.match(value)
+    if match:
+        delta = timedelta(**{_UNITS[match.group(2).lower()]: int(match.group(1))})
+        return (now or datetime.now(UTC)) - delta
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f"{value!r} is neither an ISO-8601 time (2025-01-31T12:00:00Z) nor an age (30s, 15m, 2h, 7d, 1w)"
+        ) from exc
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _agents(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:
+    agents = ledger.require_session(session_id)
+    if agent is None:
+        return agents
+    if agent not in agents:
+        raise SessionNotFound(f"session {session_id!r} has no agent {agent!r} (agents: {', '.join(agents)})")
+    return [agent]
+
+
+def sessions(
+    url: UrlOption = DEFAULT_URL,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many sessions.")] = 50,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many (most recent first).")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions, most recently updated first."""
+    with open_ledger(url) as ledger:
+        infos = ledger.sessions(limit=limit, offset=offset)
+        if as_json:
+            dump_json([record_json(i) for i in infos])
+            return
+        rows = [
+            (
+                i.session_id,
+                ", ".join(i.agents),
+                str(i.active_entries),
+                str(i.total_entries),
+                fmt_time(i.created_at),
+                fmt_time(i.updated_at),
+            )
+            for i in infos
+        ]
+        out = console()
+        out.print(
+            table(f"Sessions in {ledger.url}", ["session", "agents", "active", "total", "created", "updated"], rows)
+        )
+        if not infos:
+            out.print("no sessions" + (f" after offset {offset}" if offset else ""))
+
+
+def show(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show the live context window: the active view the model sees now."""
+    with open_ledger(url) as ledger:
+        documents: list[dict[str, Any]] = []
+        out = console()
+        for agent_id in _agents(ledger, session_id, agent):
+            snapshot = ledger.store.load(session_id, agent_id)
+            if snapshot is None:  # deleted between listing and loading
+                raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
+            state = snapshot.state
+            manager = (state.manager_state or {}).get("manager", "-")
+            if as_json:
+                documents.append(
+                    {
+                        "session_id": session_id,
+                        "agent_id": agent_id,
+                        "version": state.version,
+                        "model_call_count": state.model_call_count,
+                        "manager": manager,
+                        "manager_state": state.manager_state,
+                        "tokens": sum(e.tokens for e in snapshot.entries),
+                        "entries": [view_entry_json(e) for e in snapshot.entries],
+                    }
+                )
+                continue
+            rows = [
+                (
+                    str(i),
+                    str(e.seq),
+                    e.kind,
+                    e.message.role,
+                    "pinned" if e.pinned else "",
+                    str(e.tokens),
+                    describe(e.message),
+                )
+                for i, e in enumerate(snapshot.entries)
+            ]
+            title = (
+                f"{session_id} / {agent_id} — {len(snapshot.entries)} entries, "
+                f"~{sum(e.tokens for e in snapshot.entries)} tokens, model calls {state.model_call_count}, "
+                f"version {state.version}, manager {manager}"
+            )
+            out.print(table(title, ["#", "seq", "kind", "role", "pin", "tokens", "content"], rows))
+        if as_json:
+            dump_json(documents)
+
+
+def history(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show every entry ever appended, evicted ones and every summary included."""
+    with open_ledger(url) as ledger:
+        rows: list[HistoryEntry | SummaryEntry] = []
+        for agent_id in _agents(ledger, session_id, agent):
+            rows += ledger.history(session_id, agent_id)
+            rows += ledger.summaries(session_id, agent_id)
+        rows.sort(key=lambda r: (r.agent_id, r.seq, isinstance(r, HistoryEntry)))
+        if as_json:
+            dump_json([history_row_json(r) for r in rows])
+            return
+        lines = []
+        for r in rows:
+            if isinstance(r, HistoryEntry):
+                status = r.status if r.evicted_by is None else f"evicted by {short(r.evicted_by)}"
+                text = describe(r.message)
+                cells = [r.agent_id, str(r.seq), "message", short(r.message.message_id), r.message.role]
+                cells += [status, "pinned" if r.pinned else "", str(r.revision_count or ""), text]
+            else:
+                if r.superseded_by:
+                    status = f"superseded by {short(r.superseded_by)}"
+                elif r.evicted_by:
+                    status = f"evicted by {short(r.evicted_by)}"
+                else:
+                    status = "active"
+                cells = [r.agent_id, str(r.seq), "summary", short(r.summary_id), "user", status, "", ""]
+                cells.append(f"replaces {len(r.replaces)}: " + describe_text(r.content))
+            style = "dim" if status != "active" else ""
+            lines.append([Text(c, style=style) for c in cells])
+        columns = ["agent", "seq", "kind", "id", "role", "status", "pin", "revs", "content"]
+        console().print(table(f"History of {session_id}", columns, lines))
+
+
+def describe_text(text: str) -> str:
+    """A one-line preview of plain text."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 72 else flat[:71] + "…"
+
+
+def evictions(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    agent: AgentOption = None,
+    trigger: Annotated[TriggerName | None, typer.Option(help="Only evictions made by this trigger.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only evictions at or after this time: ISO-8601 (UTC if naive) or an age: 15m, 2h, 7d."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What was evicted, when, why (trigger and strategy), and which summary replaced it."""
+    since_at = parse_since(since)
+    with open_ledger(url) as ledger:
+        trig: Trigger | None = trigger.value if trigger is not None else None
+        found = []
+        for agent_id in _agents(ledger, session_id, agent):
+            found += ledger.evictions(session_id, agent_id, trigger=trig, since=since_at)
+        found.sort(key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+        if as_json:
+            dump_json([record_json(e) for e in found])
+            return
+        rows = [
+            (
+                fmt_time(e.evicted_at),
+                e.agent_id,
+                str(e.seq),
+                e.kind,
+                short(e.entry_id),
+                e.role,
+                e.trigger,
+                e.strategy,
+                short(e.reduction_id),
+                short(e.replaced_by_summary) if e.replaced_by_summary else "",
+                e.preview,
+            )
+            for e in found
+        ]
+        columns = [
+            "evicted at",
+            "agent",
+            "seq",
+            "kind",
+            "id",
+            "role",
+            "trigger",
+            "strategy",
+            "reduction",
+            "summary",
+            "content",
+        ]
+        out = console()
+        out.print(table(f"Evictions in {session_id}", columns, rows))
+        if not found:
+            out.print("no evictions match")
+
+
+def summaries(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every summary, superseded ones included, with what each replaced."""
+    with open_ledger(url) as ledger:
+        found: list[SummaryEntry] = []
+        for agent_id in _agents(ledger, session_id, agent):
+            found += ledger.summaries(session_id, agent_id)
+        found.sort(key=lambda s: (s.created_at, s.agent_id))
+        if as_json:
+            dump_json([record_json(s) for s in found])
+            return
+        rows = []
+        for s in found:
+            status = f"superseded by {short(s.superseded_by)}" if s.superseded_by else s.status
+            rows.append(
+                (
+                    fmt_time(s.created_at),
+                    s.agent_id,
+                    short(s.summary_id),
+                    status,
+                    str(len(s.replaces)),
+                    short(s.supersedes) if s.supersedes else "",
+                    s.summarizer,
+                    str(s.tokens),
+                    s.content,
+                )
+            )
+        columns = ["created", "agent", "id", "status", "replaces", "supersedes", "summarizer", "tokens", "content"]
+        out = console()
+        out.print(table(f"Summaries in {session_id}", columns, rows))
+        if not found:
+            out.print("no summaries")
+
+
+def reductions(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    agent: AgentOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every reduction in commit order: trigger, strategy, before/after, evictions, summary, error."""
+    with open_ledger(url) as ledger:
+        found = []
+        for agent_id in _agents(ledger, session_id, agent):
+            found += ledger.reductions(session_id, agent_id)
+        found.sort(key=lambda r: (r.created_at, r.agent_id))
+        if as_json:
+            dump_json([record_json(r) for r in found])
+            return
+        rows = [
+            (
+                fmt_time(r.created_at),
+                r.agent_id,
+                short(r.reduction_id),
+                r.trigger,
+                r.strategy,
+                str(r.model_call_count),
+                f"{r.messages_before}→{r.messages_after}",
+                f"{r.tokens_before}→{r.tokens_after}",
+                str(len(r.evicted)),
+                str(len(r.revised)),
+                short(r.summary_id) if r.summary_id else "",
+                r.error or r.detail or "",
+            )
+            for r in found
+        ]
+        columns = [
+            "when",
+            "agent",
+            "id",
+            "trigger",
+            "strategy",
+            "call",
+            "messages",
+            "tokens",
+            "evicted",
+            "revised",
+            "summary",
+            "why",
+        ]
+        out = console()
+        out.print(table(f"Reductions in {session_id}", columns, rows))
+        if not found:
+            out.print("no reductions")
+
+
+def export(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    agent: AgentOption = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Export the whole session as JSON lines: state, messages, summaries, reductions, revisions.
+
+    Each line is one object with a ``type`` of ``conversation``, ``message``, ``summary``,
+    ``reduction`` or ``revision``; message content keeps binary blocks base64-tagged.
+    """
+    with open_ledger(url) as ledger:
+        lines: list[str] = []
+        for agent_id in _agents(ledger, session_id, agent):
+            snapshot = ledger.store.load(session_id, agent_id)
+            if snapshot is not None:
+                lines.append(json_line({"type": "conversation", **record_json(snapshot.state)}))
+            lines += [json_line({"type": "message", **record_json(h)}) for h in ledger.history(session_id, agent_id)]
+            lines += [json_line({"type": "summary", **record_json(s)}) for s in ledger.summaries(session_id, agent_id)]
+            lines += [
+                json_line({"type": "reduction", **record_json(r)}) for r in ledger.reductions(session_id, agent_id)
+            ]
+            lines += [json_line({"type": "revision", **record_json(r)}) for r in ledger.revisions(session_id, agent_id)]
+        text = "".join(line + "\n" for line in lines)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            output.write_text(text, encoding="utf-8")
+            typer.echo(f"exported {len(lines)} records of {session_id} to {output}", err=True)
+
+
+def delete(
+    session_id: SessionArg,
+    url: UrlOption = DEFAULT_URL,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a session and everything it holds (asks first unless --yes)."""
+    with open_ledger(url) as ledger:
+        agents = ledger.require_session(session_id)
+        entries = sum(len(ledger.history(session_id, a)) for a in agents)
+        if not yes:
+            question = (
+                f"Delete session {session_id!r} ({len(agents)} agent(s), {entries} messages) "
+                f"from {ledger.url}? This cannot be undone"
+            )
+            try:
+                confirmed = typer.confirm(question, default=False, err=True)
+            except typer.Abort:  # stdin closed: nobody said yes
+                confirmed = False
+            if not confirmed:
+                typer.echo(f"not deleted: {session_id}", err=True)
+                raise typer.Exit(ExitCode.ERROR)
+        ledger.delete_session(session_id)
+        typer.echo(f"deleted session {session_id} ({len(agents)} agent(s), {entries} messages)")

@@ -1,0 +1,122 @@
+"""Turning ledger records into rich tables and JSON documents.
+
+JSON output keeps messages in the ledger's storage codec (:meth:`Message.to_record`),
+so binary content survives a dump and can be read back with ``Message.from_record``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from contextledger.messages import Message, encode_blocks
+from contextledger.records import HistoryEntry, Revision, SummaryEntry, ViewEntry
+
+__all__ = [
+    "console",
+    "describe",
+    "dump_json",
+    "fmt_time",
+    "history_row_json",
+    "json_line",
+    "record_json",
+    "short",
+    "table",
+    "view_entry_json",
+]
+
+MAX_PREVIEW = 72
+
+
+def console() -> Console:
+    """A console on the current stdout (resolved per call so redirection is honoured)."""
+    return Console(file=sys.stdout, highlight=False)
+
+
+def record_json(record: BaseModel) -> dict[str, Any]:
+    """A JSON-safe dict of a record; messages and block lists keep their bytes losslessly."""
+    message = getattr(record, "message", None)
+    exclude = {"message"} if isinstance(message, Message) else set()
+    if isinstance(record, Revision):
+        exclude.add("original")
+    data: dict[str, Any] = record.model_dump(mode="json", exclude=exclude)
+    if isinstance(message, Message):
+        data["message"] = message.to_record()
+    if isinstance(record, Revision):
+        data["original"] = encode_blocks(record.original)
+    return data
+
+
+def view_entry_json(entry: ViewEntry) -> dict[str, Any]:
+    """One entry of the live view as JSON (``pinned`` made explicit)."""
+    data = record_json(entry)
+    data["pinned"] = entry.pinned
+    return data
+
+
+def history_row_json(row: HistoryEntry | SummaryEntry) -> dict[str, Any]:
+    """A history row as JSON with its ``kind`` (``message`` or ``summary``)."""
+    data = record_json(row)
+    data["kind"] = "message" if isinstance(row, HistoryEntry) else "summary"
+    return data
+
+
+def dump_json(document: Any) -> None:
+    """Write one JSON document to stdout."""
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def json_line(document: Mapping[str, Any]) -> str:
+    """One compact JSON line (for JSON-lines exports)."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def fmt_time(value: datetime) -> str:
+    """A UTC timestamp to the second, e.g. ``2025-01-31 12:00:03Z``."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def short(identifier: str | None, width: int = 8) -> str:
+    """The first characters of an id (enough to tell rows apart in a table)."""
+    if not identifier:
+        return "-"
+    return identifier if len(identifier) <= width else identifier[:width]
+
+
+def describe(message: Message, width: int = MAX_PREVIEW) -> str:
+    """A one-line description of a message: tool calls and results marked, text previewed."""
+    parts: list[str] = []
+    for block in message.content:
+        if isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif "toolUse" in block:
+            tool = block["toolUse"]
+            parts.append(f"-> {tool.get('name')}({json.dumps(tool.get('input'), default=str)})")
+        elif "toolResult" in block:
+            result = block["toolResult"]
+            inner = Message(role="user", content=result.get("content") or [{"text": ""}]).plain_text
+            parts.append(f"<- [{result.get('status', 'success')}] {inner}")
+        else:
+            parts.append(f"[{next(iter(block))}]")
+    flat = " ".join(" ".join(parts).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str | Text]], **kwargs: Any) -> Table:
+    """A rich table; id-like columns never wrap so they stay copyable."""
+    result = Table(title=Text(title) if title else None, title_justify="left", header_style="bold", **kwargs)
+    for name in columns:
+        no_wrap = name in {"session", "agent", "id", "seq", "#", "when", "created", "updated", "evicted at"}
+        result.add_column(name, no_wrap=no_wrap, overflow="fold")
+    for row in rows:
+        # Ledger content is data, never rich markup: "[turn 3]" must print as is.
+        result.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in row))
+    return result
