@@ -1,0 +1,258 @@
+"""How ledger records become Redis values and back.
+
+Messages are stored with :meth:`Message.to_record` (bytes tagged, so they survive JSON),
+split in two: the immutable part (role, metadata as appended, seq, tokens, created_at)
+and the content, which revisions replace. The pin flag is kept apart and applied with
+:meth:`Message.with_pin` when read: applying only the last pin change gives the same
+message as applying every change in turn, so storing the last one is exact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from contextledger.changeset import Changeset
+from contextledger.errors import InvalidMessage, StoreError
+from contextledger.messages import Message, encode_blocks
+from contextledger.records import ConversationState, HistoryEntry, Revision, SummaryEntry, ViewEntry
+from contextledger.stores.redis.keys import view_score
+
+__all__ = [
+    "MessageRow",
+    "commit_args",
+    "decode_state",
+    "dumps",
+    "epoch_micros",
+    "flat_hash",
+    "loads",
+    "revision_from",
+    "summary_from",
+    "text",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON (ASCII-escaped, so any Python string, lone surrogates included, survives).
+
+    Raises:
+        InvalidMessage: ``value`` holds something JSON cannot represent.
+    """
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse JSON written by :func:`dumps`.
+
+    Raises:
+        StoreError: The stored value is not valid JSON (the data was changed outside
+            contextledger).
+    """
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise StoreError(f"corrupt JSON value in the Redis ledger: {exc}") from exc
+
+
+def text(raw: bytes | str) -> str:
+    """A reply value as ``str`` (the client does not decode, so bytes stay exact)."""
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+def flat_hash(items: Sequence[bytes]) -> dict[str, bytes]:
+    """``HGETALL`` as returned by a script (a flat field/value list) as a dict."""
+    return {text(items[i]): items[i + 1] for i in range(0, len(items), 2)}
+
+
+def epoch_micros(moment: datetime) -> int:
+    """Microseconds since the epoch: exact as a sorted-set score (below 2**53)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _check_id(kind: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessage(f"{kind} {value!r} is not valid Unicode text") from exc
+    return value
+
+
+def commit_args(changeset: Changeset, now: datetime) -> list[str]:
+    """The ARGV of the commit script for ``changeset`` (see ``scripts.COMMIT``).
+
+    Raises:
+        InvalidMessage: An appended message or revision cannot be stored as JSON, or an
+            id is not valid Unicode. Raised before anything is sent.
+    """
+    cs = changeset
+    stamp = now.isoformat()
+    args = [
+        str(cs.expected_version),
+        stamp,
+        str(epoch_micros(now)),
+        _check_id("session_id", cs.session_id),
+        _check_id("agent_id", cs.agent_id),
+        cs.reduction.reduction_id if cs.reduction is not None else "",
+        "" if cs.model_call_count is None else str(cs.model_call_count),
+        "" if cs.next_seq is None else str(cs.next_seq),
+        "" if cs.manager_state is None else dumps(cs.manager_state),
+        "" if cs.agent_state is None else dumps(cs.agent_state),
+        str(len(cs.appends)),
+        str(len(cs.evict)),
+        str(len(cs.pins)),
+        str(len(cs.revisions)),
+        "1" if cs.summary is not None else "0",
+        "1" if cs.reduction is not None else "0",
+    ]
+    for entry in cs.appends:
+        record = entry.message.to_record()
+        content = record.pop("content")
+        record.update(
+            seq=entry.seq,
+            tokens=entry.tokens,
+            created_at=stamp,
+            emit_id=entry.message._emit_id,
+            has_metadata=entry.message._has_metadata,
+        )
+        args += [
+            _check_id("entry id", entry.entry_id),
+            str(view_score(entry.seq, summary=False)),
+            dumps(record),
+            dumps(content),
+        ]
+    args += [_check_id("entry id", entry_id) for entry_id in cs.evict]
+    for entry_id, pinned in cs.pins.items():
+        args += [_check_id("entry id", entry_id), "1" if pinned else "0"]
+    reduction_id = cs.reduction.reduction_id if cs.reduction is not None else None
+    for rev in cs.revisions:
+        content = encode_blocks(rev.content)
+        row = {
+            "session_id": cs.session_id,
+            "agent_id": cs.agent_id,
+            "message_id": rev.message_id,
+            "reason": rev.reason,
+            "reduction_id": reduction_id,
+            "created_at": stamp,
+        }
+        tokens = "" if rev.tokens is None else str(rev.tokens)
+        args += [_check_id("message id", rev.message_id), tokens, dumps(content), dumps(row)]
+    if cs.summary is not None:
+        summary = cs.summary
+        args += [
+            _check_id("summary id", summary.summary_id),
+            str(view_score(summary.seq, summary=True)),
+            "1" if summary.status == "active" else "0",
+            summary.model_dump_json(),
+            str(len(summary.replaces)),
+            *(_check_id("entry id", r) for r in summary.replaces),
+        ]
+    if cs.reduction is not None:
+        args.append(cs.reduction.model_dump_json())
+    return args
+
+
+def decode_state(session_id: str, agent_id: str, raw: Mapping[str, bytes]) -> ConversationState:
+    """The conversation state from its hash."""
+    manager_state = raw.get("manager_state")
+    agent_state = raw.get("agent_state")
+    return ConversationState(
+        session_id=session_id,
+        agent_id=agent_id,
+        version=int(raw["version"]),
+        model_call_count=int(raw.get("model_call_count", b"0")),
+        next_seq=int(raw.get("next_seq", b"0")),
+        manager_state=loads(manager_state) if manager_state is not None else None,
+        agent_state=loads(agent_state) if agent_state is not None else None,
+        created_at=datetime.fromisoformat(text(raw["created_at"])),
+        updated_at=datetime.fromisoformat(text(raw["updated_at"])),
+    )
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    """One message entry as stored, with its mutable facts merged in."""
+
+    entry_id: str
+    seq: int
+    message: Message
+    tokens: int
+    created_at: datetime
+    evicted_by: str | None
+    revision_count: int
+
+    @classmethod
+    def decode(
+        cls,
+        entry_id: str,
+        record: bytes,
+        content: bytes,
+        mut: Mapping[str, bytes],
+    ) -> MessageRow:
+        """Rebuild a row from its record, content and the ``mut`` fields of its id."""
+        base = loads(record)
+        message = Message.from_record({**base, "content": loads(content)})
+        message._emit_id = bool(base.get("emit_id", True))
+        message._has_metadata = bool(base.get("has_metadata", True))
+        pin = mut.get(f"p|{entry_id}")
+        if pin is not None:
+            message = message.with_pin(pin == b"1")
+        tokens = mut.get(f"t|{entry_id}")
+        evicted_by = mut.get(f"e|{entry_id}")
+        return cls(
+            entry_id=entry_id,
+            seq=int(base["seq"]),
+            message=message,
+            tokens=int(tokens) if tokens is not None else int(base["tokens"]),
+            created_at=datetime.fromisoformat(base["created_at"]),
+            evicted_by=text(evicted_by) if evicted_by is not None else None,
+            revision_count=int(mut.get(f"r|{entry_id}", b"0")),
+        )
+
+    def view_entry(self) -> ViewEntry:
+        """The row as an entry of the active view."""
+        return ViewEntry(entry_id=self.entry_id, seq=self.seq, message=self.message, tokens=self.tokens)
+
+    def history_entry(self, session_id: str, agent_id: str) -> HistoryEntry:
+        """The row as a history entry."""
+        return HistoryEntry(
+            session_id=session_id,
+            agent_id=agent_id,
+            seq=self.seq,
+            message=self.message,
+            status="evicted" if self.evicted_by is not None else "active",
+            pinned=self.message.pinned,
+            tokens=self.tokens,
+            created_at=self.created_at,
+            evicted_by=self.evicted_by,
+            revision_count=self.revision_count,
+        )
+
+
+def summary_from(raw: bytes, mut: Mapping[str, bytes]) -> SummaryEntry:
+    """A summary as committed, with a later eviction (and its superseder) merged in."""
+    summary = SummaryEntry.model_validate_json(raw)
+    evicted_by = mut.get(f"se|{summary.summary_id}")
+    if evicted_by is None:
+        return summary
+    superseded_by = mut.get(f"ss|{summary.summary_id}")
+    return summary.model_copy(
+        update={
+            "status": "evicted",
+            "superseded_by": text(superseded_by) if superseded_by is not None else None,
+            "evicted_by": text(evicted_by),
+        }
+    )
+
+
+def revision_from(raw: bytes) -> Revision:
+    """A revision row as the commit script wrote it."""
+    envelope = loads(raw)
+    return Revision.model_validate({**envelope["row"], "number": envelope["number"], "original": envelope["original"]})

@@ -1,0 +1,226 @@
+"""Lua sources run by the Redis ledger store.
+
+Why Lua: a changeset touches up to eight keys of one conversation and must apply
+all-or-nothing after checking the version and every id it references. One script does
+that in one round trip, on one server and on Redis Cluster alike (all keys share a hash
+tag). Redis does not roll back a script that fails half-way, so :data:`COMMIT` checks
+everything -- key types included -- before its first write, and the ``#!lua`` header
+makes Redis refuse the whole script up front when it is out of memory instead of
+failing at a later write.
+
+The scripts never parse JSON: content, metadata and records are opaque strings they
+copy, so no value can be altered by a Lua JSON round trip (numbers, empty objects vs
+arrays, escapes). Numbers they store arrive as decimal strings for the same reason.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "SNAPSHOT"]
+
+COMMIT_FIXED_ARGS = 16
+"""ARGV slots before the variable part of :data:`COMMIT` (see its header comment)."""
+
+ERROR_PREFIXES = ("CLCONFLICT", "CLDUPLICATE", "CLNOTFOUND", "CLWRONGTYPE")
+"""Error replies :data:`COMMIT` raises; the store maps them to typed errors."""
+
+COMMIT = r"""#!lua
+-- Apply one changeset to one conversation, all or nothing.
+-- KEYS: state msg content mut active sum red rev [agents sessions]
+--   (the two index keys only when they share the server, i.e. not on Cluster)
+-- ARGV: 1 expected_version  2 now (ISO)  3 now (epoch us)  4 session_id  5 agent_id
+--   6 reduction_id  7 model_call_count  8 next_seq  9 manager_state  10 agent_state
+--   ('' = keep the stored value)  11 #appends  12 #evict  13 #pins  14 #revisions
+--   15 has summary  16 has reduction, then:
+--   appends:   id score record content   (per append)
+--   evict:     id
+--   pins:      id flag
+--   revisions: id tokens|'' content row
+--   summary:   id score active json #replaces replaces...
+--   reduction: json
+local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'set', 'zset'}
+for i = 1, #KEYS do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if t ~= 'none' and t ~= types[i] then
+    return redis.error_reply('CLWRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. t .. ', expected a ' .. types[i])
+  end
+end
+
+local current = redis.call('HGET', K_STATE, 'version') or '0'
+if current ~= ARGV[1] then
+  return redis.error_reply('CLCONFLICT ' .. current)
+end
+
+local pos = 17
+local function take()
+  local value = ARGV[pos]
+  pos = pos + 1
+  return value
+end
+
+local appends, appended = {}, {}
+local duplicate = false
+for _ = 1, tonumber(ARGV[11]) do
+  local a = {take(), take(), take(), take()}
+  if appended[a[1]] then duplicate = true end
+  appended[a[1]] = true
+  appends[#appends + 1] = a
+end
+local evict = {}
+for _ = 1, tonumber(ARGV[12]) do evict[#evict + 1] = take() end
+local pins = {}
+for _ = 1, tonumber(ARGV[13]) do pins[#pins + 1] = {take(), take()} end
+local revisions = {}
+for _ = 1, tonumber(ARGV[14]) do revisions[#revisions + 1] = {take(), take(), take(), take()} end
+local summary = nil
+local replaced = {}
+if ARGV[15] == '1' then
+  summary = {take(), take(), take(), take()}
+  for _ = 1, tonumber(take()) do
+    local id = take()
+    replaced[id] = true
+    evict[#evict + 1] = id
+  end
+end
+local reduction = nil
+if ARGV[16] == '1' then reduction = take() end
+local reduction_id = ARGV[6]
+
+-- validate everything before the first write
+if duplicate then
+  return redis.error_reply('CLDUPLICATE a changeset appends the same entry id twice')
+end
+for _, a in ipairs(appends) do
+  if redis.call('HEXISTS', K_MSG, a[1]) == 1 or redis.call('HEXISTS', K_SUM, a[1]) == 1 then
+    return redis.error_reply('CLDUPLICATE entry ' .. a[1] .. ' already exists in this conversation')
+  end
+end
+local function active_message(id)
+  return appended[id] or redis.call('ZSCORE', K_ACTIVE, 'm:' .. id) ~= false
+end
+local evicted, seen = {}, {}
+for _, id in ipairs(evict) do
+  if not seen[id] then
+    seen[id] = true
+    evicted[#evicted + 1] = id
+    if not (active_message(id) or redis.call('ZSCORE', K_ACTIVE, 's:' .. id) ~= false) then
+      return redis.error_reply('CLNOTFOUND cannot evict ' .. id .. ': not an active entry')
+    end
+  end
+end
+for _, r in ipairs(revisions) do
+  if not active_message(r[1]) then
+    return redis.error_reply('CLNOTFOUND cannot revise ' .. r[1] .. ': not an active message')
+  end
+end
+for _, p in ipairs(pins) do
+  if not active_message(p[1]) then
+    return redis.error_reply('CLNOTFOUND cannot pin ' .. p[1] .. ': not an active message')
+  end
+end
+
+-- apply, in the order the reference store does
+for _, a in ipairs(appends) do
+  redis.call('HSET', K_MSG, a[1], a[3])
+  redis.call('HSET', K_CONTENT, a[1], a[4])
+  redis.call('ZADD', K_ACTIVE, a[2], 'm:' .. a[1])
+end
+for _, p in ipairs(pins) do
+  redis.call('HSET', K_MUT, 'p|' .. p[1], p[2])
+end
+for _, r in ipairs(revisions) do
+  local number = redis.call('HINCRBY', K_MUT, 'r|' .. r[1], 1)
+  local original = redis.call('HGET', K_CONTENT, r[1])
+  redis.call('RPUSH', K_REV, '{"number":' .. number .. ',"original":' .. original .. ',"row":' .. r[4] .. '}')
+  redis.call('HSET', K_CONTENT, r[1], r[3])
+  if r[2] ~= '' then redis.call('HSET', K_MUT, 't|' .. r[1], r[2]) end
+end
+for _, id in ipairs(evicted) do
+  if redis.call('HEXISTS', K_MSG, id) == 1 then
+    redis.call('ZREM', K_ACTIVE, 'm:' .. id)
+    redis.call('HSET', K_MUT, 'e|' .. id, reduction_id)
+  else
+    redis.call('ZREM', K_ACTIVE, 's:' .. id)
+    redis.call('HSET', K_MUT, 'se|' .. id, reduction_id)
+    if summary and replaced[id] then
+      redis.call('HSET', K_MUT, 'ss|' .. id, summary[1])
+    else
+      redis.call('HDEL', K_MUT, 'ss|' .. id)
+    end
+  end
+end
+if summary then
+  redis.call('HSET', K_SUM, summary[1], summary[4])
+  redis.call('HDEL', K_MUT, 'se|' .. summary[1], 'ss|' .. summary[1])
+  if summary[3] == '1' then
+    redis.call('ZADD', K_ACTIVE, summary[2], 's:' .. summary[1])
+  else
+    redis.call('ZREM', K_ACTIVE, 's:' .. summary[1])
+  end
+end
+if reduction then redis.call('RPUSH', K_RED, reduction) end
+
+local version = redis.call('HINCRBY', K_STATE, 'version', 1)
+redis.call('HSET', K_STATE, 'updated_at', ARGV[2])
+redis.call('HSETNX', K_STATE, 'created_at', ARGV[2])
+local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
+for i, name in ipairs(fields) do
+  if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
+end
+if #KEYS > 8 then
+  redis.call('SADD', KEYS[9], ARGV[5])
+  redis.call('ZADD', KEYS[10], 'GT', ARGV[3], ARGV[4])
+end
+return version
+"""
+
+LOAD = r"""#!lua flags=no-writes
+-- Read the state and the active view of one conversation: O(window), never O(history).
+-- KEYS: state msg content mut active sum
+-- Returns nil for an unknown conversation, else
+--   {state (flat hash), members, records, contents, {pin, tokens} per message, summaries}
+local state = redis.call('HGETALL', KEYS[1])
+if #state == 0 then return false end
+local members = redis.call('ZRANGE', KEYS[5], 0, -1)
+local mids, mfields, sids = {}, {}, {}
+for i = 1, #members do
+  local member = members[i]
+  local id = string.sub(member, 3)
+  if string.sub(member, 1, 1) == 'm' then
+    mids[#mids + 1] = id
+    mfields[#mfields + 1] = 'p|' .. id
+    mfields[#mfields + 1] = 't|' .. id
+  else
+    sids[#sids + 1] = id
+  end
+end
+-- HMGET in chunks: unpack() of a huge window would overflow the Lua C stack
+local function hmget(key, fields)
+  local out = {}
+  for i = 1, #fields, 256 do
+    local chunk = redis.call('HMGET', key, unpack(fields, i, math.min(i + 255, #fields)))
+    for j = 1, #chunk do out[#out + 1] = chunk[j] end
+  end
+  return out
+end
+return {state, members, hmget(KEYS[2], mids), hmget(KEYS[3], mids), hmget(KEYS[4], mfields), hmget(KEYS[6], sids)}
+"""
+
+SNAPSHOT = r"""#!lua flags=no-writes
+-- Read whole keys of one conversation atomically (for history and audit queries).
+-- ARGV[i] says how to read KEYS[i]: h = HGETALL, l = LRANGE 0 -1, z = ZRANGE 0 -1,
+-- hl = HLEN, zc = ZCARD.
+local out = {}
+for i = 1, #KEYS do
+  local op, key = ARGV[i], KEYS[i]
+  if op == 'h' then out[i] = redis.call('HGETALL', key)
+  elseif op == 'l' then out[i] = redis.call('LRANGE', key, 0, -1)
+  elseif op == 'z' then out[i] = redis.call('ZRANGE', key, 0, -1)
+  elseif op == 'hl' then out[i] = redis.call('HLEN', key)
+  elseif op == 'zc' then out[i] = redis.call('ZCARD', key)
+  else return redis.error_reply('CLBADOP ' .. tostring(op)) end
+end
+return out
+"""

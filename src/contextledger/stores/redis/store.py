@@ -1,0 +1,516 @@
+"""The Redis ledger store: plain Redis 7 or Redis Cluster, no modules."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
+
+from redis import Redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from contextledger.changeset import Changeset
+from contextledger.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    ContextLedgerError,
+    DuplicateEntry,
+    EntryNotFound,
+    InvalidLedgerURL,
+    StoreError,
+    StoreUnavailable,
+)
+from contextledger.records import (
+    Eviction,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SessionInfo,
+    Snapshot,
+    SummaryEntry,
+    Trigger,
+    ViewEntry,
+    utcnow,
+)
+from contextledger.stores.base import preview
+from contextledger.stores.redis import scripts
+from contextledger.stores.redis.codec import (
+    MessageRow,
+    commit_args,
+    decode_state,
+    epoch_micros,
+    flat_hash,
+    revision_from,
+    summary_from,
+    text,
+)
+from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
+
+__all__ = ["RedisStore", "mask_password"]
+
+logger = logging.getLogger(__name__)
+
+RedisClient = Redis | RedisCluster
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterDownError,
+    SlotNotCoveredError,
+)
+_SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def mask_password(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _endpoint(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class RedisStore:
+    """A :class:`~contextledger.stores.base.LedgerStore` on Redis 7 or Redis Cluster.
+
+    Layout and atomicity: every key of one conversation shares one hash tag (see
+    :mod:`contextledger.stores.redis.keys`), and a changeset is applied by one Lua script
+    that checks the version and every referenced id before its first write -- so a
+    commit is all-or-nothing and one round trip, on one server and on Cluster alike.
+    :meth:`load` is one read-only script that reads the state and the active view only:
+    its cost is O(window) whatever the evicted history.
+
+    Session indexes: ``sessions()``, ``agents()``, ``delete_session()`` and the
+    cross-agent queries use two index keys per session, which on Cluster live in other
+    slots than the conversations and so cannot be written by the commit script. On a
+    single server the script updates them in the same atomic step. On Cluster they are
+    updated outside it: the agent is added to the session's set *before* the commit
+    that creates a conversation, and both indexes are refreshed (idempotent ``SADD`` and
+    ``ZADD GT``) *after* every successful commit. That is safe because the indexes are
+    never the source of truth for a conversation: its keys are; an index may at worst
+    list a session or agent whose creating commit failed (filtered out on read) or show
+    a slightly older update time until the next commit, and it can never miss a
+    conversation that exists, so ``delete_session`` always finds every key to remove.
+
+    Errors: connection failures raise :class:`~contextledger.errors.StoreUnavailable`
+    naming host:port, every other driver error :class:`~contextledger.errors.StoreError`,
+    both chained to the redis-py error. A commit that times out may or may not have
+    been applied; the next commit's version check tells.
+
+    Args:
+        client: A ``redis.Redis`` or ``redis.cluster.RedisCluster`` that does not decode
+            responses.
+        key_prefix: Namespace of every key (no braces), so several ledgers can share a
+            database.
+        url: The URL the client was opened with (its password is masked in :attr:`url`).
+    """
+
+    def __init__(self, client: RedisClient, *, key_prefix: str = "contextledger", url: str | None = None) -> None:
+        """Wrap ``client``; see the class docstring."""
+        self._client = client
+        self._cluster = isinstance(client, RedisCluster)
+        self.key_prefix = check_prefix(key_prefix)
+        if url is None:
+            kwargs = client.get_connection_kwargs() if isinstance(client, Redis) else {}
+            url = f"redis://{kwargs.get('host', '127.0.0.1')}:{kwargs.get('port', 6379)}"
+        self.url = mask_password(url)
+        self._endpoint = _endpoint(url)
+        self._commit_script: Script = client.register_script(scripts.COMMIT)
+        self._load_script: Script = client.register_script(scripts.LOAD)
+        self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
+
+    @classmethod
+    def from_url(cls, url: str, *, key_prefix: str = "contextledger", **options: Any) -> RedisStore:
+        """Connect to ``redis://``, ``rediss://`` or ``redis+cluster://host:port`` and check the server answers.
+
+        Options other than ``key_prefix`` go to ``redis.Redis.from_url`` or
+        ``redis.cluster.RedisCluster.from_url`` (``decode_responses`` is always off: the
+        store decodes values itself so bytes stay exact).
+
+        Raises:
+            InvalidLedgerURL: The scheme is not a Redis one.
+            ConfigurationError: ``key_prefix`` is empty or holds braces.
+            StoreUnavailable: The server (or no cluster node) answered.
+        """
+        scheme, sep, rest = url.partition("://")
+        driver_scheme = _SCHEMES.get(scheme.lower())
+        if not sep or driver_scheme is None:
+            raise InvalidLedgerURL(f"not a Redis ledger URL: {mask_password(url)!r} (expected redis://host:port/db)")
+        check_prefix(key_prefix)
+        driver_url = f"{driver_scheme}://{rest}"
+        options["decode_responses"] = False
+        options.setdefault("socket_connect_timeout", 5.0)
+        endpoint = _endpoint(driver_url)
+        try:
+            client: RedisClient
+            if scheme.lower().endswith("+cluster"):
+                client = RedisCluster.from_url(driver_url, **options)
+            else:
+                client = Redis.from_url(driver_url, **options)
+            client.ping()
+        except (RedisError, RedisClusterException) as exc:
+            raise StoreUnavailable(f"cannot reach Redis at {endpoint}: {_one_line(exc)}") from exc
+        except ValueError as exc:  # redis-py rejects malformed URLs and options this way
+            raise InvalidLedgerURL(f"invalid Redis URL {mask_password(url)!r}: {exc}") from exc
+        logger.info(
+            "url=<%s>, cluster=<%s> | connected redis ledger store",
+            mask_password(url),
+            isinstance(client, RedisCluster),
+        )
+        return cls(client, key_prefix=key_prefix, url=url)
+
+    def __repr__(self) -> str:
+        return f"RedisStore(url={self.url!r}, key_prefix={self.key_prefix!r})"
+
+    # -- driver boundary -------------------------------------------------------------------
+
+    @contextmanager
+    def _driver(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except ContextLedgerError:
+            raise
+        except _UNAVAILABLE as exc:
+            raise StoreUnavailable(f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}") from exc
+        except (RedisError, RedisClusterException) as exc:
+            raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
+
+    def _conversation(self, session_id: str, agent_id: str) -> ConversationKeys:
+        return ConversationKeys.of(self.key_prefix, session_id, agent_id)
+
+    def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
+        return cast(list[Any], self._snapshot_script(keys=list(keys), args=list(ops)))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def load(self, session_id: str, agent_id: str) -> Snapshot | None:
+        """Return the state and active view (one read-only script), or ``None``."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("load"):
+            reply = self._load_script(keys=[keys.state, keys.msg, keys.content, keys.mut, keys.active, keys.sum])
+        if reply is None:
+            return None
+        state_raw, members, records, contents, muts, summaries = cast(list[list[Any]], reply)
+        state = decode_state(session_id, agent_id, flat_hash(state_raw))
+        entries: list[ViewEntry] = []
+        message_index = summary_index = 0
+        for member in members:
+            entry_id = text(member[2:])
+            if member[:1] == b"m":
+                i = message_index
+                message_index += 1
+                record, content = records[i], contents[i]
+                if record is None or content is None:
+                    raise StoreError(f"active entry {entry_id} of {session_id}/{agent_id} has no stored record")
+                mut = {f"p|{entry_id}": muts[2 * i], f"t|{entry_id}": muts[2 * i + 1]}
+                row = MessageRow.decode(entry_id, record, content, {k: v for k, v in mut.items() if v is not None})
+                entries.append(row.view_entry())
+            else:
+                raw = summaries[summary_index]
+                summary_index += 1
+                if raw is None:
+                    raise StoreError(f"active summary {entry_id} of {session_id}/{agent_id} has no stored record")
+                summary = summary_from(raw, {})
+                entries.append(
+                    ViewEntry(
+                        entry_id=summary.summary_id,
+                        kind="summary",
+                        seq=summary.seq,
+                        message=summary.to_message(),
+                        tokens=summary.tokens,
+                    )
+                )
+        return Snapshot(state=state, entries=tuple(entries))
+
+    def _rows(self, records: dict[str, bytes], contents: dict[str, bytes], mut: dict[str, bytes]) -> list[MessageRow]:
+        rows = []
+        for entry_id, record in records.items():
+            content = contents.get(entry_id)
+            if content is None:
+                raise StoreError(f"entry {entry_id} has no stored content")
+            rows.append(MessageRow.decode(entry_id, record, content, mut))
+        return sorted(rows, key=lambda r: r.seq)
+
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """Every message entry in seq order (reads the whole ledger: O(history))."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("history"):
+            records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
+        rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut))
+        return [r.history_entry(session_id, agent_id) for r in rows if include_evicted or r.evicted_by is None]
+
+    def _agent_ids(self, session_id: str, agent_id: str | None) -> list[str]:
+        return [agent_id] if agent_id is not None else self.agents(session_id)
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """Evicted entries with when, why and which summary replaced them."""
+        out: list[Eviction] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("evictions"):
+                records, contents, mut_raw, sums, reds = self._snapshot(
+                    [keys.msg, keys.content, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
+                )
+            mut = flat_hash(mut_raw)
+            reductions = {r.reduction_id: r for r in (Reduction.model_validate_json(raw) for raw in reds)}
+            summaries = _by_creation(summary_from(raw, mut) for raw in flat_hash(sums).values())
+            replaced_by = {rid: s.summary_id for s in summaries for rid in s.replaces}
+            evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
+            candidates: list[tuple[str, str, int, str, str, str | None]] = [
+                (r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
+                for r in self._rows(evicted_records, flat_hash(contents), mut)
+            ]
+            candidates += [
+                (s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
+                for s in summaries
+                if s.status == "evicted"
+            ]
+            for entry_id, kind, seq, role, body, reduction_id in candidates:
+                red = reductions.get(reduction_id or "")
+                if red is None:
+                    continue
+                if trigger is not None and red.trigger != trigger:
+                    continue
+                if since is not None and red.created_at < since:
+                    continue
+                out.append(
+                    Eviction(
+                        session_id=session_id,
+                        agent_id=aid,
+                        entry_id=entry_id,
+                        kind=kind,
+                        seq=seq,
+                        role=role,
+                        preview=preview(body),
+                        evicted_at=red.created_at,
+                        trigger=red.trigger,
+                        strategy=red.strategy,
+                        reduction_id=red.reduction_id,
+                        replaced_by_summary=replaced_by.get(entry_id),
+                        error=red.error,
+                    )
+                )
+        return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """Reductions in commit order."""
+        out: list[Reduction] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("reductions"):
+                (reds,) = self._snapshot([keys.red], ["l"])
+            out += [Reduction.model_validate_json(raw) for raw in reds]
+        return sorted(out, key=lambda r: r.created_at)
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """All summaries, superseded included, oldest first."""
+        out: list[SummaryEntry] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("summaries"):
+                sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
+            mut = flat_hash(mut_raw)
+            out += _by_creation(summary_from(raw, mut) for raw in flat_hash(sums).values())
+        return sorted(out, key=lambda s: s.created_at)
+
+    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
+        """Original contents kept by revisions, oldest first."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("revisions"):
+            (rows,) = self._snapshot([keys.rev], ["l"])
+        revisions = [revision_from(raw) for raw in rows]
+        return [r for r in revisions if message_id is None or r.message_id == message_id]
+
+    def agents(self, session_id: str) -> list[str]:
+        """Agent ids with a conversation in the session (index entries checked against the data)."""
+        with self._driver("agents"):
+            candidates = sorted(
+                text(a)
+                for a in cast(set[bytes], self._client.smembers(SessionKeys.of(self.key_prefix, session_id).agents))
+            )
+            if not candidates:
+                return []
+            pipe = self._client.pipeline(transaction=False)
+            for aid in candidates:
+                pipe.exists(self._conversation(session_id, aid).state)
+            exists = pipe.execute()
+        return [aid for aid, found in zip(candidates, exists, strict=True) if found]
+
+    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
+        """Sessions, most recently updated first, paged.
+
+        Reads ``offset + limit`` sessions of the index (plus any listed session whose
+        creating commit failed, which is skipped).
+
+        Raises:
+            ConfigurationError: ``limit`` or ``offset`` is negative.
+        """
+        if limit < 0 or offset < 0:
+            raise ConfigurationError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
+        wanted = offset + limit
+        found: list[SessionInfo] = []
+        index_key = SessionKeys.of(self.key_prefix, "").sessions
+        start = 0
+        with self._driver("sessions"):
+            while len(found) < wanted:
+                chunk = max(wanted - len(found), 16)
+                page = cast(list[bytes], self._client.zrevrange(index_key, start, start + chunk - 1))
+                if not page:
+                    break
+                start += len(page)
+                found += self._session_infos([text(s) for s in page])
+        return found[offset:wanted]
+
+    def _session_infos(self, session_ids: list[str]) -> list[SessionInfo]:
+        pipe = self._client.pipeline(transaction=False)
+        for sid in session_ids:
+            pipe.smembers(SessionKeys.of(self.key_prefix, sid).agents)
+        agent_sets = pipe.execute()
+        pairs = [
+            (sid, aid)
+            for sid, members in zip(session_ids, agent_sets, strict=True)
+            for aid in sorted(text(m) for m in members)
+        ]
+        pipe = self._client.pipeline(transaction=False)
+        for sid, aid in pairs:
+            keys = self._conversation(sid, aid)
+            pipe.hgetall(keys.state)
+            pipe.zcard(keys.active)
+            pipe.hlen(keys.msg)
+            pipe.hlen(keys.sum)
+        replies = pipe.execute()
+        by_session: dict[str, list[tuple[str, datetime, datetime, int, int]]] = {}
+        for n, (sid, aid) in enumerate(pairs):
+            state_raw, active, messages, summaries = replies[4 * n : 4 * n + 4]
+            if not state_raw:
+                continue
+            state = decode_state(sid, aid, {text(k): v for k, v in state_raw.items()})
+            by_session.setdefault(sid, []).append(
+                (aid, state.created_at, state.updated_at, int(active), int(messages) + int(summaries))
+            )
+        return [
+            SessionInfo(
+                session_id=sid,
+                agents=tuple(c[0] for c in convs),
+                created_at=min(c[1] for c in convs),
+                updated_at=max(c[2] for c in convs),
+                active_entries=sum(c[3] for c in convs),
+                total_entries=sum(c[4] for c in convs),
+            )
+            for sid in session_ids
+            if (convs := by_session.get(sid))
+        ]
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def commit(self, changeset: Changeset) -> int:
+        """Apply ``changeset`` atomically with one script and return the new version.
+
+        Raises:
+            ConcurrencyConflict: The stored version is not ``changeset.expected_version``.
+            DuplicateEntry: An appended id already exists (or is appended twice).
+            EntryNotFound: An evicted, revised or pinned id is not an active entry.
+            InvalidMessage: Content cannot be stored as JSON (nothing was sent).
+            StoreUnavailable: The server could not be reached.
+            StoreError: Any other failure; nothing was applied.
+        """
+        cs = changeset
+        keys = self._conversation(cs.session_id, cs.agent_id)
+        index = SessionKeys.of(self.key_prefix, cs.session_id)
+        now = utcnow()
+        args = commit_args(cs, now)
+        with self._driver("commit"):
+            if not self._cluster:
+                version = self._run_commit(cs, [*keys.all, index.agents, index.sessions], args)
+            else:
+                if cs.expected_version == 0:
+                    self._touch_index(cs, index, now)
+                version = self._run_commit(cs, list(keys.all), args)
+                self._touch_index(cs, index, now)
+        logger.debug(
+            "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset", cs.session_id, cs.agent_id, version
+        )
+        return version
+
+    def _run_commit(self, cs: Changeset, keys: list[str], args: list[str]) -> int:
+        try:
+            return int(cast(int, self._commit_script(keys=keys, args=args)))
+        except ResponseError as exc:
+            if isinstance(exc, _UNAVAILABLE):
+                raise
+            code, _, detail = str(exc).partition(" ")
+            if code == "CLCONFLICT":
+                raise ConcurrencyConflict(
+                    f"session_id={cs.session_id} agent_id={cs.agent_id}: "
+                    f"expected version {cs.expected_version}, found {detail}"
+                ) from exc
+            if code == "CLDUPLICATE":
+                raise DuplicateEntry(detail) from exc
+            if code == "CLNOTFOUND":
+                raise EntryNotFound(detail) from exc
+            if code == "CLWRONGTYPE":
+                raise StoreError(f"cannot commit to {cs.session_id}/{cs.agent_id}: {detail}") from exc
+            raise
+
+    def _touch_index(self, cs: Changeset, index: SessionKeys, now: datetime) -> None:
+        pipe = self._client.pipeline(transaction=False)
+        pipe.sadd(index.agents, cs.agent_id)
+        pipe.zadd(index.sessions, {cs.session_id: epoch_micros(now)}, gt=True)
+        pipe.execute()
+
+    def delete_session(self, session_id: str) -> bool:
+        """Remove every key of the session's conversations and its index entries."""
+        index = SessionKeys.of(self.key_prefix, session_id)
+        with self._driver("delete_session"):
+            agents = sorted(text(a) for a in cast(set[bytes], self._client.smembers(index.agents)))
+            # one DEL per conversation: its keys share a slot (pipelines cannot multi-key DEL on Cluster)
+            removed = [self._client.delete(*self._conversation(session_id, aid).all) for aid in agents]
+            pipe = self._client.pipeline(transaction=False)
+            pipe.delete(index.agents)
+            pipe.zrem(index.sessions, session_id)
+            pipe.execute()
+        existed = any(int(n) for n in removed)
+        logger.info("session_id=<%s>, agents=<%d>, existed=<%s> | deleted session", session_id, len(agents), existed)
+        return existed
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        with self._driver("close"):
+            self._client.close()
+
+
+def _by_creation(summaries: Iterator[SummaryEntry] | Sequence[SummaryEntry]) -> list[SummaryEntry]:
+    return sorted(summaries, key=lambda s: (s.created_at, s.seq))
