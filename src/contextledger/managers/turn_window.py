@@ -68,7 +68,9 @@ def complete_tool_sequences(view: View) -> list[list[int]]:
             break
         if complete:
             inside = set(members)
-            if all(set(view.group_of(i)) <= inside for i in members):
+            uses = {t for i in members for t in view[i].message.tool_use_ids}
+            results = {t for i in members for t in view[i].message.tool_result_ids}
+            if uses == results and all(set(view.group_of(i)) <= inside for i in members):
                 out.append(members)
         index = cursor if complete else max(cursor, index + 1)
     return out
