@@ -1,1 +1,139 @@
-"""SQLite and PostgreSQL fixtures (placeholder until the SQL store lands)."""
+"""SQLite and PostgreSQL fixtures.
+
+PostgreSQL: ``CONTEXTLEDGER_TEST_POSTGRES_URL`` when set (its user needs CREATEDB),
+else a testcontainers server when a Docker engine answers, else a throwaway server from
+the local binaries (:mod:`contextledger.testing.postgres`). If none can start the tests
+skip with the reason, or fail under ``CI=true``. Each test gets its own database:
+``postgres_store`` one cloned from a template migrated once per session, the migration
+tests an empty one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+from contextledger.errors import StoreUnavailable
+from contextledger.stores.sql import SQLStore, upgrade
+from contextledger.stores.sql.engine import parse_url
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def unavailable(reason: str) -> None:
+    if in_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+    except Exception:  # any failure means "no usable engine here"
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of a PostgreSQL server's maintenance database for this test session."""
+    env = os.environ.get("CONTEXTLEDGER_TEST_POSTGRES_URL")
+    if env:
+        yield parse_url(env).render_as_string(hide_password=False)
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver="psycopg") as container:
+            yield container.get_connection_url()
+        return
+    from contextledger.testing.postgres import start_postgres
+
+    try:
+        server = start_postgres()
+    except StoreUnavailable as exc:
+        unavailable(f"no PostgreSQL server could be started: {exc}")
+        return
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _with_database(url: str, database: str) -> str:
+    return make_url(url).set(database=database).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_admin(postgres_url: str) -> Iterator[Engine]:
+    engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    yield engine
+    engine.dispose()
+
+
+def _create_database(admin: Engine, template: str | None = None) -> str:
+    name = f"cl_test_{uuid.uuid4().hex[:12]}"
+    suffix = f" TEMPLATE {template}" if template else ""
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}{suffix}"))
+    return name
+
+
+def _drop_database(admin: Engine, name: str) -> None:
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
+    """A database migrated to head once per session, cloned for every test."""
+    name = _create_database(postgres_admin)
+    upgrade(_with_database(postgres_url, name))
+    yield name
+    _drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def postgres_empty_url(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
+    """A fresh database without the ledger schema."""
+    name = _create_database(postgres_admin)
+    yield _with_database(postgres_url, name)
+    _drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def postgres_ledger_url(postgres_admin: Engine, postgres_url: str, postgres_template: str) -> Iterator[str]:
+    """A fresh database already at the ledger's head revision."""
+    name = _create_database(postgres_admin, template=postgres_template)
+    yield _with_database(postgres_url, name)
+    _drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def postgres_store(postgres_ledger_url: str) -> Iterator[SQLStore]:
+    store = SQLStore.from_url(postgres_ledger_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file that does not exist yet."""
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture
+def sqlite_store(sqlite_url: str) -> Iterator[SQLStore]:
+    store = SQLStore.from_url(sqlite_url)
+    yield store
+    store.close()

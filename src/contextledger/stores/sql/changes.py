@@ -1,0 +1,425 @@
+"""Applying a changeset inside a transaction the caller owns (it never commits).
+
+The order of statements is what makes a changeset cheap and all-or-nothing:
+
+1. The version check is the first write: ``UPDATE ... WHERE version = :expected``
+   (or the conversation's first ``INSERT``). On PostgreSQL it locks the row, so
+   concurrent writers of one conversation queue there; on SQLite the caller already
+   holds the write lock. No row back means another commit won: ``ConcurrencyConflict``.
+2. Appends are one executemany ``INSERT``; a duplicate id trips the unique key.
+3. Only then are referenced ids validated, so entries appended by the same changeset
+   can be evicted, revised or pinned; a missing id raises and the caller rolls back.
+4. A reduction touches only the rows it changes (``UPDATE ... WHERE id IN (...)``).
+
+Appending a turn is therefore two statements: the version update and the insert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Table, and_, bindparam, exists, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+
+from contextledger.changeset import Changeset
+from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound
+from contextledger.messages import Message
+from contextledger.records import SummaryEntry
+from contextledger.stores.sql.models import (
+    ConversationRow,
+    EntryRow,
+    ReductionRow,
+    RevisionRow,
+    SessionRow,
+    SummaryRow,
+    SummarySourceRow,
+)
+
+__all__ = ["CHUNK", "apply_changeset", "chunks"]
+
+CHUNK = 500
+"""Ids per ``IN (...)`` list: below SQLite's and PostgreSQL's bound-parameter limits."""
+
+_T = TypeVar("_T")
+
+
+def _table(model: type[Any]) -> Table:
+    # Core table of a model, for executemany with column-keyed dicts.
+    table: Table = model.__table__
+    return table
+
+
+def chunks(values: Iterable[_T], size: int = CHUNK) -> Iterator[list[_T]]:
+    """Split ``values`` into lists of at most ``size``."""
+    batch: list[_T] = []
+    for value in values:
+        batch.append(value)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@dataclass
+class _Active:
+    """An active message row as read for a revision or a pin."""
+
+    pk: int
+    message: Message
+    tokens: int
+    revision_count: int
+    dirty: bool = False
+
+
+def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
+    """Apply ``cs`` on ``conn`` (inside the caller's transaction) and return the new version.
+
+    Raises:
+        ConcurrencyConflict: The stored version is not ``cs.expected_version``.
+        DuplicateEntry: An appended id already exists in the conversation (or twice in ``cs``).
+        EntryNotFound: An evicted, revised or pinned id is not an active entry.
+    """
+    appended = [e.entry_id for e in cs.appends]
+    if len(set(appended)) != len(appended):
+        raise DuplicateEntry("a changeset appends the same entry id twice")
+    conversation_id = _create(conn, cs, now) if cs.expected_version == 0 else _bump(conn, cs, now, appended)
+    if cs.appends:
+        _insert_entries(conn, conversation_id, cs, now)
+    evicted = set(cs.evict) | (set(cs.summary.replaces) if cs.summary else set())
+    messages, summaries = _check_evictions(conn, conversation_id, evicted)
+    touched = _load_touched(conn, conversation_id, cs)
+    reduction_id = cs.reduction.reduction_id if cs.reduction else None
+    if cs.reduction is not None:
+        _insert_reduction(conn, conversation_id, cs)
+    _apply_pins_and_revisions(conn, conversation_id, cs, touched, reduction_id, now)
+    if cs.summary is not None:
+        _insert_summary(conn, conversation_id, cs.summary, summaries)
+    for batch in chunks(sorted(messages)):
+        conn.execute(
+            update(EntryRow)
+            .where(EntryRow.conversation_id == conversation_id, EntryRow.message_id.in_(batch))
+            .values(status="evicted", evicted_by=reduction_id)
+        )
+    _evict_summaries(conn, conversation_id, cs, summaries, reduction_id)
+    return cs.new_version
+
+
+def _create(conn: Connection, cs: Changeset, now: datetime) -> int:
+    dialect = conn.dialect.name
+    upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(SessionRow)
+    conn.execute(
+        upsert.values(session_id=cs.session_id, created_at=now).on_conflict_do_nothing(index_elements=["session_id"])
+    )
+    try:
+        result = conn.execute(
+            insert(ConversationRow).values(
+                session_id=cs.session_id,
+                agent_id=cs.agent_id,
+                version=cs.new_version,
+                model_call_count=cs.model_call_count or 0,
+                next_seq=cs.next_seq or 0,
+                manager_state=cs.manager_state,
+                agent_state=cs.agent_state,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    except IntegrityError as exc:
+        raise ConcurrencyConflict(
+            f"session_id={cs.session_id} agent_id={cs.agent_id}: expected version 0, "
+            "but the conversation was created concurrently"
+        ) from exc
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row always has one
+    return int(key[0])
+
+
+def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int:
+    values: dict[str, Any] = {"version": ConversationRow.version + 1, "updated_at": now}
+    for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
+        value = getattr(cs, name)
+        if value is not None:
+            values[name] = value
+    stmt = update(ConversationRow).where(
+        ConversationRow.session_id == cs.session_id,
+        ConversationRow.agent_id == cs.agent_id,
+        ConversationRow.version == cs.expected_version,
+    )
+    # An appended id may not reuse a summary's id; checked in this same statement so an
+    # append stays two statements (a clash leaves no row, told apart below).
+    small = 0 < len(appended) <= CHUNK
+    if small:
+        stmt = stmt.where(
+            ~exists().where(
+                SummaryRow.conversation_id == ConversationRow.id, SummaryRow.summary_id.in_(list(appended))
+            )
+        )
+    row = conn.execute(stmt.values(**values).returning(ConversationRow.id)).first()
+    if row is None:
+        found = conn.execute(
+            select(ConversationRow.id, ConversationRow.version).where(
+                ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id
+            )
+        ).first()
+        if found is None or found.version != cs.expected_version:
+            raise ConcurrencyConflict(
+                f"session_id={cs.session_id} agent_id={cs.agent_id}: "
+                f"expected version {cs.expected_version}, found {found.version if found else 0}"
+            )
+        _raise_if_summary_clash(conn, found.id, appended)
+        raise AssertionError("version matched but the update changed no row")  # pragma: no cover
+    conversation_id = int(row.id)
+    if appended and not small:
+        _raise_if_summary_clash(conn, conversation_id, appended)
+    return conversation_id
+
+
+def _raise_if_summary_clash(conn: Connection, conversation_id: int, ids: Sequence[str]) -> None:
+    for batch in chunks(ids):
+        clash = conn.execute(
+            select(SummaryRow.summary_id)
+            .where(SummaryRow.conversation_id == conversation_id, SummaryRow.summary_id.in_(batch))
+            .limit(1)
+        ).scalar()
+        if clash is not None:
+            raise DuplicateEntry(f"entry {clash} already exists in this conversation")
+
+
+def _insert_entries(conn: Connection, conversation_id: int, cs: Changeset, now: datetime) -> None:
+    rows = []
+    for entry in cs.appends:
+        record = entry.message.to_record()
+        rows.append(
+            {
+                "conversation_id": conversation_id,
+                "seq": entry.seq,
+                "message_id": entry.entry_id,
+                "role": record["role"],
+                "content": record["content"],
+                "metadata": record["metadata"],
+                "pinned": entry.message.pinned,
+                "status": "active",
+                "evicted_by": None,
+                "tokens": entry.tokens,
+                "revision_count": 0,
+                "created_at": now,
+            }
+        )
+    try:
+        conn.execute(insert(_table(EntryRow)), rows)
+    except IntegrityError as exc:
+        shown = ", ".join(e.entry_id for e in cs.appends[:5]) + (", ..." if len(cs.appends) > 5 else "")
+        raise DuplicateEntry(f"an appended entry already exists in this conversation (appending {shown})") from exc
+
+
+def _check_evictions(conn: Connection, conversation_id: int, evicted: set[str]) -> tuple[set[str], set[str]]:
+    """Split the ids to evict into active messages and active summaries, or raise."""
+    messages: set[str] = set()
+    summaries: set[str] = set()
+    for batch in chunks(sorted(evicted)):
+        messages.update(
+            conn.execute(
+                select(EntryRow.message_id).where(
+                    EntryRow.conversation_id == conversation_id,
+                    EntryRow.status == "active",
+                    EntryRow.message_id.in_(batch),
+                )
+            ).scalars()
+        )
+    rest = evicted - messages
+    for batch in chunks(sorted(rest)):
+        summaries.update(
+            conn.execute(
+                select(SummaryRow.summary_id).where(
+                    SummaryRow.conversation_id == conversation_id,
+                    SummaryRow.status == "active",
+                    SummaryRow.summary_id.in_(batch),
+                )
+            ).scalars()
+        )
+    missing = rest - summaries
+    if missing:
+        raise EntryNotFound(f"cannot evict {sorted(missing)[0]}: not an active entry")
+    return messages, summaries
+
+
+def _load_touched(conn: Connection, conversation_id: int, cs: Changeset) -> dict[str, _Active]:
+    """Read the active messages a revision or a pin rewrites (validated like the memory store)."""
+    wanted = {r.message_id for r in cs.revisions} | set(cs.pins)
+    touched: dict[str, _Active] = {}
+    for batch in chunks(sorted(wanted)):
+        rows = conn.execute(
+            select(
+                EntryRow.id,
+                EntryRow.message_id,
+                EntryRow.role,
+                EntryRow.content,
+                EntryRow.metadata_.label("meta"),
+                EntryRow.tokens,
+                EntryRow.revision_count,
+            ).where(
+                EntryRow.conversation_id == conversation_id,
+                EntryRow.status == "active",
+                EntryRow.message_id.in_(batch),
+            )
+        )
+        for row in rows:
+            message = Message.from_record(
+                {"message_id": row.message_id, "role": row.role, "content": row.content, "metadata": row.meta}
+            )
+            touched[row.message_id] = _Active(row.id, message, row.tokens, row.revision_count)
+    for rev in cs.revisions:
+        if rev.message_id not in touched:
+            raise EntryNotFound(f"cannot revise {rev.message_id}: not an active message")
+    for entry_id in cs.pins:
+        if entry_id not in touched:
+            raise EntryNotFound(f"cannot pin {entry_id}: not an active message")
+    return touched
+
+
+def _insert_reduction(conn: Connection, conversation_id: int, cs: Changeset) -> None:
+    red = cs.reduction
+    assert red is not None
+    try:
+        conn.execute(
+            insert(ReductionRow).values(
+                conversation_id=conversation_id,
+                reduction_id=red.reduction_id,
+                trigger=red.trigger,
+                strategy=red.strategy,
+                created_at=red.created_at,
+                messages_before=red.messages_before,
+                messages_after=red.messages_after,
+                tokens_before=red.tokens_before,
+                tokens_after=red.tokens_after,
+                evicted=list(red.evicted),
+                revised=list(red.revised),
+                summary_id=red.summary_id,
+                model_call_count=red.model_call_count,
+                error=red.error,
+                detail=red.detail,
+            )
+        )
+    except IntegrityError as exc:
+        raise DuplicateEntry(f"reduction {red.reduction_id} is already recorded in this conversation") from exc
+
+
+def _apply_pins_and_revisions(
+    conn: Connection,
+    conversation_id: int,
+    cs: Changeset,
+    touched: dict[str, _Active],
+    reduction_id: str | None,
+    now: datetime,
+) -> None:
+    # Same order as the memory store: pins first, then revisions in changeset order.
+    for entry_id, pinned in cs.pins.items():
+        active = touched[entry_id]
+        active.message = active.message.with_pin(pinned)
+        active.dirty = True
+    revisions = []
+    for rev in cs.revisions:
+        active = touched[rev.message_id]
+        active.revision_count += 1
+        revisions.append(
+            {
+                "conversation_id": conversation_id,
+                "message_id": rev.message_id,
+                "number": active.revision_count,
+                "original": active.message.to_record()["content"],
+                "reason": rev.reason,
+                "reduction_id": reduction_id,
+                "created_at": now,
+            }
+        )
+        active.message = active.message.with_content(rev.content)
+        if rev.tokens is not None:
+            active.tokens = rev.tokens
+        active.dirty = True
+    changed = [
+        {
+            "pk": a.pk,
+            "new_content": record["content"],
+            "new_metadata": record["metadata"],
+            "new_pinned": a.message.pinned,
+            "new_tokens": a.tokens,
+            "new_revision_count": a.revision_count,
+        }
+        for a in touched.values()
+        if a.dirty
+        for record in [a.message.to_record()]
+    ]
+    if changed:
+        table = _table(EntryRow)
+        conn.execute(
+            update(table)
+            .where(table.c.id == bindparam("pk"))
+            .values(
+                content=bindparam("new_content"),
+                metadata=bindparam("new_metadata"),
+                pinned=bindparam("new_pinned"),
+                tokens=bindparam("new_tokens"),
+                revision_count=bindparam("new_revision_count"),
+            ),
+            changed,
+        )
+    if revisions:
+        conn.execute(insert(_table(RevisionRow)), revisions)
+
+
+def _insert_summary(conn: Connection, conversation_id: int, summary: SummaryEntry, summaries: set[str]) -> None:
+    try:
+        result = conn.execute(
+            insert(SummaryRow).values(
+                conversation_id=conversation_id,
+                summary_id=summary.summary_id,
+                seq=summary.seq,
+                content=summary.content,
+                summarizer=summary.summarizer,
+                reduction_id=summary.reduction_id,
+                supersedes=summary.supersedes,
+                superseded_by=summary.superseded_by,
+                status=summary.status,
+                evicted_by=summary.evicted_by,
+                tokens=summary.tokens,
+                created_at=summary.created_at,
+            )
+        )
+    except IntegrityError as exc:
+        raise DuplicateEntry(f"summary {summary.summary_id} already exists in this conversation") from exc
+    key = result.inserted_primary_key
+    assert key is not None
+    conn.execute(
+        insert(_table(SummarySourceRow)),
+        [
+            {
+                "summary_row_id": key[0],
+                "position": position,
+                "conversation_id": conversation_id,
+                "entry_id": entry_id,
+                "kind": "summary" if entry_id in summaries else "message",
+            }
+            for position, entry_id in enumerate(summary.replaces)
+        ],
+    )
+
+
+def _evict_summaries(
+    conn: Connection, conversation_id: int, cs: Changeset, summaries: set[str], reduction_id: str | None
+) -> None:
+    replaced = set(cs.summary.replaces) if cs.summary else set()
+    superseded = sorted(summaries & replaced)
+    dropped = sorted(summaries - replaced)
+    for ids, superseded_by in ((superseded, cs.summary.summary_id if cs.summary else None), (dropped, None)):
+        for batch in chunks(ids):
+            conn.execute(
+                update(SummaryRow)
+                .where(and_(SummaryRow.conversation_id == conversation_id, SummaryRow.summary_id.in_(batch)))
+                .values(status="evicted", evicted_by=reduction_id, superseded_by=superseded_by)
+            )

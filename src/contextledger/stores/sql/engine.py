@@ -1,0 +1,216 @@
+"""Ledger URLs, engines and the translation of driver errors.
+
+SQLite engines get WAL, a busy timeout and foreign keys on every connection, and take
+the write lock when a write transaction begins (``BEGIN IMMEDIATE``) so two writers
+queue on the busy timeout instead of failing to upgrade a read lock. PostgreSQL runs
+on psycopg 3 with a connection pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.pool import StaticPool
+
+from contextledger.errors import ConcurrencyConflict, InvalidLedgerURL, StoreError, StoreUnavailable
+
+__all__ = [
+    "BEGIN_OPTION",
+    "build_engine",
+    "describe",
+    "mask",
+    "parse_url",
+    "translate",
+]
+
+logger = logging.getLogger(__name__)
+
+BEGIN_OPTION = "contextledger_sqlite_begin"
+"""Execution option naming the SQLite ``BEGIN`` mode (``DEFERRED`` or ``IMMEDIATE``)."""
+
+_SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
+_POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
+# SQLSTATEs a retry can cure: serialization failure and deadlock.
+_RETRYABLE = {"40001", "40P01"}
+
+
+def parse_url(url: str | URL) -> URL:
+    """Parse and normalise a SQL ledger URL.
+
+    ``postgresql://`` and ``postgres://`` mean psycopg 3 (``postgresql+psycopg://``).
+
+    Raises:
+        InvalidLedgerURL: The URL is malformed or names an unsupported driver.
+    """
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except (ArgumentError, ValueError) as exc:
+        raise InvalidLedgerURL(f"not a SQL ledger URL: {_mask_text(str(url))} ({exc})") from exc
+    name = parsed.drivername.lower()
+    if name in _SQLITE_DRIVERS:
+        return parsed.set(drivername="sqlite+pysqlite")
+    if name in _POSTGRES_DRIVERS:
+        return parsed.set(drivername="postgresql+psycopg")
+    raise InvalidLedgerURL(
+        f"unsupported SQL driver {parsed.drivername!r} in {mask(parsed)}; "
+        "use sqlite:///path.db or postgresql+psycopg://user:password@host/db"
+    )
+
+
+def mask(url: URL) -> str:
+    """The URL as a string with its password replaced by ``***``."""
+    return url.render_as_string(hide_password=True)
+
+
+def _mask_text(text: str) -> str:
+    # A URL that did not parse may still hold a password: hide user:password@.
+    scheme, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return text
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else text
+
+
+def is_sqlite(url: URL) -> bool:
+    """Whether ``url`` names a SQLite database."""
+    return url.get_backend_name() == "sqlite"
+
+
+def _is_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or "mode=memory" in str(url.query)
+
+
+def build_engine(
+    url: URL,
+    *,
+    echo: bool = False,
+    pool_size: int | None = None,
+    max_overflow: int | None = None,
+    pool_timeout: float | None = None,
+    pool_recycle: int | None = None,
+    pool_pre_ping: bool = False,
+    busy_timeout: float = 30.0,
+    connect_timeout: int = 10,
+    connect_args: dict[str, Any] | None = None,
+    **engine_options: Any,
+) -> Engine:
+    """Create the engine for a parsed ledger URL (see :func:`parse_url`).
+
+    Args:
+        url: A normalised URL.
+        echo: Log every statement.
+        pool_size: Connections kept open (PostgreSQL; SQLAlchemy's default otherwise).
+        max_overflow: Extra connections beyond ``pool_size``.
+        pool_timeout: Seconds to wait for a pooled connection.
+        pool_recycle: Reconnect connections older than this many seconds.
+        pool_pre_ping: Test each connection on checkout (one extra round trip).
+        busy_timeout: SQLite: seconds a writer waits for the lock before failing.
+        connect_timeout: PostgreSQL: seconds to wait for the server to answer.
+        connect_args: Extra arguments for the driver's ``connect``.
+        **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
+    """
+    options: dict[str, Any] = {"echo": echo, "pool_pre_ping": pool_pre_ping, **engine_options}
+    for name, value in (
+        ("pool_size", pool_size),
+        ("max_overflow", max_overflow),
+        ("pool_timeout", pool_timeout),
+        ("pool_recycle", pool_recycle),
+    ):
+        if value is not None:
+            options[name] = value
+    args = dict(connect_args or {})
+    if is_sqlite(url):
+        args.setdefault("timeout", busy_timeout)
+        args.setdefault("check_same_thread", False)
+        if _is_memory(url):
+            # One shared connection: a private :memory: database per connection would be empty.
+            options.setdefault("poolclass", StaticPool)
+            for name in ("pool_size", "max_overflow", "pool_timeout"):
+                options.pop(name, None)
+        engine = create_engine(url, connect_args=args, **options)
+        _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not _is_memory(url))
+        return engine
+    args.setdefault("connect_timeout", connect_timeout)
+    return create_engine(url, connect_args=args, **options)
+
+
+def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control from the sqlite3 module: it would not BEGIN before a
+        # SELECT, and could not BEGIN IMMEDIATE for writers.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get(BEGIN_OPTION, "DEFERRED")
+        if mode not in ("DEFERRED", "IMMEDIATE"):
+            raise StoreError(f"unknown SQLite BEGIN mode {mode!r}")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def describe(url: URL) -> str:
+    """Where a URL points, for error messages: ``host:port/db`` or the SQLite file."""
+    if is_sqlite(url):
+        return f"SQLite database {url.database or ':memory:'}"
+    host = url.host or "localhost"
+    port = f":{url.port}" if url.port else ""
+    return f"PostgreSQL server {host}{port}/{url.database or ''}"
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
+
+
+def translate(exc: SQLAlchemyError, url: URL) -> StoreError:
+    """Map a SQLAlchemy/driver error to the library's error (caller raises ``from exc``)."""
+    where = describe(url)
+    detail = _first_line(exc)
+    orig = getattr(exc, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate in _RETRYABLE:
+        return ConcurrencyConflict(f"{where}: transaction could not be serialized, retry it ({detail})")
+    if isinstance(exc, IntegrityError):
+        return StoreError(f"{where}: integrity error: {detail}")
+    if isinstance(exc, PoolTimeout):
+        return StoreError(f"{where}: no free pooled connection: {detail}")
+    if isinstance(exc, DBAPIError) and _is_unavailable(exc, url, sqlstate):
+        return StoreUnavailable(f"cannot reach {where}: {detail}")
+    return StoreError(f"{where}: {detail}")
+
+
+def _is_unavailable(exc: DBAPIError, url: URL, sqlstate: str | None) -> bool:
+    if exc.connection_invalidated:
+        return True
+    if is_sqlite(url):
+        message = str(exc.orig).lower()
+        return "unable to open" in message or "disk i/o error" in message
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    # No SQLSTATE: the client could not connect; 08xxx: connection exception;
+    # 57P0x: the server is shutting down or not accepting connections.
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P0")

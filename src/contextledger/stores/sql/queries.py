@@ -1,0 +1,413 @@
+"""Read queries over the ledger tables; each runs on a connection the caller owns."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Connection, String, Text, and_, cast, func, literal_column, null, select, union_all
+from sqlalchemy.orm import aliased
+
+from contextledger.messages import Message
+from contextledger.records import (
+    ConversationState,
+    Eviction,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SessionInfo,
+    Snapshot,
+    SummaryEntry,
+    Trigger,
+    ViewEntry,
+)
+from contextledger.stores.base import preview
+from contextledger.stores.sql.changes import chunks
+from contextledger.stores.sql.models import (
+    ConversationRow,
+    EntryRow,
+    ReductionRow,
+    RevisionRow,
+    SummaryRow,
+    SummarySourceRow,
+)
+
+__all__ = [
+    "agents",
+    "evictions",
+    "history",
+    "load",
+    "reductions",
+    "revisions",
+    "sessions",
+    "summaries",
+]
+
+
+def _message(row: Any, message_id: str) -> Message:
+    return Message.from_record(
+        {"message_id": message_id, "role": row.role, "content": row.content, "metadata": row.meta}
+    )
+
+
+def _conversation_filter(session_id: str, agent_id: str | None) -> list[Any]:
+    clauses: list[Any] = [ConversationRow.session_id == session_id]
+    if agent_id is not None:
+        clauses.append(ConversationRow.agent_id == agent_id)
+    return clauses
+
+
+def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
+    """The state and the active view: three indexed reads, none touching evicted rows."""
+    # Core rows (flat columns) rather than ORM objects: no identity map, no unit of work.
+    row = conn.execute(
+        select(ConversationRow).where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
+    ).first()
+    if row is None:
+        return None
+    state = ConversationState(
+        session_id=session_id,
+        agent_id=agent_id,
+        version=row.version,
+        model_call_count=row.model_call_count,
+        next_seq=row.next_seq,
+        manager_state=row.manager_state,
+        agent_state=row.agent_state,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+    messages = conn.execute(
+        select(
+            EntryRow.message_id,
+            EntryRow.seq,
+            EntryRow.role,
+            EntryRow.content,
+            EntryRow.metadata_.label("meta"),
+            EntryRow.tokens,
+        )
+        .where(EntryRow.conversation_id == row.id, EntryRow.status == "active")
+        .order_by(EntryRow.seq, EntryRow.id)
+    )
+    entries = [
+        ViewEntry(entry_id=m.message_id, seq=m.seq, message=_message(m, m.message_id), tokens=m.tokens)
+        for m in messages
+    ]
+    active_summaries = conn.execute(
+        select(SummaryRow.summary_id, SummaryRow.seq, SummaryRow.content, SummaryRow.tokens)
+        .where(SummaryRow.conversation_id == row.id, SummaryRow.status == "active")
+        .order_by(SummaryRow.seq, SummaryRow.id)
+    )
+    entries += [
+        ViewEntry(
+            entry_id=s.summary_id,
+            kind="summary",
+            seq=s.seq,
+            message=Message(message_id=s.summary_id, role="user", content=[{"text": s.content}]),
+            tokens=s.tokens,
+        )
+        for s in active_summaries
+    ]
+    # A stable sort keeps insertion order among equal seqs, as the memory store does.
+    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
+    return Snapshot(state=state, entries=tuple(entries))
+
+
+def history(conn: Connection, session_id: str, agent_id: str, *, include_evicted: bool) -> list[HistoryEntry]:
+    """Every message entry in seq order."""
+    stmt = (
+        select(
+            EntryRow.message_id,
+            EntryRow.seq,
+            EntryRow.role,
+            EntryRow.content,
+            EntryRow.metadata_.label("meta"),
+            EntryRow.status,
+            EntryRow.pinned,
+            EntryRow.tokens,
+            EntryRow.created_at,
+            EntryRow.evicted_by,
+            EntryRow.revision_count,
+        )
+        .join(ConversationRow, ConversationRow.id == EntryRow.conversation_id)
+        .where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
+        .order_by(EntryRow.seq, EntryRow.id)
+    )
+    if not include_evicted:
+        stmt = stmt.where(EntryRow.status == "active")
+    return [
+        HistoryEntry(
+            session_id=session_id,
+            agent_id=agent_id,
+            seq=r.seq,
+            message=_message(r, r.message_id),
+            status=r.status,
+            pinned=r.pinned,
+            tokens=r.tokens,
+            created_at=r.created_at,
+            evicted_by=r.evicted_by,
+            revision_count=r.revision_count,
+        )
+        for r in conn.execute(stmt)
+    ]
+
+
+def evictions(
+    conn: Connection,
+    session_id: str,
+    agent_id: str | None,
+    *,
+    trigger: Trigger | None,
+    since: datetime | None,
+) -> list[Eviction]:
+    """Evicted messages and summaries with their reduction and replacing summary: one query."""
+    reduction = aliased(ReductionRow)
+    source = aliased(SummarySourceRow)
+    replacing = aliased(SummaryRow)
+    evicted_summary = aliased(SummaryRow)
+
+    def reduction_filters() -> list[Any]:
+        clauses = _conversation_filter(session_id, agent_id)
+        if trigger is not None:
+            clauses.append(reduction.trigger == trigger)
+        if since is not None:
+            clauses.append(reduction.created_at >= since)
+        return clauses
+
+    common = (
+        reduction.created_at.label("evicted_at"),
+        reduction.trigger.label("trigger"),
+        reduction.strategy.label("strategy"),
+        reduction.reduction_id.label("reduction_id"),
+        reduction.error.label("error"),
+        replacing.summary_id.label("replaced_by"),
+        ConversationRow.agent_id.label("agent_id"),
+    )
+    messages = (
+        select(
+            EntryRow.message_id.label("entry_id"),
+            literal_column("'message'", String()).label("kind"),
+            EntryRow.seq.label("seq"),
+            EntryRow.role.label("role"),
+            EntryRow.content.label("content"),
+            cast(null(), Text).label("text"),
+            *common,
+        )
+        .select_from(EntryRow)
+        .join(ConversationRow, ConversationRow.id == EntryRow.conversation_id)
+        .join(
+            reduction,
+            and_(reduction.conversation_id == EntryRow.conversation_id, reduction.reduction_id == EntryRow.evicted_by),
+        )
+        .outerjoin(
+            source, and_(source.conversation_id == EntryRow.conversation_id, source.entry_id == EntryRow.message_id)
+        )
+        .outerjoin(replacing, replacing.id == source.summary_row_id)
+        .where(EntryRow.status == "evicted", *reduction_filters())
+    )
+    summaries_q = (
+        select(
+            evicted_summary.summary_id.label("entry_id"),
+            literal_column("'summary'", String()).label("kind"),
+            evicted_summary.seq.label("seq"),
+            literal_column("'user'", String()).label("role"),
+            literal_column("NULL", JSON()).label("content"),
+            evicted_summary.content.label("text"),
+            *common,
+        )
+        .select_from(evicted_summary)
+        .join(ConversationRow, ConversationRow.id == evicted_summary.conversation_id)
+        .join(
+            reduction,
+            and_(
+                reduction.conversation_id == evicted_summary.conversation_id,
+                reduction.reduction_id == evicted_summary.evicted_by,
+            ),
+        )
+        .outerjoin(
+            source,
+            and_(
+                source.conversation_id == evicted_summary.conversation_id,
+                source.entry_id == evicted_summary.summary_id,
+            ),
+        )
+        .outerjoin(replacing, replacing.id == source.summary_row_id)
+        .where(evicted_summary.status == "evicted", *reduction_filters())
+    )
+    both = union_all(messages, summaries_q).subquery()
+    rows = conn.execute(select(both).order_by(both.c.evicted_at, both.c.agent_id, both.c.seq, both.c.kind))
+    out = []
+    for r in rows:
+        if r.kind == "message":
+            text = Message.from_record({"message_id": r.entry_id, "role": r.role, "content": r.content}).plain_text
+        else:
+            text = r.text
+        out.append(
+            Eviction(
+                session_id=session_id,
+                agent_id=r.agent_id,
+                entry_id=r.entry_id,
+                kind=r.kind,
+                seq=r.seq,
+                role=r.role,
+                preview=preview(text),
+                evicted_at=r.evicted_at,
+                trigger=r.trigger,
+                strategy=r.strategy,
+                reduction_id=r.reduction_id,
+                replaced_by_summary=r.replaced_by,
+                error=r.error,
+            )
+        )
+    return out
+
+
+def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[Reduction]:
+    """Reductions in commit order."""
+    rows = conn.execute(
+        select(ReductionRow, ConversationRow.agent_id)
+        .join(ConversationRow, ConversationRow.id == ReductionRow.conversation_id)
+        .where(*_conversation_filter(session_id, agent_id))
+        .order_by(ReductionRow.created_at, ReductionRow.id)
+    )
+    return [
+        Reduction(
+            reduction_id=r.reduction_id,
+            session_id=session_id,
+            agent_id=r.agent_id,
+            trigger=r.trigger,
+            strategy=r.strategy,
+            created_at=r.created_at,
+            messages_before=r.messages_before,
+            messages_after=r.messages_after,
+            tokens_before=r.tokens_before,
+            tokens_after=r.tokens_after,
+            evicted=tuple(r.evicted),
+            revised=tuple(r.revised),
+            summary_id=r.summary_id,
+            model_call_count=r.model_call_count,
+            error=r.error,
+            detail=r.detail,
+        )
+        for r in rows
+    ]
+
+
+def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[SummaryEntry]:
+    """Every summary, superseded ones included, oldest first (two queries, not one per row)."""
+    rows = conn.execute(
+        select(SummaryRow, ConversationRow.agent_id)
+        .join(ConversationRow, ConversationRow.id == SummaryRow.conversation_id)
+        .where(*_conversation_filter(session_id, agent_id))
+        .order_by(SummaryRow.created_at, SummaryRow.id)
+    ).all()
+    replaces: dict[int, list[str]] = {}
+    for batch in chunks([s.id for s in rows]):
+        for src in conn.execute(
+            select(SummarySourceRow.summary_row_id, SummarySourceRow.entry_id)
+            .where(SummarySourceRow.summary_row_id.in_(batch))
+            .order_by(SummarySourceRow.summary_row_id, SummarySourceRow.position)
+        ):
+            replaces.setdefault(src.summary_row_id, []).append(src.entry_id)
+    return [
+        SummaryEntry(
+            summary_id=s.summary_id,
+            session_id=session_id,
+            agent_id=s.agent_id,
+            seq=s.seq,
+            content=s.content,
+            summarizer=s.summarizer,
+            reduction_id=s.reduction_id,
+            replaces=tuple(replaces.get(s.id, ())),
+            supersedes=s.supersedes,
+            status=s.status,
+            superseded_by=s.superseded_by,
+            evicted_by=s.evicted_by,
+            tokens=s.tokens,
+            created_at=s.created_at,
+        )
+        for s in rows
+    ]
+
+
+def revisions(conn: Connection, session_id: str, agent_id: str, message_id: str | None) -> list[Revision]:
+    """Stored original contents, oldest first."""
+    stmt = (
+        select(RevisionRow)
+        .join(ConversationRow, ConversationRow.id == RevisionRow.conversation_id)
+        .where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
+        .order_by(RevisionRow.id)
+    )
+    if message_id is not None:
+        stmt = stmt.where(RevisionRow.message_id == message_id)
+    return [
+        Revision(
+            session_id=session_id,
+            agent_id=agent_id,
+            message_id=r.message_id,
+            number=r.number,
+            original=r.original,
+            reason=r.reason,
+            reduction_id=r.reduction_id,
+            created_at=r.created_at,
+        )
+        for r in conn.execute(stmt)
+    ]
+
+
+def agents(conn: Connection, session_id: str) -> list[str]:
+    """Agent ids of the session, sorted."""
+    return list(
+        conn.execute(
+            select(ConversationRow.agent_id)
+            .where(ConversationRow.session_id == session_id)
+            .order_by(ConversationRow.agent_id)
+        ).scalars()
+    )
+
+
+def sessions(conn: Connection, *, limit: int, offset: int) -> list[SessionInfo]:
+    """One page of sessions, most recently updated first (two queries per page)."""
+    updated = func.max(ConversationRow.updated_at)
+    page = conn.execute(
+        select(
+            ConversationRow.session_id,
+            func.min(ConversationRow.created_at).label("created_at"),
+            updated.label("updated_at"),
+        )
+        .group_by(ConversationRow.session_id)
+        .order_by(updated.desc(), ConversationRow.session_id.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    if not page:
+        return []
+
+    def count(model: type[EntryRow] | type[SummaryRow], *, active: bool) -> Any:
+        clauses = [model.conversation_id == ConversationRow.id]
+        if active:
+            clauses.append(model.status == "active")
+        return select(func.count()).select_from(model).where(*clauses).scalar_subquery()
+
+    details: dict[str, list[Any]] = {}
+    for row in conn.execute(
+        select(
+            ConversationRow.session_id,
+            ConversationRow.agent_id,
+            (count(EntryRow, active=True) + count(SummaryRow, active=True)).label("active"),
+            (count(EntryRow, active=False) + count(SummaryRow, active=False)).label("total"),
+        )
+        .where(ConversationRow.session_id.in_([p.session_id for p in page]))
+        .order_by(ConversationRow.session_id, ConversationRow.agent_id)
+    ):
+        details.setdefault(row.session_id, []).append(row)
+    return [
+        SessionInfo(
+            session_id=p.session_id,
+            agents=tuple(d.agent_id for d in details.get(p.session_id, [])),
+            created_at=p.created_at,
+            updated_at=p.updated_at,
+            active_entries=sum(d.active for d in details.get(p.session_id, [])),
+            total_entries=sum(d.total for d in details.get(p.session_id, [])),
+        )
+        for p in page
+    ]

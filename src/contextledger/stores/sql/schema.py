@@ -1,0 +1,233 @@
+"""Alembic plumbing: where the migrations are, and upgrade / downgrade / current / head.
+
+The ledger keeps its Alembic history in its own version table
+(:data:`VERSION_TABLE`), so it can share a database with an application that runs
+its own Alembic history in ``alembic_version``; neither touches the other's tables.
+
+The functions accept a URL (``str`` or :class:`sqlalchemy.engine.URL`), an
+:class:`~sqlalchemy.Engine` or a :class:`~sqlalchemy.Connection`. Given a URL they
+open and dispose a short-lived engine; given an engine or connection they leave it open.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+from contextledger.errors import ConfigurationError, SchemaOutOfDate
+from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, mask, parse_url, translate
+from contextledger.stores.sql.models import Base
+
+__all__ = [
+    "VERSION_TABLE",
+    "Target",
+    "current",
+    "downgrade",
+    "head",
+    "include_object",
+    "migrations_dir",
+    "upgrade",
+    "upgrade_command",
+    "verify",
+]
+
+logger = logging.getLogger(__name__)
+
+VERSION_TABLE = "contextledger_alembic_version"
+"""The ledger's own Alembic version table (never the application's ``alembic_version``)."""
+
+Target = str | URL | Engine | Connection
+"""What the schema functions operate on."""
+
+# Serialises concurrent upgrades of one PostgreSQL database (an arbitrary constant).
+_PG_UPGRADE_LOCK = 0x636C6564676572  # "cledger"
+
+
+@cache
+def migrations_dir() -> Path:
+    """The directory holding ``env.py`` and ``versions/``.
+
+    Installed from a wheel the migrations ship as the package resource
+    ``contextledger/migrations``; in a source checkout they are the repository's
+    top-level ``migrations/``.
+
+    Raises:
+        ConfigurationError: Neither location holds the migrations.
+    """
+    candidates: list[Path] = []
+    try:
+        resource = importlib.resources.files("contextledger") / "migrations"
+        candidates.append(Path(str(resource)))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - contextledger is importable here
+        pass
+    # src/contextledger/stores/sql/schema.py -> the checkout's root is four levels up.
+    candidates.append(Path(__file__).resolve().parents[4] / "migrations")
+    for path in candidates:
+        if (path / "env.py").is_file() and (path / "versions").is_dir():
+            return path
+    raise ConfigurationError(
+        "the contextledger migrations are missing from this installation "
+        f"(looked in {', '.join(str(p) for p in candidates)})"
+    )
+
+
+def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
+    """An Alembic :class:`~alembic.config.Config` for the ledger's migrations.
+
+    Args:
+        connection: A connection (in a transaction) the migrations run on.
+        url: The database URL for offline (``--sql``) mode.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@cache
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head() -> str:
+    """The revision this version of the library needs."""
+    revision = _script().get_current_head()
+    if revision is None:  # pragma: no cover - the package ships at least one migration
+        raise ConfigurationError("the contextledger migrations have no head revision")
+    return revision
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Autogenerate filter: only the ledger's tables, never an application's."""
+    if type_ == "table":
+        return name in Base.metadata.tables
+    table = getattr(obj, "table", None)
+    return table is None or table.name in Base.metadata.tables
+
+
+def _url_of(target: Target) -> URL:
+    if isinstance(target, Connection):
+        return target.engine.url
+    if isinstance(target, Engine):
+        return target.url
+    return parse_url(target)
+
+
+def upgrade_command(target: Target) -> str:
+    """The command that upgrades ``target``, its password masked."""
+    return f"contextledger db upgrade --url {mask(_url_of(target))}"
+
+
+@contextmanager
+def _transaction(target: Target, *, write: bool) -> Iterator[Connection]:
+    url = _url_of(target)
+    engine: Engine | None = None
+    try:
+        if isinstance(target, Connection):
+            if target.in_transaction():
+                yield target
+            else:
+                with target.begin():
+                    yield target
+            return
+        if isinstance(target, Engine):
+            source = target
+        else:
+            engine = source = build_engine(url)
+        with source.connect() as connection:
+            if write:
+                connection.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
+            with connection.begin():
+                if write and connection.dialect.name == "postgresql":
+                    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_UPGRADE_LOCK})
+                yield connection
+    except SQLAlchemyError as exc:
+        raise translate(exc, url) from exc
+    finally:
+        if engine is not None:
+            engine.dispose()
+
+
+def _current(connection: Connection) -> str | None:
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
+
+
+def current(target: Target) -> str | None:
+    """The ledger revision the database is at (``None`` when the schema is absent).
+
+    Raises:
+        StoreUnavailable: The database could not be reached.
+    """
+    with _transaction(target, write=False) as connection:
+        return _current(connection)
+
+
+def _known(revision: str) -> bool:
+    try:
+        return _script().get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
+def verify(target: Target) -> None:
+    """Check that the database is exactly at :func:`head`.
+
+    Raises:
+        SchemaOutOfDate: The schema is absent, behind or ahead of this library.
+    """
+    found = current(target)
+    expected = head()
+    if found != expected:
+        raise SchemaOutOfDate(found, expected, upgrade_command(target))
+
+
+def upgrade(target: Target, revision: str = "head") -> None:
+    """Migrate the ledger schema up to ``revision`` (default: this library's head).
+
+    Concurrent upgrades of one database are serialised (SQLite write lock, PostgreSQL
+    advisory lock), so processes starting together may all call it.
+
+    Raises:
+        SchemaOutOfDate: The database is at a revision this library does not know
+            (it was migrated by a newer version).
+        StoreUnavailable: The database could not be reached.
+    """
+    with _transaction(target, write=True) as connection:
+        found = _current(connection)
+        if found is not None and not _known(found):
+            raise SchemaOutOfDate(found, head(), upgrade_command(target))
+        command.upgrade(alembic_config(connection), revision)
+        logger.info("url=<%s>, from=<%s>, to=<%s> | upgraded ledger schema", mask(_url_of(target)), found, revision)
+
+
+def downgrade(target: Target, revision: str) -> None:
+    """Migrate the ledger schema down to ``revision`` (``"base"`` drops every ledger table).
+
+    Raises:
+        SchemaOutOfDate: The database is at a revision this library does not know.
+        StoreUnavailable: The database could not be reached.
+    """
+    with _transaction(target, write=True) as connection:
+        found = _current(connection)
+        if found is not None and not _known(found):
+            raise SchemaOutOfDate(found, head(), upgrade_command(target))
+        command.downgrade(alembic_config(connection), revision)
+        logger.info("url=<%s>, from=<%s>, to=<%s> | downgraded ledger schema", mask(_url_of(target)), found, revision)
