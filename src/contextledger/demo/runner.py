@@ -173,7 +173,7 @@ def run_demo(options: DemoOptions, progress: ProgressCallback | None = None) -> 
     stop = options.stop_after
 
     # -- phase one: run the first half, then stop (one agent mid-tool) -----------------------
-    with Ledger.connect(options.url) as ledger:
+    with _connect(options.url) as ledger:
         url = ledger.url
         if not options.keep:
             for session_id, _ in planned:
@@ -194,7 +194,7 @@ def run_demo(options: DemoOptions, progress: ProgressCallback | None = None) -> 
     # -- phase two: a new connection, sessions discovered and restored from the database ------
     wanted = {sid for sid, _ in planned}
     report = DemoReport(url=url, options=options)
-    with Ledger.connect(options.url) as ledger:
+    with _connect(options.url) as ledger:
         found = [info for info in _all_sessions(ledger) if info.session_id in wanted]
         restored: list[_Live] = []
         extra: dict[str, dict[str, Any]] = {}
@@ -254,6 +254,13 @@ def run_demo(options: DemoOptions, progress: ProgressCallback | None = None) -> 
         report.checks = _checks(report, planned, ledger)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _connect(url: str) -> Ledger:
+    # The demo sets up its own schema: a fresh PostgreSQL database works without a manual upgrade.
+    if url.split("://", 1)[0].split("+", 1)[0].lower() in ("sqlite", "postgresql", "postgres"):
+        return Ledger.connect(url, auto_upgrade=True)
+    return Ledger.connect(url)
 
 
 def _open(ledger: Ledger, session_id: str, scenario: Scenario) -> _Live:
