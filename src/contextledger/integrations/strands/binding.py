@@ -1,0 +1,439 @@
+"""One Strands agent bound to one ledger conversation, kept in step at every sync.
+
+:class:`AgentBinding` is the engine behind
+:class:`~contextledger.integrations.strands.LedgerSessionManager` and the
+standalone :class:`~contextledger.integrations.strands.StrandsConversationManager`:
+
+* a *sync* compares ``agent.messages`` with the active view by id and commits the
+  difference as one changeset (:func:`~contextledger.integrations.strands.diff.plan_sync`),
+  with the agent state and the Strands manager state riding along;
+* the trigger recorded on a reduction comes from the Strands event that led to it:
+  ``per_turn``/``proactive`` before a model call, ``reactive`` after a context
+  overflow, ``end_of_invocation`` after the invocation, ``manual`` otherwise;
+* a restore renders the active view back into ``agent.messages`` -- never an offset
+  into a message log.
+
+Every public method takes the binding's lock (then the conversation's), so the session
+manager can be called from Strands' worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from strands.agent.state import AgentState
+from strands.hooks import AfterModelCallEvent as StrandsAfterModelCallEvent
+from strands.hooks import BeforeModelCallEvent as StrandsBeforeModelCallEvent
+from strands.types.content import Message as StrandsMessage
+from strands.types.exceptions import ContextWindowOverflowException
+from strands.types.session import SessionAgent
+
+from contextledger.changeset import ContentRevision, ReductionPlan
+from contextledger.conversation import Conversation, Edit
+from contextledger.errors import EntryNotFound
+from contextledger.hooks import BeforeModelCallEvent
+from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict, render_entry, tracking_id
+from contextledger.integrations.strands.diff import plan_sync
+from contextledger.integrations.strands.state import StrandsState
+from contextledger.ledger import Ledger
+from contextledger.managers.base import ConversationManager
+from contextledger.records import Reduction, Trigger
+from contextledger.tokens import TokenCounter
+from contextledger.view import View
+
+if TYPE_CHECKING:
+    from strands import Agent
+
+__all__ = ["AgentBinding"]
+
+logger = logging.getLogger(__name__)
+
+
+class AgentBinding:
+    """Keeps one Strands agent's messages and one ledger conversation in step.
+
+    Args:
+        ledger: Where the conversation lives.
+        session_id: The session.
+        agent_id: The agent (Strands ``agent.agent_id``).
+        inner: The contextledger manager the agent runs through the adapter, if any; it
+            then reduces the ledger and the binding writes the view back to the agent.
+        token_counter: Per-message token estimates stored with the entries.
+        context_window_limit: Used when the model reports none.
+        repair: Repair a view left mid-tool by a crash when restoring.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        session_id: str,
+        agent_id: str,
+        *,
+        inner: ConversationManager | None = None,
+        token_counter: TokenCounter | None = None,
+        context_window_limit: int | None = None,
+        repair: bool = True,
+    ) -> None:
+        """Open the conversation; see the class docstring."""
+        self.lock = threading.RLock()
+        self.repair = repair
+        self.state = StrandsState(inner, before_model_call=self._on_conversation_before_model_call)
+        self.conversation: Conversation = ledger.conversation(
+            session_id,
+            agent_id,
+            manager=self.state,
+            token_counter=token_counter,
+            context_window_limit=context_window_limit,
+            repair=False,
+            overflow_errors=(ContextWindowOverflowException,),
+        )
+        self._agent: weakref.ReferenceType[Agent] | None = None
+        self._before_call_trigger: Trigger | None = None
+        self._would_compress = False
+        self._overflow: BaseException | None = None
+
+    @property
+    def manages_ledger(self) -> bool:
+        """Whether a contextledger manager reduces the ledger (the adapter is in use)."""
+        return self.state.inner is not None
+
+    def agent(self) -> Agent | None:
+        """The agent bound last, if it is still alive."""
+        return self._agent() if self._agent is not None else None
+
+    # -- start -------------------------------------------------------------------------------
+
+    def start(self, agent: Agent) -> None:
+        """Create the conversation from the agent, or restore the agent from the conversation.
+
+        A new conversation stores the agent's initial messages and state in one commit.
+        An existing one is restored exactly: the active view (pins, summary, revised
+        content), the agent state, the Strands manager and internal state. A view left
+        between a toolUse and its toolResult is repaired first, and the repair is
+        recorded as a ``restore`` reduction.
+        """
+        with self.lock:
+            self._agent = weakref.ref(agent)
+            if self.conversation.version == 0:
+                self.sync(agent, "manual", force=True)
+                logger.debug(
+                    "session_id=<%s>, agent_id=<%s>, messages=<%d> | created conversation",
+                    self.conversation.session_id,
+                    self.conversation.agent_id,
+                    len(agent.messages),
+                )
+                return
+            internal = self.state.strands_internal_state()
+            if self.repair and not _interrupted(internal):
+                repaired = self.conversation.repair_interrupted_tools()
+                if repaired is not None:
+                    logger.warning(
+                        "session_id=<%s>, agent_id=<%s>, reduction_id=<%s> | conversation was interrupted mid-tool;"
+                        " repaired and recorded",
+                        self.conversation.session_id,
+                        self.conversation.agent_id,
+                        repaired.reduction_id,
+                    )
+            self._restore(agent, internal)
+
+    def _restore(self, agent: Agent, internal: dict[str, Any] | None) -> None:
+        conversation = self.conversation
+        agent.state = AgentState(conversation.agent_state)
+        cm_state = self.state.strands_conversation_manager_state()
+        SessionAgent(
+            agent_id=agent.agent_id,
+            state=conversation.agent_state,
+            conversation_manager_state=cm_state or {},
+            _internal_state=internal or {},
+        ).initialize_internal_state(agent)
+        summary: Mapping[str, Any] | None = None
+        if not self.manages_ledger and cm_state is not None:
+            try:
+                # Strands may return messages to prepend (its summary): the view already
+                # holds the summary in place, so they are not prepended again.
+                agent.conversation_manager.restore_from_session(cm_state)
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning(
+                    "session_id=<%s>, agent_id=<%s>, error=<%s> | stored conversation manager state does not fit"
+                    " the agent's manager; it starts fresh, the view is restored",
+                    conversation.session_id,
+                    conversation.agent_id,
+                    exc,
+                )
+            else:
+                stored_summary = cm_state.get("summary_message")
+                summary = stored_summary if isinstance(stored_summary, Mapping) else None
+        if agent.model.stateful:
+            logger.debug(
+                "agent_id=<%s> | model keeps the conversation server-side, messages not restored", agent.agent_id
+            )
+        else:
+            agent.messages = [self._render(entry_index, summary) for entry_index in range(len(conversation.view))]
+        self._capture(agent)
+        logger.debug(
+            "session_id=<%s>, agent_id=<%s>, messages=<%d>, model_call_count=<%d> | restored agent",
+            conversation.session_id,
+            conversation.agent_id,
+            len(conversation.view),
+            conversation.model_call_count,
+        )
+
+    def _render(self, index: int, summary: Mapping[str, Any] | None) -> StrandsMessage:
+        entry = self.conversation.view[index]
+        if entry.kind == "summary" and summary is not None and summary.get("tracking_id") == entry.entry_id:
+            # The Strands summarizing manager holds this very dict as its summary message.
+            return cast(StrandsMessage, summary)
+        return cast(StrandsMessage, render_entry(entry))
+
+    # -- sync --------------------------------------------------------------------------------
+
+    def sync(
+        self,
+        agent: Agent,
+        trigger: Trigger,
+        *,
+        error: BaseException | None = None,
+        force: bool = False,
+    ) -> Reduction | None:
+        """Commit what changed in ``agent`` since the last sync, as one changeset.
+
+        Args:
+            agent: The agent.
+            trigger: Recorded on the reduction when messages were evicted, summarized or
+                revised.
+            error: The overflow behind a reactive reduction.
+            force: Commit even when nothing changed (creates a new conversation).
+
+        Returns:
+            The reduction row, when the sync recorded one.
+
+        Raises:
+            InvalidMessage: A message of the agent is not a valid Strands message.
+        """
+        with self.lock:
+            self._agent = weakref.ref(agent)
+            self._capture(agent)
+            stateful = agent.model.stateful
+            messages = list(agent.messages)
+            if not stateful:
+                ensure_tracking_ids(cast(list[dict[str, Any]], messages))
+            agent_state: dict[str, Any] = agent.state.get()
+            cm = agent.conversation_manager
+            strategy = f"strands:{type(cm).__name__}"
+            hint = _summary_hint(cm)
+            described = None if error is None else f"{type(error).__name__}: {error}"
+
+            def build(view: View) -> Edit | None:
+                conversation = self.conversation
+                changed_state = force or agent_state != conversation.agent_state
+                changed_state = changed_state or self.state.differs_from(conversation.state.manager_state)
+                if stateful:
+                    return Edit(agent_state=agent_state) if changed_state else None
+                return plan_sync(
+                    view,
+                    cast(list[Mapping[str, Any]], messages),
+                    trigger=trigger,
+                    strategy=strategy,
+                    next_seq=conversation.state.next_seq,
+                    error=described,
+                    summary_hint=hint,
+                    summarizer=strategy,
+                    agent_state=agent_state if changed_state else None,
+                )
+
+            return self.conversation.edit(build)
+
+    def _capture(self, agent: Agent) -> None:
+        snapshot = SessionAgent.from_agent(agent)
+        cm = agent.conversation_manager
+        if self.manages_ledger:
+            self.state.capture(None, None, snapshot._internal_state)
+        else:
+            self.state.capture(type(cm).__name__, snapshot.conversation_manager_state, snapshot._internal_state)
+
+    # -- the model-call cycle ----------------------------------------------------------------
+
+    def before_model_call_first(self, agent: Agent, event: StrandsBeforeModelCallEvent) -> None:
+        """First callback of Strands' ``BeforeModelCallEvent``: commit outside edits.
+
+        Runs before the Strands conversation manager's callbacks, so anything the
+        manager changes next is attributed to it. Also notes whether the manager's
+        proactive compression is about to run (it runs before its per-turn check).
+        """
+        with self.lock:
+            self.sync(agent, "manual")
+            threshold = getattr(agent.conversation_manager, "_compression_threshold", None)
+            projected = event.projected_input_tokens
+            self._would_compress = bool(
+                threshold is not None
+                and projected is not None
+                and agent.model.estimate_utilization(projected) >= threshold
+            )
+
+    def before_model_call_last(self, agent: Agent, event: StrandsBeforeModelCallEvent) -> None:
+        """Last callback of Strands' ``BeforeModelCallEvent``: count the call and commit.
+
+        What the Strands manager changed is committed with trigger ``proactive`` (when its
+        compression threshold was reached) or ``per_turn``, together with the new
+        ``model_call_count``. With the adapter, contextledger's manager then plans on
+        the ledger and the view is written back into ``agent.messages``.
+        """
+        with self.lock:
+            self._agent = weakref.ref(agent)
+            self._before_call_trigger = "proactive" if self._would_compress else "per_turn"
+            try:
+                self.conversation.before_model_call(
+                    projected_input_tokens=event.projected_input_tokens,
+                    context_window_limit=agent.model.context_window_limit,
+                )
+            finally:
+                self._before_call_trigger = None
+                self._would_compress = False
+            if self.manages_ledger:
+                self.reconcile(agent)
+
+    def _on_conversation_before_model_call(self, event: BeforeModelCallEvent) -> None:
+        trigger = self._before_call_trigger
+        agent = self.agent()
+        if trigger is None or agent is None:
+            return
+        self.sync(agent, trigger)
+
+    def after_model_call(self, agent: Agent, event: StrandsAfterModelCallEvent) -> None:
+        """Note a context overflow (the next sync records a ``reactive`` reduction)."""
+        with self.lock:
+            if isinstance(event.exception, ContextWindowOverflowException):
+                self._overflow = event.exception
+            elif event.exception is None and self.manages_ledger:
+                self.conversation.after_model_call(None)
+
+    def sync_after_reduction(self, agent: Agent) -> None:
+        """Strands' own sync: ``reactive`` right after an overflow was reduced, else ``manual``."""
+        with self.lock:
+            error, self._overflow = self._overflow, None
+            self.sync(agent, "reactive" if error is not None else "manual", error=error)
+
+    def after_invocation(self, agent: Agent) -> None:
+        """Commit what the invocation's end-of-invocation management changed."""
+        with self.lock:
+            self._overflow = None
+            self.sync(agent, "end_of_invocation")
+
+    # -- the adapter's reductions (contextledger managers reduce the ledger) -----------------
+
+    def reduce(self, agent: Agent, error: BaseException | None) -> None:
+        """Reduce through the ledger and write the result back to ``agent.messages``.
+
+        With ``error`` (a context overflow) the manager must reduce; otherwise this is a
+        best-effort proactive reduction.
+
+        Raises:
+            ReductionFailed: Nothing could be reduced after an overflow.
+            BaseException: ``error`` itself when no manager callback handled it.
+        """
+        with self.lock:
+            self.sync(agent, "manual")
+            self._overflow = None
+            if error is not None:
+                if not self.conversation.after_model_call(error):
+                    raise error
+            else:
+                self.conversation.reduce("proactive")
+            self.reconcile(agent)
+
+    def manage(self, agent: Agent) -> None:
+        """End-of-invocation management through the ledger, written back to the agent."""
+        with self.lock:
+            self.sync(agent, "manual")
+            self.conversation.after_invocation()
+            self.reconcile(agent)
+
+    def reconcile(self, agent: Agent) -> None:
+        """Make ``agent.messages`` show the active view (after the ledger was reduced).
+
+        Messages the reduction did not touch keep their dict (and identity); evicted ones
+        go, summaries and revised or re-pinned messages are rendered from the view.
+        """
+        with self.lock:
+            if agent.model.stateful:
+                return
+            current = {tracking_id(m): m for m in agent.messages if m.get("tracking_id")}
+            rendered: list[StrandsMessage] = []
+            for entry in self.conversation.view:
+                existing = current.get(entry.entry_id)
+                if existing is not None and (
+                    entry.kind == "summary"
+                    or (
+                        existing.get("content") == entry.message.content
+                        and is_pinned_dict(existing) == entry.message.pinned
+                    )
+                ):
+                    rendered.append(existing)
+                else:
+                    rendered.append(cast(StrandsMessage, render_entry(entry)))
+            if [id(m) for m in rendered] != [id(m) for m in agent.messages]:
+                agent.messages[:] = rendered
+            self._capture(agent)
+
+    # -- edits on behalf of the agent ------------------------------------------------------------
+
+    def redact(self, agent: Agent, message: Mapping[str, Any]) -> None:
+        """Record a redaction of the latest message (the original is kept as a revision).
+
+        Raises:
+            EntryNotFound: The conversation has no message to redact.
+        """
+        with self.lock:
+            target = message.get("tracking_id") or (agent.messages[-1].get("tracking_id") if agent.messages else None)
+            content = [dict(block) for block in message.get("content", [])]
+
+            def build(view: View) -> Edit | None:
+                index = view.index_of(str(target)) if target else (len(view) - 1 if len(view) else None)
+                if index is None or view[index].kind != "message":
+                    raise EntryNotFound(f"no message {target!r} to redact in this conversation")
+                entry = view[index]
+                if entry.message.content == content:
+                    return None
+                revision = ContentRevision(message_id=entry.entry_id, content=content, reason="redact")
+                return Edit(plan=ReductionPlan(strategy="redaction", revisions=(revision,)), trigger="manual")
+
+            self.conversation.edit(build)
+            self.sync(agent, "manual")
+
+    def pin_index(self, agent: Agent, tool_input: Mapping[str, Any] | Any, tool_use_id: str | None) -> dict[str, Any]:
+        """Run the ``pin_message`` tool: commit the pin, then mirror it in ``agent.messages``.
+
+        Returns:
+            The toolResult body (``status`` and ``content``); errors are reported in it.
+        """
+        from contextledger.pinning import handle_pin_message_tool
+
+        with self.lock:
+            self.sync(agent, "manual")
+            result = handle_pin_message_tool(self.conversation, tool_input, tool_use_id=tool_use_id)
+            if result.get("status") == "success":
+                self.reconcile(agent)
+            return result
+
+
+def _summary_hint(cm: object) -> str | None:
+    """The tracking id of the summary message a Strands summarizing manager holds."""
+    get_state = getattr(cm, "get_state", None)
+    if not callable(get_state):
+        return None
+    summary = get_state().get("summary_message")
+    if isinstance(summary, Mapping) and isinstance(summary.get("tracking_id"), str):
+        return str(summary["tracking_id"])
+    return None
+
+
+def _interrupted(internal: Mapping[str, Any] | None) -> bool:
+    """Whether Strands had paused the agent on an interrupt (a pending tool is legitimate)."""
+    if not internal:
+        return False
+    interrupt = internal.get("interrupt_state")
+    return isinstance(interrupt, Mapping) and interrupt.get("activated") is True

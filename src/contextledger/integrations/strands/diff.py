@@ -1,0 +1,209 @@
+"""Compare a Strands agent's messages with the ledger's view and say what changed.
+
+Strands conversation managers edit ``agent.messages`` in place. :func:`plan_sync`
+turns the difference between that list and the active view, matched by id
+(``tracking_id`` = ``message_id``), into one :class:`~contextledger.conversation.Edit`:
+
+* a message the view does not hold is appended -- unless it was inserted in place of
+  messages that disappeared, in which case it is the host's summary of them;
+* a view entry the agent no longer holds was evicted (or replaced by that summary);
+* a changed pin flag is a pin change; changed content of the same id is a content
+  revision (the ledger keeps the original).
+
+The function is pure: it reads the view and the messages and returns data.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.conversation import Edit
+from contextledger.errors import InvalidMessage
+from contextledger.integrations.strands.convert import is_pinned_dict, tracking_id
+from contextledger.messages import Message
+from contextledger.records import Trigger
+from contextledger.view import View
+
+__all__ = ["plan_sync", "summary_text"]
+
+logger = logging.getLogger(__name__)
+
+
+def plan_sync(
+    view: View,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    trigger: Trigger,
+    strategy: str,
+    next_seq: int,
+    error: str | None = None,
+    summary_hint: str | None = None,
+    summarizer: str = "strands",
+    agent_state: dict[str, Any] | None = None,
+) -> Edit | None:
+    """The edit that brings ``view`` in line with the agent's ``messages``.
+
+    Args:
+        view: The active view as last committed.
+        messages: The agent's messages, each with a ``tracking_id``.
+        trigger: Recorded on the reduction if anything was evicted, summarized or revised.
+        strategy: Recorded on that reduction (e.g. ``strands:SlidingWindowConversationManager``).
+        next_seq: The conversation's next seq (places a summary that ends the view).
+        error: The model error behind a reactive reduction.
+        summary_hint: The ``tracking_id`` the host's manager reports as its summary.
+        summarizer: Recorded on a summary row.
+        agent_state: Host state to commit with the edit (``None`` keeps the stored one).
+
+    Returns:
+        The edit, or ``None`` when nothing differs and no state is given.
+
+    Raises:
+        InvalidMessage: Two messages share a ``tracking_id``, or one has none, or a new
+            message is not a Strands message.
+    """
+    ids = [tracking_id(m) for m in messages]
+    position = {message_id: i for i, message_id in enumerate(ids)}
+    if len(position) != len(ids):
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        raise InvalidMessage(f"agent messages share tracking_id(s) {duplicates}; each message needs its own")
+
+    retained = [i for i, entry in enumerate(view) if entry.entry_id in position]
+    removed = [entry.entry_id for entry in view if entry.entry_id not in position]
+    agent_order = [position[view[i].entry_id] for i in retained]
+    if agent_order != sorted(agent_order):
+        logger.warning(
+            "strategy=<%s> | agent messages were reordered; the ledger keeps the order they were appended in",
+            strategy,
+        )
+    last_retained = max(agent_order, default=-1)
+    new_positions = [i for i, message_id in enumerate(ids) if view.index_of(message_id) is None]
+
+    summary_at = _summary_position(ids, new_positions, removed, last_retained, summary_hint)
+    append_positions = [p for p in new_positions if p != summary_at]
+    if any(p < last_retained for p in append_positions):
+        logger.warning(
+            "strategy=<%s> | a message was inserted before existing ones; the ledger appends it at the end",
+            strategy,
+        )
+    appends = tuple(_to_message(messages[p]) for p in append_positions)
+
+    summary: SummaryDraft | None = None
+    evict = list(removed)
+    if summary_at is not None:
+        summary, evict = _summary_draft(
+            view, messages, position, retained, removed, summary_at, next_seq, summarizer, ids[summary_at]
+        )
+
+    pins: dict[str, bool] = {}
+    revisions: list[ContentRevision] = []
+    for index in retained:
+        entry = view[index]
+        current = messages[position[entry.entry_id]]
+        if entry.kind != "message":
+            if is_pinned_dict(current):
+                logger.debug("entry_id=<%s> | summaries cannot be pinned in the ledger, pin not stored", entry.entry_id)
+            continue
+        pinned = is_pinned_dict(current)
+        if pinned != entry.message.pinned:
+            pins[entry.entry_id] = pinned
+        content = current.get("content")
+        if not isinstance(content, list):
+            raise InvalidMessage(f"message {entry.entry_id} has no content list")
+        if content != entry.message.content:
+            revisions.append(
+                ContentRevision(
+                    message_id=entry.entry_id,
+                    content=copy.deepcopy(content),
+                    reason=_revision_reason(entry.message.content, content),
+                )
+            )
+
+    plan: ReductionPlan | None = None
+    if evict or revisions or summary is not None:
+        plan = ReductionPlan(
+            strategy=strategy,
+            evict=tuple(evict),
+            revisions=tuple(revisions),
+            summary=summary,
+            detail=f"synced from the Strands agent ({trigger})",
+        )
+    edit = Edit(appends=appends, pins=pins, plan=plan, trigger=trigger, error=error, agent_state=agent_state)
+    return None if edit.is_empty else edit
+
+
+def summary_text(message: Mapping[str, Any]) -> str:
+    """The text a summary row stores for a Strands summary message (its text blocks)."""
+    texts = [b["text"] for b in message.get("content", []) if isinstance(b, Mapping) and isinstance(b.get("text"), str)]
+    return "\n".join(texts) or "(empty summary)"
+
+
+def _summary_position(
+    ids: Sequence[str],
+    new_positions: Sequence[int],
+    removed: Sequence[str],
+    last_retained: int,
+    hint: str | None,
+) -> int | None:
+    if not removed:
+        return None
+    if hint is not None:
+        for p in new_positions:
+            if ids[p] == hint:
+                return p
+    inserted = [p for p in new_positions if p < last_retained]
+    return inserted[0] if len(inserted) == 1 else None
+
+
+def _summary_draft(
+    view: View,
+    messages: Sequence[Mapping[str, Any]],
+    position: Mapping[str, int],
+    retained: Sequence[int],
+    removed: Sequence[str],
+    summary_at: int,
+    next_seq: int,
+    summarizer: str,
+    summary_id: str,
+) -> tuple[SummaryDraft, list[str]]:
+    """The summary row for the message at ``summary_at`` and what is evicted besides it."""
+    before = [i for i in retained if position[view[i].entry_id] < summary_at]
+    after = [i for i in retained if position[view[i].entry_id] > summary_at]
+    bound = min(after) if after else len(view)
+    replaces = [r for r in removed if (view.index_of(r) or 0) < bound]
+    evict = [r for r in removed if r not in set(replaces)]
+    if not replaces:  # the summary sits before everything that went: it still replaced them
+        replaces, evict = list(removed), []
+    # Strands keeps pinned messages of the summarized range ahead of the summary, so the
+    # summary is placed after the last entry kept before it and before the first kept after.
+    low = view[max(before)].seq if before else -1
+    high = view[min(after)].seq if after else None
+    inside = [
+        view[i].seq
+        for i in (view.index_of(r) for r in replaces)
+        if i is not None and view[i].seq > low and (high is None or view[i].seq < high)
+    ]
+    seq = min(inside) if inside else high if high is not None else max(next_seq, low + 1)
+    draft = SummaryDraft(
+        content=summary_text(messages[summary_at]),
+        summarizer=summarizer,
+        replaces=tuple(replaces),
+        summary_id=summary_id,
+        seq=seq,
+    )
+    return draft, evict
+
+
+def _to_message(message: Mapping[str, Any]) -> Message:
+    return Message.from_strands(message)
+
+
+def _revision_reason(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> str:
+    results_before = [b for b in before if "toolResult" in b]
+    results_after = [b for b in after if "toolResult" in b]
+    if results_before and results_before != results_after:
+        return "truncate_tool_result"
+    return "rewrite"

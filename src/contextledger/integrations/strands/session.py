@@ -1,0 +1,211 @@
+"""``LedgerSessionManager``: a Strands session manager backed by the ledger."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from strands.hooks import (
+    AfterInvocationEvent,
+    AfterModelCallEvent,
+    AgentInitializedEvent,
+    BeforeModelCallEvent,
+    HookOrder,
+    HookRegistry,
+    MessageAddedEvent,
+)
+from strands.session.session_manager import SessionManager
+from strands.types.content import Message as StrandsMessage
+
+from contextledger.conversation import Conversation
+from contextledger.errors import ConfigurationError
+from contextledger.integrations.strands.binding import AgentBinding
+from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from strands import Agent
+
+__all__ = ["LedgerSessionManager"]
+
+logger = logging.getLogger(__name__)
+
+
+class LedgerSessionManager(SessionManager):
+    """A Strands ``SessionManager`` that keeps each agent's conversation in a ledger.
+
+    ``Agent(session_manager=LedgerSessionManager("s1", url="sqlite:///agents.db"))`` is
+    all it takes; with neither ``url`` nor ``ledger`` the embedded SQLite default
+    (:data:`contextledger.ledger.DEFAULT_URL`) is used.
+
+    What it guarantees, unlike Strands' file/S3 session managers:
+
+    * **One commit per sync.** On every Strands sync point (a message added, before
+      and after each model call, after a context-overflow reduction, after the
+      invocation) it compares ``agent.messages`` with the ledger's active view by id
+      (``tracking_id`` = ``message_id``) and commits one changeset: new messages,
+      evicted ones with the trigger that evicted them (``per_turn``, ``proactive``,
+      ``reactive``, ``end_of_invocation``), a new summary as a summary row naming what
+      it replaced, pin changes, content revisions (the original kept), the agent
+      state, the Strands manager state and ``model_call_count``.
+    * **Exact restore.** A new ``Agent`` on the same session gets exactly the view that
+      was live: same messages in the same order, pins, summary, truncated content,
+      ``model_call_count``, agent state; the Strands conversation manager's state is
+      restored too, so ``per_turn`` continues in step. No ``removed_message_count``
+      offset is involved.
+    * **Crash-safe tool pairs.** A conversation interrupted between a toolUse and its
+      toolResult is repaired on restore and the repair is recorded in the ledger.
+    * **Several agents** (different ``agent_id``) share a session, each with its own
+      conversation; all methods are thread-safe.
+
+    It works with Strands' own conversation managers, and with contextledger's
+    managers through :class:`~contextledger.integrations.strands.StrandsConversationManager`.
+
+    Args:
+        session_id: The session.
+        ledger: An open ledger to use (left open by :meth:`close`).
+        url: A ledger URL to open (e.g. ``sqlite:///agents.db``); not with ``ledger``.
+        token_counter: Per-message token estimates stored with the entries.
+        context_window_limit: Used when the agent's model reports none.
+        repair: Repair conversations left mid-tool when an agent is restored.
+        **options: Passed to :meth:`Ledger.connect` with ``url``.
+
+    Raises:
+        ConfigurationError: ``session_id`` is empty, or both ``ledger`` and ``url`` are given.
+        InvalidLedgerURL: ``url`` names no supported backend.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        ledger: Ledger | None = None,
+        url: str | None = None,
+        token_counter: TokenCounter | None = None,
+        context_window_limit: int | None = None,
+        repair: bool = True,
+        **options: Any,
+    ) -> None:
+        """Open (or connect to) the ledger; see the class docstring."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigurationError(f"session_id must be a non-empty string, got {session_id!r}")
+        if ledger is not None and url is not None:
+            raise ConfigurationError("pass either ledger= or url=, not both")
+        if ledger is not None and options:
+            raise ConfigurationError(f"connection options {sorted(options)} need url=, not ledger=")
+        self.session_id = session_id
+        self._owns_ledger = ledger is None
+        self.ledger = ledger if ledger is not None else Ledger.connect(url or DEFAULT_URL, **options)
+        self.token_counter = token_counter
+        self.context_window_limit = context_window_limit
+        self.repair = repair
+        self._lock = threading.RLock()
+        self._bindings: dict[str, AgentBinding] = {}
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        """Subscribe to the agent's lifecycle (every callback routes to the agent's binding)."""
+        registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent))
+        registry.add_callback(MessageAddedEvent, lambda event: self.append_message(event.message, event.agent))
+        registry.add_callback(BeforeModelCallEvent, self._before_model_call_first, order=HookOrder.SDK_FIRST)
+        registry.add_callback(BeforeModelCallEvent, self._before_model_call_last, order=HookOrder.SDK_LAST)
+        registry.add_callback(AfterModelCallEvent, self._after_model_call)
+        registry.add_callback(AfterInvocationEvent, self._after_invocation)
+
+    def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
+        self.binding(event.agent.agent_id).before_model_call_first(event.agent, event)
+
+    def _before_model_call_last(self, event: BeforeModelCallEvent) -> None:
+        self.binding(event.agent.agent_id).before_model_call_last(event.agent, event)
+
+    def _after_model_call(self, event: AfterModelCallEvent) -> None:
+        self.binding(event.agent.agent_id).after_model_call(event.agent, event)
+
+    def _after_invocation(self, event: AfterInvocationEvent) -> None:
+        self.binding(event.agent.agent_id).after_invocation(event.agent)
+
+    # -- SessionManager ----------------------------------------------------------------------
+
+    def initialize(self, agent: Agent, **kwargs: Any) -> None:
+        """Bind ``agent`` to its conversation: create it, or restore the agent from it.
+
+        Raises:
+            ConfigurationError: Another live agent with the same ``agent_id`` is bound.
+        """
+        from contextledger.integrations.strands.adapter import StrandsConversationManager
+
+        cm = agent.conversation_manager
+        adapter = cm if isinstance(cm, StrandsConversationManager) else None
+        with self._lock:
+            current = self._bindings.get(agent.agent_id)
+            if current is not None:
+                bound = current.agent()
+                if bound is not None and bound is not agent:
+                    raise ConfigurationError(
+                        f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r};"
+                        " each agent of a session needs its own agent_id"
+                    )
+            binding = AgentBinding(
+                self.ledger,
+                self.session_id,
+                agent.agent_id,
+                inner=adapter.manager if adapter is not None else None,
+                token_counter=self.token_counter,
+                context_window_limit=self.context_window_limit,
+                repair=self.repair,
+            )
+            self._bindings[agent.agent_id] = binding
+        if adapter is not None:
+            adapter.attach(agent.agent_id, binding)
+        binding.start(agent)
+
+    def append_message(self, message: StrandsMessage, agent: Agent, **kwargs: Any) -> None:
+        """Commit the new message together with anything else that changed since the last sync."""
+        self.binding(agent.agent_id).sync(agent, "manual")
+
+    def sync_agent(self, agent: Agent, **kwargs: Any) -> None:
+        """Commit what changed; right after a context overflow the reduction is recorded as ``reactive``."""
+        self.binding(agent.agent_id).sync_after_reduction(agent)
+
+    def redact_latest_message(self, redact_message: StrandsMessage, agent: Agent, **kwargs: Any) -> None:
+        """Replace the latest message's content; the original stays in the ledger as a revision."""
+        self.binding(agent.agent_id).redact(agent, redact_message)
+
+    # -- access ------------------------------------------------------------------------------
+
+    def binding(self, agent_id: str) -> AgentBinding:
+        """The binding of an initialized agent.
+
+        Raises:
+            ConfigurationError: No agent with that id was initialized with this manager.
+        """
+        with self._lock:
+            binding = self._bindings.get(agent_id)
+        if binding is None:
+            raise ConfigurationError(
+                f"agent {agent_id!r} is not initialized with session {self.session_id!r}"
+                " (pass session_manager= to the Agent)"
+            )
+        return binding
+
+    def conversation(self, agent_id: str = "default") -> Conversation:
+        """The ledger conversation of an initialized agent (for pins, queries, tests)."""
+        return self.binding(agent_id).conversation
+
+    def close(self) -> None:
+        """Close the ledger if this manager opened it."""
+        if self._owns_ledger:
+            self.ledger.close()
+
+    def __enter__(self) -> LedgerSessionManager:
+        """Return self."""
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the ledger if this manager opened it."""
+        self.close()
