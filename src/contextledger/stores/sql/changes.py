@@ -27,10 +27,17 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from contextledger.changeset import Changeset
-from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound
+from contextledger.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    DuplicateEntry,
+    EntryNotFound,
+    InvalidMessage,
+)
 from contextledger.messages import Message
 from contextledger.records import SummaryEntry
 from contextledger.stores.sql.models import (
+    ID_LENGTH,
     ConversationRow,
     EntryRow,
     ReductionRow,
@@ -85,6 +92,7 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
         DuplicateEntry: An appended id already exists in the conversation (or twice in ``cs``).
         EntryNotFound: An evicted, revised or pinned id is not an active entry.
     """
+    _check_lengths(cs)
     appended = [e.entry_id for e in cs.appends]
     if len(set(appended)) != len(appended):
         raise DuplicateEntry("a changeset appends the same entry id twice")
@@ -108,6 +116,27 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
         )
     _evict_summaries(conn, conversation_id, cs, summaries, reduction_id)
     return cs.new_version
+
+
+def _check_lengths(cs: Changeset) -> None:
+    """Reject ids longer than their columns up front, the same way on every engine."""
+
+    def check(kind: str, value: str | None, error: type[Exception]) -> None:
+        if value is not None and len(value) > ID_LENGTH:
+            raise error(f"{kind} is {len(value)} characters long; the SQL ledger stores at most {ID_LENGTH}")
+
+    check("session_id", cs.session_id, ConfigurationError)
+    check("agent_id", cs.agent_id, ConfigurationError)
+    for entry in cs.appends:
+        check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
+    for rev in cs.revisions:
+        check("revision reason", rev.reason, ConfigurationError)
+    if cs.summary is not None:
+        check("summary id", cs.summary.summary_id, InvalidMessage)
+        check("summarizer", cs.summary.summarizer, ConfigurationError)
+    if cs.reduction is not None:
+        check("reduction id", cs.reduction.reduction_id, ConfigurationError)
+        check("strategy", cs.reduction.strategy, ConfigurationError)
 
 
 def _create(conn: Connection, cs: Changeset, now: datetime) -> int:
@@ -156,9 +185,7 @@ def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str
     small = 0 < len(appended) <= CHUNK
     if small:
         stmt = stmt.where(
-            ~exists().where(
-                SummaryRow.conversation_id == ConversationRow.id, SummaryRow.summary_id.in_(list(appended))
-            )
+            ~exists().where(SummaryRow.conversation_id == ConversationRow.id, SummaryRow.summary_id.in_(list(appended)))
         )
     row = conn.execute(stmt.values(**values).returning(ConversationRow.id)).first()
     if row is None:

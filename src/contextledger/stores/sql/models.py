@@ -36,6 +36,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
+    "ID_LENGTH",
     "NAMING_CONVENTION",
     "Base",
     "ConversationRow",
@@ -95,7 +96,9 @@ def _id_list() -> TypeEngine[Any]:
 
 _PK = BigInteger().with_variant(Integer(), "sqlite")
 """A 64-bit surrogate key; SQLite only auto-increments an ``INTEGER PRIMARY KEY``."""
-_ID = String(255)
+ID_LENGTH = 255
+"""Longest id (session, agent, message, summary, reduction) the schema stores."""
+_ID = String(ID_LENGTH)
 _STATUS_CHECK = "status IN ('active', 'evicted')"
 
 
