@@ -1,0 +1,56 @@
+"""Fixtures for the Strands integration tests: ledgers and a runner for child processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextledger.ledger import Ledger
+from contextledger.stores.memory import MemoryStore
+from tests.strands.scenarios import loads
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD_TIMEOUT = 120
+
+
+@pytest.fixture(autouse=True)
+def _quiet_strands() -> Iterator[None]:
+    # Strands warns about unset context windows and agent-level storage; not what these tests check.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
+
+
+@pytest.fixture
+def memory_ledger() -> Iterator[Ledger]:
+    ledger = Ledger(MemoryStore())
+    yield ledger
+    ledger.close()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'agents.db'}"
+
+
+def run_child(*args: str, out: Path, expect_exit: int = 0) -> Any:
+    """Run ``python -m tests.strands.child`` in a fresh interpreter and return what it wrote."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.strands.child", *args, "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == expect_exit, f"child exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return loads(out.read_text())
