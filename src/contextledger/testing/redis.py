@@ -24,10 +24,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
+from urllib.parse import quote
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -178,7 +179,9 @@ class _Process:
                 self.popen.wait(timeout=10)
 
 
-def _spawn(workdir: Path, *, cluster: bool, attempts: int = 3) -> _Process:
+def _spawn(
+    workdir: Path, *, cluster: bool, extra: Sequence[str] = (), auth: str | None = None, attempts: int = 3
+) -> _Process:
     """Start one redis-server on a free loopback port and wait until it answers PING."""
     binary = _binary()
     reason = "not started"
@@ -190,10 +193,11 @@ def _spawn(workdir: Path, *, cluster: bool, attempts: int = 3) -> _Process:
         if cluster:
             argv += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"]
             argv += ["--cluster-node-timeout", "5000"]
+        argv += list(extra)
         popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         process = _Process(popen=popen, port=port, log=log)
         try:
-            _wait_ping(f"redis://127.0.0.1:{port}/0", process, timeout=15)
+            _wait_ping(f"redis://127.0.0.1:{port}/0", process, timeout=15, password=auth)
         except StoreUnavailable as exc:
             reason = str(exc)
             process.stop()  # another process may have taken the port: try a new one
@@ -203,13 +207,13 @@ def _spawn(workdir: Path, *, cluster: bool, attempts: int = 3) -> _Process:
     raise StoreUnavailable(f"redis-server did not start: {reason}")
 
 
-def _wait_ping(url: str, process: _Process | None, *, timeout: float) -> None:
+def _wait_ping(url: str, process: _Process | None, *, timeout: float, password: str | None = None) -> None:
     deadline = time.monotonic() + timeout
     last = "no answer"
     while time.monotonic() < deadline:
         if process is not None and process.popen.poll() is not None:
             raise StoreUnavailable(f"redis-server exited with {process.popen.returncode}: {process.tail()}")
-        client = Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
+        client = Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2, password=password)
         try:
             client.ping()
             return
@@ -231,20 +235,26 @@ def _cleanup(processes: list[_Process], workdir: Path) -> Callable[[], None]:
     return stop
 
 
-def start_local_redis() -> RedisServer:
+def start_local_redis(extra_args: Sequence[str] = (), *, password: str | None = None) -> RedisServer:
     """Start ``redis-server`` on a free loopback port (no persistence, temporary dir).
+
+    Args:
+        extra_args: More ``redis-server`` options, e.g. ``("--maxmemory", "2mb")``.
+        password: Require this password (``--requirepass``); it is part of :attr:`RedisServer.url`.
 
     Raises:
         StoreUnavailable: The binary is missing or the server did not answer.
     """
     workdir = Path(tempfile.mkdtemp(prefix="contextledger-redis-"))
     try:
-        process = _spawn(workdir, cluster=False)
+        extra = [*extra_args, *(("--requirepass", password) if password else ())]
+        process = _spawn(workdir, cluster=False, extra=extra, auth=password)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
+    auth = f":{quote(password, safe='')}@" if password else ""
     return RedisServer(
-        url=f"redis://127.0.0.1:{process.port}/0",
+        url=f"redis://{auth}127.0.0.1:{process.port}/0",
         source="local",
         pids=(process.popen.pid,),
         _stop=_cleanup([process], workdir),

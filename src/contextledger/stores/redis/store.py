@@ -110,9 +110,9 @@ class RedisStore:
     cross-agent queries use two index keys per session, which on Cluster live in other
     slots than the conversations and so cannot be written by the commit script. On a
     single server the script updates them in the same atomic step. On Cluster they are
-    updated outside it: the agent is added to the session's set *before* the commit
-    that creates a conversation, and both indexes are refreshed (idempotent ``SADD`` and
-    ``ZADD GT``) *after* every successful commit. That is safe because the indexes are
+    updated outside it: the agent (and a new session) is listed *before* the commit
+    that creates a conversation (``SADD``, ``ZADD NX``), and both indexes are refreshed
+    (idempotent ``SADD`` and ``ZADD GT``) *after* every successful commit. That is safe because the indexes are
     never the source of truth for a conversation: its keys are; an index may at worst
     list a session or agent whose creating commit failed (filtered out on read) or show
     a slightly older update time until the next commit, and it can never miss a
@@ -457,7 +457,7 @@ class RedisStore:
                 version = self._run_commit(cs, [*keys.all, index.agents, index.sessions], args)
             else:
                 if cs.expected_version == 0:
-                    self._touch_index(cs, index, now)
+                    self._touch_index(cs, index, now, before=True)
                 version = self._run_commit(cs, list(keys.all), args)
                 self._touch_index(cs, index, now)
         logger.debug(
@@ -485,10 +485,11 @@ class RedisStore:
                 raise StoreError(f"cannot commit to {cs.session_id}/{cs.agent_id}: {detail}") from exc
             raise
 
-    def _touch_index(self, cs: Changeset, index: SessionKeys, now: datetime) -> None:
+    def _touch_index(self, cs: Changeset, index: SessionKeys, now: datetime, *, before: bool = False) -> None:
         pipe = self._client.pipeline(transaction=False)
         pipe.sadd(index.agents, cs.agent_id)
-        pipe.zadd(index.sessions, {cs.session_id: epoch_micros(now)}, gt=True)
+        # before the commit only list a new session: an existing one keeps its time until the commit succeeds
+        pipe.zadd(index.sessions, {cs.session_id: epoch_micros(now)}, nx=before, gt=not before)
         pipe.execute()
 
     def delete_session(self, session_id: str) -> bool:

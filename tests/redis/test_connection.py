@@ -1,0 +1,119 @@
+"""Connecting: URLs, unreachable servers, passwords, and a server that goes away."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from contextledger.errors import InvalidLedgerURL, StoreError, StoreUnavailable
+from contextledger.ledger import Ledger
+from contextledger.messages import Message
+from contextledger.stores.redis import RedisStore
+from contextledger.stores.redis.store import mask_password
+from contextledger.testing.redis import RedisServer, start_local_redis
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def private_server() -> Iterator[RedisServer]:
+    """A server of this test alone (it may be stopped or need a password)."""
+    try:
+        server = start_local_redis(password="s3cr3t pw")
+    except StoreUnavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"redis-server could not be started under CI: {exc}", pytrace=False)
+        pytest.skip(f"redis-server unavailable: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster"])
+def test_unreachable_server_raises_store_unavailable(scheme: str) -> None:
+    port = _dead_port()
+    with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}") as info:
+        Ledger.connect(
+            f"{scheme}://:hunter2@127.0.0.1:{port}/0" if scheme == "redis" else f"{scheme}://127.0.0.1:{port}"
+        )
+    assert "\n" not in str(info.value)
+    assert "hunter2" not in str(info.value)
+    assert info.value.__cause__ is not None
+
+
+def test_ledger_connect_opens_the_redis_store(redis_url: str, redis_key_prefix: str) -> None:
+    with Ledger.connect(redis_url, key_prefix=redis_key_prefix) as ledger:
+        assert isinstance(ledger.store, RedisStore)
+        conv = ledger.conversation("s", "a")
+        conv.append(Message.user("hello"))
+        assert ledger.agents("s") == ["a"]
+        assert [h.message.plain_text for h in ledger.history("s", "a")] == ["hello"]
+        assert ledger.delete_session("s") is True
+
+
+def test_ledger_connect_opens_a_cluster(redis_cluster_url: str, redis_key_prefix: str) -> None:
+    with Ledger.connect(redis_cluster_url, key_prefix=redis_key_prefix) as ledger:
+        assert ledger.url == redis_cluster_url
+        for n in range(20):  # sessions spread over the nodes
+            ledger.conversation(f"s{n}", "a").append(Message.user(f"m{n}"))
+        assert {s.session_id for s in ledger.sessions()} == {f"s{n}" for n in range(20)}
+        for n in range(20):
+            assert ledger.delete_session(f"s{n}") is True
+
+
+def test_not_a_redis_url_is_rejected() -> None:
+    with pytest.raises(InvalidLedgerURL):
+        RedisStore.from_url("postgresql://127.0.0.1/x")
+
+
+def test_password_is_masked_and_required(private_server: RedisServer) -> None:
+    assert "s3cr3t" in private_server.url  # percent-encoded, as URLs carry it
+    store = RedisStore.from_url(private_server.url, key_prefix="pw")
+    try:
+        assert "s3cr3t" not in store.url
+        assert "***" in store.url
+        assert "s3cr3t" not in repr(store)
+        store.load("s", "a")
+    finally:
+        store.close()
+    wrong = private_server.url.replace("s3cr3t%20pw", "wrong")
+    with pytest.raises(StoreUnavailable) as info:
+        RedisStore.from_url(wrong)
+    assert "wrong" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("redis://:pw@h:1/0", "redis://:***@h:1/0"),
+        ("redis://user:pw@h/0", "redis://user:***@h/0"),
+        ("redis://h:1/0", "redis://h:1/0"),
+        ("rediss://u:p%40ss@[::1]:6380", "rediss://u:***@[::1]:6380"),
+    ],
+)
+def test_mask_password(url: str, masked: str) -> None:
+    assert mask_password(url) == masked
+
+
+def test_server_going_away_raises_store_unavailable_and_loses_nothing(private_server: RedisServer) -> None:
+    store = RedisStore.from_url(private_server.url, key_prefix="gone", socket_timeout=2)
+    try:
+        with Ledger(store) as ledger:
+            conv = ledger.conversation("s", "a")
+            conv.append(Message.user("kept"))
+            private_server.stop()
+            with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1"):
+                conv.append(Message.user("lost"))
+            with pytest.raises(StoreUnavailable):
+                store.load("s", "a")
+            # the conversation object still holds what was committed
+            assert [m.plain_text for m in conv.messages] == ["kept"]
+            assert issubclass(StoreUnavailable, StoreError)
+    finally:
+        store.close()
