@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from contextledger.errors import InvalidLedgerURL, StoreError, StoreUnavailable
+from contextledger.errors import ConfigurationError, InvalidLedgerURL, StoreError, StoreUnavailable
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
@@ -117,3 +117,8 @@ def test_server_going_away_raises_store_unavailable_and_loses_nothing(private_se
             assert issubclass(StoreUnavailable, StoreError)
     finally:
         store.close()
+
+
+def test_unknown_option_is_a_configuration_error(redis_url: str) -> None:
+    with pytest.raises(ConfigurationError, match="option"):
+        Ledger.connect(redis_url, auto_upgrade=True)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from contextledger.changeset import ReductionPlan
+from contextledger.changeset import ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
 from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
@@ -105,3 +105,29 @@ def test_a_reduction_touches_only_what_it_changes(redis_store: RedisStore, redis
     script_text = "\n".join(_from_scripts(commands))
     assert not [i for i in evicted_ids if i in script_text]
     assert not [c for c in _from_scripts(commands) if c.split(" ", 1)[0] in {"HGETALL", "HKEYS", "HVALS", "LRANGE"}]
+
+
+def test_a_large_window_loads_in_order(backend_store: RedisStore) -> None:
+    # wider than one HMGET chunk of the load script
+    conv = Conversation(backend_store, "wide", "a")
+    msgs = [Message.user(f"m{i}") for i in range(1_100)]
+    conv.append(*msgs)
+    conv.apply_plan(
+        lambda v: ReductionPlan(
+            strategy="summarizing", summary=SummaryDraft(content="S", summarizer="t", replaces=tuple(v.ids[:300]))
+        ),
+        trigger="manual",
+    )
+    conv.pin(msgs[700].message_id)
+    snap = backend_store.load("wide", "a")
+    assert snap is not None
+    assert [e.entry_id for e in snap.entries][1:] == [m.message_id for m in msgs[300:]]
+    assert snap.entries[0].kind == "summary"
+    assert [e.entry_id for e in snap.entries if e.pinned] == [msgs[700].message_id]
+    assert list(snap.entries) == list(conv.view.entries)
+
+
+@pytest.fixture(params=["redis", "redis_cluster"])
+def backend_store(request: pytest.FixtureRequest) -> RedisStore:
+    store: RedisStore = request.getfixturevalue(f"{request.param}_store")
+    return store

@@ -346,7 +346,10 @@ def _docker_errors(what: str) -> Iterator[None]:
 
 
 def _docker_redis() -> RedisServer:
-    from testcontainers.community.redis import RedisContainer
+    try:
+        from testcontainers.community.redis import RedisContainer
+    except ImportError:  # testcontainers before the community split
+        from testcontainers.redis import RedisContainer
 
     with _docker_errors("Redis"):
         container = RedisContainer(_DOCKER_IMAGE)

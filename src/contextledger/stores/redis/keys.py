@@ -111,4 +111,9 @@ class SessionKeys:
     @classmethod
     def of(cls, prefix: str, session_id: str) -> SessionKeys:
         """The index keys of ``session_id`` under ``prefix``."""
-        return cls(agents=f"{{{prefix}:{encode_id(session_id)}}}:agents", sessions=f"{prefix}:sessions")
+        return cls(agents=f"{{{prefix}:{encode_id(session_id)}}}:agents", sessions=cls.index(prefix))
+
+    @staticmethod
+    def index(prefix: str) -> str:
+        """The sorted set of every session under ``prefix``."""
+        return f"{prefix}:sessions"

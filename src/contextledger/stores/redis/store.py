@@ -109,14 +109,16 @@ class RedisStore:
     Session indexes: ``sessions()``, ``agents()``, ``delete_session()`` and the
     cross-agent queries use two index keys per session, which on Cluster live in other
     slots than the conversations and so cannot be written by the commit script. On a
-    single server the script updates them in the same atomic step. On Cluster they are
-    updated outside it: the agent (and a new session) is listed *before* the commit
-    that creates a conversation (``SADD``, ``ZADD NX``), and both indexes are refreshed
-    (idempotent ``SADD`` and ``ZADD GT``) *after* every successful commit. That is safe because the indexes are
-    never the source of truth for a conversation: its keys are; an index may at worst
-    list a session or agent whose creating commit failed (filtered out on read) or show
-    a slightly older update time until the next commit, and it can never miss a
-    conversation that exists, so ``delete_session`` always finds every key to remove.
+    single server the script updates them in the same atomic step (an append is one
+    round trip). On Cluster they are updated outside it: the agent (and a new session)
+    is listed *before* the commit that creates a conversation (``SADD``, ``ZADD NX``),
+    and both are refreshed (idempotent ``SADD`` and ``ZADD GT``) *after* every
+    successful commit, one more round trip. That is safe because an index is never the
+    source of truth for a conversation -- its keys are: an index may at worst list a
+    session or agent whose creating commit failed (filtered out on read) or show an
+    older update time until the next commit, and it never misses a conversation that
+    exists, so ``delete_session`` finds every key to remove (short of a conversation
+    created while its session is being deleted, which its next commit lists again).
 
     Errors: connection failures raise :class:`~contextledger.errors.StoreUnavailable`
     naming host:port, every other driver error :class:`~contextledger.errors.StoreError`,
@@ -176,8 +178,10 @@ class RedisStore:
             client.ping()
         except (RedisError, RedisClusterException) as exc:
             raise StoreUnavailable(f"cannot reach Redis at {endpoint}: {_one_line(exc)}") from exc
-        except ValueError as exc:  # redis-py rejects malformed URLs and options this way
+        except ValueError as exc:  # redis-py rejects malformed URLs this way
             raise InvalidLedgerURL(f"invalid Redis URL {mask_password(url)!r}: {exc}") from exc
+        except TypeError as exc:  # an option the client does not know
+            raise ConfigurationError(f"unsupported Redis store option: {exc}") from exc
         logger.info(
             "url=<%s>, cluster=<%s> | connected redis ledger store",
             mask_password(url),
@@ -382,7 +386,7 @@ class RedisStore:
             raise ConfigurationError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
         wanted = offset + limit
         found: list[SessionInfo] = []
-        index_key = SessionKeys.of(self.key_prefix, "").sessions
+        index_key = SessionKeys.index(self.key_prefix)
         start = 0
         with self._driver("sessions"):
             while len(found) < wanted:
@@ -444,7 +448,8 @@ class RedisStore:
             DuplicateEntry: An appended id already exists (or is appended twice).
             EntryNotFound: An evicted, revised or pinned id is not an active entry.
             InvalidMessage: Content cannot be stored as JSON (nothing was sent).
-            StoreUnavailable: The server could not be reached.
+            StoreUnavailable: The server could not be reached (a commit cut off after it
+                was sent may have been applied: the next version check tells).
             StoreError: Any other failure; nothing was applied.
         """
         cs = changeset
@@ -459,7 +464,17 @@ class RedisStore:
                 if cs.expected_version == 0:
                     self._touch_index(cs, index, now, before=True)
                 version = self._run_commit(cs, list(keys.all), args)
+        if self._cluster:
+            try:
                 self._touch_index(cs, index, now)
+            except (RedisError, RedisClusterException) as exc:
+                # The commit is applied; the index is derived and the next commit refreshes it.
+                logger.warning(
+                    "session_id=<%s>, agent_id=<%s>, error=<%s> | committed but could not refresh the session index",
+                    cs.session_id,
+                    cs.agent_id,
+                    _one_line(exc),
+                )
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset", cs.session_id, cs.agent_id, version
         )
