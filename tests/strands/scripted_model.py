@@ -136,7 +136,13 @@ class ScriptedModel(Model):
         **kwargs: Any,
     ) -> AsyncIterable[StreamEvent]:
         summarization = _is_summarization(messages)
-        self.calls.append(Call(messages=json.loads(json.dumps(messages, default=str)), system_prompt=system_prompt, summarization=summarization))
+        self.calls.append(
+            Call(
+                messages=json.loads(json.dumps(messages, default=str)),
+                system_prompt=system_prompt,
+                summarization=summarization,
+            )
+        )
         validate_converse(messages, summarization=summarization)
         step: Outcome
         if summarization:
@@ -168,7 +174,11 @@ class ScriptedModel(Model):
         output_tokens = math.ceil(len(output) / 4)
         yield {
             "metadata": {
-                "usage": {"inputTokens": input_tokens, "outputTokens": output_tokens, "totalTokens": input_tokens + output_tokens},
+                "usage": {
+                    "inputTokens": input_tokens,
+                    "outputTokens": output_tokens,
+                    "totalTokens": input_tokens + output_tokens,
+                },
                 "metrics": {"latencyMs": 1},
             }
         }

@@ -49,13 +49,13 @@ def test_restart_in_a_fresh_process_restores_the_live_view(kind: str, sqlite_url
     assert [m["content"] for m in after["messages"][-2:]] == [[{"text": "One more?"}], [{"text": "one more"}]]
     if kind == "sliding":
         # Strands' per_turn counter went on from the restored value, not from zero.
-        assert after["conversation_manager"]["model_call_count"] == before["conversation_manager"]["model_call_count"] + 1
+        assert (
+            after["conversation_manager"]["model_call_count"] == before["conversation_manager"]["model_call_count"] + 1
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_eviction_history_names_every_evicted_message_its_trigger_and_summary(
-    kind: str, memory_ledger: Ledger
-) -> None:
+def test_eviction_history_names_every_evicted_message_its_trigger_and_summary(kind: str, memory_ledger: Ledger) -> None:
     spy = EvictionSpy()
     session_manager = LedgerSessionManager("history", ledger=memory_ledger)
     agent = build_agent(session_manager, MANAGERS[kind](), hooks=[spy])
@@ -70,7 +70,8 @@ def test_eviction_history_names_every_evicted_message_its_trigger_and_summary(
         assert eviction.replaced_by_summary == spy.replaced_by[entry_id]
         assert eviction.strategy == f"strands:{type(agent.conversation_manager).__name__}"
         if trigger == "reactive":
-            assert eviction.error is not None and "ContextWindowOverflowException" in eviction.error
+            assert eviction.error is not None
+            assert "ContextWindowOverflowException" in eviction.error
         else:
             assert eviction.error is None
 
@@ -91,7 +92,8 @@ def test_eviction_history_names_every_evicted_message_its_trigger_and_summary(
         assert all(r.reason == "truncate_tool_result" for r in revisions)
         for revision in revisions:
             original = revision.original[0]["toolResult"]["content"][0]["text"]
-            assert original.startswith("entry ") and "[truncated:" not in original
+            assert original.startswith("entry ")
+            assert "[truncated:" not in original
     else:
         assert {"proactive", "reactive"} <= triggers
         summaries = memory_ledger.summaries("history")
