@@ -9,13 +9,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from contextledger.cli.errors import ExitCode
+from contextledger.cli.errors import ExitCode, mask_secrets
 from contextledger.cli.options import sqlite_path
-from contextledger.cli.render import console, describe, dump_json, fmt_time, record_json, short, table, view_entry_json
+from contextledger.cli.render import console, describe, dump_json, record_json, short, table, view_entry_json
 from contextledger.demo.runner import (
     DEFAULT_DEMO_URL,
     DemoOptions,
@@ -63,8 +62,11 @@ def demo(
     total = options.sessions * options.turns
     if not as_json:
         console().print(
-            f"[bold]contextledger demo[/bold]: {options.sessions} session(s) × {options.turns} turns, "
-            f"restart after turn {options.stop_after}"
+            Text.assemble(
+                ("contextledger demo", "bold"),
+                f": {options.sessions} session(s) × {options.turns} turns on {mask_secrets(url)}, "
+                f"restart after turn {options.stop_after}",
+            )
         )
     if not as_json:
         console().print(
@@ -92,68 +94,59 @@ def demo(
     if as_json:
         dump_json(report_json(report))
     else:
-        render_report(report)
+        render_report(report, mask_secrets(url))
     if not report.ok:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.ok)
         typer.echo(f"error: demo check failed: {failed}", err=True)
         raise typer.Exit(ExitCode.ERROR)
 
 
-def _manager_name(s: SessionReport) -> str:
-    return s.scenario.policy.split("(", 1)[0].replace("ConversationManager", "")
+def _summary_text(content: str) -> str:
+    """The summary's first line and its newest line: what it covers up to."""
+    lines = [line for line in content.splitlines() if line.strip() and not line.startswith("- ... (")]
+    text = lines[0] if len(lines) < 2 else f"{lines[0]} … {lines[-1]}"
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _view_rows(entries: list[ViewEntry]) -> list[tuple[str, ...]]:
+def _view_rows(entries: list[ViewEntry]) -> list[Sequence[str | Text]]:
     return [
         (str(i), str(e.seq), e.kind, e.message.role, "pinned" if e.pinned else "", str(e.tokens), describe(e.message))
         for i, e in enumerate(entries)
     ]
 
 
-def render_report(report: DemoReport) -> None:
-    """Print the report as rich tables."""
+def render_report(report: DemoReport, url: str) -> None:
+    """Print the report as rich tables; ``url`` is the ledger URL shown in the next steps."""
     out = console()
     stop = report.options.stop_after
     interrupted = [s.session_id for s in report.sessions if s.repaired is not None]
     out.print()
     out.print(
-        f"Stopped after turn {stop}"
-        + (f" ({', '.join(interrupted)} in the middle of a tool call)" if interrupted else "")
-        + f", closed the ledger, reopened [bold]{escape(report.url)}[/bold] and restored "
-        f"{len(report.sessions)} session(s) from the database alone."
-    )
-    rows: list[Sequence[str | Text]] = []
-    for s in report.sessions:
-        pinned = sum(e.pinned for e in s.restored)
-        rows.append(
-            (
-                s.session_id,
-                s.agent_id,
-                _manager_name(s),
-                str(len(s.restored)),
-                str(pinned),
-                f"{s.state_before_stop.model_call_count} → {s.restored_state.model_call_count}",
-                str(sum(e.tokens for e in s.restored)),
-                Text("yes", style="green") if s.identical else Text("NO", style="bold red"),
-                "interrupted tool call answered" if s.repaired else "",
-            )
-        )
-    out.print(
-        table(
-            "Restored sessions (view before the stop vs. view read back)",
-            ["session", "agent", "manager", "entries", "pinned", "model calls", "tokens", "identical", "repair"],
-            rows,
+        Text(
+            f"Stopped after turn {stop}"
+            + (f" with {', '.join(interrupted)} in the middle of a tool call" if interrupted else "")
+            + f"; closed the ledger, opened {url} again and restored "
+            f"{len(report.sessions)} session(s) from the database alone."
         )
     )
-    for s in report.sessions:
-        out.print(
-            table(
-                f"Restored context of {s.session_id} / {s.agent_id} "
-                f"(model_call_count {s.restored_state.model_call_count})",
-                ["#", "seq", "kind", "role", "pin", "tokens", "content"],
-                _view_rows(s.restored),
-            )
+    rows: list[Sequence[str | Text]] = [
+        (
+            s.session_id,
+            str(len(s.restored)),
+            str(sum(e.pinned for e in s.restored)),
+            f"{s.state_before_stop.model_call_count} → {s.restored_state.model_call_count}",
+            Text("yes", style="green") if s.identical else Text("NO", style="bold red"),
+            "interrupted tool call answered" if s.repaired else "",
         )
+        for s in report.sessions
+    ]
+    columns = ["session", "entries", "pinned", "model_call_count", "identical", "repair"]
+    out.print(table("Restored sessions: view before the stop vs. view read back", columns, rows))
+    for s in report.sessions:
+        title = (
+            f"Restored context of {s.session_id} ({s.agent_id}, model_call_count {s.restored_state.model_call_count})"
+        )
+        out.print(table(title, ["#", "seq", "kind", "role", "pin", "tokens", "content"], _view_rows(s.restored)))
 
     out.print()
     out.print(f"Continued to turn {report.options.turns}. What the ledger recorded:")
@@ -163,7 +156,6 @@ def render_report(report: DemoReport) -> None:
         rows.append(
             (
                 s.session_id,
-                _manager_name(s),
                 str(s.model_call_count),
                 str(s.overflows),
                 ", ".join(f"{t} {n}" for t, n in sorted(triggers.items())) or "-",
@@ -172,27 +164,13 @@ def render_report(report: DemoReport) -> None:
                 f"{len(s.final)}/{s.history_size + len(s.summaries)}",
             )
         )
-    out.print(
-        table(
-            f"Sessions after {report.options.turns} turns",
-            [
-                "session",
-                "manager",
-                "model_call_count",
-                "overflows",
-                "reductions",
-                "evicted",
-                "summaries",
-                "active/total",
-            ],
-            rows,
-        )
-    )
+    columns = ["session", "model_call_count", "overflows", "reductions", "evicted", "summaries", "active/total"]
+    out.print(table(f"Sessions after {report.options.turns} turns", columns, rows))
     for s in report.sessions:
         shown = s.evictions[-EVICTION_ROWS:]
         rows = [
             (
-                fmt_time(e.evicted_at),
+                e.evicted_at.strftime("%H:%M:%S"),
                 str(e.seq),
                 e.kind,
                 e.role,
@@ -203,52 +181,41 @@ def render_report(report: DemoReport) -> None:
             )
             for e in shown
         ]
-        more = len(s.evictions) - len(shown)
-        title = f"Eviction history of {s.session_id} ({len(s.evictions)} evicted"
-        title += f", last {len(shown)} shown)" if more else ")"
-        out.print(
-            table(title, ["evicted at", "seq", "kind", "role", "trigger", "strategy", "summary", "content"], rows)
-        )
-        if not s.evictions:
-            out.print("  nothing evicted")
+        title = f"Eviction history of {s.session_id}: {len(s.evictions)} evicted"
+        title += f", the last {len(shown)} shown" if len(shown) < len(s.evictions) else ""
+        columns = ["when", "seq", "kind", "role", "trigger", "strategy", "summary", "content"]
+        out.print(table(title, columns, rows))
     summary_rows: list[Sequence[str | Text]] = []
     for s in report.sessions:
         shown_summaries = s.summaries[-EVICTION_ROWS:]
-        if len(shown_summaries) < len(s.summaries):
-            summary_rows.append(
-                (s.session_id, "…", f"{len(s.summaries) - len(shown_summaries)} earlier", "", "", "", "")
-            )
         summary_rows += [
             (
                 s.session_id,
                 short(m.summary_id),
                 f"superseded by {short(m.superseded_by)}" if m.superseded_by else m.status,
                 str(len(m.replaces)),
-                short(m.supersedes) if m.supersedes else "",
                 m.summarizer,
-                describe(m.to_message(), 120),
+                _summary_text(m.content),
             )
             for m in shown_summaries
         ]
     if summary_rows:
-        columns = ["session", "id", "status", "replaces", "supersedes", "summarizer", "content"]
-        out.print(
-            table("Summaries (a summary replaces older entries, and the summary before it)", columns, summary_rows)
-        )
+        columns = ["session", "id", "status", "replaces", "summarizer", "content"]
+        out.print(table("Summaries (each replaces older entries and the summary before it)", columns, summary_rows))
     out.print()
     for check in report.checks:
         mark = Text("✓", style="green") if check.ok else Text("✗", style="bold red")
-        out.print(mark, f"{check.name}: {check.detail}")
-    out.print(f"\nDone in {report.seconds:.1f}s. Inspect it yourself:")
+        out.print(mark, Text(f"{check.name}: {check.detail}"))
+    out.print(f"\nDone in {report.seconds:.1f}s. Look around with the inspector:")
     first = report.sessions[0].session_id if report.sessions else "SESSION"
-    flag = f" --url {report.url}"
+    flag = f" --url {url}"
     for command in (
         f"contextledger sessions{flag}",
         f"contextledger show {first}{flag}",
         f"contextledger evictions {first}{flag}",
         f"contextledger history {first}{flag}",
     ):
-        out.print(f"  {command}", soft_wrap=True, markup=False)
+        out.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _session_json(s: SessionReport) -> dict[str, Any]:

@@ -7,6 +7,7 @@ so binary content survives a dump and can be read back with ``Message.from_recor
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -34,11 +35,17 @@ __all__ = [
 ]
 
 MAX_PREVIEW = 72
+PIPE_WIDTH = 120
 
 
 def console() -> Console:
-    """A console on the current stdout (resolved per call so redirection is honoured)."""
-    return Console(file=sys.stdout, highlight=False)
+    """A console on the current stdout (resolved per call so redirection is honoured).
+
+    A terminal's own width is used; output to a pipe or file is laid out 120 columns
+    wide unless ``COLUMNS`` says otherwise.
+    """
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return Console(file=sys.stdout, highlight=False, width=width)
 
 
 def record_json(record: BaseModel) -> dict[str, Any]:
@@ -93,29 +100,40 @@ def short(identifier: str | None, width: int = 8) -> str:
 
 def describe(message: Message, width: int = MAX_PREVIEW) -> str:
     """A one-line description of a message: tool calls and results marked, text previewed."""
-    parts: list[str] = []
-    for block in message.content:
-        if isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif "toolUse" in block:
-            tool = block["toolUse"]
-            parts.append(f"-> {tool.get('name')}({json.dumps(tool.get('input'), default=str)})")
-        elif "toolResult" in block:
-            result = block["toolResult"]
-            inner = Message(role="user", content=result.get("content") or [{"text": ""}]).plain_text
-            parts.append(f"<- [{result.get('status', 'success')}] {inner}")
-        else:
-            parts.append(f"[{next(iter(block))}]")
-    flat = " ".join(" ".join(parts).split())
+    flat = " ".join(" ".join(_block_texts(message.content)).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _block_texts(blocks: Iterable[Any]) -> Iterable[str]:
+    for block in blocks:
+        if not isinstance(block, Mapping) or not block:
+            continue
+        if isinstance(block.get("text"), str):
+            yield block["text"]
+        elif isinstance(block.get("toolUse"), Mapping):
+            tool = block["toolUse"]
+            yield f"-> {tool.get('name')}({json.dumps(tool.get('input'), default=str, ensure_ascii=False)})"
+        elif isinstance(block.get("toolResult"), Mapping):
+            result = block["toolResult"]
+            inner = result.get("content")
+            yield f"<- [{result.get('status', 'success')}]"
+            yield from _block_texts(inner if isinstance(inner, list) else [])
+        else:
+            yield f"[{next(iter(block))}]"
+
+
+WRAPPING_COLUMNS = frozenset({"content", "scenario", "manager", "reductions", "why", "agents", "status", "repair"})
+"""Columns whose text may wrap; every other column keeps its values on one line."""
+
+
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str | Text]], **kwargs: Any) -> Table:
-    """A rich table; id-like columns never wrap so they stay copyable."""
+    """A rich table; ids, numbers and names never wrap, only free text does."""
     result = Table(title=Text(title) if title else None, title_justify="left", header_style="bold", **kwargs)
     for name in columns:
-        no_wrap = name in {"session", "agent", "id", "seq", "#", "when", "created", "updated", "evicted at"}
-        result.add_column(name, no_wrap=no_wrap, overflow="fold")
+        if name in WRAPPING_COLUMNS:
+            result.add_column(name, overflow="fold", ratio=1)
+        else:
+            result.add_column(name, no_wrap=True)
     for row in rows:
         # Ledger content is data, never rich markup: "[turn 3]" must print as is.
         result.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in row))

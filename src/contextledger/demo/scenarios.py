@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from contextledger.managers import (
@@ -54,7 +54,8 @@ class Scenario:
         name: Scenario key (stored in the conversation's agent state).
         agent_id: The agent id used in the ledger.
         title: One line for the report.
-        policy: How the manager is configured, for the report.
+        policy: How the manager is configured (class name without the
+            ``ConversationManager`` suffix), for the report.
         manager: Builds a fresh manager (a new one after the restart).
         context_window_limit: The window given to ``before_model_call``.
         model_window: Tokens above which the scripted model rejects the input with a
@@ -72,7 +73,6 @@ class Scenario:
     model_window: int
     script: Callable[[int], TurnScript]
     pin_first: bool = False
-    tags: tuple[str, ...] = field(default=())
 
 
 # -- content generators ---------------------------------------------------------------------
@@ -249,8 +249,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         name="trip",
         agent_id="planner",
-        title="trip planner: per-turn sliding window, pinned constraints and a pin tool",
-        policy="SlidingWindowConversationManager(window_size=10, per_turn=True) + pins",
+        title="trip planner: per-turn trimming, pinned constraints, the pin_message tool",
+        policy="SlidingWindow(window_size=10, per_turn=True)",
         manager=_sliding_trip,
         context_window_limit=8000,
         model_window=8000,
@@ -260,9 +260,9 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         name="support",
         agent_id="support",
-        title="support desk: proactive summarization with the offline summarizer",
+        title="support desk: proactive summaries by the offline summarizer",
         policy=(
-            "SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=4, "
+            "Summarizing(summary_ratio=0.5, preserve_recent_messages=4, "
             "proactive_compression={'compression_threshold': 0.6}, protected_messages={'first': 1})"
         ),
         manager=_summarizing_support,
@@ -273,8 +273,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         name="triage",
         agent_id="triage",
-        title="incident triage: large tool results, context overflow handled reactively",
-        policy="SlidingWindowConversationManager(window_size=40, truncate_threshold=600), reactive only",
+        title="incident triage: big tool results, overflows handled reactively, a crash mid-tool",
+        policy="SlidingWindow(window_size=40, truncate_threshold=600)",
         manager=_sliding_triage,
         context_window_limit=2400,
         model_window=2400,
@@ -284,7 +284,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         name="review",
         agent_id="reviewer",
         title="code review: keep the last three user turns",
-        policy="TurnWindowConversationManager(max_user_turns=3)",
+        policy="TurnWindow(max_user_turns=3)",
         manager=_turn_window_review,
         context_window_limit=8000,
         model_window=8000,
