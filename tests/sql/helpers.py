@@ -1,0 +1,104 @@
+"""Helpers for the SQL tests: bulk-built ledgers and statement capture."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, event
+
+from contextledger import Changeset, Message, ViewEntry
+from contextledger.records import Reduction
+from contextledger.stores.base import LedgerStore
+
+BATCH = 2_000
+
+
+def build_ledger(store: LedgerStore, session_id: str, *, evicted: int, active: int, agent_id: str = "a") -> None:
+    """A conversation of ``evicted + active`` entries whose first ``evicted`` were evicted.
+
+    Appends go in batches (one executemany each), the eviction is one reduction.
+    """
+    total = evicted + active
+    version = 0
+    for start in range(0, total, BATCH):
+        count = min(BATCH, total - start)
+        entries = tuple(
+            ViewEntry(
+                entry_id=f"{session_id}-{start + i}",
+                seq=start + i,
+                message=Message.user(
+                    f"message {start + i} " + "lorem ipsum " * 8, message_id=f"{session_id}-{start + i}"
+                ),
+                tokens=30,
+            )
+            for i in range(count)
+        )
+        version = store.commit(
+            Changeset(
+                session_id=session_id,
+                agent_id=agent_id,
+                expected_version=version,
+                appends=entries,
+                next_seq=start + count,
+            )
+        )
+    if evicted:
+        ids = tuple(f"{session_id}-{i}" for i in range(evicted))
+        reduction = Reduction(
+            session_id=session_id,
+            agent_id=agent_id,
+            trigger="per_turn",
+            strategy="sliding_window",
+            messages_before=total,
+            messages_after=active,
+            tokens_before=30 * total,
+            tokens_after=30 * active,
+            evicted=ids,
+        )
+        store.commit(
+            Changeset(
+                session_id=session_id, agent_id=agent_id, expected_version=version, evict=ids, reduction=reduction
+            )
+        )
+
+
+@dataclass
+class Statement:
+    sql: str
+    parameters: Any
+    executemany: bool
+    rowcount: int = -1
+
+
+@dataclass
+class Capture:
+    statements: list[Statement] = field(default_factory=list)
+
+    @property
+    def work(self) -> list[Statement]:
+        """Statements other than transaction control."""
+        control = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+        return [s for s in self.statements if not s.sql.lstrip().upper().startswith(control)]
+
+
+@contextmanager
+def capture(engine: Engine) -> Iterator[Capture]:
+    """Record every statement the engine sends (and the rows it changed)."""
+    captured = Capture()
+
+    def before(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        captured.statements.append(Statement(statement, parameters, executemany))
+
+    def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        captured.statements[-1].rowcount = cursor.rowcount
+
+    event.listen(engine, "before_cursor_execute", before)
+    event.listen(engine, "after_cursor_execute", after)
+    try:
+        yield captured
+    finally:
+        event.remove(engine, "before_cursor_execute", before)
+        event.remove(engine, "after_cursor_execute", after)
