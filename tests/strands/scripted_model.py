@@ -38,6 +38,7 @@ class Reply:
 
     text: str
     input_tokens: int | None = None
+    redact_user: str | None = None  # a guardrail asks to redact the latest user message
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,8 @@ class ScriptedModel(Model):
             raise ContextWindowOverflowException(step.message)
         input_tokens = step.input_tokens if step.input_tokens is not None else estimate_tokens(messages)
         yield {"messageStart": {"role": "assistant"}}
+        if isinstance(step, Reply) and step.redact_user is not None:
+            yield {"redactContent": {"redactUserContentMessage": step.redact_user}}
         if isinstance(step, Reply):
             yield {"contentBlockDelta": {"delta": {"text": step.text}}}
             yield {"contentBlockStop": {}}

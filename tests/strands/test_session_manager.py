@@ -1,0 +1,213 @@
+"""``LedgerSessionManager`` as a Strands user meets it: setup, errors, agents, state, threads."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+
+import pytest
+from strands.agent.conversation_manager import NullConversationManager, SlidingWindowConversationManager
+from strands.agent.conversation_manager.compression.pin_message import pin_message, unpin_message
+
+from contextledger.errors import ConfigurationError, InvalidLedgerURL, InvalidMessage
+from contextledger.integrations.strands import LedgerSessionManager
+from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.stores.base import LedgerStore
+from tests.strands.scenarios import build_agent, model_of, play
+from tests.strands.scripted_model import CallTool, Reply
+
+
+def test_default_is_the_embedded_sqlite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with LedgerSessionManager("s1") as session_manager:
+        agent = build_agent(session_manager, NullConversationManager(), [Reply("hello")])
+        agent("hi")
+        ids = [m["tracking_id"] for m in agent.messages]
+    assert (tmp_path / DEFAULT_URL.removeprefix("sqlite:///")).is_file()
+    with Ledger.connect(DEFAULT_URL) as ledger:
+        assert [h.message.message_id for h in ledger.history("s1")] == ids
+
+
+def test_a_url_just_works(sqlite_url: str) -> None:
+    agent = build_agent(LedgerSessionManager("s1", url=sqlite_url), NullConversationManager(), [Reply("hello")])
+    agent("hi")
+    with Ledger.connect(sqlite_url) as ledger:
+        history = ledger.history("s1")
+    assert [h.message.role for h in history] == ["user", "assistant"]
+    assert [h.message.message_id for h in history] == [m["tracking_id"] for m in agent.messages]
+    assert history[1].message.usage is not None
+
+
+def test_bad_configuration_is_a_clear_typed_error(memory_ledger: Ledger, sqlite_url: str) -> None:
+    with pytest.raises(ConfigurationError, match="not both"):
+        LedgerSessionManager("s", ledger=memory_ledger, url=sqlite_url)
+    with pytest.raises(ConfigurationError, match="session_id"):
+        LedgerSessionManager("", ledger=memory_ledger)
+    with pytest.raises(ConfigurationError, match="need url="):
+        LedgerSessionManager("s", ledger=memory_ledger, auto_upgrade=True)
+    with pytest.raises(InvalidLedgerURL):
+        LedgerSessionManager("s", url="nosuchscheme://x")
+
+
+def test_initial_messages_of_a_new_agent_are_stored(memory_ledger: Ledger) -> None:
+    seed = [
+        {"role": "user", "content": [{"text": "Earlier question"}]},
+        {"role": "assistant", "content": [{"text": "Earlier answer"}]},
+    ]
+    agent = build_agent(LedgerSessionManager("s", ledger=memory_ledger), NullConversationManager())
+    agent.messages.extend(seed)  # before any sync: stored at the next one
+    model_of(agent).extend([Reply("now")])
+    agent("Now?")
+    texts = [h.message.plain_text for h in memory_ledger.history("s")]
+    assert texts == ["Earlier question", "Earlier answer", "Now?", "now"]
+    assert all(m.get("tracking_id") for m in agent.messages)
+
+
+def test_one_agent_id_is_bound_once(memory_ledger: Ledger) -> None:
+    session_manager = LedgerSessionManager("s", ledger=memory_ledger)
+    first = build_agent(session_manager, NullConversationManager())
+    with pytest.raises(ConfigurationError, match="already bound"):
+        build_agent(session_manager, NullConversationManager())
+    del first
+    gc.collect()
+    again = build_agent(session_manager, NullConversationManager(), [Reply("back")])
+    again("still here?")
+    assert memory_ledger.agents("s") == ["default"]
+
+
+def test_agents_of_one_session_keep_their_own_conversation(memory_ledger: Ledger) -> None:
+    session_manager = LedgerSessionManager("team", ledger=memory_ledger)
+    planner = build_agent(session_manager, SlidingWindowConversationManager(window_size=4), agent_id="planner")
+    writer = build_agent(session_manager, NullConversationManager(), agent_id="writer")
+    play(planner, [(f"plan {i}", [Reply(f"step {i}")]) for i in range(4)])
+    play(writer, [("write", [CallTool("remember", {"fact": "draft"}, "tu-w"), Reply("written")])])
+    assert memory_ledger.agents("team") == ["planner", "writer"]
+    assert next(h.message.plain_text for h in memory_ledger.history("team", "writer")) == "write"
+    assert {e.agent_id for e in memory_ledger.evictions("team")} == {"planner"}
+    planner_before, writer_before = list(planner.messages), list(writer.messages)
+    del planner, writer
+    gc.collect()
+
+    again = LedgerSessionManager("team", ledger=memory_ledger)
+    planner = build_agent(again, SlidingWindowConversationManager(window_size=4), agent_id="planner")
+    writer = build_agent(again, NullConversationManager(), agent_id="writer")
+    assert planner.messages == planner_before
+    assert writer.messages == writer_before
+
+
+def test_agent_state_and_pins_survive_restore(memory_ledger: Ledger) -> None:
+    session_manager = LedgerSessionManager("s", ledger=memory_ledger)
+    agent = build_agent(session_manager, NullConversationManager())
+    play(agent, [(f"q{i}", [Reply(f"a{i}")]) for i in range(3)])
+    agent.state.set("prefs", {"units": "metric"})
+    pin_message(agent.messages, 1)
+    pin_message(agent.messages, 2)
+    unpin_message(agent.messages, 2)
+    pin_message(agent.messages, 4)
+    session_manager.sync_agent(agent)
+    view = session_manager.conversation().view
+    assert [e.pinned for e in view] == [False, True, False, False, True, False]
+    before = list(agent.messages)
+    del agent
+    gc.collect()
+
+    restored = build_agent(LedgerSessionManager("s", ledger=memory_ledger), NullConversationManager())
+    assert restored.messages == before
+    assert restored.state.get() == {"prefs": {"units": "metric"}}
+    assert "metadata" not in restored.messages[2]  # unpinning left no trace, as in Strands
+
+
+def test_a_redacted_message_keeps_its_original_in_the_ledger(memory_ledger: Ledger) -> None:
+    session_manager = LedgerSessionManager("s", ledger=memory_ledger)
+    agent = build_agent(
+        session_manager, NullConversationManager(), [Reply("I can't help with that.", redact_user="[redacted]")]
+    )
+    agent("my card number is 4111 1111 1111 1111")
+    assert agent.messages[0]["content"] == [{"text": "[redacted]"}]
+    [revision] = memory_ledger.revisions("s")
+    assert revision.reason == "redact"
+    assert revision.original == [{"text": "my card number is 4111 1111 1111 1111"}]
+    assert memory_ledger.history("s")[0].message.content == [{"text": "[redacted]"}]
+    del agent
+    gc.collect()
+    restored = build_agent(LedgerSessionManager("s", ledger=memory_ledger), NullConversationManager())
+    assert restored.messages[0]["content"] == [{"text": "[redacted]"}]
+
+
+def test_an_invalid_message_is_refused_and_nothing_is_lost(memory_ledger: Ledger) -> None:
+    session_manager = LedgerSessionManager("s", ledger=memory_ledger)
+    agent = build_agent(session_manager, NullConversationManager(), [Reply("fine")])
+    agent("first")
+    version = session_manager.conversation().version
+    history = memory_ledger.history("s")
+    agent.messages.append({"role": "robot", "content": [{"text": "beep"}]})  # type: ignore[typeddict-item]
+    with pytest.raises(InvalidMessage, match="not a Strands message"):
+        session_manager.sync_agent(agent)
+    assert session_manager.conversation().version == version
+    assert memory_ledger.history("s") == history
+    agent.messages.pop()
+    model_of(agent).extend([Reply("still fine")])
+    agent("second")
+    assert [h.message.plain_text for h in memory_ledger.history("s")] == ["first", "fine", "second", "still fine"]
+
+
+def test_duplicate_tracking_ids_are_refused(memory_ledger: Ledger) -> None:
+    session_manager = LedgerSessionManager("s", ledger=memory_ledger)
+    agent = build_agent(session_manager, NullConversationManager(), [Reply("fine")])
+    agent("first")
+    agent.messages.append(dict(agent.messages[0]))  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match="share tracking_id"):
+        session_manager.sync_agent(agent)
+    assert len(memory_ledger.history("s")) == 2
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_concurrent_agents_on_one_session_from_threads(backend: str, request: pytest.FixtureRequest) -> None:
+    store: LedgerStore = request.getfixturevalue(f"{backend}_store")
+    ledger = Ledger(store)
+    session_manager = LedgerSessionManager("crowd", ledger=ledger)
+    names = [f"agent-{i}" for i in range(4)]
+    turns = 5
+    agents = {
+        name: build_agent(
+            session_manager, SlidingWindowConversationManager(window_size=6, per_turn=True), agent_id=name
+        )
+        for name in names
+    }
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(names))
+
+    def work(name: str) -> None:
+        try:
+            start.wait(timeout=30)
+            run = [
+                (f"{name} turn {t}", [CallTool("remember", {"fact": f"{name}-{t}"}, f"{name}-tu{t}"), Reply(f"ok {t}")])
+                for t in range(turns)
+            ]
+            play(agents[name], run)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert ledger.agents("crowd") == names
+    for name, agent in agents.items():
+        conversation = session_manager.conversation(name)
+        assert conversation.view.ids == [m["tracking_id"] for m in agent.messages]
+        assert conversation.model_call_count == 2 * turns
+        assert len(ledger.history("crowd", name)) == 4 * turns
+        texts = [h.message.plain_text for h in ledger.history("crowd", name) if h.message.role == "user"]
+        assert all(name in t for t in texts if "turn" in t)
+    before = {name: list(agent.messages) for name, agent in agents.items()}
+    agents.clear()
+    gc.collect()
+    again = LedgerSessionManager("crowd", ledger=ledger)
+    for name in names:
+        assert (
+            build_agent(again, SlidingWindowConversationManager(window_size=6), agent_id=name).messages == before[name]
+        )
