@@ -303,7 +303,7 @@ class Conversation:
             ViewEntry(
                 entry_id=m.message_id,
                 seq=state.next_seq + i,
-                message=m.model_copy(deep=True),
+                message=m.stored_copy(),
                 tokens=self.token_counter.count(m),
             )
             for i, m in enumerate(edit.appends)

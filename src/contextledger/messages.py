@@ -203,6 +203,19 @@ class Message(BaseModel):
 
     # -- storage codec -----------------------------------------------------------------
 
+    def stored_copy(self) -> Message:
+        """A deep copy as every store returns it: id and metadata always emitted.
+
+        ``from_strands`` remembers whether the host supplied a ``tracking_id`` and
+        ``metadata`` so a fresh conversion round-trips exactly; once a message is in the
+        ledger it has a durable id, so the live view holds this normalised form and a
+        restore compares equal to it on every backend.
+        """
+        clone = self.model_copy(deep=True)
+        clone._emit_id = True
+        clone._has_metadata = True
+        return clone
+
     def to_record(self) -> dict[str, Any]:
         """Return a JSON-safe dict (bytes tagged) that :meth:`from_record` inverts."""
         return {

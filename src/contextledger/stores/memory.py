@@ -291,7 +291,7 @@ def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
     now = utcnow()
     for entry in cs.appends:
         conv.rows[entry.entry_id] = _Row(
-            seq=entry.seq, message=entry.message.model_copy(deep=True), tokens=entry.tokens, created_at=now
+            seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, created_at=now
         )
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]

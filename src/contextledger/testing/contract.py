@@ -374,6 +374,8 @@ class StoreContract:
             conv.append(
                 Message.user(f"q{i}"), Message.tool_use(f"t{i}", "f", {"i": i}), Message.tool_result(f"t{i}", "r")
             )
+        # A host dict without tracking_id/metadata restores exactly as the live view holds it.
+        conv.append({"role": "user", "content": [{"text": "bare strands dict"}]})
         conv.pin(conv.view[1].entry_id)
         conv.before_model_call()
         conv.before_model_call()
