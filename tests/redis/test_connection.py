@@ -7,7 +7,9 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from redis import Redis
 
+from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, StoreError, StoreUnavailable
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
@@ -122,3 +124,18 @@ def test_server_going_away_raises_store_unavailable_and_loses_nothing(private_se
 def test_unknown_option_is_a_configuration_error(redis_url: str) -> None:
     with pytest.raises(ConfigurationError, match="option"):
         Ledger.connect(redis_url, auto_upgrade=True)
+
+
+def test_wrapping_a_client(redis_url: str, redis_key_prefix: str) -> None:
+    with pytest.raises(ConfigurationError, match="decode_responses"):
+        RedisStore(Redis.from_url(redis_url, decode_responses=True))
+    store = RedisStore(Redis.from_url(redis_url), key_prefix=redis_key_prefix)
+    try:
+        assert store.url == f"redis://{redis_url.split('://')[1].split('/')[0]}"
+        store.commit(Changeset(session_id="s", agent_id="a", expected_version=0, model_call_count=2))
+        snap = store.load("s", "a")
+        assert snap is not None
+        assert snap.state.model_call_count == 2
+        assert store.delete_session("s") is True
+    finally:
+        store.close()

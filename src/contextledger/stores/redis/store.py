@@ -134,7 +134,13 @@ class RedisStore:
     """
 
     def __init__(self, client: RedisClient, *, key_prefix: str = "contextledger", url: str | None = None) -> None:
-        """Wrap ``client``; see the class docstring."""
+        """Wrap ``client``; see the class docstring.
+
+        Raises:
+            ConfigurationError: ``client`` decodes responses, or ``key_prefix`` is not usable.
+        """
+        if getattr(client.get_encoder(), "decode_responses", False):
+            raise ConfigurationError("the Redis ledger store needs a client with decode_responses=False")
         self._client = client
         self._cluster = isinstance(client, RedisCluster)
         self.key_prefix = check_prefix(key_prefix)
