@@ -145,3 +145,16 @@ def test_demo_sets_up_a_fresh_postgres_database(invoke: Invoke, postgres_empty_u
     assert report["ok"]
     current = json.loads(invoke("db", "current", "--url", postgres_empty_url, "--json").stdout)
     assert current["up_to_date"] is True
+
+
+def test_demo_unreachable_server_fails_before_running(invoke: Invoke) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = invoke("demo", "--url", f"redis://127.0.0.1:{port}/0")
+    assert result.exit_code == ExitCode.UNAVAILABLE
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: ")
+    assert result.stderr.count("\n") == 1

@@ -20,6 +20,7 @@ from contextledger.demo.runner import (
     DemoOptions,
     DemoReport,
     SessionReport,
+    connect,
     run_demo,
     session_ids,
 )
@@ -58,6 +59,8 @@ def demo(
     if path is not None and not keep:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with connect(url):  # fail on a bad URL or an unreachable server before printing anything
+        pass
     err = Console(stderr=True, highlight=False)
     total = options.sessions * options.turns
     if not as_json:

@@ -25,7 +25,7 @@ from contextledger.errors import ConfigurationError
 from contextledger.ledger import Ledger
 from contextledger.records import ConversationState, Eviction, Reduction, SummaryEntry, ViewEntry
 
-__all__ = ["DEFAULT_DEMO_URL", "Check", "DemoOptions", "DemoReport", "SessionReport", "run_demo"]
+__all__ = ["DEFAULT_DEMO_URL", "Check", "DemoOptions", "DemoReport", "SessionReport", "connect", "run_demo"]
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ def run_demo(options: DemoOptions, progress: ProgressCallback | None = None) -> 
     stop = options.stop_after
 
     # -- phase one: run the first half, then stop (one agent mid-tool) -----------------------
-    with _connect(options.url) as ledger:
+    with connect(options.url) as ledger:
         url = ledger.url
         if not options.keep:
             for session_id, _ in planned:
@@ -194,7 +194,7 @@ def run_demo(options: DemoOptions, progress: ProgressCallback | None = None) -> 
     # -- phase two: a new connection, sessions discovered and restored from the database ------
     wanted = {sid for sid, _ in planned}
     report = DemoReport(url=url, options=options)
-    with _connect(options.url) as ledger:
+    with connect(options.url) as ledger:
         found = [info for info in _all_sessions(ledger) if info.session_id in wanted]
         restored: list[_Live] = []
         extra: dict[str, dict[str, Any]] = {}
@@ -256,8 +256,12 @@ def run_demo(options: DemoOptions, progress: ProgressCallback | None = None) -> 
     return report
 
 
-def _connect(url: str) -> Ledger:
-    # The demo sets up its own schema: a fresh PostgreSQL database works without a manual upgrade.
+def connect(url: str) -> Ledger:
+    """Open the demo's ledger, creating or upgrading a SQL schema (the demo sets up its own database).
+
+    Raises:
+        ContextLedgerError: The URL is invalid, the server unreachable, or the schema newer than this library.
+    """
     if url.split("://", 1)[0].split("+", 1)[0].lower() in ("sqlite", "postgresql", "postgres"):
         return Ledger.connect(url, auto_upgrade=True)
     return Ledger.connect(url)
