@@ -139,3 +139,9 @@ def test_wrapping_a_client(redis_url: str, redis_key_prefix: str) -> None:
         assert store.delete_session("s") is True
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:notaport/0", "redis://127.0.0.1:99999/0"])
+def test_malformed_url_is_a_typed_error(url: str) -> None:
+    with pytest.raises(InvalidLedgerURL, match="Port"):
+        Ledger.connect(url)

@@ -89,7 +89,11 @@ def mask_password(url: str) -> str:
 
 def _endpoint(url: str) -> str:
     parts = urlsplit(url)
-    return f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}"
+    try:
+        port = parts.port or 6379
+    except ValueError:  # a malformed port; redis-py reports it when connecting
+        return parts.netloc.rpartition("@")[2]
+    return f"{parts.hostname or '127.0.0.1'}:{port}"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -164,7 +168,7 @@ class RedisStore:
         Raises:
             InvalidLedgerURL: The scheme is not a Redis one.
             ConfigurationError: ``key_prefix`` is empty or holds braces.
-            StoreUnavailable: The server (or no cluster node) answered.
+            StoreUnavailable: The server (or no cluster node) did not answer.
         """
         scheme, sep, rest = url.partition("://")
         driver_scheme = _SCHEMES.get(scheme.lower())
@@ -193,7 +197,11 @@ class RedisStore:
             mask_password(url),
             isinstance(client, RedisCluster),
         )
-        return cls(client, key_prefix=key_prefix, url=url)
+        try:
+            return cls(client, key_prefix=key_prefix, url=url)
+        except BaseException:
+            client.close()
+            raise
 
     def __repr__(self) -> str:
         return f"RedisStore(url={self.url!r}, key_prefix={self.key_prefix!r})"
