@@ -5,10 +5,12 @@ from __future__ import annotations
 import gc
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from strands.agent.conversation_manager import NullConversationManager, SlidingWindowConversationManager
 from strands.agent.conversation_manager.compression.pin_message import pin_message, unpin_message
+from strands.hooks import BeforeToolCallEvent, HookRegistry
 
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, InvalidMessage
 from contextledger.integrations.strands import LedgerSessionManager
@@ -211,3 +213,57 @@ def test_concurrent_agents_on_one_session_from_threads(backend: str, request: py
         assert (
             build_agent(again, SlidingWindowConversationManager(window_size=6), agent_id=name).messages == before[name]
         )
+
+
+class _Approval:
+    """Asks a human before the ``remember`` tool runs (a Strands interrupt)."""
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        registry.add_callback(BeforeToolCallEvent, self._check)
+
+    def _check(self, event: BeforeToolCallEvent) -> None:
+        if event.tool_use["name"] == "remember" and event.interrupt("approve", reason="store a fact?") != "yes":
+            event.cancel_tool = "denied"
+
+
+def test_a_conversation_paused_on_an_interrupt_is_resumed_not_repaired(memory_ledger: Ledger) -> None:
+    agent = build_agent(
+        LedgerSessionManager("s", ledger=memory_ledger),
+        NullConversationManager(),
+        [CallTool("remember", {"fact": "sky is blue"}, "tu-ask")],
+        hooks=[_Approval()],
+    )
+    result = agent("Store that the sky is blue.")
+    assert result.stop_reason == "interrupt"
+    [interrupt] = result.interrupts or []
+    del agent, result
+    gc.collect()
+
+    restored = build_agent(
+        LedgerSessionManager("s", ledger=memory_ledger),
+        NullConversationManager(),
+        [Reply("Stored.")],
+        hooks=[_Approval()],
+    )
+    assert "toolUse" in restored.messages[-1]["content"][0]  # the pending call is legitimate, not repaired
+    restored([{"interruptResponse": {"interruptId": interrupt.id, "response": "yes"}}])
+    results = [b["toolResult"] for m in restored.messages for b in m["content"] if "toolResult" in b]
+    assert results[0]["status"] == "success"
+    assert results[0]["content"] == [{"text": "stored: sky is blue"}]
+    assert restored.messages[-1]["content"] == [{"text": "Stored."}]
+    assert not [r for r in memory_ledger.reductions("s") if r.trigger == "restore"]
+
+
+def test_switching_the_strands_manager_between_runs_restores_the_view(memory_ledger: Ledger) -> None:
+    agent = build_agent(
+        LedgerSessionManager("s", ledger=memory_ledger), SlidingWindowConversationManager(window_size=4)
+    )
+    play(agent, [(f"q{i}", [Reply(f"a{i}")]) for i in range(4)])
+    before = list(agent.messages)
+    del agent
+    gc.collect()
+    restored = build_agent(LedgerSessionManager("s", ledger=memory_ledger), NullConversationManager())
+    assert restored.messages == before
+    model_of(restored).extend([Reply("go on")])
+    restored("next")
+    assert restored.messages[-1]["content"] == [{"text": "go on"}]

@@ -41,6 +41,7 @@ from contextledger.integrations.strands.diff import plan_sync
 from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
+from contextledger.pinning import handle_pin_message_tool
 from contextledger.records import Reduction, Trigger
 from contextledger.tokens import TokenCounter
 from contextledger.view import View
@@ -266,6 +267,8 @@ class AgentBinding:
         """
         with self.lock:
             self.sync(agent, "manual")
+            # Strands' base ConversationManager keeps the resolved proactive threshold here and
+            # checks it before its per-turn callback runs; only the attribution depends on it.
             threshold = getattr(agent.conversation_manager, "_compression_threshold", None)
             projected = event.projected_input_tokens
             self._would_compress = bool(
@@ -410,8 +413,6 @@ class AgentBinding:
         Returns:
             The toolResult body (``status`` and ``content``); errors are reported in it.
         """
-        from contextledger.pinning import handle_pin_message_tool
-
         with self.lock:
             self.sync(agent, "manual")
             result = handle_pin_message_tool(self.conversation, tool_input, tool_use_id=tool_use_id)
