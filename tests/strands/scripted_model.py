@@ -22,6 +22,7 @@ from typing import Any
 
 from strands.models.model import Model
 from strands.types.content import Messages
+from strands.types.event_loop import StopReason
 from strands.types.exceptions import ContextWindowOverflowException
 from strands.types.streaming import StreamEvent
 
@@ -162,7 +163,7 @@ class ScriptedModel(Model):
         if isinstance(step, Reply):
             yield {"contentBlockDelta": {"delta": {"text": step.text}}}
             yield {"contentBlockStop": {}}
-            stop = "end_turn"
+            stop: StopReason = "end_turn"
             output = step.text
         else:
             if step.text:

@@ -128,7 +128,7 @@ TRUNCATION: Run = [
 
 def _tool_result_text(messages: list[dict[str, Any]]) -> str:
     [text] = [b["toolResult"]["content"][0]["text"] for m in messages for b in m["content"] if "toolResult" in b]
-    return text
+    return str(text)
 
 
 def test_a_truncated_tool_result_is_restored_truncated(backends: Backends) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.strands.scenarios import MANAGERS, RUNS, EvictionSpy, build_agent, mo
 KINDS = sorted(RUNS)
 
 
-def _assert_same_messages(restored: list[dict], before: list[dict]) -> None:
+def _assert_same_messages(restored: list[dict[str, Any]], before: list[dict[str, Any]]) -> None:
     assert len(restored) == len(before)
     for index, (got, want) in enumerate(zip(restored, before, strict=True)):
         assert got == want, f"message {index} differs after restore"

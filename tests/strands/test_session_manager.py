@@ -11,13 +11,14 @@ import pytest
 from strands.agent.conversation_manager import NullConversationManager, SlidingWindowConversationManager
 from strands.agent.conversation_manager.compression.pin_message import pin_message, unpin_message
 from strands.hooks import BeforeToolCallEvent, HookRegistry
+from strands.types.content import Message
 
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, InvalidMessage
 from contextledger.integrations.strands import LedgerSessionManager
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.stores.base import LedgerStore
 from tests.strands.scenarios import build_agent, model_of, play
-from tests.strands.scripted_model import CallTool, Reply
+from tests.strands.scripted_model import CallTool, Reply, Step
 
 
 def test_default_is_the_embedded_sqlite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,7 +54,7 @@ def test_bad_configuration_is_a_clear_typed_error(memory_ledger: Ledger, sqlite_
 
 
 def test_initial_messages_of_a_new_agent_are_stored(memory_ledger: Ledger) -> None:
-    seed = [
+    seed: list[Message] = [
         {"role": "user", "content": [{"text": "Earlier question"}]},
         {"role": "assistant", "content": [{"text": "Earlier answer"}]},
     ]
@@ -183,7 +184,7 @@ def test_concurrent_agents_on_one_session_from_threads(backend: str, request: py
     def work(name: str) -> None:
         try:
             start.wait(timeout=30)
-            run = [
+            run: list[tuple[str, list[Step]]] = [
                 (f"{name} turn {t}", [CallTool("remember", {"fact": f"{name}-{t}"}, f"{name}-tu{t}"), Reply(f"ok {t}")])
                 for t in range(turns)
             ]
@@ -246,7 +247,7 @@ def test_a_conversation_paused_on_an_interrupt_is_resumed_not_repaired(memory_le
         hooks=[_Approval()],
     )
     assert "toolUse" in restored.messages[-1]["content"][0]  # the pending call is legitimate, not repaired
-    restored([{"interruptResponse": {"interruptId": interrupt.id, "response": "yes"}}])
+    restored([{"interruptResponse": {"interruptId": interrupt.id, "response": "yes"}}])  # type: ignore[arg-type]
     results = [b["toolResult"] for m in restored.messages for b in m["content"] if "toolResult" in b]
     assert results[0]["status"] == "success"
     assert results[0]["content"] == [{"text": "stored: sky is blue"}]
