@@ -259,3 +259,16 @@ def test_parse_since() -> None:
     assert parse_since("2025-01-30T08:00:00Z") == datetime(2025, 1, 30, 8, tzinfo=UTC)
     assert parse_since("2025-01-30") == datetime(2025, 1, 30, tzinfo=UTC)
     assert parse_since(None) is None
+
+
+def test_verbose_logs_structured_lines(invoke: Invoke, populated: Populated) -> None:
+    from contextledger.cli.app import _configure_logging
+
+    try:
+        result = invoke("-v", "delete", "beta", "--url", populated.url, "--yes")
+    finally:
+        _configure_logging(0)
+    assert result.exit_code == 0
+    assert "session_id=<beta>, deleted=<True> | delete_session" in result.stderr
+    quiet = invoke("sessions", "--url", populated.url)
+    assert "INFO" not in quiet.stderr

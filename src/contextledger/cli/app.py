@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -62,8 +63,30 @@ def root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    verbose: Annotated[
+        int,
+        typer.Option("--verbose", "-v", count=True, help="Log the library's structured lines to stderr (-vv: debug)."),
+    ] = 0,
 ) -> None:
     """Conversation state of LLM agents in a real database."""
+    _configure_logging(verbose)
+
+
+class _CliLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler ``--verbose`` installs (replaced, never stacked, on each invocation)."""
+
+
+def _configure_logging(verbose: int) -> None:
+    package = logging.getLogger("contextledger")
+    for handler in [h for h in package.handlers if isinstance(h, _CliLogHandler)]:
+        package.removeHandler(handler)
+        package.setLevel(logging.NOTSET)
+    if not verbose:
+        return
+    handler = _CliLogHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    package.addHandler(handler)
+    package.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
 
 
 app.command("demo", epilog=EXIT_CODES_HELP)(demo_command)
