@@ -203,6 +203,9 @@ def test_export_is_json_lines_of_everything(invoke: Invoke, populated: Populated
     assert lines
     assert all(json.loads(line)["agent_id"] == "helper" for line in lines)
     assert f"to {out}" in written.stderr
+    unwritable = invoke("export", "alpha", "--url", populated.url, "-o", str(tmp_path / "missing-dir" / "x.jsonl"))
+    assert unwritable.exit_code == ExitCode.ERROR
+    assert unwritable.stderr.startswith("error: cannot write")
 
 
 def test_delete_asks_first(invoke: Invoke, populated: Populated) -> None:

@@ -396,7 +396,11 @@ def export(
         if output is None:
             sys.stdout.write(text)
         else:
-            output.write_text(text, encoding="utf-8")
+            try:
+                output.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
+                raise typer.Exit(ExitCode.ERROR) from None
             typer.echo(f"exported {len(lines)} records of {session_id} to {output}", err=True)
 
 
