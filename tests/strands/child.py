@@ -14,11 +14,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from strands import Agent, tool
 from strands.session.file_session_manager import FileSessionManager
 from strands.session.session_manager import SessionManager
 
 from contextledger.integrations.strands import LedgerSessionManager
-from strands import Agent, tool
 from tests.strands.scenarios import MANAGERS, build_agent, dumps, model_of, remember, snapshot
 from tests.strands.scripted_model import CallTool, Reply, Step
 

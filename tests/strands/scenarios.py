@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from strands import Agent, tool
 from strands.agent.conversation_manager import (
     ConversationManager,
     SlidingWindowConversationManager,
@@ -23,7 +24,6 @@ from strands.session.session_manager import SessionManager
 from strands.types.exceptions import ContextWindowOverflowException
 
 from contextledger.messages import decode_blocks, encode_blocks
-from strands import Agent, tool
 from tests.strands.scripted_model import CallTool, Overflow, Reply, ScriptedModel, Step
 
 CONTEXT_WINDOW = 4000

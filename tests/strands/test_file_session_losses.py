@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from strands import Agent
 from strands.agent.conversation_manager import (
     ConversationManager,
     NullConversationManager,
@@ -26,7 +27,6 @@ from strands.session.session_manager import SessionManager
 
 from contextledger.integrations.strands import LedgerSessionManager
 from contextledger.ledger import Ledger
-from strands import Agent
 from tests.strands.child import CRASH_EXIT
 from tests.strands.conftest import run_child
 from tests.strands.scenarios import build_agent, model_of
