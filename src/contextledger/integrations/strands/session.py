@@ -163,7 +163,11 @@ class LedgerSessionManager(SessionManager):
         binding.start(agent)
 
     def append_message(self, message: StrandsMessage, agent: Agent, **kwargs: Any) -> None:
-        """Commit the new message together with anything else that changed since the last sync."""
+        """Commit the new message together with anything else that changed since the last sync.
+
+        Strands calls this after the message was put into ``agent.messages``; the sync
+        stores it from there, under its ``tracking_id``.
+        """
         self.binding(agent.agent_id).sync(agent, "manual")
 
     def sync_agent(self, agent: Agent, **kwargs: Any) -> None:
