@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Table, and_, bindparam, exists, insert, select, update
+from sqlalchemy import Connection, Table, Update, and_, bindparam, exists, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -45,6 +46,7 @@ from contextledger.stores.sql.models import (
     SessionRow,
     SummaryRow,
     SummarySourceRow,
+    UTCDateTime,
 )
 
 __all__ = ["CHUNK", "apply_changeset", "chunks"]
@@ -169,25 +171,48 @@ def _create(conn: Connection, cs: Changeset, now: datetime) -> int:
     return int(key[0])
 
 
-def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int:
-    values: dict[str, Any] = {"version": ConversationRow.version + 1, "updated_at": now}
-    for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
-        value = getattr(cs, name)
-        if value is not None:
-            values[name] = value
+_STATE_FIELDS = ("model_call_count", "next_seq", "manager_state", "agent_state")
+
+
+@cache
+def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
+    """The version-checked UPDATE, built once per shape so a commit only binds values."""
+    values: dict[str, Any] = {
+        "version": ConversationRow.version + 1,
+        "updated_at": bindparam("p_now", type_=UTCDateTime()),
+    }
+    for name in fields:
+        values[name] = bindparam(f"p_{name}", type_=ConversationRow.__table__.c[name].type)
     stmt = update(ConversationRow).where(
-        ConversationRow.session_id == cs.session_id,
-        ConversationRow.agent_id == cs.agent_id,
-        ConversationRow.version == cs.expected_version,
+        ConversationRow.session_id == bindparam("p_session_id"),
+        ConversationRow.agent_id == bindparam("p_agent_id"),
+        ConversationRow.version == bindparam("p_expected"),
     )
-    # An appended id may not reuse a summary's id; checked in this same statement so an
-    # append stays two statements (a clash leaves no row, told apart below).
+    if check_summaries:
+        # An appended id may not reuse a summary's id; checked in this same statement so
+        # an append stays two statements (a clash leaves no row, told apart by the caller).
+        stmt = stmt.where(
+            ~exists().where(
+                SummaryRow.conversation_id == ConversationRow.id,
+                SummaryRow.summary_id.in_(bindparam("p_appended", expanding=True)),
+            )
+        )
+    return stmt.values(**values).returning(ConversationRow.id)
+
+
+def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int:
+    fields = tuple(name for name in _STATE_FIELDS if getattr(cs, name) is not None)
+    params: dict[str, Any] = {
+        "p_now": now,
+        "p_session_id": cs.session_id,
+        "p_agent_id": cs.agent_id,
+        "p_expected": cs.expected_version,
+    }
+    params.update({f"p_{name}": getattr(cs, name) for name in fields})
     small = 0 < len(appended) <= CHUNK
     if small:
-        stmt = stmt.where(
-            ~exists().where(SummaryRow.conversation_id == ConversationRow.id, SummaryRow.summary_id.in_(list(appended)))
-        )
-    row = conn.execute(stmt.values(**values).returning(ConversationRow.id)).first()
+        params["p_appended"] = list(appended)
+    row = conn.execute(_bump_statement(fields, small), params).first()
     if row is None:
         found = conn.execute(
             select(ConversationRow.id, ConversationRow.version).where(

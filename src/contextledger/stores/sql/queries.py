@@ -5,7 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Connection, String, Text, and_, cast, func, literal_column, null, select, union_all
+from sqlalchemy import (
+    JSON,
+    Connection,
+    String,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal_column,
+    null,
+    select,
+    union_all,
+)
 from sqlalchemy.orm import aliased
 
 from contextledger.messages import Message
@@ -57,12 +70,33 @@ def _conversation_filter(session_id: str, agent_id: str | None) -> list[Any]:
     return clauses
 
 
+# The restore statements are built once: a restore then only binds and executes them.
+_STATE = select(ConversationRow).where(
+    ConversationRow.session_id == bindparam("session_id"), ConversationRow.agent_id == bindparam("agent_id")
+)
+_ACTIVE_MESSAGES = (
+    select(
+        EntryRow.message_id,
+        EntryRow.seq,
+        EntryRow.role,
+        EntryRow.content,
+        EntryRow.metadata_.label("meta"),
+        EntryRow.tokens,
+    )
+    .where(EntryRow.conversation_id == bindparam("conversation_id"), EntryRow.status == "active")
+    .order_by(EntryRow.seq, EntryRow.id)
+)
+_ACTIVE_SUMMARIES = (
+    select(SummaryRow.summary_id, SummaryRow.seq, SummaryRow.content, SummaryRow.tokens)
+    .where(SummaryRow.conversation_id == bindparam("conversation_id"), SummaryRow.status == "active")
+    .order_by(SummaryRow.seq, SummaryRow.id)
+)
+
+
 def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
     """The state and the active view: three indexed reads, none touching evicted rows."""
     # Core rows (flat columns) rather than ORM objects: no identity map, no unit of work.
-    row = conn.execute(
-        select(ConversationRow).where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
-    ).first()
+    row = conn.execute(_STATE, {"session_id": session_id, "agent_id": agent_id}).first()
     if row is None:
         return None
     state = ConversationState(
@@ -76,27 +110,10 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
-    messages = conn.execute(
-        select(
-            EntryRow.message_id,
-            EntryRow.seq,
-            EntryRow.role,
-            EntryRow.content,
-            EntryRow.metadata_.label("meta"),
-            EntryRow.tokens,
-        )
-        .where(EntryRow.conversation_id == row.id, EntryRow.status == "active")
-        .order_by(EntryRow.seq, EntryRow.id)
-    )
     entries = [
         ViewEntry(entry_id=m.message_id, seq=m.seq, message=_message(m, m.message_id), tokens=m.tokens)
-        for m in messages
+        for m in conn.execute(_ACTIVE_MESSAGES, {"conversation_id": row.id})
     ]
-    active_summaries = conn.execute(
-        select(SummaryRow.summary_id, SummaryRow.seq, SummaryRow.content, SummaryRow.tokens)
-        .where(SummaryRow.conversation_id == row.id, SummaryRow.status == "active")
-        .order_by(SummaryRow.seq, SummaryRow.id)
-    )
     entries += [
         ViewEntry(
             entry_id=s.summary_id,
@@ -105,7 +122,7 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
             message=Message(message_id=s.summary_id, role="user", content=[{"text": s.content}]),
             tokens=s.tokens,
         )
-        for s in active_summaries
+        for s in conn.execute(_ACTIVE_SUMMARIES, {"conversation_id": row.id})
     ]
     # A stable sort keeps insertion order among equal seqs, as the memory store does.
     entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
