@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
 from contextledger.records import (
+    EntryKind,
     Eviction,
     HistoryEntry,
     Reduction,
@@ -89,6 +90,62 @@ class LedgerStore(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+class EvictedCandidate(NamedTuple):
+    """An evicted entry as a store reads it, before it is joined with its reduction."""
+
+    entry_id: str
+    kind: EntryKind
+    seq: int
+    role: str
+    text: str
+    evicted_by: str | None
+
+
+def assemble_evictions(
+    session_id: str,
+    agent_id: str,
+    candidates: Iterable[EvictedCandidate],
+    reductions: Mapping[str, Reduction],
+    summaries: Iterable[SummaryEntry],
+    *,
+    trigger: Trigger | None = None,
+    since: datetime | None = None,
+) -> list[Eviction]:
+    """Join evicted entries with their reductions and replacing summaries, filtered.
+
+    Shared by the stores that read a conversation's rows and join in Python (memory,
+    Redis); the SQL store does the same join in one query.
+    """
+    replaced_by = {rid: s.summary_id for s in summaries for rid in s.replaces}
+    out: list[Eviction] = []
+    for c in candidates:
+        red = reductions.get(c.evicted_by or "")
+        if red is None:
+            continue
+        if trigger is not None and red.trigger != trigger:
+            continue
+        if since is not None and red.created_at < since:
+            continue
+        out.append(
+            Eviction(
+                session_id=session_id,
+                agent_id=agent_id,
+                entry_id=c.entry_id,
+                kind=c.kind,
+                seq=c.seq,
+                role=c.role,
+                preview=preview(c.text),
+                evicted_at=red.created_at,
+                trigger=red.trigger,
+                strategy=red.strategy,
+                reduction_id=red.reduction_id,
+                replaced_by_summary=replaced_by.get(c.entry_id),
+                error=red.error,
+            )
+        )
+    return out
 
 
 def preview(text: str, width: int = 80) -> str:

@@ -12,7 +12,6 @@ from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFo
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
-    EntryKind,
     EntryStatus,
     Eviction,
     HistoryEntry,
@@ -25,7 +24,7 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import preview
+from contextledger.stores.base import EvictedCandidate, assemble_evictions
 
 __all__ = ["MemoryStore"]
 
@@ -129,43 +128,25 @@ class MemoryStore:
         with self._lock:
             out: list[Eviction] = []
             for conv in self._conversations(session_id, agent_id):
-                reductions = {r.reduction_id: r for r in conv.reductions}
-                replaced_by = {rid: s.summary_id for s in conv.summaries.values() for rid in s.replaces}
-                candidates: list[tuple[str, EntryKind, int, str, str, str | None]] = [
-                    (mid, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
+                candidates = [
+                    EvictedCandidate(mid, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
                     for mid, r in conv.rows.items()
                     if r.status == "evicted"
                 ]
                 candidates += [
-                    (s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
+                    EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
                     for s in conv.summaries.values()
                     if s.status == "evicted"
                 ]
-                for entry_id, kind, seq, role, text, reduction_id in candidates:
-                    red = reductions.get(reduction_id or "")
-                    if red is None:
-                        continue
-                    if trigger is not None and red.trigger != trigger:
-                        continue
-                    if since is not None and red.created_at < since:
-                        continue
-                    out.append(
-                        Eviction(
-                            session_id=session_id,
-                            agent_id=conv.state.agent_id,
-                            entry_id=entry_id,
-                            kind=kind,
-                            seq=seq,
-                            role=role,
-                            preview=preview(text),
-                            evicted_at=red.created_at,
-                            trigger=red.trigger,
-                            strategy=red.strategy,
-                            reduction_id=red.reduction_id,
-                            replaced_by_summary=replaced_by.get(entry_id),
-                            error=red.error,
-                        )
-                    )
+                out += assemble_evictions(
+                    session_id,
+                    conv.state.agent_id,
+                    candidates,
+                    {r.reduction_id: r for r in conv.reductions},
+                    conv.summaries.values(),
+                    trigger=trigger,
+                    since=since,
+                )
             return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:

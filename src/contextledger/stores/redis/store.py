@@ -45,7 +45,7 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import preview
+from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.redis import scripts
 from contextledger.stores.redis.codec import (
     MessageRow,
@@ -305,42 +305,17 @@ class RedisStore:
             mut = flat_hash(mut_raw)
             reductions = {r.reduction_id: r for r in (Reduction.model_validate_json(raw) for raw in reds)}
             summaries = _by_creation(summary_from(raw, mut) for raw in flat_hash(sums).values())
-            replaced_by = {rid: s.summary_id for s in summaries for rid in s.replaces}
             evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
-            candidates: list[tuple[str, str, int, str, str, str | None]] = [
-                (r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
+            candidates = [
+                EvictedCandidate(r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
                 for r in self._rows(evicted_records, flat_hash(contents), mut)
             ]
             candidates += [
-                (s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
+                EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
                 for s in summaries
                 if s.status == "evicted"
             ]
-            for entry_id, kind, seq, role, body, reduction_id in candidates:
-                red = reductions.get(reduction_id or "")
-                if red is None:
-                    continue
-                if trigger is not None and red.trigger != trigger:
-                    continue
-                if since is not None and red.created_at < since:
-                    continue
-                out.append(
-                    Eviction(
-                        session_id=session_id,
-                        agent_id=aid,
-                        entry_id=entry_id,
-                        kind=kind,
-                        seq=seq,
-                        role=role,
-                        preview=preview(body),
-                        evicted_at=red.created_at,
-                        trigger=red.trigger,
-                        strategy=red.strategy,
-                        reduction_id=red.reduction_id,
-                        replaced_by_summary=replaced_by.get(entry_id),
-                        error=red.error,
-                    )
-                )
+            out += assemble_evictions(session_id, aid, candidates, reductions, summaries, trigger=trigger, since=since)
         return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
