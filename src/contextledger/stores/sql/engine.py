@@ -9,6 +9,8 @@ on psycopg 3 with a connection pool.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -158,7 +160,7 @@ def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int, wal: bool) -> Non
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
             if wal:
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(cursor, busy_timeout_ms / 1000)
                 cursor.execute("PRAGMA synchronous = NORMAL")
         finally:
             cursor.close()
@@ -169,6 +171,28 @@ def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int, wal: bool) -> Non
         if mode not in ("DEFERRED", "IMMEDIATE"):
             raise StoreError(f"unknown SQLite BEGIN mode {mode!r}")
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _enable_wal(cursor: Any, timeout: float) -> None:
+    """Switch a database file to WAL (persistent: a no-op once any connection did it).
+
+    Switching needs an exclusive lock, and SQLite reports "database is locked" at once,
+    without the busy handler, when connections opening a new file race for it; so retry
+    for up to the busy timeout.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            (mode,) = cursor.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def describe(url: URL) -> str:
