@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.errors import StoreUnavailable
 from contextledger.stores.sql import SQLStore, upgrade
@@ -52,10 +53,18 @@ def postgres_url() -> Iterator[str]:
         yield parse_url(env).render_as_string(hide_password=False)
         return
     if _docker_answers():
-        from testcontainers.postgres import PostgresContainer
+        from testcontainers.community.postgres import PostgresContainer
 
-        with PostgresContainer("postgres:16-alpine", driver="psycopg") as container:
+        container = PostgresContainer("postgres:16-alpine", driver="psycopg")
+        try:
+            container.start()
+        except Exception as exc:  # an image that cannot be pulled, a daemon error...
+            unavailable(f"the PostgreSQL container did not start: {exc}")
+            return
+        try:
             yield container.get_connection_url()
+        finally:
+            container.stop()
         return
     from contextledger.testing.postgres import start_postgres
 
@@ -76,7 +85,14 @@ def _with_database(url: str, database: str) -> str:
 
 @pytest.fixture(scope="session")
 def postgres_admin(postgres_url: str) -> Iterator[Engine]:
-    engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 10})
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        unavailable(f"PostgreSQL at {make_url(postgres_url).render_as_string()} does not answer: {exc}")
+        return
     yield engine
     engine.dispose()
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -253,3 +257,31 @@ def test_concurrent_upgrades_are_serialised(empty_url: str) -> None:
         t.join(timeout=60)
     assert errors == []
     assert current(empty_url) == head()
+
+
+def test_migrations_found_inside_an_installed_package(tmp_path: Path) -> None:
+    # The wheel ships migrations/ as contextledger/migrations; lay a package out that way.
+    repo = Path(__file__).resolve().parents[2]
+    site = tmp_path / "site"
+    shutil.copytree(
+        repo / "src" / "contextledger", site / "contextledger", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(
+        repo / "migrations", site / "contextledger" / "migrations", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    script = (
+        "import contextledger.stores.sql as sql\n"
+        "from contextledger.stores.sql.schema import migrations_dir\n"
+        f"url = 'sqlite:///{tmp_path / 'installed.db'}'\n"
+        "sql.upgrade(url)\n"
+        "print(migrations_dir(), sql.current(url), sql.head(), sql.__file__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    where, revision, expected, module = done.stdout.split()
+    assert Path(module).is_relative_to(site)
+    assert Path(where) == site / "contextledger" / "migrations"
+    assert revision == expected == head()
