@@ -9,7 +9,7 @@ The order of statements is what makes a changeset cheap and all-or-nothing:
 2. Appends are one executemany ``INSERT``; a duplicate id trips the unique key.
 3. Only then are referenced ids validated, so entries appended by the same changeset
    can be evicted, revised or pinned; a missing id raises and the caller rolls back.
-4. A reduction touches only the rows it changes (``UPDATE ... WHERE id IN (...)``).
+4. A reduction touches only the rows it changes (``UPDATE ... WHERE message_id IN (...)``).
 
 Appending a turn is therefore two statements: the version update and the insert.
 """
