@@ -3,42 +3,31 @@
 Both conversations live in the same database and are restored (``store.load``)
 alternately in one process, so the only difference is the evicted history. The
 ratio of the medians is the figure that matters: 1.0 means restore is O(window).
+Engines: SQLite, PostgreSQL, Redis and Redis Cluster.
 
-    python benchmarks/restore.py                      # SQLite, and PostgreSQL when available
+    python benchmarks/restore.py                      # every engine that is available
     python benchmarks/restore.py --entries 20000      # a quicker run
+    python benchmarks/restore.py --no-postgres --no-redis --no-cluster   # SQLite only
     python benchmarks/restore.py --write-results      # also rewrite benchmarks/RESULTS.md
 
 PostgreSQL runs on ``CONTEXTLEDGER_TEST_POSTGRES_URL`` when set (a scratch database is
 created and dropped there; the user needs CREATEDB), else on a throwaway server started
-from the local binaries, else it is skipped.
+from the local binaries, else it is skipped. Redis and Redis Cluster run on
+``CONTEXTLEDGER_TEST_REDIS_URL`` / ``CONTEXTLEDGER_TEST_REDIS_CLUSTER_URL`` when set,
+else on throwaway ``redis-server`` processes (a container when a Docker engine answers).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import sqlite3
 import statistics
-import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-
-from contextledger import Changeset, Message, ViewEntry
-from contextledger.records import Reduction
-from contextledger.stores.sql import SQLStore
-from contextledger.stores.sql.engine import parse_url
-
-BATCH = 10_000
-RESULTS = Path(__file__).with_name("RESULTS.md")
+from _servers import BATCH, Backend, bulk_load, colocated, maintain, open_backend, replace_section, versions
+from contextledger.stores.base import LedgerStore
 
 
 @dataclass
@@ -56,124 +45,39 @@ class Result:
         return statistics.median(self.big) / statistics.median(self.small)
 
 
-def bulk_load(store: SQLStore, session_id: str, *, total: int, active: int) -> None:
-    """Append ``total`` entries in executemany batches, then evict all but the last ``active``."""
-    version = 0
-    for start in range(0, total, BATCH):
-        count = min(BATCH, total - start)
-        entries = tuple(
-            ViewEntry(
-                entry_id=f"{session_id}-{n}",
-                seq=n,
-                message=Message.user(
-                    f"turn {n}: " + "some words of a conversation " * 6, message_id=f"{session_id}-{n}"
-                ),
-                tokens=45,
-            )
-            for n in range(start, start + count)
-        )
-        changeset = Changeset(
-            session_id=session_id, agent_id="agent", expected_version=version, appends=entries, next_seq=start + count
-        )
-        version = store.commit(changeset)
-    # What autovacuum does after a bulk insert, before the planner picks the index for
-    # the eviction's id lists (a fresh table without statistics looks tiny to it).
-    maintain(store, "ANALYZE cl_entries")
-    evicted = tuple(f"{session_id}-{n}" for n in range(total - active))
-    if evicted:
-        reduction = Reduction(
-            session_id=session_id,
-            agent_id="agent",
-            trigger="per_turn",
-            strategy="sliding_window",
-            messages_before=total,
-            messages_after=active,
-            tokens_before=45 * total,
-            tokens_after=45 * active,
-            evicted=evicted,
-        )
-        changeset = Changeset(
-            session_id=session_id, agent_id="agent", expected_version=version, evict=evicted, reduction=reduction
-        )
-        store.commit(changeset)
-
-
-def maintain(store: SQLStore, statement: str) -> None:
-    """Run a PostgreSQL maintenance statement (outside a transaction); nothing on SQLite."""
-    if store.engine.dialect.name != "postgresql":
-        return
-    with store.engine.connect() as conn:
-        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text(statement))
-
-
-def measure(store: SQLStore, engine: str, *, entries: int, active: int, repeats: int) -> Result:
+def measure(
+    store: LedgerStore,
+    engine: str,
+    *,
+    entries: int,
+    active: int,
+    repeats: int,
+    sessions: tuple[str, str] = ("big", "small"),
+) -> Result:
+    big_id, small_id = sessions
     started = time.perf_counter()
-    bulk_load(store, "big", total=entries, active=active)
+    bulk_load(store, big_id, total=entries, active=active)
     load_seconds = time.perf_counter() - started
-    bulk_load(store, "small", total=active, active=active)
+    bulk_load(store, small_id, total=active, active=active)
     # Autovacuum's job after a bulk eviction: drop the dead index entries it left.
     maintain(store, "VACUUM ANALYZE")
-    for session in ("big", "small"):  # warm caches and the pool
+    for session in sessions:  # warm caches and the pool
         snapshot = store.load(session, "agent")
         assert snapshot is not None
         assert len(snapshot.entries) == active
     big: list[float] = []
     small: list[float] = []
     for _ in range(repeats):  # alternate so drift affects both alike
-        for session, samples in (("big", big), ("small", small)):
+        for session, samples in ((big_id, big), (small_id, small)):
             t0 = time.perf_counter()
             store.load(session, "agent")
             samples.append(time.perf_counter() - t0)
     history: list[float] = []
     for _ in range(3):  # for contrast: what reading the whole ledger costs
         t0 = time.perf_counter()
-        store.history("big", "agent")
+        store.history(big_id, "agent")
         history.append(time.perf_counter() - t0)
     return Result(engine, entries, active, load_seconds, big, small, history)
-
-
-@contextmanager
-def postgres_database() -> Iterator[str | None]:
-    """A scratch database URL, or ``None`` when no PostgreSQL is available."""
-    env = os.environ.get("CONTEXTLEDGER_TEST_POSTGRES_URL")
-    server = None
-    if env:
-        base = parse_url(env).render_as_string(hide_password=False)
-    else:
-        from contextledger.errors import StoreUnavailable
-        from contextledger.testing.postgres import find_binaries, start_postgres
-
-        if find_binaries() is None:
-            yield None
-            return
-        try:
-            server = start_postgres()
-        except StoreUnavailable as exc:
-            print(f"PostgreSQL skipped: {exc}", file=sys.stderr)
-            yield None
-            return
-        base = server.url
-    name = f"cl_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        admin.dispose()
-        if server is not None:
-            server.stop()
-
-
-def postgres_version(url: str) -> str:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return str(conn.execute(text("SHOW server_version")).scalar()).split()[0]
-    finally:
-        engine.dispose()
 
 
 def ms(seconds: float) -> str:
@@ -181,9 +85,10 @@ def ms(seconds: float) -> str:
 
 
 def table(results: list[Result]) -> str:
+    active = results[0].active if results else 40
     lines = [
-        "| engine | entries (active) | restore median ms | p95 ms | 40 entries in all: median ms | p95 ms | ratio "
-        "| full history read ms |",
+        f"| engine | entries (active) | restore median ms | p95 ms | {active} entries in all: median ms | p95 ms "
+        "| ratio | full history read ms |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -195,83 +100,87 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+ENGINES = ("sqlite", "postgres", "redis", "redis_cluster")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--active", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--no-postgres", action="store_true")
-    parser.add_argument("--write-results", action="store_true", help=f"rewrite {RESULTS.name}")
+    parser.add_argument("--no-redis", action="store_true", help="skip standalone Redis")
+    parser.add_argument("--no-cluster", action="store_true", help="skip Redis Cluster")
+    parser.add_argument("--write-results", action="store_true", help="rewrite RESULTS.md")
     args = parser.parse_args()
+    skipped = {"postgres": args.no_postgres, "redis": args.no_redis, "redis_cluster": args.no_cluster}
 
     results: list[Result] = []
-    versions = [f"Python {platform.python_version()}", f"SQLite {sqlite3.sqlite_version}"]
+    servers: list[str] = []
     with tempfile.TemporaryDirectory(prefix="contextledger-bench-") as directory:
-        store = SQLStore.from_url(f"sqlite:///{Path(directory) / 'bench.db'}")
-        try:
-            results.append(
-                measure(store, "SQLite (file, WAL)", entries=args.entries, active=args.active, repeats=args.repeats)
-            )
-        finally:
-            store.close()
-    if not args.no_postgres:
-        with postgres_database() as url:
-            if url is None:
-                print("PostgreSQL skipped: no CONTEXTLEDGER_TEST_POSTGRES_URL and no local binaries", file=sys.stderr)
-            else:
-                versions.append(f"PostgreSQL {postgres_version(url)}")
-                store = SQLStore.from_url(url, auto_upgrade=True)
-                try:
-                    results.append(
-                        measure(store, "PostgreSQL", entries=args.entries, active=args.active, repeats=args.repeats)
-                    )
-                finally:
-                    store.close()
+        for name in ENGINES:
+            if skipped.get(name):
+                continue
+            with open_backend(name, Path(directory)) as backend:
+                if backend is None:
+                    continue
+                results.append(run(backend, args))
+                if backend.version and backend.version not in servers:
+                    servers.append(backend.version)
 
     report = table(results)
     print(report)
     for r in results:
         print(f"{r.engine}: bulk-loaded {r.entries:,} entries in {r.load_seconds:.1f}s; restore ratio {r.ratio:.2f}")
     if args.write_results:
-        write_results(results, versions, args)
+        write_results(results, servers, args)
+
+
+def run(backend: Backend, args: argparse.Namespace) -> Result:
+    print(f"{backend.label}: loading {args.entries:,} entries ...", flush=True)
+    big, small = colocated(backend, ["big", "small"])
+    return measure(
+        backend.store,
+        backend.label,
+        entries=args.entries,
+        active=args.active,
+        repeats=args.repeats,
+        sessions=(big, small),
+    )
 
 
 SECTION = "## Restore cost (`benchmarks/restore.py`)"
 
 
-def write_results(results: list[Result], versions: list[str], args: argparse.Namespace) -> None:
+def write_results(results: list[Result], servers: list[str], args: argparse.Namespace) -> None:
     """Replace this benchmark's section of RESULTS.md, keeping any other section."""
-    section = [
+    replace_section(
         SECTION,
-        "",
-        f"`store.load()` of a conversation with {args.entries:,} entries of which {args.active} are active, "
-        f"against a conversation of {args.active} entries in all, in the same database and process, "
-        f"alternating, {args.repeats} restores each. Ratio = median(big) / median(small); "
-        "1.00 means the restore cost does not depend on evicted history. For contrast, the last column is "
-        "`store.history()` of the large conversation: what a restore that read the whole ledger would pay.",
-        "",
-        table(results),
-        "",
-        "Bulk load of the large conversation (executemany batches of "
-        f"{BATCH:,}, then one eviction of {args.entries - args.active:,} entries): "
-        + "; ".join(f"{r.engine} {r.load_seconds:.1f}s" for r in results)
-        + ".",
-        "",
-        f"Measured with {', '.join(versions)} on {platform.system()} {platform.machine()}. "
-        "The throwaway PostgreSQL server runs with fsync off; restores are reads, so that does not bear on them. "
-        "On PostgreSQL the benchmark runs `ANALYZE` after the bulk insert and `VACUUM ANALYZE` after the bulk "
-        "eviction, as autovacuum would between them in a live database.",
-        "",
-    ]
-    text_ = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    if SECTION in text_:
-        before, _, rest = text_.partition(SECTION)
-        following = rest.find("\n## ")
-        after = rest[following + 1 :] if following >= 0 else ""
-    else:
-        before, after = text_.rstrip("\n") + "\n\n", ""
-    RESULTS.write_text(before + "\n".join(section) + ("\n" + after if after else ""))
-    print(f"wrote {RESULTS.name}")
+        [
+            f"`store.load()` of a conversation with {args.entries:,} entries of which {args.active} are active, "
+            f"against a conversation of {args.active} entries in all, in the same database and process, "
+            f"alternating, {args.repeats} restores each. Ratio = median(big) / median(small); "
+            "1.00 means the restore cost does not depend on evicted history. For contrast, the last column is "
+            "`store.history()` of the large conversation: what a restore that read the whole ledger would pay.",
+            "",
+            table(results),
+            "",
+            f"Bulk load of the large conversation (commits of {BATCH:,} appends each -- one executemany on SQL, "
+            f"one script call on Redis -- then one eviction of {args.entries - args.active:,} entries): "
+            + "; ".join(f"{r.engine} {r.load_seconds:.1f}s" for r in results)
+            + ".",
+            "",
+            versions(servers) + " "
+            "The throwaway PostgreSQL server runs with fsync off and the throwaway Redis servers without "
+            "persistence; restores are reads, so that does not bear on them. "
+            "On PostgreSQL the benchmark runs `ANALYZE` after the bulk insert and `VACUUM ANALYZE` after the bulk "
+            "eviction, as autovacuum would between them in a live database. On Redis Cluster a conversation "
+            "lives on the node that owns its hash slot; both conversations are placed on the same node (the small "
+            "one's session id is chosen for its slot), because nodes differ: the node that ran the bulk-load "
+            "scripts answers every later script call some 5-10% slower until its Lua VM is reset (`SCRIPT FLUSH`), "
+            "whatever conversation is read.",
+        ],
+    )
 
 
 if __name__ == "__main__":
