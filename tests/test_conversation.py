@@ -9,7 +9,7 @@ from contextledger import (
     SlidingWindowConversationManager,
     SummarizingConversationManager,
 )
-from contextledger.errors import ConfigurationError, PinError
+from contextledger.errors import ConfigurationError, InvalidMessage, PinError
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import TokenCounter, projected_input_tokens
 from tests.managers.helpers import BACKENDS, assert_valid_view, backend_store, chat, model_call, overflow, tool_turn
@@ -103,6 +103,32 @@ def test_pin_index_validates_bounds(any_store: LedgerStore) -> None:
         conv.pin_index(2)
     assert conv.pin_index(-1) == conv.view[1].entry_id
     assert Conversation(any_store, "s").view[1].pinned
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "assistant", "content": [{"toolUse": {"name": "shell", "input": {}}}]},
+        {"role": "robot", "content": [{"text": "beep"}]},
+        {"role": "user", "content": "not a list"},
+        "not a message",
+        None,
+    ],
+)
+def test_a_malformed_append_is_rejected_whole(any_store: LedgerStore, bad: object) -> None:
+    manager = SlidingWindowConversationManager(window_size=2)
+    conv = Conversation(any_store, "s", manager=manager)
+    conv.append(*chat(2))
+    before = (conv.version, list(conv.view.entries))
+    with pytest.raises(InvalidMessage):
+        conv.append(Message.user("fine"), bad)  # type: ignore[arg-type]
+    assert (conv.version, list(conv.view.entries)) == before
+    # Nothing half-written: a restart sees the same view, and managing it still works.
+    restored = Conversation(any_store, "s", manager=SlidingWindowConversationManager(window_size=2))
+    assert (restored.version, list(restored.view.entries)) == before
+    restored.append(*chat(2, prefix="more-"))
+    assert restored.reduce() is not None
+    assert_valid_view(restored)
 
 
 @pytest.mark.parametrize(("session_id", "agent_id"), [("", "a"), ("s", "")])

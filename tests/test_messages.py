@@ -111,3 +111,45 @@ def test_tool_ids_and_text_views() -> None:
 def test_invalid_strands_messages_raise_invalid_message(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidMessage):
         Message.from_strands(bad)
+
+
+@pytest.mark.parametrize("bad", ["hello", 5, None, [{"role": "user", "content": []}]])
+def test_from_strands_rejects_what_is_not_a_dict(bad: Any) -> None:
+    with pytest.raises(InvalidMessage, match="expected a dict"):
+        Message.from_strands(bad)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("hello", "content must be a list"),
+        ({"text": "hello"}, "content must be a list"),
+        ([{"text": 5}], "text block holds a string"),
+        ([{"text": b"bytes"}], "text block holds a string"),
+        ([{"toolUse": {"name": "calc", "input": {}}}], "toolUse block needs a non-empty string toolUseId"),
+        ([{"toolUse": "calc"}], "toolUse block holds a mapping"),
+        ([{"toolResult": {"toolUseId": "", "content": []}}], "toolResult block needs a non-empty string toolUseId"),
+        ([{"toolResult": {"toolUseId": "t", "content": "done"}}], "content of toolResult 't' must be a list"),
+    ],
+)
+def test_malformed_content_is_an_invalid_message(content: Any, match: str) -> None:
+    # Both doors: a Strands dict and the Message constructor, with a one-line message.
+    with pytest.raises(InvalidMessage, match=match) as from_dict:
+        Message.from_strands({"role": "user", "content": content})
+    with pytest.raises(InvalidMessage, match=match) as constructed:
+        Message(role="user", content=content)
+    assert str(from_dict.value).startswith("not a Strands message: ")
+    for error in (from_dict.value, constructed.value):
+        assert "\n" not in str(error)
+
+
+def test_constructor_errors_are_typed_and_one_line() -> None:
+    with pytest.raises(InvalidMessage, match=r"role: Input should be 'system', 'user' or 'assistant' \(got 'robot'\)"):
+        Message(role="robot", content=[{"text": "x"}])  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match=r"not a Strands message: role: .*'robot'") as error:
+        Message.from_strands({"role": "robot", "content": [{"text": "x"}]})
+    assert "\n" not in str(error.value)
+    with pytest.raises(InvalidMessage, match="text block holds a string"):
+        Message.user(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="invalid message"):  # still a ValueError for callers that catch that
+        Message(role="user", content=[{}])

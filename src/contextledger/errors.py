@@ -34,7 +34,11 @@ class ConfigurationError(ContextLedgerError, ValueError):
 
 
 class InvalidMessage(ContextLedgerError, ValueError):
-    """A message or content block does not have the shape the ledger accepts."""
+    """A message or content block does not have the shape the ledger accepts.
+
+    Also raised, before anything is written, for a message, revision or host state value
+    that cannot be stored as JSON (e.g. a set, an arbitrary object, NaN).
+    """
 
 
 class InvalidLedgerURL(ConfigurationError):

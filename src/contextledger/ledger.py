@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import importlib
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 from contextledger.conversation import Conversation
-from contextledger.errors import InvalidLedgerURL, SessionNotFound
+from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
-from contextledger.records import Eviction, HistoryEntry, Reduction, Revision, SessionInfo, SummaryEntry, Trigger
+from contextledger.records import (
+    TRIGGERS,
+    Eviction,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SessionInfo,
+    SummaryEntry,
+    Trigger,
+)
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import TokenCounter
 
@@ -135,7 +144,27 @@ class Ledger:
         trigger: Trigger | None = None,
         since: datetime | None = None,
     ) -> list[Eviction]:
-        """What was evicted, when, why, by which reduction, replaced by which summary."""
+        """What was evicted, when, why, by which reduction, replaced by which summary.
+
+        Args:
+            session_id: The session.
+            agent_id: Only this agent (default: every agent of the session).
+            trigger: Only evictions made by reductions with this trigger.
+            since: Only evictions at or after this time (a naive datetime means UTC).
+
+        Returns:
+            The evicted entries, oldest eviction first; empty for an unknown session.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger, or ``since`` is not a datetime.
+        """
+        if trigger is not None and trigger not in TRIGGERS:
+            raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
+        if since is not None:
+            if not isinstance(since, datetime):
+                raise ConfigurationError(f"since must be a datetime, got {type(since).__name__}")
+            if since.tzinfo is None:
+                since = since.replace(tzinfo=UTC)
         return self.store.evictions(session_id, agent_id, trigger=trigger, since=since)
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:

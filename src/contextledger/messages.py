@@ -13,9 +13,9 @@ import base64
 import copy
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from contextledger.errors import InvalidMessage
 
@@ -97,6 +97,11 @@ class Message(BaseModel):
         content: Content blocks in the Converse shape; unknown kinds are kept verbatim.
         metadata: Host metadata (``usage``, ``metrics``, ``custom``). Pin state lives in
             ``metadata["custom"]["pinned"]`` exactly as Strands stores it.
+
+    Raises:
+        InvalidMessage: On construction, when a field is invalid: an unknown role,
+            content that is not a list of non-empty blocks, a ``text`` block without a
+            string, or a ``toolUse``/``toolResult`` block without a string ``toolUseId``.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -109,14 +114,23 @@ class Message(BaseModel):
     # Whether message_id came from the host; from_strands() must not invent a tracking_id.
     _emit_id: bool = PrivateAttr(default=True)
 
+    if not TYPE_CHECKING:
+        # Runtime only, so type checkers keep the field-typed constructor pydantic generates.
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise InvalidMessage(f"invalid message: {_describe_validation_error(exc)}") from exc
+
     @field_validator("content", mode="before")
     @classmethod
     def _check_content(cls, value: Any) -> Any:
         if not isinstance(value, list):
-            raise ValueError("content must be a list of content blocks")
+            raise ValueError(f"content must be a list of content blocks, got {type(value).__name__}")
         for block in value:
             if not isinstance(block, Mapping) or not block:
                 raise ValueError(f"content block must be a non-empty mapping, got {block!r}")
+            _check_block(block)
         return value
 
     # -- constructors ------------------------------------------------------------------
@@ -170,20 +184,31 @@ class Message(BaseModel):
         Raises:
             InvalidMessage: The dict is not a Strands message.
         """
+        if not isinstance(message, Mapping):
+            raise InvalidMessage(f"not a Strands message: expected a dict, got {type(message).__name__}")
         try:
             tracking_id = message.get("tracking_id")
             unknown = set(message) - {"role", "content", "tracking_id", "metadata"}
             if unknown:
                 raise ValueError(f"unknown message keys {sorted(unknown)}")
-            kwargs: dict[str, Any] = {
-                "role": message["role"],
-                "content": copy.deepcopy(list(message["content"])),
-            }
+            missing = {"role", "content"} - set(message)
+            if missing:
+                raise ValueError(f"missing message keys {sorted(missing)}")
+            content = message["content"]
+            if not isinstance(content, list | tuple):
+                raise ValueError(f"content must be a list of content blocks, got {type(content).__name__}")
+            if "metadata" in message and not isinstance(message["metadata"], Mapping):
+                raise ValueError(f"metadata must be a dict, got {type(message['metadata']).__name__}")
+            kwargs: dict[str, Any] = {"role": message["role"], "content": copy.deepcopy(list(content))}
             if "metadata" in message:
                 kwargs["metadata"] = copy.deepcopy(dict(message["metadata"]))
             if tracking_id:
                 kwargs["message_id"] = tracking_id
             result = cls(**kwargs)
+        except InvalidMessage as exc:
+            cause = exc.__cause__
+            detail = _describe_validation_error(cause) if isinstance(cause, ValidationError) else str(exc)
+            raise InvalidMessage(f"not a Strands message: {detail}") from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidMessage(f"not a Strands message: {exc}") from exc
         result._emit_id = bool(tracking_id)
@@ -291,6 +316,34 @@ class Message(BaseModel):
         """The model usage recorded on this message, if any."""
         usage = self.metadata.get("usage")
         return usage if isinstance(usage, Mapping) else None
+
+
+def _check_block(block: Mapping[str, Any]) -> None:
+    """Reject the known block kinds whose shape the ledger relies on (tool pairing, text)."""
+    if "text" in block and not isinstance(block["text"], str):
+        raise ValueError(f"a text block holds a string, got {type(block['text']).__name__}")
+    for kind in ("toolUse", "toolResult"):
+        if kind not in block:
+            continue
+        body = block[kind]
+        if not isinstance(body, Mapping):
+            raise ValueError(f"a {kind} block holds a mapping, got {type(body).__name__}")
+        tool_use_id = body.get("toolUseId")
+        if not isinstance(tool_use_id, str) or not tool_use_id:
+            raise ValueError(f"a {kind} block needs a non-empty string toolUseId, got {tool_use_id!r}")
+        if kind == "toolResult" and not isinstance(body.get("content", []), list):
+            raise ValueError(f"the content of toolResult {tool_use_id!r} must be a list of content blocks")
+
+
+def _describe_validation_error(exc: ValidationError) -> str:
+    """Pydantic's errors as one line: ``where: what (got value)`` for each."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ())) or "value"
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        got = "" if error.get("type") == "value_error" else f" (got {error.get('input')!r:.80})"
+        parts.append(f"{where}: {message}{got}")
+    return "; ".join(parts)
 
 
 def _texts(blocks: Iterable[Mapping[str, Any]]) -> Iterable[str]:

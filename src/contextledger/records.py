@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextledger.messages import Message
 
 __all__ = [
+    "TRIGGERS",
     "ConversationState",
     "EntryKind",
     "EntryStatus",
@@ -33,6 +34,8 @@ __all__ = [
 
 Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "manual", "restore"]
 """Why a reduction ran. ``restore`` marks the repair of a conversation interrupted mid-tool."""
+TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
+"""Every :data:`Trigger`, in the order above."""
 EntryKind = Literal["message", "summary"]
 EntryStatus = Literal["active", "evicted"]
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import NamedTuple, Protocol, runtime_checkable
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
+from contextledger.errors import InvalidMessage
+from contextledger.messages import encode_blocks
 from contextledger.records import (
     EntryKind,
     Eviction,
@@ -19,7 +22,7 @@ from contextledger.records import (
     Trigger,
 )
 
-__all__ = ["LedgerStore"]
+__all__ = ["LedgerStore", "check_storable"]
 
 
 @runtime_checkable
@@ -36,6 +39,8 @@ class LedgerStore(Protocol):
       grow with evicted history.
     * Nothing is removed except by :meth:`delete_session`.
     * Driver errors surface as :class:`~contextledger.errors.StoreError` subclasses.
+    * A changeset holding a value JSON cannot represent (see :func:`check_storable`)
+      raises :class:`~contextledger.errors.InvalidMessage` and changes nothing.
     """
 
     url: str
@@ -92,6 +97,34 @@ class LedgerStore(Protocol):
         ...
 
 
+def check_storable(changeset: Changeset) -> None:
+    """Check that every JSON value of ``changeset`` can be stored, the same way on every backend.
+
+    Content, metadata and host state are kept as standard JSON (bytes tagged): values
+    JSON has no form for (sets, arbitrary objects) and non-finite floats (NaN and
+    infinity, which PostgreSQL's ``json`` type refuses) are rejected before anything is
+    written.
+
+    Raises:
+        InvalidMessage: A message, revision or state value cannot be stored as JSON.
+    """
+    for entry in changeset.appends:
+        _check_json(entry.message.to_record(), f"message {entry.entry_id}")
+    for revision in changeset.revisions:
+        _check_json(encode_blocks(revision.content), f"revised content of {revision.message_id}")
+    if changeset.manager_state is not None:
+        _check_json(changeset.manager_state, "manager state")
+    if changeset.agent_state is not None:
+        _check_json(changeset.agent_state, "agent state")
+
+
+def _check_json(value: Any, what: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
+
+
 class EvictedCandidate(NamedTuple):
     """An evicted entry as a store reads it, before it is joined with its reduction."""
 
@@ -118,6 +151,8 @@ def assemble_evictions(
     Shared by the stores that read a conversation's rows and join in Python (memory,
     Redis); the SQL store does the same join in one query.
     """
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)  # naive means UTC, as in the SQL store
     replaced_by = {rid: s.summary_id for s in summaries for rid in s.replaces}
     out: list[Eviction] = []
     for c in candidates:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from contextledger.changeset import Changeset
-from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound
+from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, EntryNotFound
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
@@ -24,7 +24,7 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import EvictedCandidate, assemble_evictions
+from contextledger.stores.base import EvictedCandidate, assemble_evictions, check_storable
 
 __all__ = ["MemoryStore"]
 
@@ -175,7 +175,13 @@ class MemoryStore:
             return sorted(aid for sid, aid in self._data if sid == session_id)
 
     def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first.
+
+        Raises:
+            ConfigurationError: ``limit`` or ``offset`` is negative.
+        """
+        if limit < 0 or offset < 0:
+            raise ConfigurationError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
         with self._lock:
             by_session: dict[str, list[_Conversation]] = {}
             for (sid, _), conv in self._data.items():
@@ -202,6 +208,7 @@ class MemoryStore:
 
     def commit(self, changeset: Changeset) -> int:
         """Apply ``changeset`` atomically (validated fully before anything changes)."""
+        check_storable(changeset)
         key = (changeset.session_id, changeset.agent_id)
         with self._lock:
             conv = self._data.get(key)

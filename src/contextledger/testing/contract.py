@@ -14,7 +14,7 @@ import pytest
 
 from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation, Edit
-from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound
+from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, EntryNotFound, InvalidMessage
 from contextledger.messages import Message
 from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
@@ -151,6 +151,36 @@ class StoreContract:
         assert snap.state.model_call_count == 7
         assert snap.state.manager_state == {"manager": "x", "n": 1}
         assert snap.state.agent_state == {"k": ["v", 2]}
+
+    @pytest.mark.parametrize(
+        "bad",
+        ["set", "object", "nan", "infinity", "revision", "agent_state", "manager_state"],
+    )
+    def test_value_json_cannot_hold_is_rejected_atomically(self, store: LedgerStore, bad: str) -> None:
+        msgs = [Message.user("a"), Message.user("b")]
+        _create(store, "s", msgs)
+        before = store.load("s", "a")
+        payload: dict[str, object] = {
+            "set": {1, 2},
+            "object": object(),
+            "nan": float("nan"),
+            "infinity": {"x": float("inf")},
+        }
+        fields: dict[str, object] = {"session_id": "s", "agent_id": "a", "expected_version": 1, "next_seq": 3}
+        if bad in payload:
+            odd = Message(role="user", content=[{"json": payload[bad]}])
+            fields["appends"] = _entries([odd], 2)
+        elif bad == "revision":
+            fields["revisions"] = (ContentRevision(message_id=msgs[0].message_id, content=[{"json": float("nan")}]),)
+            fields["reduction"] = _reduction("s", revised=(msgs[0].message_id,))
+        else:
+            fields[bad] = {"manager": "x", "value": float("nan")} if bad == "manager_state" else {"k": object()}
+        with pytest.raises(InvalidMessage, match="JSON"):
+            store.commit(Changeset.model_validate(fields))
+        assert store.load("s", "a") == before
+        assert len(store.history("s", "a")) == 2
+        assert store.reductions("s") == []
+        assert store.revisions("s", "a") == []
 
     def test_agents_are_isolated(self, store: LedgerStore) -> None:
         _create(store, "s", [Message.user("a1")], agent_id="a")
@@ -324,6 +354,8 @@ class StoreContract:
         assert [e.entry_id for e in store.evictions("s", "a", trigger="per_turn")] == [msgs[0].message_id]
         assert [e.entry_id for e in store.evictions("s", since=cut, agent_id="a")] == [msgs[1].message_id]
         assert store.evictions("s", since=utcnow() + timedelta(seconds=5)) == []
+        # A naive datetime means UTC.
+        assert store.evictions("s", "a", since=cut.replace(tzinfo=None)) == store.evictions("s", "a", since=cut)
         assert len(store.reductions("s")) == 3
         assert len(store.reductions("s", "b")) == 1
 
@@ -346,6 +378,12 @@ class StoreContract:
         assert store.load("s4", "a") is None
         assert store.history("s4", "a") == []
         assert [s.session_id for s in store.sessions()] == ["s3", "s2", "s1", "s0"]
+
+    @pytest.mark.parametrize(("limit", "offset"), [(-1, 0), (2, -1)])
+    def test_sessions_rejects_negative_paging(self, store: LedgerStore, limit: int, offset: int) -> None:
+        _create(store, "s", [Message.user("x")])
+        with pytest.raises(ConfigurationError, match="must be >= 0"):
+            store.sessions(limit=limit, offset=offset)
 
     def test_delete_removes_everything(self, store: LedgerStore) -> None:
         conv = Conversation(store, "gone", "a")

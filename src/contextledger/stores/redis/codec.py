@@ -41,10 +41,11 @@ def dumps(value: Any) -> str:
     """Compact JSON (ASCII-escaped, so any Python string, lone surrogates included, survives).
 
     Raises:
-        InvalidMessage: ``value`` holds something JSON cannot represent.
+        InvalidMessage: ``value`` holds something JSON cannot represent (NaN and infinity
+            included, as on every other backend).
     """
     try:
-        return json.dumps(value, separators=(",", ":"))
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
 

@@ -32,6 +32,7 @@ from contextledger.records import (
     Trigger,
     utcnow,
 )
+from contextledger.stores.base import check_storable
 from contextledger.stores.sql import queries, schema
 from contextledger.stores.sql.changes import apply_changeset
 from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, is_sqlite, mask, parse_url, translate
@@ -180,7 +181,9 @@ class SQLStore:
             ConcurrencyConflict: The conversation moved on since the changeset was planned.
             DuplicateEntry: An appended id already exists.
             EntryNotFound: An evicted, revised or pinned id is not an active entry.
+            InvalidMessage: A value cannot be stored as JSON (checked before the transaction).
         """
+        check_storable(changeset)
         try:
             with self._transaction(write=True) as conn:
                 version = apply_changeset(conn, changeset, utcnow())

@@ -1,0 +1,36 @@
+"""The ``Ledger`` entry point: opening URLs and validating query arguments."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import pytest
+
+from contextledger import Ledger, Message, ReductionPlan
+from contextledger.errors import ConfigurationError
+from contextledger.records import utcnow
+from contextledger.stores.base import LedgerStore
+
+
+def test_eviction_query_arguments_are_checked(memory_store: LedgerStore) -> None:
+    ledger = Ledger(memory_store)
+    conversation = ledger.conversation("s")
+    conversation.append(Message.user("a"), Message.user("b"), Message.user("c"))
+    conversation.apply_plan(lambda v: ReductionPlan(strategy="w", evict=(v.ids[0],)), trigger="per_turn")
+    time.sleep(0.01)
+    cut = utcnow()
+    time.sleep(0.01)
+    conversation.apply_plan(lambda v: ReductionPlan(strategy="w", evict=(v.ids[0],)), trigger="per_turn")
+    assert len(ledger.evictions("s", trigger="per_turn")) == 2
+    # A typo in the trigger is an error, not an empty answer.
+    with pytest.raises(ConfigurationError, match="unknown trigger 'per-turn'"):
+        ledger.evictions("s", trigger="per-turn")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="since must be a datetime"):
+        ledger.evictions("s", since="2h")  # type: ignore[arg-type]
+    # A naive datetime means UTC.
+    naive: datetime = cut.replace(tzinfo=None)
+    assert [e.entry_id for e in ledger.evictions("s", since=naive)] == [
+        e.entry_id for e in ledger.evictions("s", since=cut)
+    ]
+    assert len(ledger.evictions("s", since=naive)) == 1
