@@ -131,10 +131,53 @@ def test_a_malformed_append_is_rejected_whole(any_store: LedgerStore, bad: objec
     assert_valid_view(restored)
 
 
-@pytest.mark.parametrize(("session_id", "agent_id"), [("", "a"), ("s", "")])
+@pytest.mark.parametrize(("session_id", "agent_id"), [("", "a"), ("s", ""), (5, "a"), ("s", None)])
 def test_conversation_needs_ids(memory_store: LedgerStore, session_id: str, agent_id: str) -> None:
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(ConfigurationError, match="non-empty strings"):
         Conversation(memory_store, session_id, agent_id)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"manager": "sliding_window"}, "manager must be a ConversationManager"),
+        ({"token_counter": 4}, "token_counter must have a count"),
+        ({"context_window_limit": -5}, "context_window_limit must be a positive int"),
+        ({"context_window_limit": 0}, "context_window_limit must be a positive int"),
+        ({"max_retries": -1}, "max_retries must be an int >= 0"),
+        ({"overflow_errors": ("TooLong",)}, "overflow_errors must be exception types"),
+    ],
+)
+def test_conversation_options_are_checked(memory_store: LedgerStore, options: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        Conversation(memory_store, "s", **options)  # type: ignore[arg-type]
+    assert memory_store.load("s", "default") is None
+
+
+@pytest.mark.parametrize("index", ["0", 1.0, None, True])
+def test_pin_index_needs_an_int(any_store: LedgerStore, index: object) -> None:
+    conv = Conversation(any_store, "s")
+    conv.append(*chat(2))
+    version = conv.version
+    with pytest.raises(PinError, match="index must be an int"):
+        conv.pin_index(index)  # type: ignore[arg-type]
+    assert conv.version == version
+    assert not any(e.pinned for e in Conversation(any_store, "s").view)
+
+
+def test_unknown_trigger_and_bad_agent_state_are_rejected(any_store: LedgerStore) -> None:
+    conv = Conversation(any_store, "s", manager=SlidingWindowConversationManager(window_size=1))
+    conv.append(*chat(3))
+    version = conv.version
+    with pytest.raises(ConfigurationError, match="unknown trigger 'per-turn'"):
+        conv.reduce("per-turn")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="unknown trigger"):
+        conv.apply_plan(lambda v: None, trigger="later")  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match="agent state must be a mapping"):
+        conv.set_agent_state([("k", "v")])  # type: ignore[arg-type]
+    assert conv.version == version
+    assert any_store.reductions("s") == []
+    assert len(Conversation(any_store, "s").view) == 3
 
 
 # -- token estimation ----------------------------------------------------------------------------

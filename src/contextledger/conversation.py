@@ -15,6 +15,7 @@ from contextledger.errors import (
     ConfigurationError,
     ContextWindowOverflowError,
     EntryNotFound,
+    InvalidMessage,
     PinError,
 )
 from contextledger.hooks import (
@@ -26,7 +27,16 @@ from contextledger.hooks import (
 )
 from contextledger.managers.base import ConversationManager, ReductionRequest
 from contextledger.messages import Message
-from contextledger.records import ConversationState, Reduction, Snapshot, SummaryEntry, Trigger, ViewEntry, new_id
+from contextledger.records import (
+    TRIGGERS,
+    ConversationState,
+    Reduction,
+    Snapshot,
+    SummaryEntry,
+    Trigger,
+    ViewEntry,
+    new_id,
+)
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter, projected_input_tokens
 from contextledger.view import View
@@ -106,11 +116,29 @@ class Conversation:
         max_retries: int = 8,
         overflow_errors: tuple[type[BaseException], ...] = (),
     ) -> None:
-        """Open (or create lazily) the conversation; see the class docstring."""
-        if not session_id or not agent_id:
-            raise ConfigurationError("session_id and agent_id must be non-empty strings")
-        if max_retries < 0:
-            raise ConfigurationError("max_retries must be >= 0")
+        """Open (or create lazily) the conversation; see the class docstring.
+
+        Raises:
+            ConfigurationError: An id is not a non-empty string, ``manager`` is not a
+                :class:`ConversationManager`, ``token_counter`` has no ``count``,
+                ``context_window_limit`` is not a positive int, ``max_retries`` is negative
+                or ``overflow_errors`` holds something that is not an exception type.
+        """
+        if not (isinstance(session_id, str) and session_id and isinstance(agent_id, str) and agent_id):
+            raise ConfigurationError(
+                f"session_id and agent_id must be non-empty strings, got {session_id!r} and {agent_id!r}"
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if manager is not None and not isinstance(manager, ConversationManager):
+            raise ConfigurationError(
+                f"manager must be a ConversationManager (e.g. SlidingWindowConversationManager), got {manager!r}"
+            )
+        if token_counter is not None and not callable(getattr(token_counter, "count", None)):
+            raise ConfigurationError(f"token_counter must have a count(message) method, got {token_counter!r}")
+        _check_limit(context_window_limit)
+        if not all(isinstance(e, type) and issubclass(e, BaseException) for e in overflow_errors):
+            raise ConfigurationError(f"overflow_errors must be exception types, got {overflow_errors!r}")
         self.store = store
         self.session_id = session_id
         self.agent_id = agent_id
@@ -211,8 +239,10 @@ class Conversation:
         """Pin or unpin the message at ``index`` of the view and return its id.
 
         Raises:
-            PinError: ``index`` is out of range or names a summary.
+            PinError: ``index`` is not an int, is out of range or names a summary.
         """
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise PinError(f"index must be an int, got {index!r}")
         with self._lock:
             size = len(self._view)
             if not -size <= index < size:
@@ -231,12 +261,23 @@ class Conversation:
         self.edit(build)
 
     def set_agent_state(self, state: Mapping[str, Any]) -> None:
-        """Replace the host key/value state (one commit)."""
+        """Replace the host key/value state (one commit).
+
+        Raises:
+            InvalidMessage: ``state`` is not a mapping, or holds a value JSON cannot store.
+        """
+        if not isinstance(state, Mapping):
+            raise InvalidMessage(f"agent state must be a mapping, got {type(state).__name__}")
         snapshot = dict(state)
         self.edit(lambda _view: Edit(agent_state=snapshot))
 
     def reduce(self, trigger: Trigger = "manual", *, error: BaseException | None = None) -> Reduction | None:
-        """Ask the manager for a plan now and commit it; ``None`` when nothing changed."""
+        """Ask the manager for a plan now and commit it; ``None`` when nothing changed.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+        """
+        _check_trigger(trigger)
         if self.manager is None:
             return None
         manager = self.manager
@@ -250,7 +291,12 @@ class Conversation:
         trigger: Trigger,
         error: BaseException | None = None,
     ) -> Reduction | None:
-        """Commit the plan ``planner`` makes for the current view (re-planned on conflict)."""
+        """Commit the plan ``planner`` makes for the current view (re-planned on conflict).
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+        """
+        _check_trigger(trigger)
 
         def build(view: View) -> Edit | None:
             plan = planner(view)
@@ -517,6 +563,16 @@ class Conversation:
     def request(self, trigger: Trigger, error: BaseException | None = None, **overrides: Any) -> ReductionRequest:
         """Build the :class:`ReductionRequest` a manager callback plans with."""
         return self._request(trigger, error).model_copy(update=overrides)
+
+
+def _check_limit(limit: object) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigurationError(f"context_window_limit must be a positive int or None, got {limit!r}")
+
+
+def _check_trigger(trigger: object) -> None:
+    if trigger not in TRIGGERS:
+        raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
 
 
 def _revised(view: View, revision: ContentRevision) -> Message:
