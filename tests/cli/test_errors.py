@@ -53,6 +53,13 @@ def test_bad_url_is_a_config_error(invoke: Invoke, url: str) -> None:
     _one_line_error(result.stderr)
 
 
+def test_missing_postgres_driver_is_a_config_error(invoke: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if psycopg were not installed
+    result = invoke("sessions", "--url", f"postgresql://nobody@127.0.0.1:{_closed_port()}/x")
+    assert result.exit_code == ExitCode.CONFIG
+    assert "pip install 'contextledger[postgres]'" in _one_line_error(result.stderr)
+
+
 def test_missing_sqlite_file_is_refused_not_created(invoke: Invoke, tmp_path: Path) -> None:
     path = tmp_path / "absent.db"
     result = invoke("sessions", "--url", f"sqlite:///{path}")

@@ -145,3 +145,18 @@ def test_wrapping_a_client(redis_url: str, redis_key_prefix: str) -> None:
 def test_malformed_url_is_a_typed_error(url: str) -> None:
     with pytest.raises(InvalidLedgerURL, match="Port"):
         Ledger.connect(url)
+
+
+@pytest.mark.parametrize("path", ["/myapp", "/0/extra", "/1x"])
+def test_a_path_that_is_not_a_database_number_is_refused(redis_url: str, path: str) -> None:
+    # redis-py ignores such a path and connects to database 0; a typo must not do that silently.
+    base = redis_url.rsplit("/", 1)[0]
+    with pytest.raises(InvalidLedgerURL, match="the path names the database number"):
+        Ledger.connect(base + path)
+
+
+@pytest.mark.parametrize("path", ["", "/", "/0", "/3"])
+def test_database_number_paths_are_accepted(redis_url: str, redis_key_prefix: str, path: str) -> None:
+    base = redis_url.rsplit("/", 1)[0]
+    with Ledger.connect(base + path, key_prefix=redis_key_prefix) as ledger:
+        assert ledger.agents("nothing") == []

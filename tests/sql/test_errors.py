@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,14 @@ def test_bad_urls_are_invalid_ledger_urls(url: str) -> None:
     with pytest.raises(InvalidLedgerURL) as info:
         Ledger.connect(url)
     assert ":pw@" not in str(info.value)
+
+
+def test_missing_postgres_driver_is_an_invalid_ledger_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if psycopg were not installed
+    with pytest.raises(InvalidLedgerURL, match=r"pip install 'contextledger\[postgres\]'") as info:
+        Ledger.connect(f"postgresql://ledger:topsecret@127.0.0.1:{_closed_port()}/ledger")
+    assert "topsecret" not in str(info.value)
+    assert isinstance(info.value.__cause__, ImportError)
 
 
 def test_unreachable_server_is_store_unavailable_naming_the_host() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -71,6 +72,7 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     ClusterDownError,
     SlotNotCoveredError,
 )
+_DB_PATH = re.compile(r"/?|/\d+/?")
 _SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
@@ -166,7 +168,7 @@ class RedisStore:
         store decodes values itself so bytes stay exact).
 
         Raises:
-            InvalidLedgerURL: The scheme is not a Redis one.
+            InvalidLedgerURL: The scheme is not a Redis one, or the path is not a database number.
             ConfigurationError: ``key_prefix`` is empty or holds braces.
             StoreUnavailable: The server (or no cluster node) did not answer.
         """
@@ -176,6 +178,12 @@ class RedisStore:
             raise InvalidLedgerURL(f"not a Redis ledger URL: {mask_password(url)!r} (expected redis://host:port/db)")
         check_prefix(key_prefix)
         driver_url = f"{driver_scheme}://{rest}"
+        if not _DB_PATH.fullmatch(urlsplit(driver_url).path):
+            # redis-py would silently ignore it and use database 0.
+            raise InvalidLedgerURL(
+                f"invalid Redis URL {mask_password(url)!r}: the path names the database number "
+                "(redis://host:port/0); use key_prefix= to separate applications"
+            )
         options["decode_responses"] = False
         options.setdefault("socket_connect_timeout", 5.0)
         endpoint = _endpoint(driver_url)

@@ -123,6 +123,9 @@ def build_engine(
         connect_timeout: PostgreSQL: seconds to wait for the server to answer.
         connect_args: Extra arguments for the driver's ``connect``.
         **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
+
+    Raises:
+        InvalidLedgerURL: The URL needs a driver that is not installed (psycopg).
     """
     options: dict[str, Any] = {"echo": echo, "pool_pre_ping": pool_pre_ping, **engine_options}
     for name, value in (
@@ -146,7 +149,12 @@ def build_engine(
         _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not _is_memory(url))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
-    return create_engine(url, connect_args=args, **options)
+    try:
+        return create_engine(url, connect_args=args, **options)
+    except ImportError as exc:  # SQLAlchemy imports the driver here
+        raise InvalidLedgerURL(
+            f"the PostgreSQL backend needs psycopg 3: pip install 'contextledger[postgres]' ({exc})"
+        ) from exc
 
 
 def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int, wal: bool) -> None:
