@@ -237,6 +237,35 @@ def test_invalid_options(kwargs: dict[str, object], match: str) -> None:
         SummarizingConversationManager(**kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("summary_ratio", 0), ("summary_ratio", 5), ("preserve_recent_messages", -3), ("summarizer", "nope")],
+)
+def test_options_are_validated_also_at_run_time(memory_store: LedgerStore, option: str, value: object) -> None:
+    manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
+    kept = getattr(manager, option)
+    with pytest.raises(ConfigurationError, match=option):
+        setattr(manager, option, value)
+    assert getattr(manager, option) == kept
+    # The manager still plans with the old value.
+    conv = Conversation(memory_store, "s", manager=manager)
+    conv.append(*chat(10))
+    assert conv.reduce() is not None
+    assert_valid_view(conv)
+
+
+def test_options_can_change_at_run_time(memory_store: LedgerStore) -> None:
+    manager = SummarizingConversationManager(summary_ratio=0.2, preserve_recent_messages=2)
+    conv = Conversation(memory_store, "s", manager=manager)
+    conv.append(*chat(10))
+    manager.summary_ratio = 1
+    manager.summarizer = lambda messages: f"{len(messages)} messages"
+    reduction = conv.reduce()
+    assert reduction is not None
+    (summary,) = memory_store.summaries("s")
+    assert summary.content == "8 messages"  # all but the two preserved, at ratio 1
+
+
 def test_summarizing_does_nothing_at_end_of_invocation(memory_store: LedgerStore) -> None:
     manager = SummarizingConversationManager(preserve_recent_messages=0)
     conv = Conversation(memory_store, "s", manager=manager)

@@ -193,3 +193,14 @@ def test_protected_ranges_are_honoured(memory_store: LedgerStore) -> None:
 def test_invalid_options(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         TurnWindowConversationManager(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("max_user_turns", 0), ("max_user_turns", "2"), ("remove_tool_messages", 1)]
+)
+def test_options_are_validated_also_at_run_time(option: str, value: object) -> None:
+    manager = TurnWindowConversationManager(2, remove_tool_messages=True)
+    kept = getattr(manager, option)
+    with pytest.raises(ConfigurationError, match=option):
+        setattr(manager, option, value)
+    assert getattr(manager, option) == kept

@@ -43,6 +43,9 @@ class SummarizingConversationManager(PolicyManager):
         proactive_compression: ``True``, ``{"compression_threshold": x}`` or ``None``.
         protected_messages: ``{"first": N, "last": M}`` entries never summarized.
 
+    Options can be changed at run time (``manager.summary_ratio = 0.5``); an invalid
+    value raises and leaves the option as it was.
+
     Raises:
         ConfigurationError: An option is invalid.
     """
@@ -60,19 +63,44 @@ class SummarizingConversationManager(PolicyManager):
     ) -> None:
         """Validate and keep the options; see the class docstring."""
         super().__init__(proactive_compression=proactive_compression, protected_messages=protected_messages)
-        if isinstance(summary_ratio, bool) or not isinstance(summary_ratio, int | float) or not 0 < summary_ratio <= 1:
-            raise ConfigurationError(f"summary_ratio must be a number in (0, 1], got {summary_ratio!r}")
-        if (
-            isinstance(preserve_recent_messages, bool)
-            or not isinstance(preserve_recent_messages, int)
-            or preserve_recent_messages < 0
-        ):
-            raise ConfigurationError(f"preserve_recent_messages must be an int >= 0, got {preserve_recent_messages!r}")
-        if summarizer is not None and not callable(summarizer):
-            raise ConfigurationError(f"summarizer must be a callable (list[Message]) -> str, got {summarizer!r}")
-        self.summary_ratio = float(summary_ratio)
+        self.summary_ratio = summary_ratio
         self.preserve_recent_messages = preserve_recent_messages
-        self.summarizer: Summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
+        self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
+
+    # -- validated options (also on assignment at run time) ----------------------------------
+
+    @property
+    def summary_ratio(self) -> float:
+        """Share of the view summarized per reduction, in (0, 1]."""
+        return self._summary_ratio
+
+    @summary_ratio.setter
+    def summary_ratio(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ConfigurationError(f"summary_ratio must be a number in (0, 1], got {value!r}")
+        self._summary_ratio = float(value)
+
+    @property
+    def preserve_recent_messages(self) -> int:
+        """Most recent entries never summarized (>= 0)."""
+        return self._preserve_recent_messages
+
+    @preserve_recent_messages.setter
+    def preserve_recent_messages(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigurationError(f"preserve_recent_messages must be an int >= 0, got {value!r}")
+        self._preserve_recent_messages = value
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The callable that writes summaries, ``(list[Message]) -> str``."""
+        return self._summarizer
+
+    @summarizer.setter
+    def summarizer(self, value: Summarizer) -> None:
+        if not callable(value):
+            raise ConfigurationError(f"summarizer must be a callable (list[Message]) -> str, got {value!r}")
+        self._summarizer = value
 
     @property
     def summarizer_name(self) -> str:

@@ -97,6 +97,9 @@ class TurnWindowConversationManager(PolicyManager):
         proactive_compression: ``True``, ``{"compression_threshold": x}`` or ``None``.
         protected_messages: ``{"first": N, "last": M}`` entries never evicted.
 
+    Options can be changed at run time (``manager.max_user_turns = 5``); an invalid
+    value raises and leaves the option as it was.
+
     Raises:
         ConfigurationError: An option is invalid.
     """
@@ -114,12 +117,32 @@ class TurnWindowConversationManager(PolicyManager):
     ) -> None:
         """Validate and keep the options; see the class docstring."""
         super().__init__(proactive_compression=proactive_compression, protected_messages=protected_messages)
-        if isinstance(max_user_turns, bool) or not isinstance(max_user_turns, int) or max_user_turns < 1:
-            raise ConfigurationError(f"max_user_turns must be an int >= 1, got {max_user_turns!r}")
-        if not isinstance(remove_tool_messages, bool):
-            raise ConfigurationError(f"remove_tool_messages must be a bool, got {remove_tool_messages!r}")
         self.max_user_turns = max_user_turns
         self.remove_tool_messages = remove_tool_messages
+
+    # -- validated options (also on assignment at run time) ----------------------------------
+
+    @property
+    def max_user_turns(self) -> int:
+        """User turns kept (>= 1)."""
+        return self._max_user_turns
+
+    @max_user_turns.setter
+    def max_user_turns(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"max_user_turns must be an int >= 1, got {value!r}")
+        self._max_user_turns = value
+
+    @property
+    def remove_tool_messages(self) -> bool:
+        """Whether complete tool sequences are evicted too."""
+        return self._remove_tool_messages
+
+    @remove_tool_messages.setter
+    def remove_tool_messages(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"remove_tool_messages must be a bool, got {value!r}")
+        self._remove_tool_messages = value
 
     def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
         """Evict turns beyond the window (and complete tool sequences when asked)."""
