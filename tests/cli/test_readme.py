@@ -58,6 +58,20 @@ def test_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         assert "damaged" in view[0].message.plain_text
 
 
+def test_plain_python_quickstart_runs_again_on_the_same_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer runs the quickstart twice: the second run continues the same conversation."""
+    monkeypatch.chdir(tmp_path)
+    quickstart = next(b for b in _blocks("python") if "call_model" in b)
+    for _ in range(2):
+        exec(compile(quickstart, "README.md", "exec"), {"__name__": "readme_example"})
+    with Ledger.connect("sqlite:///agents.db") as ledger:
+        conversation = ledger.conversation("support-42", "assistant")
+        assert conversation.model_call_count == 2
+        assert conversation.view[0].pinned
+
+
 def test_documented_exit_codes_match(invoke: Invoke) -> None:
     rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", README, re.MULTILINE))
     assert {int(code) for code in rows} == {int(code) for code in ExitCode}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -98,6 +99,15 @@ def test_sqlite_upgrades_itself_by_default(sqlite_url: str) -> None:
     with Ledger.connect(sqlite_url) as ledger:
         ledger.conversation("s").append(Message.user("hi"))
     assert current(sqlite_url) == head()
+
+
+def test_only_a_real_upgrade_is_logged_at_info(sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="contextledger")
+    Ledger.connect(sqlite_url).close()
+    assert [r.getMessage() for r in caplog.records if "upgraded ledger schema" in r.getMessage()] != []
+    caplog.clear()
+    Ledger.connect(sqlite_url).close()  # already at head: every later open is quiet at INFO
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO and "schema" in r.getMessage()] == []
 
 
 def test_postgres_is_not_upgraded_unless_asked(postgres_empty_url: str) -> None:

@@ -50,8 +50,9 @@ def demo(
 ) -> None:
     """Run a scripted, tool-using agent over several sessions; stop; restart from the database; report.
 
-    Nothing leaves this machine: the model is scripted. By default the demo writes its
-    own SQLite file (contextledger-demo.db), recreated on every run unless --keep.
+    Nothing leaves this machine: the model is scripted.
+
+    By default the demo writes its own SQLite file (contextledger-demo.db), recreated on every run unless --keep.
     """
     options = DemoOptions(url=url, sessions=sessions, turns=turns, keep=keep)
     options.validate()

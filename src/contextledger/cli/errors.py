@@ -28,9 +28,10 @@ class ExitCode(IntEnum):
         OK: Success.
         ERROR: Any other error: a store failure, a declined ``delete``, a failed demo check.
         USAGE: Bad command line (unknown option, invalid value).
-        CONFIG: Bad ledger URL or configuration, or a backend's optional dependency missing.
+        CONFIG: Bad ledger URL or configuration (a missing SQLite file or a backend's
+            optional dependency included).
         UNAVAILABLE: The ledger server could not be reached.
-        NOT_FOUND: No such session, agent or ledger file.
+        NOT_FOUND: No such session or agent.
         SCHEMA: The database schema is out of date; run ``contextledger db upgrade``.
         INTERRUPTED: Interrupted with Ctrl-C.
     """

@@ -377,8 +377,9 @@ def export(
 ) -> None:
     """Export the whole session as JSON lines: state, messages, summaries, reductions, revisions.
 
-    Each line is one object with a ``type`` of ``conversation``, ``message``, ``summary``,
-    ``reduction`` or ``revision``; message content keeps binary blocks base64-tagged.
+    Each line is one object whose "type" is conversation, message, summary, reduction or revision.
+
+    Message content keeps binary blocks base64-tagged.
     """
     with open_ledger(url) as ledger:
         lines: list[str] = []

@@ -215,7 +215,11 @@ def upgrade(target: Target, revision: str = "head") -> None:
         if found is not None and not _known(found):
             raise SchemaOutOfDate(found, head(), upgrade_command(target))
         command.upgrade(alembic_config(connection), revision)
-        logger.info("url=<%s>, from=<%s>, to=<%s> | upgraded ledger schema", mask(_url_of(target)), found, revision)
+        reached = _current(connection)
+        # Every SQLite open upgrades: only a real change is worth an info line.
+        level = logging.INFO if reached != found else logging.DEBUG
+        message = "upgraded ledger schema" if reached != found else "ledger schema already up to date"
+        logger.log(level, "url=<%s>, from=<%s>, to=<%s> | %s", mask(_url_of(target)), found, reached, message)
 
 
 def downgrade(target: Target, revision: str) -> None:
