@@ -61,6 +61,7 @@ from contextledger.records import (
     SessionInfo,
     Snapshot,
     SummaryEntry,
+    Trigger,
     ViewEntry,
 )
 from contextledger.stores.base import LedgerStore
@@ -129,6 +130,7 @@ __all__ = [
     "SummaryDraft",
     "SummaryEntry",
     "TokenCounter",
+    "Trigger",
     "TurnWindowConversationManager",
     "View",
     "ViewEntry",

@@ -214,6 +214,14 @@ class Conversation:
         """Append messages in one commit, then fire :class:`MessageAddedEvent` for each.
 
         Strands message dicts are accepted and converted with :meth:`Message.from_strands`.
+
+        Returns:
+            The appended messages (ids assigned), in order.
+
+        Raises:
+            InvalidMessage: A message is malformed or holds a value JSON cannot store;
+                nothing is appended.
+            DuplicateEntry: A message id is already in the conversation; nothing is appended.
         """
         converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
         if not converted:
@@ -232,7 +240,11 @@ class Conversation:
         self._set_pin(entry_id, True)
 
     def unpin(self, entry_id: str) -> None:
-        """Unpin an active message (persisted at once)."""
+        """Unpin an active message (persisted at once).
+
+        Raises:
+            PinError: ``entry_id`` is not an active message.
+        """
         self._set_pin(entry_id, False)
 
     def pin_index(self, index: int, pinned: bool = True) -> str:

@@ -90,7 +90,15 @@ class Ledger:
     def connect(cls, url: str = DEFAULT_URL, **options: Any) -> Ledger:
         """Open the ledger at ``url`` (``memory://``, ``sqlite:///…``, ``postgresql+psycopg://…``, ``redis://…``).
 
-        Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL).
+        Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL,
+        ``key_prefix="myapp"`` for Redis).
+
+        Raises:
+            InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
+                optional driver that is not installed.
+            StoreUnavailable: The database or server could not be reached.
+            SchemaOutOfDate: The SQL schema does not match this library (run
+                ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
         """
         return cls(open_store(url, **options))
 
@@ -112,8 +120,22 @@ class Ledger:
     ) -> Conversation:
         """Open the conversation of (session_id, agent_id), restoring its active view.
 
-        With ``repair`` (the default) a view left mid-tool by a crash is repaired and
-        the repair recorded (see :meth:`Conversation.repair_interrupted_tools`).
+        A new conversation is created by its first commit. With ``repair`` (the default)
+        a view left mid-tool by a crash is repaired and the repair recorded (see
+        :meth:`Conversation.repair_interrupted_tools`).
+
+        Args:
+            session_id: The session.
+            agent_id: The agent within the session.
+            manager: The policy that manages the context window (``None``: the view only grows).
+            token_counter: Per-message token estimates (default: about four characters a token).
+            context_window_limit: The model's context window in tokens (for proactive compression).
+            repair: Repair a view left mid-tool on open.
+            **options: :class:`Conversation` options: ``max_retries`` (conflict retries per
+                commit), ``overflow_errors`` (your SDK's context-overflow exception types).
+
+        Raises:
+            ConfigurationError: An option is invalid.
         """
         conversation = Conversation(
             self.store,
