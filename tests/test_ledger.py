@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +35,15 @@ def test_eviction_query_arguments_are_checked(memory_store: LedgerStore) -> None
         e.entry_id for e in ledger.evictions("s", since=cut)
     ]
     assert len(ledger.evictions("s", since=naive)) == 1
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///{tmp}/options.db"])
+def test_an_option_the_backend_does_not_take_is_a_configuration_error(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigurationError, match="unsupported option") as info:
+        Ledger.connect(url.format(tmp=tmp_path), no_such_option=1)
+    assert "no_such_option" in str(info.value)
+
+
+def test_a_url_given_to_the_constructor_points_to_connect() -> None:
+    with pytest.raises(ConfigurationError, match=r"Ledger.connect\('sqlite:///agents.db'\)"):
+        Ledger("sqlite:///agents.db")  # type: ignore[arg-type]

@@ -130,6 +130,7 @@ def test_from_strands_rejects_what_is_not_a_dict(bad: Any) -> None:
         ([{"toolUse": "calc"}], "toolUse block holds a mapping"),
         ([{"toolResult": {"toolUseId": "", "content": []}}], "toolResult block needs a non-empty string toolUseId"),
         ([{"toolResult": {"toolUseId": "t", "content": "done"}}], "content of toolResult 't' must be a list"),
+        ([{"toolResult": {"toolUseId": "t", "status": "ok", "content": []}}], "status is 'success' or 'error'"),
     ],
 )
 def test_malformed_content_is_an_invalid_message(content: Any, match: str) -> None:
@@ -153,3 +154,10 @@ def test_constructor_errors_are_typed_and_one_line() -> None:
         Message.user(5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid message"):  # still a ValueError for callers that catch that
         Message(role="user", content=[{}])
+
+
+def test_tool_result_needs_text_or_blocks() -> None:
+    with pytest.raises(InvalidMessage, match="text or a list of content blocks"):
+        Message.tool_result("t", 5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match="status is 'success' or 'error'"):
+        Message.tool_result("t", "done", status="ok")  # type: ignore[arg-type]

@@ -48,6 +48,7 @@ def open_store(url: str, **options: Any) -> LedgerStore:
 
     Raises:
         InvalidLedgerURL: The URL is malformed or names no supported backend.
+        ConfigurationError: An option is not one the backend takes.
         StoreUnavailable: The server could not be reached.
         SchemaOutOfDate: The SQL schema does not match this library.
     """
@@ -71,7 +72,12 @@ def open_store(url: str, **options: Any) -> LedgerStore:
         ) from exc
     for part in attr.split("."):
         obj = getattr(obj, part)
-    store: LedgerStore = obj(url, **options)
+    try:
+        store: LedgerStore = obj(url, **options)
+    except TypeError as exc:
+        if not options:
+            raise
+        raise ConfigurationError(f"unsupported option for the {scheme} backend: {exc}") from exc
     return store
 
 
@@ -83,7 +89,15 @@ class Ledger:
     """
 
     def __init__(self, store: LedgerStore) -> None:
-        """Wrap ``store``."""
+        """Wrap ``store``.
+
+        Raises:
+            ConfigurationError: ``store`` is not a :class:`LedgerStore` (for a URL, use
+                :meth:`connect`).
+        """
+        if not isinstance(store, LedgerStore):
+            hint = f"; to open a URL use Ledger.connect({store!r})" if isinstance(store, str) else ""
+            raise ConfigurationError(f"Ledger wraps a LedgerStore, got {type(store).__name__}{hint}")
         self.store = store
 
     @classmethod
@@ -96,6 +110,7 @@ class Ledger:
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
+            ConfigurationError: An option is not one the backend takes.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).

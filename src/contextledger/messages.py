@@ -170,7 +170,14 @@ class Message(BaseModel):
         *,
         status: Literal["success", "error"] = "success",
     ) -> Message:
-        """Build the user message carrying one tool result."""
+        """Build the user message carrying one tool result.
+
+        Raises:
+            InvalidMessage: ``result`` is neither text nor a list of blocks, or ``status``
+                is not ``success``/``error``.
+        """
+        if not isinstance(result, str | list | tuple):
+            raise InvalidMessage(f"a tool result is text or a list of content blocks, got {type(result).__name__}")
         content = [{"text": result}] if isinstance(result, str) else list(result)
         return cls(
             role="user",
@@ -333,6 +340,8 @@ def _check_block(block: Mapping[str, Any]) -> None:
             raise ValueError(f"a {kind} block needs a non-empty string toolUseId, got {tool_use_id!r}")
         if kind == "toolResult" and not isinstance(body.get("content", []), list):
             raise ValueError(f"the content of toolResult {tool_use_id!r} must be a list of content blocks")
+        if kind == "toolResult" and body.get("status", "success") not in ("success", "error"):
+            raise ValueError(f"toolResult {tool_use_id!r}: status is 'success' or 'error', got {body['status']!r}")
 
 
 def _describe_validation_error(exc: ValidationError) -> str:
