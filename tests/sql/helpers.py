@@ -1,10 +1,12 @@
-"""Helpers for the SQL tests: bulk-built ledgers and statement capture."""
+"""Helpers for the SQL tests: bulk-built ledgers, statement capture and PostgreSQL protocol traces."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, event
@@ -102,3 +104,56 @@ def capture(engine: Engine) -> Iterator[Capture]:
     finally:
         event.remove(engine, "before_cursor_execute", before)
         event.remove(engine, "after_cursor_execute", after)
+
+
+@dataclass
+class Wire:
+    """What went over the PostgreSQL protocol, from libpq's trace of every message.
+
+    Attributes:
+        round_trips: Exchanges the server completed (each ends with its ReadyForQuery).
+        sent: Names of the messages the client sent (``Parse``, ``Bind``, ``Query``...).
+        queries: Texts sent as simple queries (psycopg's ``BEGIN`` / ``COMMIT``).
+        autocommit: For each connection checked out, whether it was in autocommit mode
+            when it went back to the pool.
+    """
+
+    round_trips: int = 0
+    sent: list[str] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
+    autocommit: list[bool] = field(default_factory=list)
+
+
+@contextmanager
+def wire(engine: Engine, trace_file: Path) -> Iterator[Wire]:
+    """Trace the protocol messages of every connection the engine checks out in the block."""
+    from psycopg import pq
+
+    seen = Wire()
+    trace_file.write_text("")
+
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        dbapi_connection.pgconn.trace(os.open(trace_file, os.O_WRONLY | os.O_APPEND))
+        dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+
+    def checkin(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.pgconn.untrace()
+        seen.autocommit.append(bool(dbapi_connection.autocommit))
+
+    event.listen(engine, "checkout", checkout)
+    event.listen(engine, "checkin", checkin)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "checkout", checkout)
+        event.remove(engine, "checkin", checkin)
+        # lines: direction, length, message name, payload (tab separated)
+        for line in trace_file.read_text(errors="replace").splitlines():
+            direction, _, rest = line.partition("\t")
+            name = rest.split("\t")[1] if "\t" in rest else ""
+            if direction == "B" and name == "ReadyForQuery":
+                seen.round_trips += 1
+            elif direction == "F":
+                seen.sent.append(name)
+                if name == "Query":
+                    seen.queries.append(rest.split("\t", 2)[2].strip().strip('"'))

@@ -1,27 +1,92 @@
-"""Hot paths: an append is two statements; a reduction touches only the rows it changes."""
+"""Hot paths: an append is one round trip on PostgreSQL; a reduction touches only the rows it changes."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
 from contextledger.stores.sql import SQLStore
-from tests.sql.helpers import build_ledger, capture
+from tests.sql.helpers import build_ledger, capture, wire
+
+# psycopg prepares a statement on the server the fifth time a connection runs it (one
+# extra round trip, once per connection and statement); round trips are counted after.
+WARM_UP = 6
 
 
-def test_append_is_one_update_and_one_insert(sql_store: SQLStore) -> None:
-    conversation = Conversation(sql_store, "s", "a")
+def _turn(n: int) -> tuple[Message, ...]:
+    return Message.user(f"q{n}"), Message.tool_use(f"t{n}", "f", {"n": n}), Message.tool_result(f"t{n}", "r")
+
+
+def test_sqlite_append_is_one_update_and_one_insert(sqlite_store: SQLStore) -> None:
+    conversation = Conversation(sqlite_store, "s", "a")
     conversation.append(Message.user("first"))
-    with capture(sql_store.engine) as captured:
-        conversation.append(Message.user("q"), Message.tool_use("t1", "f", {}), Message.tool_result("t1", "r"))
+    with capture(sqlite_store.engine) as captured:
+        conversation.append(*_turn(0))
     work = captured.work
     assert len(work) == 2, [s.sql for s in work]
     update, insert = work
     assert update.sql.lstrip().startswith("UPDATE cl_conversations")
     assert "version = " in update.sql
     assert insert.sql.lstrip().startswith("INSERT INTO cl_entries")
-    snap = sql_store.load("s", "a")
+    # in a transaction that takes the write lock (committed by the driver, no statement)
+    assert " ".join(captured.statements[0].sql.split()[:2]) == "BEGIN IMMEDIATE"
+    snap = sqlite_store.load("s", "a")
     assert snap is not None
     assert len(snap.entries) == 4
+
+
+def test_postgres_append_is_one_statement_in_autocommit(postgres_store: SQLStore) -> None:
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(Message.user("first"))
+    with capture(postgres_store.engine) as captured:
+        conversation.append(*_turn(0))
+    assert len(captured.statements) == 1, [s.sql for s in captured.statements]
+    (statement,) = captured.statements
+    sql = " ".join(statement.sql.split())
+    assert sql.startswith("WITH bumped AS (UPDATE cl_conversations SET version=")
+    assert "INSERT INTO cl_entries" in sql
+    assert not statement.executemany
+    snap = postgres_store.load("s", "a")
+    assert snap is not None
+    assert [e.entry_id for e in snap.entries] == [e.entry_id for e in conversation.view.entries]
+    assert len(snap.entries) == 4
+
+
+def test_postgres_append_is_one_round_trip(postgres_store: SQLStore, tmp_path: Path) -> None:
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(Message.user("first"))
+    for n in range(WARM_UP):
+        conversation.append(*_turn(n))
+        conversation.before_model_call()  # a state-only changeset: model_call_count
+    for n in range(WARM_UP, WARM_UP + 3):
+        with wire(postgres_store.engine, tmp_path / "append.trace") as turn:
+            conversation.append(*_turn(n))
+        assert turn.round_trips == 1, turn.sent
+        assert turn.queries == []  # no BEGIN, no COMMIT
+        assert turn.sent == ["Bind", "Describe", "Execute", "Sync"]  # the prepared statement, once
+        assert turn.autocommit == [False]  # the pooled connection went back as it came
+        with wire(postgres_store.engine, tmp_path / "state.trace") as state:
+            conversation.before_model_call()
+        assert state.round_trips == 1, state.sent
+        assert state.queries == []
+    snap = postgres_store.load("s", "a")
+    assert snap is not None
+    assert len(snap.entries) == 1 + 3 * (WARM_UP + 3)
+    assert snap.state.model_call_count == WARM_UP + 3
+    assert snap.state.version == conversation.version == 1 + 2 * (WARM_UP + 3)
+
+
+def test_postgres_transactions_still_send_begin_and_commit(postgres_store: SQLStore, tmp_path: Path) -> None:
+    # The counter-check of the test above: the trace does see a transaction's control.
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(*_turn(0))
+    with wire(postgres_store.engine, tmp_path / "reduce.trace") as reduce:
+        conversation.apply_plan(lambda v: ReductionPlan(strategy="w", evict=(v.ids[0],)), trigger="manual")
+    assert reduce.queries[0].startswith("BEGIN")
+    assert reduce.queries[-1] == "COMMIT"
+    assert reduce.round_trips >= 4
+    assert reduce.autocommit == [False]
 
 
 def test_reduction_updates_only_the_rows_it_changes(sql_store: SQLStore) -> None:

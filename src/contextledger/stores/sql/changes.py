@@ -11,7 +11,9 @@ The order of statements is what makes a changeset cheap and all-or-nothing:
    can be evicted, revised or pinned; a missing id raises and the caller rolls back.
 4. A reduction touches only the rows it changes (``UPDATE ... WHERE message_id IN (...)``).
 
-Appending a turn is therefore two statements: the version update and the insert.
+Appending a turn here is two statements: the version update and the insert. On
+PostgreSQL the store does not come here for a changeset that only appends (and sets
+state fields): :mod:`~contextledger.stores.sql.appends` sends it as one statement.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection, Table, Update, and_, bindparam, exists, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -36,7 +38,7 @@ from contextledger.errors import (
     InvalidMessage,
 )
 from contextledger.messages import Message
-from contextledger.records import SummaryEntry
+from contextledger.records import SummaryEntry, ViewEntry
 from contextledger.stores.sql.models import (
     ID_LENGTH,
     ConversationRow,
@@ -49,7 +51,16 @@ from contextledger.stores.sql.models import (
     UTCDateTime,
 )
 
-__all__ = ["CHUNK", "apply_changeset", "chunks"]
+__all__ = [
+    "CHUNK",
+    "STATE_FIELDS",
+    "apply_changeset",
+    "check_changeset",
+    "chunks",
+    "duplicate_appends",
+    "entry_values",
+    "explain_missed_update",
+]
 
 CHUNK = 500
 """Ids per ``IN (...)`` list: below SQLite's and PostgreSQL's bound-parameter limits."""
@@ -94,10 +105,7 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
         DuplicateEntry: An appended id already exists in the conversation (or twice in ``cs``).
         EntryNotFound: An evicted, revised or pinned id is not an active entry.
     """
-    _check_lengths(cs)
-    appended = [e.entry_id for e in cs.appends]
-    if len(set(appended)) != len(appended):
-        raise DuplicateEntry("a changeset appends the same entry id twice")
+    appended = check_changeset(cs)
     conversation_id = _create(conn, cs, now) if cs.expected_version == 0 else _bump(conn, cs, now, appended)
     if cs.appends:
         _insert_entries(conn, conversation_id, cs, now)
@@ -118,6 +126,22 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
         )
     _evict_summaries(conn, conversation_id, cs, summaries, reduction_id)
     return cs.new_version
+
+
+def check_changeset(cs: Changeset) -> list[str]:
+    """Check what the database would refuse mid-way, before any statement; return the appended ids.
+
+    Raises:
+        ConfigurationError: A session, agent, reduction id, strategy, summarizer or
+            revision reason is longer than its column.
+        InvalidMessage: An appended or summary id is longer than its column.
+        DuplicateEntry: The changeset appends one id twice.
+    """
+    _check_lengths(cs)
+    appended = [e.entry_id for e in cs.appends]
+    if len(set(appended)) != len(appended):
+        raise DuplicateEntry("a changeset appends the same entry id twice")
+    return appended
 
 
 def _check_lengths(cs: Changeset) -> None:
@@ -171,7 +195,8 @@ def _create(conn: Connection, cs: Changeset, now: datetime) -> int:
     return int(key[0])
 
 
-_STATE_FIELDS = ("model_call_count", "next_seq", "manager_state", "agent_state")
+STATE_FIELDS = ("model_call_count", "next_seq", "manager_state", "agent_state")
+"""Conversation columns a changeset sets when its field is not ``None``."""
 
 
 @cache
@@ -190,7 +215,7 @@ def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
     )
     if check_summaries:
         # An appended id may not reuse a summary's id; checked in this same statement so
-        # an append stays two statements (a clash leaves no row, told apart by the caller).
+        # an append stays two statements (a clash leaves no row: explain_missed_update).
         stmt = stmt.where(
             ~exists().where(
                 SummaryRow.conversation_id == ConversationRow.id,
@@ -201,7 +226,7 @@ def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
 
 
 def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int:
-    fields = tuple(name for name in _STATE_FIELDS if getattr(cs, name) is not None)
+    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
     params: dict[str, Any] = {
         "p_now": now,
         "p_session_id": cs.session_id,
@@ -214,22 +239,39 @@ def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str
         params["p_appended"] = list(appended)
     row = conn.execute(_bump_statement(fields, small), params).first()
     if row is None:
-        found = conn.execute(
-            select(ConversationRow.id, ConversationRow.version).where(
-                ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id
-            )
-        ).first()
-        if found is None or found.version != cs.expected_version:
-            raise ConcurrencyConflict(
-                f"session_id={cs.session_id} agent_id={cs.agent_id}: "
-                f"expected version {cs.expected_version}, found {found.version if found else 0}"
-            )
-        _raise_if_summary_clash(conn, found.id, appended)
-        raise AssertionError("version matched but the update changed no row")  # pragma: no cover
+        explain_missed_update(conn, cs, appended)
     conversation_id = int(row.id)
     if appended and not small:
         _raise_if_summary_clash(conn, conversation_id, appended)
     return conversation_id
+
+
+def explain_missed_update(conn: Connection, cs: Changeset, appended: Sequence[str]) -> NoReturn:
+    """Tell why the version-checked update of ``cs`` changed no row, and raise it.
+
+    Called after the update (which also refuses an appended id that a summary holds)
+    found no row: a follow-up read of the conversation and of its summaries.
+
+    Raises:
+        ConcurrencyConflict: The stored version is not ``cs.expected_version`` (or the
+            conversation is gone) -- or it is again, and no clash explains the miss: the
+            conversation changed between the two statements, so the caller must re-read.
+        DuplicateEntry: An appended id is the id of one of the conversation's summaries.
+    """
+    found = conn.execute(
+        select(ConversationRow.id, ConversationRow.version).where(
+            ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id
+        )
+    ).first()
+    if found is None or found.version != cs.expected_version:
+        raise ConcurrencyConflict(
+            f"session_id={cs.session_id} agent_id={cs.agent_id}: "
+            f"expected version {cs.expected_version}, found {found.version if found else 0}"
+        )
+    _raise_if_summary_clash(conn, found.id, appended)
+    raise ConcurrencyConflict(
+        f"session_id={cs.session_id} agent_id={cs.agent_id}: the conversation changed while committing; re-read it"
+    )
 
 
 def _raise_if_summary_clash(conn: Connection, conversation_id: int, ids: Sequence[str]) -> None:
@@ -243,31 +285,42 @@ def _raise_if_summary_clash(conn: Connection, conversation_id: int, ids: Sequenc
             raise DuplicateEntry(f"entry {clash} already exists in this conversation")
 
 
+def entry_values(entry: ViewEntry) -> dict[str, Any]:
+    """The columns of an appended entry that come from the entry itself (JSON columns as records)."""
+    record = entry.message.to_record()
+    return {
+        "seq": entry.seq,
+        "message_id": entry.entry_id,
+        "role": record["role"],
+        "content": record["content"],
+        "metadata": record["metadata"],
+        "pinned": entry.message.pinned,
+        "tokens": entry.tokens,
+    }
+
+
 def _insert_entries(conn: Connection, conversation_id: int, cs: Changeset, now: datetime) -> None:
-    rows = []
-    for entry in cs.appends:
-        record = entry.message.to_record()
-        rows.append(
-            {
-                "conversation_id": conversation_id,
-                "seq": entry.seq,
-                "message_id": entry.entry_id,
-                "role": record["role"],
-                "content": record["content"],
-                "metadata": record["metadata"],
-                "pinned": entry.message.pinned,
-                "status": "active",
-                "evicted_by": None,
-                "tokens": entry.tokens,
-                "revision_count": 0,
-                "created_at": now,
-            }
-        )
+    rows = [
+        {
+            "conversation_id": conversation_id,
+            **entry_values(entry),
+            "status": "active",
+            "evicted_by": None,
+            "revision_count": 0,
+            "created_at": now,
+        }
+        for entry in cs.appends
+    ]
     try:
         conn.execute(insert(_table(EntryRow)), rows)
     except IntegrityError as exc:
-        shown = ", ".join(e.entry_id for e in cs.appends[:5]) + (", ..." if len(cs.appends) > 5 else "")
-        raise DuplicateEntry(f"an appended entry already exists in this conversation (appending {shown})") from exc
+        raise duplicate_appends(cs) from exc
+
+
+def duplicate_appends(cs: Changeset) -> DuplicateEntry:
+    """The error for appends that the unique key of (conversation, message id) refused."""
+    shown = ", ".join(e.entry_id for e in cs.appends[:5]) + (", ..." if len(cs.appends) > 5 else "")
+    return DuplicateEntry(f"an appended entry already exists in this conversation (appending {shown})")
 
 
 def _check_evictions(conn: Connection, conversation_id: int, evicted: set[str]) -> tuple[set[str], set[str]]:

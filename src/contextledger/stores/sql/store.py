@@ -3,7 +3,11 @@
 The store is the unit of work: each call opens one transaction, runs the
 repository functions of :mod:`~contextledger.stores.sql.queries` and
 :mod:`~contextledger.stores.sql.changes` inside it (they never commit), and commits
-or rolls back. Driver errors are translated to the library's errors here.
+or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
+conversation that exists is a single statement
+(:mod:`~contextledger.stores.sql.appends`), run in autocommit mode, where the
+statement is the transaction -- one round trip instead of four. Driver errors are
+translated to the library's errors here.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from contextledger.records import (
 )
 from contextledger.stores.base import check_storable
 from contextledger.stores.sql import queries, schema
+from contextledger.stores.sql.appends import apply_append, is_append_only
 from contextledger.stores.sql.changes import apply_changeset
 from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, is_sqlite, mask, parse_url, translate
 from contextledger.stores.sql.models import SessionRow
@@ -52,7 +57,8 @@ class SQLStore:
     default, PostgreSQL only with ``auto_upgrade=True`` (or ``contextledger db upgrade``).
 
     Contract: every method runs in one transaction; :meth:`commit` is all-or-nothing
-    and version-checked; :meth:`load` reads only the active rows (indexed); nothing is
+    and version-checked (on PostgreSQL, appending a turn is one statement and one
+    round trip); :meth:`load` reads only the active rows (indexed); nothing is
     removed except by :meth:`delete_session`. Errors are
     :class:`~contextledger.errors.StoreError` subclasses (``StoreUnavailable`` when the
     database cannot be reached).
@@ -76,6 +82,7 @@ class SQLStore:
         self.url = mask(self._url)
         self._owns_engine = owns_engine
         self._sqlite = is_sqlite(self._url)
+        self._one_statement_appends = engine.dialect.name == "postgresql"
         self._lock = threading.Lock()
         self.conflicts = 0
 
@@ -172,10 +179,27 @@ class SQLStore:
         except SQLAlchemyError as exc:
             raise translate(exc, self._url) from exc
 
+    @contextmanager
+    def _autocommit(self) -> Iterator[Connection]:
+        """A pooled connection in autocommit mode, for one statement that is atomic by itself.
+
+        Nothing sends ``BEGIN`` or ``COMMIT``; SQLAlchemy restores the connection's
+        isolation level when it returns to the pool (a client-side setting in psycopg).
+        """
+        try:
+            with self.engine.connect() as conn:
+                yield conn.execution_options(isolation_level="AUTOCOMMIT")
+        except SQLAlchemyError as exc:
+            raise translate(exc, self._url) from exc
+
     # -- writes ---------------------------------------------------------------------------
 
     def commit(self, changeset: Changeset) -> int:
         """Apply ``changeset`` in one transaction, checked against its expected version.
+
+        On PostgreSQL a changeset that only appends to an existing conversation (and
+        perhaps sets state fields) is one statement in autocommit mode: one round trip.
+        Every other changeset, and every one on SQLite, is a transaction.
 
         Raises:
             ConcurrencyConflict: The conversation moved on since the changeset was planned.
@@ -185,8 +209,12 @@ class SQLStore:
         """
         check_storable(changeset)
         try:
-            with self._transaction(write=True) as conn:
-                version = apply_changeset(conn, changeset, utcnow())
+            if self._one_statement_appends and is_append_only(changeset):
+                with self._autocommit() as conn:
+                    version = apply_append(conn, changeset, utcnow())
+            else:
+                with self._transaction(write=True) as conn:
+                    version = apply_changeset(conn, changeset, utcnow())
         except ConcurrencyConflict:
             with self._lock:
                 self.conflicts += 1

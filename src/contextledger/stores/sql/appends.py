@@ -1,0 +1,202 @@
+"""A turn appended to PostgreSQL as one statement: one round trip.
+
+A changeset that only appends messages (and perhaps sets state fields) to a
+conversation that exists -- nothing evicted, pinned, revised or summarised -- is the
+hot path of every agent loop. The general path (:mod:`~contextledger.stores.sql.changes`)
+sends it as a transaction of two statements, which psycopg makes four round trips:
+``BEGIN`` on its own, the update, the insert, ``COMMIT``. Here it is one statement that
+the store executes in autocommit mode: a single statement is atomic by itself, so no
+``BEGIN`` or ``COMMIT`` is sent. The statement is a data-modifying CTE::
+
+    WITH bumped AS (
+        UPDATE cl_conversations SET version = version + 1, updated_at = :now, ...
+        WHERE session_id = :s AND agent_id = :a AND version = :expected
+          AND NOT EXISTS (a summary of the conversation holding an appended id)
+        RETURNING id),
+    inserted AS (
+        INSERT INTO cl_entries (...)
+        SELECT bumped.id, v.seq, v.message_id, ... FROM bumped
+        JOIN unnest(:seqs, :message_ids, ...) WITH ORDINALITY AS v(...) ON true
+        ORDER BY v.ordinality
+        RETURNING cl_entries.id)
+    SELECT (SELECT id FROM bumped), (SELECT count(*) FROM inserted)
+
+Why it keeps every guarantee of the general path:
+
+* The update is the version check and locks the conversation row, so concurrent
+  writers of one conversation queue there; one that waited re-checks the version
+  once the winner committed, finds no row, and inserts nothing.
+* No conversation id back means nothing was written: a follow-up read
+  (:func:`~contextledger.stores.sql.changes.explain_missed_update`) tells a version
+  conflict from an appended id that a summary already holds.
+* A message id the conversation already has trips the unique key, which fails the
+  whole statement: nothing is written, and the caller gets ``DuplicateEntry``.
+* The rows arrive as one array per column, bound through the columns' own types
+  (JSON element by element with the same adapter as the general path's ``INSERT``),
+  so the stored text -- and every read -- is the same whichever path wrote it; and
+  the statement text does not depend on the number of messages, so it is built once
+  per set of state fields and psycopg prepares it on the server after a few uses.
+
+A changeset with no appends (a state update, such as the model-call count before a
+model call) is the ``UPDATE ... RETURNING id`` alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Connection,
+    Select,
+    String,
+    Update,
+    any_,
+    bindparam,
+    column,
+    exists,
+    func,
+    insert,
+    literal_column,
+    null,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
+
+from contextledger.changeset import Changeset
+from contextledger.errors import ConfigurationError
+from contextledger.stores.sql.changes import (
+    STATE_FIELDS,
+    check_changeset,
+    duplicate_appends,
+    entry_values,
+    explain_missed_update,
+)
+from contextledger.stores.sql.models import ConversationRow, EntryRow, SummaryRow, UTCDateTime
+
+__all__ = ["append_statement", "apply_append", "is_append_only"]
+
+_UNIQUE_VIOLATION = "23505"
+
+# The columns taken from the entries, in the order of unnest's arguments.
+_ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
+
+
+def is_append_only(cs: Changeset) -> bool:
+    """Whether ``cs`` only appends to (or sets state fields of) a conversation that exists."""
+    return cs.expected_version > 0 and not (cs.evict or cs.revisions or cs.summary or cs.reduction or cs.pins)
+
+
+def _array(name: str) -> Any:
+    """A bound array of the ``cl_entries`` column ``name``, processed element by element."""
+    element = EntryRow.__table__.c[name].type
+    # dimensions=1: a JSON value that is itself a list is one element, not a sub-array.
+    return bindparam(f"e_{name}", type_=ARRAY(element, dimensions=1))
+
+
+@cache
+def _bump(fields: tuple[str, ...], check_summaries: bool) -> Update:
+    """The version-checked update of the conversation, returning its id."""
+    values: dict[str, Any] = {
+        "version": ConversationRow.version + 1,
+        "updated_at": bindparam("p_now", type_=UTCDateTime()),
+    }
+    for name in fields:
+        values[name] = bindparam(f"p_{name}", type_=ConversationRow.__table__.c[name].type)
+    stmt = update(ConversationRow).where(
+        ConversationRow.session_id == bindparam("p_session_id", type_=String()),
+        ConversationRow.agent_id == bindparam("p_agent_id", type_=String()),
+        ConversationRow.version == bindparam("p_expected", type_=BigInteger()),
+    )
+    if check_summaries:
+        stmt = stmt.where(
+            ~exists().where(
+                SummaryRow.conversation_id == ConversationRow.id,
+                SummaryRow.summary_id == any_(_array("message_id")),
+            )
+        )
+    return stmt.values(**values).returning(ConversationRow.id)
+
+
+@cache
+def append_statement(fields: tuple[str, ...]) -> Select[Any]:
+    """The one statement of an append that sets ``fields`` (see the module docstring).
+
+    It returns one row: ``conversation_id`` (``NULL`` when the version check or the
+    summary-id check refused the changeset, in which case nothing was written) and
+    ``inserted``, the number of entry rows written.
+    """
+    entries = EntryRow.__table__
+    bumped = _bump(fields, True).cte("bumped")
+    rows = (
+        func.unnest(*(_array(name) for name in _ENTRY_COLUMNS))
+        .table_valued(*(column(name, entries.c[name].type) for name in _ENTRY_COLUMNS), with_ordinality="ordinality")
+        .render_derived(name="v")
+    )
+    source = (
+        select(
+            bumped.c.id,
+            *(rows.c[name] for name in _ENTRY_COLUMNS),
+            literal_column("'active'"),
+            null(),
+            literal_column("0"),
+            bindparam("p_now", type_=UTCDateTime()),
+        )
+        .select_from(bumped)
+        .join(rows, true())
+        .order_by(rows.c.ordinality)  # ids follow the order of the appends, as an executemany's do
+    )
+    target = ["conversation_id", *_ENTRY_COLUMNS, "status", "evicted_by", "revision_count", "created_at"]
+    inserted = insert(EntryRow).from_select(target, source).returning(EntryRow.id).cte("inserted")
+    return select(
+        select(bumped.c.id).scalar_subquery().label("conversation_id"),
+        select(func.count()).select_from(inserted).scalar_subquery().label("inserted"),
+    )
+
+
+def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
+    """Apply the append-only changeset ``cs`` with one statement and return the new version.
+
+    ``conn`` must be a PostgreSQL connection in autocommit mode: the statement is the
+    whole transaction. Only a changeset refused by the version check or by a summary
+    id costs a second statement (the read that tells which).
+
+    Raises:
+        ConfigurationError: ``cs`` is not append-only (see :func:`is_append_only`), or an
+            id of it is longer than its column (nothing was sent).
+        ConcurrencyConflict: The stored version is not ``cs.expected_version``.
+        DuplicateEntry: An appended id already exists in the conversation (a message or
+            a summary) or twice in ``cs``; nothing was written.
+        InvalidMessage: An appended id is longer than its column (nothing was sent).
+    """
+    if not is_append_only(cs):
+        raise ConfigurationError("apply_append takes a changeset that only appends to an existing conversation")
+    appended = check_changeset(cs)
+    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
+    params: dict[str, Any] = {
+        "p_now": now,
+        "p_session_id": cs.session_id,
+        "p_agent_id": cs.agent_id,
+        "p_expected": cs.expected_version,
+    }
+    params.update({f"p_{name}": getattr(cs, name) for name in fields})
+    if not cs.appends:
+        if conn.execute(_bump(fields, False), params).first() is None:
+            explain_missed_update(conn, cs, appended)
+        return cs.new_version
+    values = [entry_values(entry) for entry in cs.appends]
+    params.update({f"e_{name}": [v[name] for v in values] for name in _ENTRY_COLUMNS})
+    try:
+        row = conn.execute(append_statement(fields), params).one()
+    except IntegrityError as exc:
+        if getattr(exc.orig, "sqlstate", None) == _UNIQUE_VIOLATION:
+            raise duplicate_appends(cs) from exc
+        raise
+    if row.conversation_id is None:
+        explain_missed_update(conn, cs, appended)
+    return cs.new_version
