@@ -29,6 +29,14 @@ class Backend:
     def cluster(self) -> bool:
         return self.name == "redis_cluster"
 
+    def slots_in_use(self) -> set[int]:
+        """On Cluster, the slots listed as holding a session index (the one key a deletion keeps)."""
+        return {int(s) for s in self.client.smembers(f"{self.prefix}:session-slots")}
+
+    def stored_keys_but_slot_list(self) -> list[bytes]:
+        """Every key the store wrote except the list of slots in use, which is never shrunk."""
+        return [k for k in self.stored_keys() if k != f"{self.prefix}:session-slots".encode()]
+
     def stored_keys(self) -> list[bytes]:
         """Every key the store wrote (all nodes)."""
         found: set[bytes] = set()

@@ -1,19 +1,21 @@
-"""Hot paths, observed with MONITOR on the server: what one append and one restore cost."""
+"""Hot paths, observed with MONITOR on the server(s): what one append and one restore cost."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
 from redis import Redis
+from redis.cluster import RedisCluster
 
 from contextledger.changeset import ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
 from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
+from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 
 
 @contextmanager
@@ -36,6 +38,23 @@ def monitored(url: str) -> Iterator[list[dict[str, Any]]]:
     finally:
         watcher.close()
         poker.close()
+
+
+@contextmanager
+def monitored_cluster(url: str) -> Iterator[list[dict[str, Any]]]:
+    """Collect every command any primary of the cluster at ``url`` runs inside the block."""
+    scheme, _, rest = url.partition("://")
+    probe = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
+    try:
+        nodes = [f"redis://{node.host}:{node.port}" for node in probe.get_primaries()]
+    finally:
+        probe.close()
+    seen: list[dict[str, Any]] = []
+    with ExitStack() as stack:
+        per_node = [stack.enter_context(monitored(node)) for node in nodes]
+        yield seen
+    for commands in per_node:
+        seen.extend(commands)
 
 
 def _from_client(commands: list[dict[str, Any]]) -> list[str]:
@@ -131,3 +150,37 @@ def test_a_large_window_loads_in_order(backend_store: RedisStore) -> None:
 def backend_store(request: pytest.FixtureRequest) -> RedisStore:
     store: RedisStore = request.getfixturevalue(f"{request.param}_store")
     return store
+
+
+HANDSHAKE = {"HELLO", "CLIENT", "AUTH", "SELECT", "READONLY", "PING"}
+
+
+def test_cluster_append_is_one_round_trip(redis_cluster_store: RedisStore, redis_cluster_url: str) -> None:
+    store = redis_cluster_store
+    conv = Conversation(store, "hot", "a")
+    with monitored_cluster(redis_cluster_url) as creation:
+        conv.append(Message.user("first"))
+    # creating a conversation lists its agent (before and after the script) and its slot
+    sent = [c for c in _from_client(creation) if c not in HANDSHAKE]
+    assert sent.count("SADD") == 3
+    assert set(sent) <= {"SADD", "EVALSHA", "SCRIPT"}  # SCRIPT LOAD when the node lacked it
+    conv.append(Message.user("warm"))
+    slot_index = SessionKeys.slot_index(store.key_prefix, ConversationKeys.of(store.key_prefix, "hot", "a").slot)
+    for turn in range(3):
+        with monitored_cluster(redis_cluster_url) as commands:
+            conv.append(Message.user(f"turn {turn}"), Message.assistant(f"answer {turn}"))
+        assert _from_client(commands) == ["EVALSHA"]
+        with monitored_cluster(redis_cluster_url) as state_only:
+            conv.before_model_call()
+        assert _from_client(state_only) == ["EVALSHA"]
+        # the script itself moves the session up in its slot's index
+        zadds = [c for c in _from_scripts(state_only) if c.startswith("ZADD")]
+        assert len(zadds) == 1
+        assert zadds[0].startswith(f"ZADD {slot_index} GT ")
+        assert zadds[0].endswith(" hot")
+    snap = store.load("hot", "a")
+    assert snap is not None
+    assert len(snap.entries) == 8
+    listed = store.sessions()
+    assert [s.session_id for s in listed] == ["hot"]
+    assert listed[0].updated_at == snap.state.updated_at

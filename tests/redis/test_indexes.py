@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import time
+from datetime import datetime
 
 import pytest
 
@@ -11,6 +13,8 @@ from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError, DuplicateEntry
 from contextledger.messages import Message
 from contextledger.records import ViewEntry
+from contextledger.stores.redis import RedisStore
+from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 from tests.redis.conftest import Backend
 
 
@@ -44,7 +48,7 @@ def test_a_failed_creation_lists_nothing(backend: Backend) -> None:
     assert store.delete_session("ghost-session") is False
     assert store.delete_session("old") is True
     assert store.delete_session("new") is True
-    assert backend.stored_keys() == []
+    assert backend.stored_keys_but_slot_list() == []
 
 
 def test_sessions_follow_the_latest_commit_of_any_agent(backend: Backend) -> None:
@@ -81,10 +85,138 @@ def test_delete_removes_every_key_of_every_agent(backend: Backend) -> None:
         conv.pin(conv.view[2].entry_id)
     Conversation(store, "kept", "a").append(Message.user("stay"))
     assert store.delete_session("doomed") is True
-    left = [k.decode() for k in backend.stored_keys()]
+    left = [k.decode() for k in backend.stored_keys_but_slot_list()]
     assert left
-    assert all("kept" in k or k.endswith(":sessions") for k in left)
+    # the kept session's keys, and the index that lists it (on Cluster, its slot's)
+    assert all("kept" in k or k.endswith(":sessions") or ":sessions:{" in k for k in left)
+    assert len([k for k in left if "kept" not in k]) == 1
     assert store.agents("doomed") == []
     assert store.history("doomed", "a") == []
     assert store.revisions("doomed", "a") == []
     assert [s.session_id for s in store.sessions()] == ["kept"]
+
+
+def test_listing_merges_every_slot_by_latest_update(backend: Backend) -> None:
+    # sessions whose agents live in different slots, updated in a shuffled order: the
+    # listing must equal the order recomputed from every conversation's own state
+    store = backend.store
+    rng = random.Random(7)
+    pairs = [(f"s{n:02d}", f"a{k}") for n in range(30) for k in range(1 + n % 3)]
+    convs = {pair: Conversation(store, *pair) for pair in pairs}
+    for pair in pairs:
+        convs[pair].append(Message.user("hello"))
+    for pair in rng.sample(pairs, 25):
+        convs[pair].before_model_call()
+    latest: dict[str, datetime] = {}
+    for sid, aid in pairs:
+        snap = store.load(sid, aid)
+        assert snap is not None
+        latest[sid] = max(latest.get(sid, snap.state.updated_at), snap.state.updated_at)
+    expected = sorted(latest, key=lambda sid: (latest[sid], sid), reverse=True)
+    listed = store.sessions(limit=100)
+    assert [s.session_id for s in listed] == expected
+    assert [s.updated_at for s in listed] == [latest[sid] for sid in expected]
+    assert {s.session_id: len(s.agents) for s in listed} == {f"s{n:02d}": 1 + n % 3 for n in range(30)}
+    for limit, offset in [(1, 0), (5, 0), (5, 5), (7, 20), (10, 25), (3, 29), (4, 30)]:
+        page = [s.session_id for s in store.sessions(limit=limit, offset=offset)]
+        assert page == expected[offset : offset + limit], (limit, offset)
+    if backend.cluster:  # the sessions really are spread over several slots
+        assert len(backend.slots_in_use()) > 10
+
+
+class _DeletesBeforeTheScript(RedisStore):
+    """Runs a deletion of the session right after a creation listed its agent, before its script."""
+
+    other: RedisStore
+
+    def _register(self, cs: Changeset, index: SessionKeys, slot: int) -> None:
+        super()._register(cs, index, slot)
+        assert self.other.delete_session(cs.session_id) is True
+
+
+def test_a_conversation_created_across_a_deletion_stays_listed(
+    redis_cluster_store: RedisStore, redis_cluster_url: str
+) -> None:
+    # On Cluster the creator lists its agent, then the whole deletion runs (reading that
+    # agent and removing it), then the creating script: the conversation exists, so it
+    # must be listed. (On a single server the commit script lists the agent itself.)
+    store = redis_cluster_store
+    Conversation(store, "shared", "first").append(Message.user("old"))
+    racing = _DeletesBeforeTheScript.from_url(redis_cluster_url, key_prefix=store.key_prefix)
+    assert isinstance(racing, _DeletesBeforeTheScript)
+    racing.other = store
+    try:
+        Conversation(racing, "shared", "late").append(Message.user("new"))
+    finally:
+        racing.close()
+    assert store.load("shared", "first") is None
+    assert store.agents("shared") == ["late"]
+    assert [s.session_id for s in store.sessions()] == ["shared"]
+    assert store.delete_session("shared") is True
+    assert store.agents("shared") == []
+    assert store.sessions() == []
+
+
+class _CreatesDuringTheDeletion(RedisStore):
+    """Recreates a conversation of the session after its keys were deleted, before the re-check."""
+
+    other: RedisStore
+
+    def _relist_recreated(
+        self, session_id: str, index: SessionKeys, agents: list[str], conversations: list[ConversationKeys]
+    ) -> None:
+        # the creation lands between the deletion's DEL and its index updates: as if its
+        # listing had been made before the deletion removed the agent and the session
+        Conversation(self.other, session_id, agents[0]).append(Message.user("reborn"))
+        client = self._client
+        client.srem(index.agents, agents[0])
+        slot = conversations[0].slot
+        client.zrem(SessionKeys.slot_index(self.key_prefix, slot) if self._cluster else index.sessions, session_id)
+        super()._relist_recreated(session_id, index, agents, conversations)
+
+
+def test_a_deletion_relists_what_was_created_meanwhile(backend: Backend) -> None:
+    store = backend.store
+    Conversation(store, "phoenix", "a").append(Message.user("old"))
+    deleting = _CreatesDuringTheDeletion.from_url(backend.url, key_prefix=backend.prefix)
+    assert isinstance(deleting, _CreatesDuringTheDeletion)
+    deleting.other = store
+    try:
+        assert deleting.delete_session("phoenix") is True
+    finally:
+        deleting.close()
+    snap = store.load("phoenix", "a")
+    assert snap is not None
+    assert [e.message.plain_text for e in snap.entries] == ["reborn"]
+    assert store.agents("phoenix") == ["a"]
+    listed = store.sessions()
+    assert [s.session_id for s in listed] == ["phoenix"]
+    assert listed[0].updated_at == snap.state.updated_at
+
+
+def test_merging_sorted_sets_reads_only_what_can_rank(backend: Backend) -> None:
+    # many sets, sessions in several of them with different scores, ties included: the
+    # merge must give what sorting everything gives, for every depth
+    rng = random.Random(11)
+    slots = rng.sample(range(16_384), 40)
+    keys = [SessionKeys.slot_index(backend.prefix, slot) for slot in slots]
+    best: dict[bytes, float] = {}
+    for key in keys:
+        members = {f"s{rng.randrange(300)}".encode(): float(rng.randrange(12)) for _ in range(rng.randrange(0, 25))}
+        if members:
+            backend.client.zadd(key, members)
+        for member, score in members.items():
+            best[member] = max(best.get(member, score), score)
+    everything = [m.decode() for m, _ in sorted(best.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
+    for n in (*range(1, 40), 50, 100, len(everything), len(everything) + 5):
+        assert backend.store._most_recent(keys, n) == everything[:n], n
+
+
+def test_merging_reads_on_through_ties_at_the_threshold(backend: Backend) -> None:
+    # eight wanted from four sets read four at a time: the first set's fifth and sixth
+    # entries tie the eighth best found so far and outrank it (ties order by member)
+    keys = [SessionKeys.slot_index(backend.prefix, slot) for slot in (11, 2_222, 9_999, 16_000)]
+    sets = [["z", "y", "x", "w", "v", "u"], ["b", "a"], ["c"], ["d"]]
+    for key, members in zip(keys, sets, strict=True):
+        backend.client.zadd(key, dict.fromkeys(members, 5.0))
+    assert backend.store._most_recent(keys, 8) == ["z", "y", "x", "w", "v", "u", "d", "c"]

@@ -7,14 +7,15 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from redis.crc import key_slot
+from redis.cluster import RedisCluster
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from contextledger.changeset import ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
-from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, encode_id
+from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, encode_id, slot_tag
 from tests.redis.conftest import Backend
 
 NASTY_IDS = ["a:b", "{x}", "}{", "a}:{b", "%7B", "s p a c e", "ünï©ødé✓", ":", "{", "}"]
@@ -102,4 +103,34 @@ def test_ids_with_key_syntax_round_trip(backend: Backend, session_id: str) -> No
     assert store.load(session_id, "agent") is None
     assert store.delete_session(session_id) is True
     assert store.load(session_id, agent_id) is None
-    assert backend.stored_keys() == []
+    assert backend.stored_keys_but_slot_list() == []
+    if backend.cluster:  # what is left: the numbers of the slots the two conversations used
+        used = {ConversationKeys.of(backend.prefix, session_id, aid).slot for aid in (agent_id, "plain")}
+        assert backend.slots_in_use() == used
+
+
+def test_every_slot_has_a_tag_that_hashes_to_it() -> None:
+    tags = [slot_tag(slot) for slot in range(REDIS_CLUSTER_HASH_SLOTS)]
+    assert [key_slot(tag.encode()) for tag in tags] == list(range(REDIS_CLUSTER_HASH_SLOTS))
+    assert all(tag.isdigit() for tag in tags)  # no brace can end the tag early
+    for bad in (-1, REDIS_CLUSTER_HASH_SLOTS):
+        with pytest.raises(ConfigurationError):
+            slot_tag(bad)
+
+
+@given(session_id=st.text(min_size=1, max_size=30), agent_id=st.text(min_size=1, max_size=30))
+@settings(max_examples=200)
+def test_a_conversations_slot_index_shares_its_slot(session_id: str, agent_id: str) -> None:
+    keys = ConversationKeys.of("pfx", session_id, agent_id)
+    index = SessionKeys.slot_index("pfx", keys.slot)
+    assert key_slot(index.encode()) == keys.slot == key_slot(keys.rev.encode())
+
+
+def test_the_server_agrees_on_the_slot_index_slots(redis_cluster_url: str) -> None:
+    scheme, _, rest = redis_cluster_url.partition("://")
+    client = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
+    try:
+        for slot in (0, 1, 5460, 5461, 10922, 10923, 16383):
+            assert client.cluster_keyslot(SessionKeys.slot_index("p", slot)) == slot
+    finally:
+        client.close()

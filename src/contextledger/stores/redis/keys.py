@@ -22,16 +22,25 @@ Per conversation (``T`` = the tagged stem):
 * ``T:sum`` -- hash: summary id -> JSON of the summary as committed.
 * ``T:red`` / ``T:rev`` -- lists of reduction and revision rows, in commit order.
 
-Indexes (outside any conversation's slot, see :mod:`contextledger.stores.redis.store`):
+Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
 
 * ``{<prefix>:<session>}:agents`` -- set of the agent ids of a session.
-* ``<prefix>:sessions`` -- sorted set of session ids scored by last update (epoch µs).
+* ``<prefix>:sessions`` -- on a single server: sorted set of session ids scored by
+  last update (epoch µs).
+* ``<prefix>:sessions:{<tag>}`` -- on Cluster: the same sorted set, one per hash slot,
+  for the conversations of that slot; ``<tag>`` is a short string that hashes to the
+  slot (:func:`slot_tag`), so the commit script of a conversation can write its slot's
+  index atomically with the conversation.
+* ``<prefix>:session-slots`` -- on Cluster: set of the slots that have such an index.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from urllib.parse import quote
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from contextledger.errors import ConfigurationError
 
@@ -40,6 +49,7 @@ __all__ = [
     "SessionKeys",
     "check_prefix",
     "encode_id",
+    "slot_tag",
     "view_score",
 ]
 
@@ -76,6 +86,29 @@ def view_score(seq: int, *, summary: bool) -> int:
     return seq * 2 + (0 if summary else 1)
 
 
+@cache
+def _slot_tags() -> tuple[str, ...]:
+    # The first decimal number hashing to each slot (about 110,000 CRC16s, once).
+    tags: dict[int, str] = {}
+    n = 0
+    while len(tags) < REDIS_CLUSTER_HASH_SLOTS:
+        tag = str(n)
+        tags.setdefault(key_slot(tag.encode()), tag)
+        n += 1
+    return tuple(tags[slot] for slot in range(REDIS_CLUSTER_HASH_SLOTS))
+
+
+def slot_tag(slot: int) -> str:
+    """A short hash tag that Redis Cluster maps to ``slot`` (0 to 16383).
+
+    Raises:
+        ConfigurationError: ``slot`` is not a Cluster hash slot.
+    """
+    if not 0 <= slot < REDIS_CLUSTER_HASH_SLOTS:
+        raise ConfigurationError(f"not a Redis Cluster hash slot: {slot}")
+    return _slot_tags()[slot]
+
+
 @dataclass(frozen=True)
 class ConversationKeys:
     """Every key of one (session_id, agent_id), all in one hash slot."""
@@ -100,10 +133,15 @@ class ConversationKeys:
         """The keys in the order the Lua scripts expect them."""
         return tuple(getattr(self, part) for part in _CONVERSATION_PARTS)
 
+    @property
+    def slot(self) -> int:
+        """The Cluster hash slot every key of the conversation lives in."""
+        return key_slot(self.state.encode())
+
 
 @dataclass(frozen=True)
 class SessionKeys:
-    """The index keys a session is listed under."""
+    """The index keys a session is listed under (on a single server; see :meth:`slot_index`)."""
 
     agents: str
     sessions: str
@@ -115,5 +153,15 @@ class SessionKeys:
 
     @staticmethod
     def index(prefix: str) -> str:
-        """The sorted set of every session under ``prefix``."""
+        """The sorted set of every session under ``prefix`` (on a single server)."""
         return f"{prefix}:sessions"
+
+    @staticmethod
+    def slot_index(prefix: str, slot: int) -> str:
+        """On Cluster: the sorted set of the sessions with a conversation in hash slot ``slot``."""
+        return f"{prefix}:sessions:{{{slot_tag(slot)}}}"
+
+    @staticmethod
+    def slots(prefix: str) -> str:
+        """On Cluster: the set of the hash slots that have a :meth:`slot_index`."""
+        return f"{prefix}:session-slots"

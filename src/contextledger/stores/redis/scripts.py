@@ -1,12 +1,12 @@
 """Lua sources run by the Redis ledger store.
 
-Why Lua: a changeset touches up to eight keys of one conversation and must apply
-all-or-nothing after checking the version and every id it references. One script does
-that in one round trip, on one server and on Redis Cluster alike (all keys share a hash
-tag). Redis does not roll back a script that fails half-way, so :data:`COMMIT` checks
-everything -- key types included -- before its first write, and the ``#!lua`` header
-makes Redis refuse the whole script up front when it is out of memory instead of
-failing at a later write.
+Why Lua: a changeset touches up to eight keys of one conversation (and the index that
+lists its session by last update) and must apply all-or-nothing after checking the
+version and every id it references. One script does that in one round trip, on one
+server and on Redis Cluster alike (there all its keys share a hash slot). Redis does
+not roll back a script that fails half-way, so :data:`COMMIT` checks everything -- key
+types included -- before its first write, and the ``#!lua`` header makes Redis refuse
+the whole script up front when it is out of memory instead of failing at a later write.
 
 The scripts never parse JSON: content, metadata and records are opaque strings they
 copy, so no value can be altered by a Lua JSON round trip (numbers, empty objects vs
@@ -25,8 +25,10 @@ ERROR_PREFIXES = ("CLCONFLICT", "CLDUPLICATE", "CLNOTFOUND", "CLWRONGTYPE")
 
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev [agents sessions]
---   (the two index keys only when they share the server, i.e. not on Cluster)
+-- KEYS: state msg content mut active sum red rev [sessions [agents]]
+--   sessions: the sorted set listing the session by last update -- the global one on a
+--   single server, on Cluster the one of the conversation's slot; agents: the session's
+--   agent set, only on a single server (on Cluster it lives in another slot)
 -- ARGV: 1 expected_version  2 now (ISO)  3 now (epoch us)  4 session_id  5 agent_id
 --   6 reduction_id  7 model_call_count  8 next_seq  9 manager_state  10 agent_state
 --   ('' = keep the stored value)  11 #appends  12 #evict  13 #pins  14 #revisions
@@ -40,7 +42,7 @@ COMMIT = r"""#!lua
 local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
-local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'set', 'zset'}
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'zset', 'set'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -169,10 +171,8 @@ local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
 for i, name in ipairs(fields) do
   if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
 end
-if #KEYS > 8 then
-  redis.call('SADD', KEYS[9], ARGV[5])
-  redis.call('ZADD', KEYS[10], 'GT', ARGV[3], ARGV[4])
-end
+if #KEYS >= 9 then redis.call('ZADD', KEYS[9], 'GT', ARGV[3], ARGV[4]) end
+if #KEYS >= 10 then redis.call('SADD', KEYS[10], ARGV[5]) end
 return version
 """
 

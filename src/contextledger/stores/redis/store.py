@@ -113,18 +113,26 @@ class RedisStore:
     its cost is O(window) whatever the evicted history.
 
     Session indexes: ``sessions()``, ``agents()``, ``delete_session()`` and the
-    cross-agent queries use two index keys per session, which on Cluster live in other
-    slots than the conversations and so cannot be written by the commit script. On a
-    single server the script updates them in the same atomic step (an append is one
-    round trip). On Cluster they are updated outside it: the agent (and a new session)
-    is listed *before* the commit that creates a conversation (``SADD``, ``ZADD NX``),
-    and both are refreshed (idempotent ``SADD`` and ``ZADD GT``) *after* every
-    successful commit, one more round trip. That is safe because an index is never the
-    source of truth for a conversation -- its keys are: an index may at worst list a
-    session or agent whose creating commit failed (filtered out on read) or show an
-    older update time until the next commit, and it never misses a conversation that
-    exists, so ``delete_session`` finds every key to remove (short of a conversation
-    created while its session is being deleted, which its next commit lists again).
+    cross-agent queries use index keys beside the conversations. On a single server the
+    commit script updates them in the same atomic step: the session's agent set and the
+    sorted set of sessions by last update. On Cluster the ordering index is split by hash
+    slot: the script updates the sorted set of its *own* slot (a key whose hash tag maps
+    to the conversation's slot), so an append is still that one script, one round trip,
+    and the order of sessions is exact; :meth:`sessions` merges the sets of the slots in
+    use. Only two index keys are written outside the script, and only when a conversation
+    is created (its first commit costs those extra round trips): the session's agent set,
+    and the set of slots that hold an ordering index (at most 16,384 slot numbers; never
+    shrunk). Both get an idempotent ``SADD`` before the first commit, and the agent set
+    another one after it.
+
+    That is safe because an index is never the source of truth for a conversation -- its
+    keys are. An agent set may at worst list an agent whose creating commit failed
+    (filtered out on read), and it never misses a conversation that exists, so
+    ``delete_session`` finds every key to remove. Against a deletion racing with the
+    creation of a new agent's conversation in the same session: the deletion removes
+    only the agents it read and re-lists any whose conversation exists again after its
+    keys were removed, and the creator lists its agent again after its commit, so a
+    conversation that outlives the deletion stays listed.
 
     Errors: connection failures raise :class:`~contextledger.errors.StoreUnavailable`
     naming host:port, every other driver error :class:`~contextledger.errors.StoreError`,
@@ -373,8 +381,9 @@ class RedisStore:
     def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
         """Sessions, most recently updated first, paged.
 
-        Reads ``offset + limit`` sessions of the index (plus any listed session whose
-        creating commit failed, which is skipped).
+        On a single server this reads about ``offset + limit`` sessions of the index; on
+        Cluster it merges the indexes of every slot in use, reading from each only as far
+        as its sessions can still rank among the first ``offset + limit``.
 
         Raises:
             ConfigurationError: ``limit`` or ``offset`` is negative.
@@ -382,18 +391,54 @@ class RedisStore:
         if limit < 0 or offset < 0:
             raise ConfigurationError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
         wanted = offset + limit
-        found: list[SessionInfo] = []
-        index_key = SessionKeys.index(self.key_prefix)
-        start = 0
+        if wanted == 0:
+            return []
         with self._driver("sessions"):
-            while len(found) < wanted:
-                chunk = max(wanted - len(found), 16)
-                page = cast(list[bytes], self._client.zrevrange(index_key, start, start + chunk - 1))
-                if not page:
+            if self._cluster:
+                slots = cast(set[bytes], self._client.smembers(SessionKeys.slots(self.key_prefix)))
+                index_keys = [SessionKeys.slot_index(self.key_prefix, int(slot)) for slot in sorted(slots, key=int)]
+            else:
+                index_keys = [SessionKeys.index(self.key_prefix)]
+            depth = wanted
+            while True:
+                ranked = self._most_recent(index_keys, depth)
+                found = self._session_infos(ranked)
+                # a listed session without conversations (deleted meanwhile) is skipped:
+                # read deeper until the page is full or the indexes are exhausted
+                if len(found) >= wanted or len(ranked) < depth:
                     break
-                start += len(page)
-                found += self._session_infos([text(s) for s in page])
+                depth += wanted - len(found)
         return found[offset:wanted]
+
+    def _most_recent(self, index_keys: Sequence[str], n: int) -> list[str]:
+        """The ``n`` most recently updated session ids over sorted sets of sessions.
+
+        A session in several sets (agents in several slots) ranks by its latest score.
+        Each set is read from the top, in rounds, until what it has not yet returned
+        scores below the ``n``-th best session found: no such entry can change the answer.
+        """
+        best: dict[bytes, float] = {}
+        read = dict.fromkeys(index_keys, 0)
+        pending = list(index_keys)
+        batch = min(n, max(4, -(-2 * n // max(len(index_keys), 1))))
+        ranked: list[tuple[bytes, float]] = []
+        while pending:
+            pipe = self._client.pipeline(transaction=False)
+            for key in pending:
+                pipe.zrevrange(key, read[key], read[key] + batch - 1, withscores=True)
+            last: dict[str, float] = {}
+            for key, page in zip(pending, pipe.execute(), strict=True):
+                read[key] += len(page)
+                for member, score in page:
+                    best[member] = max(best.get(member, score), score)
+                if len(page) == batch:  # it may hold more
+                    last[key] = page[-1][1]
+            # ties order as ZREVRANGE orders them: by member, descending
+            ranked = sorted(best.items(), key=lambda item: (item[1], item[0]), reverse=True)
+            threshold = ranked[n - 1][1] if len(ranked) >= n else float("-inf")
+            pending = [key for key, score in last.items() if score >= threshold]
+            batch = min(batch * 2, n)
+        return [text(member) for member, _ in ranked[:n]]
 
     def _session_infos(self, session_ids: list[str]) -> list[SessionInfo]:
         pipe = self._client.pipeline(transaction=False)
@@ -452,22 +497,23 @@ class RedisStore:
         cs = changeset
         keys = self._conversation(cs.session_id, cs.agent_id)
         index = SessionKeys.of(self.key_prefix, cs.session_id)
-        now = utcnow()
-        args = commit_args(cs, now)
+        args = commit_args(cs, utcnow())
         with self._driver("commit"):
             if not self._cluster:
-                version = self._run_commit(cs, [*keys.all, index.agents, index.sessions], args)
+                version = self._run_commit(cs, [*keys.all, index.sessions, index.agents], args)
             else:
+                slot_index = SessionKeys.slot_index(self.key_prefix, keys.slot)
                 if cs.expected_version == 0:
-                    self._touch_index(cs, index, now, before=True)
-                version = self._run_commit(cs, list(keys.all), args)
-        if self._cluster:
+                    self._register(cs, index, keys.slot)
+                version = self._run_commit(cs, [*keys.all, slot_index], args)
+        if self._cluster and cs.expected_version == 0:
             try:
-                self._touch_index(cs, index, now)
+                # again after the commit: a deletion of the session may have run in between
+                self._client.sadd(index.agents, cs.agent_id)
             except (RedisError, RedisClusterException) as exc:
-                # The commit is applied; the index is derived and the next commit refreshes it.
+                # The commit is applied, and listed since before it; only that race is left open.
                 logger.warning(
-                    "session_id=<%s>, agent_id=<%s>, error=<%s> | committed but could not refresh the session index",
+                    "session_id=<%s>, agent_id=<%s>, error=<%s> | created but could not list the agent again",
                     cs.session_id,
                     cs.agent_id,
                     _one_line(exc),
@@ -497,27 +543,66 @@ class RedisStore:
                 raise StoreError(f"cannot commit to {cs.session_id}/{cs.agent_id}: {detail}") from exc
             raise
 
-    def _touch_index(self, cs: Changeset, index: SessionKeys, now: datetime, *, before: bool = False) -> None:
+    def _register(self, cs: Changeset, index: SessionKeys, slot: int) -> None:
+        """On Cluster, before a conversation's first commit: list its agent and its slot's index."""
         pipe = self._client.pipeline(transaction=False)
         pipe.sadd(index.agents, cs.agent_id)
-        # before the commit only list a new session: an existing one keeps its time until the commit succeeds
-        pipe.zadd(index.sessions, {cs.session_id: epoch_micros(now)}, nx=before, gt=not before)
+        pipe.sadd(SessionKeys.slots(self.key_prefix), slot)
         pipe.execute()
 
     def delete_session(self, session_id: str) -> bool:
-        """Remove every key of the session's conversations and its index entries."""
+        """Remove every key of the session's conversations and its index entries.
+
+        The agents read first are the ones removed; an agent whose conversation exists
+        again once its keys and index entries are gone was created meanwhile, and is
+        listed again.
+        """
         index = SessionKeys.of(self.key_prefix, session_id)
         with self._driver("delete_session"):
             agents = sorted(text(a) for a in cast(set[bytes], self._client.smembers(index.agents)))
+            conversations = [self._conversation(session_id, aid) for aid in agents]
             # one DEL per conversation: its keys share a slot (pipelines cannot multi-key DEL on Cluster)
-            removed = [self._client.delete(*self._conversation(session_id, aid).all) for aid in agents]
+            removed = [self._client.delete(*keys.all) for keys in conversations]
             pipe = self._client.pipeline(transaction=False)
-            pipe.delete(index.agents)
-            pipe.zrem(index.sessions, session_id)
+            if self._cluster:
+                for slot in sorted({keys.slot for keys in conversations}):
+                    pipe.zrem(SessionKeys.slot_index(self.key_prefix, slot), session_id)
+            else:
+                pipe.zrem(index.sessions, session_id)
+            if agents:
+                pipe.srem(index.agents, *agents)
             pipe.execute()
+            if agents:
+                self._relist_recreated(session_id, index, agents, conversations)
         existed = any(int(n) for n in removed)
         logger.info("session_id=<%s>, agents=<%d>, existed=<%s> | deleted session", session_id, len(agents), existed)
         return existed
+
+    def _relist_recreated(
+        self, session_id: str, index: SessionKeys, agents: list[str], conversations: list[ConversationKeys]
+    ) -> None:
+        """After a deletion: list again the agent and session of any conversation that exists again."""
+        pipe = self._client.pipeline(transaction=False)
+        for keys in conversations:
+            pipe.hget(keys.state, "updated_at")
+        recreated = [
+            (aid, keys, epoch_micros(datetime.fromisoformat(text(stamp))))
+            for aid, keys, stamp in zip(agents, conversations, pipe.execute(), strict=True)
+            if stamp is not None
+        ]
+        if not recreated:
+            return
+        logger.info(
+            "session_id=<%s>, agents=<%d> | listing conversations created during the deletion",
+            session_id,
+            len(recreated),
+        )
+        pipe = self._client.pipeline(transaction=False)
+        pipe.sadd(index.agents, *(aid for aid, _, _ in recreated))
+        for _, keys, score in recreated:
+            key = SessionKeys.slot_index(self.key_prefix, keys.slot) if self._cluster else index.sessions
+            pipe.zadd(key, {session_id: score}, gt=True)
+        pipe.execute()
 
     def close(self) -> None:
         """Release the client's connections."""
