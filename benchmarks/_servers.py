@@ -395,6 +395,9 @@ def _observe_sql(store: SQLStore, traffic: Traffic) -> Iterator[None]:
         head = " ".join(statement.split()[:3]).upper()
         if head.startswith("INSERT INTO CL_ENTRIES"):
             traffic.rows = (traffic.rows or 0) + (len(parameters) if executemany else 1)
+        elif head.startswith("WITH BUMPED AS") and "INSERT INTO cl_entries" in statement:
+            # PostgreSQL's one-statement append: one row per element of its column arrays
+            traffic.rows = (traffic.rows or 0) + len(parameters["e_seq"])
         elif head == "UPDATE CL_ENTRIES SET":
             traffic.rows = (traffic.rows or 0) + max(cursor.rowcount, 0)
 

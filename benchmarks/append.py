@@ -210,19 +210,24 @@ def write_results(results: list[Result], servers: list[str], args: argparse.Name
             "SQLAlchemy's cursor events plus transaction control, PostgreSQL round trips counted from libpq's "
             "protocol trace (one per ReadyForQuery), Redis commands and round trips counted by a connection "
             "class (a script call is one command; a pipeline is one round trip per node). History rows written "
-            "= rows of `cl_entries` inserted or updated; `INSERT*` is one executemany of the turn's two rows.",
+            "= rows of `cl_entries` inserted or updated; `INSERT*` is one executemany of the turn's two rows; "
+            "`WITH` is PostgreSQL's one statement: the version-checked `UPDATE` and the `INSERT` of the rows in "
+            "one data-modifying CTE.",
             "",
             traffic_table(results),
             "",
             "Reading it: the history costs an append nothing on any backend (long/short about 1.00), and it sends "
-            "the same whatever the history. A wide *window* does cost, in the process rather than in the store: "
-            "after every commit `Conversation` recomputes its whole active view (`_next_view` copies and re-sorts "
-            "every active entry), which is why the memory store, with no I/O at all, shows the largest ratio. "
-            "PostgreSQL's 4 round trips are psycopg's `BEGIN` (sent on its own before the first statement), the "
-            "version-checked `UPDATE`, the pipelined executemany `INSERT` and `COMMIT`. On Redis Cluster the commit "
-            "script is one round trip; the session index keys live in other slots than the conversation, so they "
-            "are refreshed after the commit with a pipeline of `SADD` and `ZADD`, one round trip per node holding "
-            "them (2 or 3 in all, depending on where the session's slot falls).",
+            "the same whatever the history. A wide *window* costs little more (wide/short about 1.05): after an "
+            "append-only commit `Conversation` extends its view without re-sorting it (`_next_view`), so what "
+            "grows with the window is a copy of the list of active entries, in the process, not in the store. "
+            "Every backend with a network sends an append as one round trip. On PostgreSQL the append is one "
+            "statement run in autocommit mode, so psycopg sends no `BEGIN` or `COMMIT` (a transaction of the "
+            "update and the executemany insert took 4 round trips: `BEGIN` on its own, `UPDATE`, `INSERT`, "
+            "`COMMIT`); psycopg prepares the statement on the server on its fifth use on a connection, which "
+            "costs that once one more round trip, outside these counts. On Redis Cluster the commit script also "
+            "keeps the session's place in the index of sessions by last update, in the conversation's own slot, "
+            "so nothing follows it (the session's agent set, in another slot, is written only when a "
+            "conversation is created).",
             "",
             versions(servers) + " The throwaway PostgreSQL server runs with fsync and synchronous_commit off "
             "and the throwaway Redis servers without persistence, so the write figures leave out the disk flush "
