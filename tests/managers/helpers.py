@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 import pytest
@@ -15,14 +14,8 @@ BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis_cluster"]
 
 
 def backend_store(request: pytest.FixtureRequest, backend: str) -> LedgerStore:
-    """The ``<backend>_store`` fixture; a backend whose plugin has no fixture yet is skipped (failed under CI)."""
-    name = f"{backend}_store"
-    try:
-        store: LedgerStore = request.getfixturevalue(name)
-    except pytest.FixtureLookupError:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the {name} fixture is not defined")
-        pytest.skip(f"the {name} fixture is not defined yet")
+    """The ``<backend>_store`` fixture of the backend plugins."""
+    store: LedgerStore = request.getfixturevalue(f"{backend}_store")
     return store
 
 

@@ -7,7 +7,6 @@ tests never see each other's sessions; the prefix's keys are removed afterwards.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -18,15 +17,14 @@ from redis.cluster import RedisCluster
 from contextledger.errors import StoreUnavailable
 from contextledger.stores.redis import RedisStore
 from contextledger.testing.redis import RedisServer, redis_cluster, redis_server
+from tests.plugins import unavailable
 
 
 def _start(start: Callable[[], RedisServer], what: str) -> RedisServer:
     try:
         return start()
     except StoreUnavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{what} could not be started under CI: {exc}", pytrace=False)
-        pytest.skip(f"{what} unavailable: {exc}")
+        unavailable(f"{what} could not be started: {exc}")
 
 
 @pytest.fixture(scope="session")

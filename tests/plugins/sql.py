@@ -23,16 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from contextledger.errors import StoreUnavailable
 from contextledger.stores.sql import SQLStore, upgrade
 from contextledger.stores.sql.engine import parse_url
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
-def unavailable(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"CI=true and {reason}", pytrace=False)
-    pytest.skip(reason)
+from tests.plugins import unavailable
 
 
 def _docker_answers() -> bool:

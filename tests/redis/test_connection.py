@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 
@@ -16,6 +15,7 @@ from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.store import mask_password
 from contextledger.testing.redis import RedisServer, start_local_redis
+from tests.plugins import unavailable
 
 
 def _dead_port() -> int:
@@ -30,9 +30,7 @@ def private_server() -> Iterator[RedisServer]:
     try:
         server = start_local_redis(password="s3cr3t pw")
     except StoreUnavailable as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"redis-server could not be started under CI: {exc}", pytrace=False)
-        pytest.skip(f"redis-server unavailable: {exc}")
+        unavailable(f"redis-server could not be started: {exc}")
     yield server
     server.stop()
 

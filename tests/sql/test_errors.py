@@ -23,6 +23,7 @@ from contextledger.errors import (
 from contextledger.records import Reduction, SummaryEntry
 from contextledger.stores.sql import SQLStore
 from contextledger.testing.postgres import find_binaries, start_postgres
+from tests.plugins import in_ci
 
 
 def _closed_port() -> int:
@@ -77,7 +78,9 @@ def test_unopenable_sqlite_file_is_store_unavailable(tmp_path: Path) -> None:
     assert str(missing) in str(info.value)
 
 
-@pytest.mark.skipif(find_binaries() is None, reason="needs local PostgreSQL binaries to stop a server mid-use")
+@pytest.mark.skipif(
+    find_binaries() is None and not in_ci(), reason="needs local PostgreSQL binaries to stop a server mid-use"
+)
 def test_server_going_away_mid_use_is_store_unavailable() -> None:
     with start_postgres() as server:
         store = SQLStore.from_url(server.url, auto_upgrade=True)
