@@ -76,7 +76,7 @@ def test_documented_exit_codes_match(invoke: Invoke) -> None:
     rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", README, re.MULTILINE))
     assert {int(code) for code in rows} == {int(code) for code in ExitCode}
     assert "schema" in rows[str(int(ExitCode.SCHEMA))]
-    assert "reached" in rows[str(int(ExitCode.UNAVAILABLE))]
+    assert "could not be opened" in rows[str(int(ExitCode.UNAVAILABLE))]
 
 
 def test_documented_commands_exist(invoke: Invoke) -> None:

@@ -30,7 +30,8 @@ class ExitCode(IntEnum):
         USAGE: Bad command line (unknown option, invalid value).
         CONFIG: Bad ledger URL or configuration (a missing SQLite file or a backend's
             optional dependency included).
-        UNAVAILABLE: The ledger server could not be reached.
+        UNAVAILABLE: The store could not be opened (server unreachable, login refused, database
+            missing, or a SQLite file that cannot be created).
         NOT_FOUND: No such session or agent.
         SCHEMA: The database schema is out of date; run ``contextledger db upgrade``.
         INTERRUPTED: Interrupted with Ctrl-C.

@@ -49,7 +49,7 @@ def open_ledger(url: str, *, must_exist: bool = True) -> Ledger:
 
     Raises:
         InvalidLedgerURL: The URL is malformed, unsupported, or names a missing SQLite file.
-        StoreUnavailable: The server could not be reached.
+        StoreUnavailable: The store could not be opened (unreachable, login refused, ...).
         SchemaOutOfDate: The schema needs ``contextledger db upgrade``.
     """
     path = sqlite_path(url)
