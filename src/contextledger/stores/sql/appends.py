@@ -49,22 +49,18 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
-    BigInteger,
     Connection,
     Select,
-    String,
     Update,
     any_,
     bindparam,
     column,
-    exists,
     func,
     insert,
     literal_column,
     null,
     select,
     true,
-    update,
 )
 from sqlalchemy.exc import IntegrityError
 
@@ -72,12 +68,13 @@ from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError
 from contextledger.stores.sql.changes import (
     STATE_FIELDS,
+    bump_statement,
     check_changeset,
     duplicate_appends,
     entry_values,
     explain_missed_update,
 )
-from contextledger.stores.sql.models import ConversationRow, EntryRow, SummaryRow, UTCDateTime
+from contextledger.stores.sql.models import EntryRow, SummaryRow, UTCDateTime
 
 __all__ = ["append_statement", "apply_append", "is_append_only"]
 
@@ -101,26 +98,9 @@ def _array(name: str) -> Any:
 
 @cache
 def _bump(fields: tuple[str, ...], check_summaries: bool) -> Update:
-    """The version-checked update of the conversation, returning its id."""
-    values: dict[str, Any] = {
-        "version": ConversationRow.version + 1,
-        "updated_at": bindparam("p_now", type_=UTCDateTime()),
-    }
-    for name in fields:
-        values[name] = bindparam(f"p_{name}", type_=ConversationRow.__table__.c[name].type)
-    stmt = update(ConversationRow).where(
-        ConversationRow.session_id == bindparam("p_session_id", type_=String()),
-        ConversationRow.agent_id == bindparam("p_agent_id", type_=String()),
-        ConversationRow.version == bindparam("p_expected", type_=BigInteger()),
-    )
-    if check_summaries:
-        stmt = stmt.where(
-            ~exists().where(
-                SummaryRow.conversation_id == ConversationRow.id,
-                SummaryRow.summary_id == any_(_array("message_id")),
-            )
-        )
-    return stmt.values(**values).returning(ConversationRow.id)
+    """:func:`bump_statement` with the appended ids as the ``e_message_id`` array."""
+    clash = SummaryRow.summary_id == any_(_array("message_id")) if check_summaries else None
+    return bump_statement(fields, clash)
 
 
 @cache

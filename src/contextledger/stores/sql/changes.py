@@ -24,7 +24,20 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import Connection, Table, Update, and_, bindparam, exists, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    String,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    exists,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -199,9 +212,16 @@ STATE_FIELDS = ("model_call_count", "next_seq", "manager_state", "agent_state")
 """Conversation columns a changeset sets when its field is not ``None``."""
 
 
-@cache
-def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
-    """The version-checked UPDATE, built once per shape so a commit only binds values."""
+def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] | None = None) -> Update:
+    """The version-checked ``UPDATE`` of a conversation, returning its id.
+
+    Args:
+        fields: The state columns the changeset sets (see :data:`STATE_FIELDS`).
+        summary_clash: A predicate on ``SummaryRow.summary_id`` that is true for an
+            appended id; when given, a summary already holding such an id makes the
+            update match no row, so the clash costs no extra statement (the caller
+            tells it apart from a version conflict afterwards).
+    """
     values: dict[str, Any] = {
         "version": ConversationRow.version + 1,
         "updated_at": bindparam("p_now", type_=UTCDateTime()),
@@ -209,20 +229,20 @@ def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
     for name in fields:
         values[name] = bindparam(f"p_{name}", type_=ConversationRow.__table__.c[name].type)
     stmt = update(ConversationRow).where(
-        ConversationRow.session_id == bindparam("p_session_id"),
-        ConversationRow.agent_id == bindparam("p_agent_id"),
-        ConversationRow.version == bindparam("p_expected"),
+        ConversationRow.session_id == bindparam("p_session_id", type_=String()),
+        ConversationRow.agent_id == bindparam("p_agent_id", type_=String()),
+        ConversationRow.version == bindparam("p_expected", type_=BigInteger()),
     )
-    if check_summaries:
-        # An appended id may not reuse a summary's id; checked in this same statement so
-        # an append stays two statements (a clash leaves no row: explain_missed_update).
-        stmt = stmt.where(
-            ~exists().where(
-                SummaryRow.conversation_id == ConversationRow.id,
-                SummaryRow.summary_id.in_(bindparam("p_appended", expanding=True)),
-            )
-        )
+    if summary_clash is not None:
+        stmt = stmt.where(~exists().where(SummaryRow.conversation_id == ConversationRow.id, summary_clash))
     return stmt.values(**values).returning(ConversationRow.id)
+
+
+@cache
+def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
+    """:func:`bump_statement` with the appended ids as an expanding list, built once per shape."""
+    clash = SummaryRow.summary_id.in_(bindparam("p_appended", expanding=True)) if check_summaries else None
+    return bump_statement(fields, clash)
 
 
 def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int:
