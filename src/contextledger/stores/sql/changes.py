@@ -415,20 +415,7 @@ def _insert_reduction(conn: Connection, conversation_id: int, cs: Changeset) -> 
         conn.execute(
             insert(ReductionRow).values(
                 conversation_id=conversation_id,
-                reduction_id=red.reduction_id,
-                trigger=red.trigger,
-                strategy=red.strategy,
-                created_at=red.created_at,
-                messages_before=red.messages_before,
-                messages_after=red.messages_after,
-                tokens_before=red.tokens_before,
-                tokens_after=red.tokens_after,
-                evicted=list(red.evicted),
-                revised=list(red.revised),
-                summary_id=red.summary_id,
-                model_call_count=red.model_call_count,
-                error=red.error,
-                detail=red.detail,
+                **red.model_dump(exclude={"session_id", "agent_id"}),
             )
         )
     except IntegrityError as exc:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import (
     JSON,
     Connection,
@@ -278,6 +280,15 @@ def evictions(
     return out
 
 
+_R = TypeVar("_R", bound=BaseModel)
+
+
+def _record(model: type[_R], row: Mapping[Any, Any], **values: Any) -> _R:
+    """Build ``model`` from the row's columns of the same names (the tables mirror the records)."""
+    fields = model.model_fields
+    return model.model_validate({**{k: v for k, v in row.items() if k in fields}, **values})
+
+
 def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[Reduction]:
     """Reductions in commit order."""
     rows = conn.execute(
@@ -286,27 +297,7 @@ def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[
         .where(*_conversation_filter(session_id, agent_id))
         .order_by(ReductionRow.created_at, ReductionRow.id)
     )
-    return [
-        Reduction(
-            reduction_id=r.reduction_id,
-            session_id=session_id,
-            agent_id=r.agent_id,
-            trigger=r.trigger,
-            strategy=r.strategy,
-            created_at=r.created_at,
-            messages_before=r.messages_before,
-            messages_after=r.messages_after,
-            tokens_before=r.tokens_before,
-            tokens_after=r.tokens_after,
-            evicted=tuple(r.evicted),
-            revised=tuple(r.revised),
-            summary_id=r.summary_id,
-            model_call_count=r.model_call_count,
-            error=r.error,
-            detail=r.detail,
-        )
-        for r in rows
-    ]
+    return [_record(Reduction, row._mapping, session_id=session_id) for row in rows]
 
 
 def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[SummaryEntry]:
@@ -326,23 +317,7 @@ def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[S
         ):
             replaces.setdefault(src.summary_row_id, []).append(src.entry_id)
     return [
-        SummaryEntry(
-            summary_id=s.summary_id,
-            session_id=session_id,
-            agent_id=s.agent_id,
-            seq=s.seq,
-            content=s.content,
-            summarizer=s.summarizer,
-            reduction_id=s.reduction_id,
-            replaces=tuple(replaces.get(s.id, ())),
-            supersedes=s.supersedes,
-            status=s.status,
-            superseded_by=s.superseded_by,
-            evicted_by=s.evicted_by,
-            tokens=s.tokens,
-            created_at=s.created_at,
-        )
-        for s in rows
+        _record(SummaryEntry, s._mapping, session_id=session_id, replaces=tuple(replaces.get(s.id, ()))) for s in rows
     ]
 
 
