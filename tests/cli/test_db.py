@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from contextledger import Ledger, Message
 from contextledger.cli import ExitCode
 
@@ -61,3 +63,18 @@ def test_postgres_out_of_date_until_upgraded(invoke: Invoke, postgres_empty_url:
     after = invoke("sessions", "--url", postgres_empty_url, "--json")
     assert after.exit_code == 0
     assert json.loads(after.stdout) == []
+
+
+def test_schemaless_commands_still_need_the_server(invoke: Invoke, redis_url: str) -> None:
+    closed = "redis://127.0.0.1:1/0"
+    for command in (("db", "current"), ("db", "upgrade")):
+        result = invoke(*command, "--url", closed)
+        assert result.exit_code == ExitCode.UNAVAILABLE, result.stderr
+    document = json.loads(invoke("db", "current", "--url", redis_url, "--json").stdout)
+    assert document["schemaless"] is True
+
+
+def test_current_masks_the_password(invoke: Invoke, postgres_url: str) -> None:
+    url = make_url(postgres_url).set(password="hunter2-secret")
+    result = invoke("db", "current", "--url", url.render_as_string(hide_password=False), "--json")
+    assert "hunter2-secret" not in result.stdout + result.stderr

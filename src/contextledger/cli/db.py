@@ -11,8 +11,9 @@ import importlib
 from typing import Annotated, Any
 
 import typer
+from sqlalchemy.engine import make_url
 
-from contextledger.cli.options import JsonOption, UrlOption, sqlite_path
+from contextledger.cli.options import JsonOption, UrlOption, open_ledger, sqlite_path
 from contextledger.cli.render import console, dump_json
 from contextledger.errors import InvalidLedgerURL
 from contextledger.ledger import DEFAULT_URL
@@ -37,12 +38,19 @@ def _sql() -> Any:
         raise InvalidLedgerURL(f"the SQL backend is not available: {exc}") from exc
 
 
+def _schemaless(url: str) -> str:
+    """Open a schemaless ledger (so an unreachable server still fails) and return its masked URL."""
+    with open_ledger(url) as ledger:
+        return ledger.url
+
+
 def upgrade(
     url: UrlOption = DEFAULT_URL,
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Create or migrate the ledger schema to this version of contextledger (idempotent)."""
     if not is_sql_url(url):
+        _schemaless(url)
         typer.echo(f"{url.split('://', 1)[0]} ledgers have no schema to migrate; nothing to do")
         return
     sql = _sql()
@@ -58,14 +66,27 @@ def upgrade(
 def current(url: UrlOption = DEFAULT_URL, as_json: JsonOption = False) -> None:
     """Show the schema revision of the ledger and the one this version of contextledger needs."""
     if not is_sql_url(url):
-        document: dict[str, Any] = {"url": url, "current": None, "head": None, "up_to_date": True, "schemaless": True}
+        masked = _schemaless(url)
+        document: dict[str, Any] = {
+            "url": masked,
+            "current": None,
+            "head": None,
+            "up_to_date": True,
+            "schemaless": True,
+        }
     else:
         path = sqlite_path(url)
         if path is not None and not path.is_file():
             raise InvalidLedgerURL(f"no ledger at {url}: the file {str(path)!r} does not exist")
         sql = _sql()
         revision, head = sql.current(url), sql.head()
-        document = {"url": url, "current": revision, "head": head, "up_to_date": revision == head, "schemaless": False}
+        document = {
+            "url": make_url(url).render_as_string(hide_password=True),
+            "current": revision,
+            "head": head,
+            "up_to_date": revision == head,
+            "schemaless": False,
+        }
     if as_json:
         dump_json(document)
         return
