@@ -222,3 +222,11 @@ def test_postgres_rejects_nul_in_text_as_a_store_error(postgres_store: SQLStore)
     snap = postgres_store.load("s", "a")
     assert snap is not None
     assert snap.entries[-1].message.plain_text == "nul \x00 inside"
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1, "false"])
+def test_auto_upgrade_must_be_a_bool(tmp_path: Path, value: object) -> None:
+    path = tmp_path / "x.db"
+    with pytest.raises(ConfigurationError, match="auto_upgrade"):
+        SQLStore.from_url(f"sqlite:///{path}", auto_upgrade=value)  # type: ignore[arg-type]
+    assert not path.exists()

@@ -124,7 +124,10 @@ class SQLStore:
             InvalidLedgerURL: The URL is malformed or names an unsupported driver.
             StoreUnavailable: The database cannot be reached.
             SchemaOutOfDate: The schema is not at this library's head (and was not upgraded).
+            ConfigurationError: ``auto_upgrade`` is not a bool or ``None``.
         """
+        if auto_upgrade is not None and not isinstance(auto_upgrade, bool):
+            raise ConfigurationError(f"auto_upgrade must be True, False or None, got {auto_upgrade!r}")
         parsed = parse_url(url)
         engine = build_engine(
             parsed,
