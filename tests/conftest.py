@@ -11,11 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
+from tests.plugins import in_ci
 
 pytest_plugins = ["tests.plugins.sql", "tests.plugins.redis"]
+
+# CI replays the same examples on every run, so a red CI is reproducible; local runs explore.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if in_ci():
+    settings.load_profile("ci")
 
 STORE_BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis_cluster"]
 
