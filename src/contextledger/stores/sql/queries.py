@@ -101,17 +101,7 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
     row = conn.execute(_STATE, {"session_id": session_id, "agent_id": agent_id}).first()
     if row is None:
         return None
-    state = ConversationState(
-        session_id=session_id,
-        agent_id=agent_id,
-        version=row.version,
-        model_call_count=row.model_call_count,
-        next_seq=row.next_seq,
-        manager_state=row.manager_state,
-        agent_state=row.agent_state,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    state = _record(ConversationState, row._mapping, session_id=session_id, agent_id=agent_id)
     entries = [
         ViewEntry(entry_id=m.message_id, seq=m.seq, message=_message(m, m.message_id), tokens=m.tokens)
         for m in conn.execute(_ACTIVE_MESSAGES, {"conversation_id": row.id})
@@ -331,19 +321,7 @@ def revisions(conn: Connection, session_id: str, agent_id: str, message_id: str 
     )
     if message_id is not None:
         stmt = stmt.where(RevisionRow.message_id == message_id)
-    return [
-        Revision(
-            session_id=session_id,
-            agent_id=agent_id,
-            message_id=r.message_id,
-            number=r.number,
-            original=r.original,
-            reason=r.reason,
-            reduction_id=r.reduction_id,
-            created_at=r.created_at,
-        )
-        for r in conn.execute(stmt)
-    ]
+    return [_record(Revision, r._mapping, session_id=session_id, agent_id=agent_id) for r in conn.execute(stmt)]
 
 
 def agents(conn: Connection, session_id: str) -> list[str]:
