@@ -29,12 +29,12 @@ def conv(memory_store: LedgerStore) -> Conversation:
 
 
 def test_retry_model_call_is_only_valid_with_an_error(conv: Conversation) -> None:
-    event = AfterModelCallEvent(conv)
+    event = AfterModelCallEvent(conv.context())
     with pytest.raises(ValueError, match="only valid when the model call failed"):
         event.retry_model_call = True
     assert event.retry_model_call is False
     event.retry_model_call = False
-    failed = AfterModelCallEvent(conv, error=ContextWindowOverflowError("too long"))
+    failed = AfterModelCallEvent(conv.context(error=ContextWindowOverflowError("too long")))
     failed.retry_model_call = True
     assert failed.retry_model_call is True
 
@@ -72,7 +72,7 @@ def test_callbacks_run_in_registration_order_and_match_subclasses(conv: Conversa
     registry.add_callback(HookEvent, lambda e: seen.append(f"any:{type(e).__name__}"))
     registry.add_callback(AfterInvocationEvent, lambda e: seen.append("first"))
     registry.add_callback(AfterInvocationEvent, lambda e: seen.append("second"))
-    event = AfterInvocationEvent(conv)
+    event = AfterInvocationEvent(conv.context())
     assert registry.invoke(event) is event
     assert seen == ["any:AfterInvocationEvent", "first", "second"]
     assert registry.has_callbacks(BeforeModelCallEvent)  # through HookEvent
@@ -84,7 +84,7 @@ def test_before_model_call_counts_before_the_event_fires(memory_store: LedgerSto
     seen: list[tuple[int, int | None, int | None]] = []
     conv.hooks.add_callback(
         BeforeModelCallEvent,
-        lambda e: seen.append((e.conversation.model_call_count, e.projected_input_tokens, e.context_window_limit)),
+        lambda e: seen.append((e.context.model_call_count, e.projected_input_tokens, e.context_window_limit)),
     )
     conv.before_model_call()
     conv.before_model_call(context_window_limit=100, projected_input_tokens=42)
@@ -110,7 +110,7 @@ def test_message_added_fires_after_the_commit(memory_store: LedgerStore) -> None
     conv = Conversation(memory_store, "s")
     versions: list[tuple[str, int]] = []
     conv.hooks.add_callback(
-        MessageAddedEvent, lambda e: versions.append((e.message.plain_text, e.conversation.version))
+        MessageAddedEvent, lambda e: versions.append((e.message.plain_text, e.context.version))
     )
     conv.append(Message.user("a"), Message.assistant("b"))
     assert versions == [("a", 1), ("b", 1)]

@@ -189,11 +189,19 @@ class Run:
     def crash(self, host_went_on: bool) -> None:
         # The process dies after the model asked for a tool and before its result was stored.
         self.append(Message.user("start"), Message.tool_use(self.tid(), "slow", {}))
-        if host_went_on:
-            self.append(Message.user("are you there?"))
+        version = self.conv.version
         self.conv = Conversation(self.store, self.session_id, manager=build_manager(self.spec))
+        # Opening never writes: the view is still mid-tool.
         assert self.conv.view.dangling_tool_uses()
-        self.conv.repair_interrupted_tools()
+        assert self.conv.version == version
+        if host_went_on:
+            # The next real write carries the repair, in the same changeset.
+            self.append(Message.user("are you there?"))
+            assert self.conv.version == version + 1
+            assert self.store.reductions(self.session_id, "default")[-1].strategy == "tool_pair_repair"
+        else:
+            self.conv.repair_interrupted_tools()
+        assert not self.conv.view.dangling_tool_uses()
         self.check_restore()
 
     def run(self, step: tuple[Any, ...]) -> None:

@@ -1,19 +1,33 @@
-"""Plans (what a manager wants) and changesets (what a store applies atomically)."""
+"""Plans (what a manager wants), edits (what a caller wants) and changesets (what a store applies).
+
+Everything here is pure data plus one pure function, :func:`build_changeset`, which
+turns an :class:`Edit` made against a view into the one :class:`Changeset` a store
+commits atomically and the view that commit leaves.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contextledger.errors import EntryNotFound, InvalidMessage
 from contextledger.messages import ContentBlock, Message
-from contextledger.records import Reduction, SummaryEntry, ViewEntry
+from contextledger.records import ConversationState, Reduction, SummaryEntry, Trigger, ViewEntry, new_id
+from contextledger.tokens import TokenCounter
+from contextledger.view import View, project_view
 
 __all__ = [
     "Changeset",
     "ContentRevision",
+    "Edit",
+    "Planned",
     "ReductionPlan",
+    "ReductionRequest",
     "SummaryDraft",
+    "build_changeset",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -34,19 +48,20 @@ class SummaryDraft(BaseModel):
     """A summary a manager wants inserted in place of ``replaces``.
 
     Attributes:
-        content: The summary text.
-        summarizer: What produced it.
+        content: The summary text; ``None`` asks the :class:`~contextledger.Conversation`
+            to have the manager's summarizer write it, once, outside its retry loop.
+        summarizer: What produced (or will produce) it.
         replaces: The entry ids it replaces (evicted with it).
         summary_id: Keep the host's id for the summary (e.g. the Strands ``tracking_id`` of
             the summary message) instead of a fresh one, so the host can find it on restore.
         seq: Where the summary sits in the view (it sorts before a message of equal seq);
-            default: the seq of the first entry it replaces. A host that keeps some
-            replaced-range entries (pins) ahead of its summary sets it.
+            default: the seq of the first entry it replaces. For a manager's plan the
+            conversation sets it: right before the oldest kept entry after the span.
     """
 
     model_config = _FROZEN
 
-    content: str
+    content: str | None = None
     summarizer: str
     replaces: tuple[str, ...]
     summary_id: str | None = Field(default=None, min_length=1)
@@ -69,6 +84,10 @@ class ReductionPlan(BaseModel):
         summary: A summary to insert in place of the entries it replaces; those entries
             are evicted with it and need not be listed in ``evict``.
         detail: A short human-readable reason.
+        tokens_before: Estimated tokens of the view the plan was made for (set by the
+            conversation when it checks the plan).
+        tokens_after: Estimated tokens of the view the plan leaves (a summary not yet
+            written counts as an empty message).
     """
 
     model_config = _FROZEN
@@ -78,6 +97,8 @@ class ReductionPlan(BaseModel):
     revisions: tuple[ContentRevision, ...] = ()
     summary: SummaryDraft | None = None
     detail: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -90,6 +111,93 @@ class ReductionPlan(BaseModel):
         if self.summary is not None:
             ids |= set(self.summary.replaces)
         return ids
+
+
+class ReductionRequest(BaseModel):
+    """Why a plan is asked for, with what the policy may need to know.
+
+    Attributes:
+        trigger: What asked for the reduction.
+        error: The model error text for a reactive reduction.
+        model_call_count: The conversation's model call count (this call included).
+        projected_input_tokens: Projected tokens of the next model input, when known.
+        context_window_limit: The model's context window, when known.
+        threshold: Reduce only when ``projected_input_tokens / context_window_limit``
+            reaches this share (proactive compression); ``None`` always plans.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    trigger: Trigger
+    error: str | None = None
+    model_call_count: int = 0
+    projected_input_tokens: int | None = None
+    context_window_limit: int | None = None
+    threshold: float | None = None
+
+
+Summarize = Callable[[Sequence[ViewEntry]], str]
+"""Writes the text of a summary from the entries it replaces (the one outside call)."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a manager's ``plan()`` returns: the plan and the manager's next state.
+
+    ``plan()`` is pure: calling it again on the same view changes nothing, and the
+    conversation commits ``state`` together with ``plan`` (or neither).
+
+    Attributes:
+        plan: The reduction, or ``None`` when nothing should or can change.
+        state: The manager's state after the plan commits (a pydantic model or its
+            JSON); ``None`` keeps the current one.
+        summarize: Writes the summary when ``plan.summary.content`` is ``None``.
+        note: Why nothing could be reduced although a reduction was due (everything
+            pinned or protected); a best-effort reduction logs it as a warning.
+    """
+
+    plan: ReductionPlan | None = None
+    state: BaseModel | Mapping[str, Any] | None = None
+    summarize: Summarize | None = None
+    note: str | None = None
+
+    def __iter__(self) -> Any:
+        """Unpack as ``plan, state = manager.plan(view, request)``."""
+        return iter((self.plan, self.state))
+
+
+class Edit(BaseModel):
+    """One intended change, turned into a :class:`Changeset` against the current view.
+
+    Attributes:
+        appends: Messages to append, in order.
+        pins: Entry id -> pinned.
+        plan: A reduction to apply (evictions, revisions, a summary).
+        trigger: Why the reduction runs (recorded on the reduction row).
+        error: The error that caused a reactive reduction.
+        strategy: Overrides ``plan.strategy`` for a reduction without a plan (e.g. a repair).
+        agent_state: New host key/value state.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    appends: tuple[Message, ...] = ()
+    pins: dict[str, bool] = Field(default_factory=dict)
+    plan: ReductionPlan | None = None
+    trigger: Trigger = "manual"
+    error: str | None = None
+    strategy: str | None = None
+    agent_state: dict[str, Any] | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the edit changes nothing."""
+        return not (
+            self.appends
+            or self.pins
+            or (self.plan is not None and not self.plan.is_empty)
+            or self.agent_state is not None
+        )
 
 
 class Changeset(BaseModel):
@@ -140,3 +248,116 @@ class Changeset(BaseModel):
     def appended_messages(self) -> list[Message]:
         """The appended messages, in order."""
         return [e.message for e in self.appends]
+
+
+def build_changeset(
+    state: ConversationState,
+    view: View,
+    edit: Edit,
+    *,
+    counter: TokenCounter,
+    model_call_count: int,
+    count_changed: bool,
+    manager_state: dict[str, Any] | None,
+) -> tuple[Changeset, list[ViewEntry]]:
+    """The changeset that applies ``edit`` to ``view`` and the view it leaves (pure).
+
+    Args:
+        state: The conversation state ``view`` was read with (its version is expected).
+        view: The active view.
+        edit: What to change.
+        counter: Estimates the tokens of appended, revised and summary entries.
+        model_call_count: The count recorded on a reduction row (and committed when
+            ``count_changed``).
+        count_changed: Whether the changeset carries a new ``model_call_count``.
+        manager_state: The manager state to commit (``None`` keeps the stored one).
+
+    Raises:
+        EntryNotFound: A revision names an entry that is not an active message.
+        InvalidMessage: A summary draft has no content (it must be written first).
+    """
+    appends = tuple(
+        ViewEntry(entry_id=m.message_id, seq=state.next_seq + i, message=m.stored_copy(), tokens=counter.count(m))
+        for i, m in enumerate(edit.appends)
+    )
+    plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
+    removed = plan.removed_ids() if plan else set()
+    reduction_id = new_id()
+    summary = _summary_entry(state, view, plan, reduction_id, counter, state.next_seq + len(appends))
+    revisions = tuple(
+        r.model_copy(update={"tokens": counter.count(_revised(view, r))}) for r in (plan.revisions if plan else ())
+    )
+    revised = {r.message_id: r for r in revisions}
+    entries = project_view(view, appends, removed, revised, edit.pins, summary)
+    reduction: Reduction | None = None
+    if plan is not None or edit.strategy is not None:
+        reduction = Reduction(
+            reduction_id=reduction_id,
+            session_id=state.session_id,
+            agent_id=state.agent_id,
+            trigger=edit.trigger,
+            strategy=edit.strategy or (plan.strategy if plan else "manual"),
+            messages_before=len(view) + len(appends),
+            messages_after=len(entries),
+            tokens_before=view.tokens + sum(a.tokens for a in appends),
+            tokens_after=sum(e.tokens for e in entries),
+            evicted=tuple(sorted(removed, key=lambda r: view.index_of(r) or 0)),
+            revised=tuple(revised),
+            summary_id=summary.summary_id if summary else None,
+            model_call_count=model_call_count,
+            error=edit.error,
+            detail=plan.detail if plan else None,
+        )
+    changeset = Changeset(
+        session_id=state.session_id,
+        agent_id=state.agent_id,
+        expected_version=state.version,
+        appends=appends,
+        evict=tuple(sorted(set(plan.evict))) if plan else (),
+        revisions=revisions,
+        summary=summary,
+        reduction=reduction,
+        pins=dict(edit.pins),
+        model_call_count=model_call_count if count_changed else None,
+        next_seq=state.next_seq + len(appends) if appends else None,
+        manager_state=manager_state,
+        agent_state=edit.agent_state,
+    )
+    return changeset, entries
+
+
+def _summary_entry(
+    state: ConversationState,
+    view: View,
+    plan: ReductionPlan | None,
+    reduction_id: str,
+    counter: TokenCounter,
+    next_seq: int,
+) -> SummaryEntry | None:
+    if plan is None or plan.summary is None:
+        return None
+    draft = plan.summary
+    if draft.content is None:
+        raise InvalidMessage("a summary draft has no content yet: the summarizer must write it before the commit")
+    indexes = [i for i in (view.index_of(r) for r in draft.replaces) if i is not None]
+    previous = [view[i].entry_id for i in indexes if view[i].kind == "summary"]
+    seq = draft.seq if draft.seq is not None else min((view[i].seq for i in indexes), default=next_seq)
+    return SummaryEntry(
+        summary_id=draft.summary_id or new_id(),
+        session_id=state.session_id,
+        agent_id=state.agent_id,
+        seq=seq,
+        content=draft.content,
+        summarizer=draft.summarizer,
+        reduction_id=reduction_id,
+        replaces=draft.replaces,
+        supersedes=previous[-1] if previous else None,
+        tokens=counter.count(Message(role="user", content=[{"text": draft.content}])),
+    )
+
+
+def _revised(view: View, revision: ContentRevision) -> Message:
+    index = view.index_of(revision.message_id)
+    if index is None:
+        raise EntryNotFound(f"cannot revise {revision.message_id}: not an active message")
+    return view[index].message.with_content(revision.content)

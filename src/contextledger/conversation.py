@@ -1,97 +1,91 @@
-"""The live view of one (session_id, agent_id) and the owner of its transactions."""
+"""The live view of one (session_id, agent_id) and the owner of its transactions.
+
+One straight line: dispatch hooks -> plan what the callbacks requested -> write the
+summary once (outside the lock) -> build one changeset -> commit, re-planning on a
+version conflict after a short randomized back-off.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import random
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from contextledger.changeset import Changeset, ContentRevision, ReductionPlan
+from contextledger.changeset import (
+    Changeset,
+    Edit,
+    Planned,
+    ReductionPlan,
+    ReductionRequest,
+    Summarize,
+    build_changeset,
+)
 from contextledger.errors import (
     ConcurrencyConflict,
     ConfigurationError,
+    ContextLedgerError,
     ContextWindowOverflowError,
-    EntryNotFound,
+    DuplicateEntry,
     InvalidMessage,
+    InvalidPlan,
     PinError,
+    ReductionFailed,
 )
 from contextledger.hooks import (
     AfterInvocationEvent,
     AfterModelCallEvent,
     BeforeModelCallEvent,
+    ConversationContext,
+    HookEvent,
     HookRegistry,
     MessageAddedEvent,
 )
-from contextledger.managers.base import ConversationManager, ReductionRequest
+from contextledger.managers.base import ConversationManager, as_planned
+from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT, REPAIR_STRATEGY, needs_repair, plan_repair
 from contextledger.messages import Message
-from contextledger.records import (
-    TRIGGERS,
-    ConversationState,
-    Reduction,
-    Snapshot,
-    SummaryEntry,
-    Trigger,
-    ViewEntry,
-    new_id,
-)
+from contextledger.records import TRIGGERS, ConversationState, Reduction, Trigger, ViewEntry
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter, projected_input_tokens
 from contextledger.view import View
+from contextledger.viewrules import estimate_tokens, fit_plan
 
-__all__ = ["Conversation", "Edit"]
+__all__ = ["INTERRUPTED_TOOL_TEXT", "REPAIR_STRATEGY", "Conversation", "Edit"]
 
 logger = logging.getLogger(__name__)
 
-INTERRUPTED_TOOL_TEXT = "Tool execution was interrupted before it returned a result."
-
-
-class Edit(BaseModel):
-    """One intended change, turned into a :class:`Changeset` against the current view.
-
-    Attributes:
-        appends: Messages to append, in order.
-        pins: Entry id -> pinned.
-        plan: A reduction to apply (evictions, revisions, a summary).
-        trigger: Why the reduction runs (recorded on the reduction row).
-        error: The error that caused a reactive reduction.
-        strategy: Overrides ``plan.strategy`` for a reduction without a plan (e.g. a repair).
-        agent_state: New host key/value state.
-    """
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    appends: tuple[Message, ...] = ()
-    pins: dict[str, bool] = Field(default_factory=dict)
-    plan: ReductionPlan | None = None
-    trigger: Trigger = "manual"
-    error: str | None = None
-    strategy: str | None = None
-    agent_state: dict[str, Any] | None = None
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the edit changes nothing."""
-        return not (
-            self.appends
-            or self.pins
-            or (self.plan is not None and not self.plan.is_empty)
-            or self.agent_state is not None
-        )
-
+BACKOFF_BASE = 0.002
+"""Seconds: the first conflict retry waits up to this long, doubling per retry (full jitter)."""
+BACKOFF_CAP = 0.1
+MAX_SUMMARIES = 3
+"""Summarizer calls per reduction at most (the first, plus re-plans whose entries changed)."""
 
 Planner = Callable[[View], Edit | None]
+_E = TypeVar("_E", bound=HookEvent)
+_Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
+
+
+class _SummaryNeeded(Exception):
+    """Leaves the commit loop (and its lock) so the summarizer runs outside both."""
+
+    def __init__(self, entries: tuple[ViewEntry, ...], summarize: Summarize) -> None:
+        super().__init__("summary needed")
+        self.entries, self.summarize = entries, summarize
 
 
 class Conversation:
     """One conversation's active view, kept in step with its store.
 
     Every change (append, pin, reduction, model-call count) is committed as one
-    :class:`Changeset` with the version this object read. On a
-    :class:`ConcurrencyConflict` it re-reads, re-plans and retries up to ``max_retries``
-    times; then the conflict propagates. Methods are thread-safe.
+    changeset with the version this object read. On a
+    :class:`~contextledger.errors.ConcurrencyConflict` it waits a random, growing
+    moment, re-reads, re-plans and retries up to ``max_retries`` times; then the
+    conflict propagates. Opening and reading never write. Methods are thread-safe.
 
     Args:
         store: Where the ledger lives.
@@ -102,6 +96,8 @@ class Conversation:
         context_window_limit: The model's window, used when a caller gives none.
         max_retries: Conflict retries per commit.
         overflow_errors: Exception types treated as a context-window overflow.
+        repair: Repair a view left mid-tool by a crash inside the next real write (an
+            append that is not the missing result, or a model call).
     """
 
     def __init__(
@@ -115,8 +111,9 @@ class Conversation:
         context_window_limit: int | None = None,
         max_retries: int = 8,
         overflow_errors: tuple[type[BaseException], ...] = (),
+        repair: bool = True,
     ) -> None:
-        """Open (or create lazily) the conversation; see the class docstring.
+        """Open the conversation (read only; a new one is created by its first commit).
 
         Raises:
             ConfigurationError: An id is not a non-empty string, ``manager`` is not a
@@ -139,17 +136,18 @@ class Conversation:
         _check_limit(context_window_limit)
         if not all(isinstance(e, type) and issubclass(e, BaseException) for e in overflow_errors):
             raise ConfigurationError(f"overflow_errors must be exception types, got {overflow_errors!r}")
-        self.store = store
-        self.session_id = session_id
-        self.agent_id = agent_id
+        self.store, self.session_id, self.agent_id = store, session_id, agent_id
         self.manager = manager
         self.token_counter: TokenCounter = token_counter or CharTokenCounter()
         self.context_window_limit = context_window_limit
         self.max_retries = max_retries
         self.overflow_errors: tuple[type[BaseException], ...] = (ContextWindowOverflowError, *overflow_errors)
+        self.repair = repair
         self.hooks = HookRegistry()
         self._lock = threading.RLock()
         self._pending_calls = 0
+        self._reactive_call: int | None = None
+        self._note: str | None = None  # why the last planned reduction came to nothing
         self._state = ConversationState(session_id=session_id, agent_id=agent_id)
         self._view = View(())
         self.refresh()
@@ -161,7 +159,7 @@ class Conversation:
     def refresh(self) -> None:
         """Re-read state and active view from the store (one read of the active view)."""
         with self._lock:
-            snapshot: Snapshot | None = self.store.load(self.session_id, self.agent_id)
+            snapshot = self.store.load(self.session_id, self.agent_id)
             if snapshot is None:
                 self._state = ConversationState(session_id=self.session_id, agent_id=self.agent_id)
                 self._view = View(())
@@ -208,28 +206,72 @@ class Conversation:
         """Whether ``error`` is a context-window overflow."""
         return error is not None and isinstance(error, self.overflow_errors)
 
+    def context(
+        self, *, error: BaseException | None = None, projected: int | None = None, limit: int | None = None
+    ) -> ConversationContext:
+        """The read-only context hook events carry (a snapshot of this conversation)."""
+        return ConversationContext(
+            session_id=self.session_id,
+            agent_id=self.agent_id,
+            view=self._view,
+            model_call_count=self.model_call_count,
+            projected_input_tokens=projected if projected is not None else self.projected_input_tokens(),
+            context_window_limit=limit or self.context_window_limit,
+            error=error,
+            overflow=self.is_overflow(error),
+            version=self.version,
+        )
+
+    def request(self, trigger: Trigger, error: BaseException | None = None, **overrides: Any) -> ReductionRequest:
+        """The :class:`ReductionRequest` a manager plans with for ``trigger`` now."""
+        return ReductionRequest(
+            trigger=trigger,
+            error=_describe(error),
+            model_call_count=self.model_call_count,
+            projected_input_tokens=self.projected_input_tokens(),
+            context_window_limit=self.context_window_limit,
+        ).model_copy(update=overrides)
+
     # -- writing -------------------------------------------------------------------------
 
     def append(self, *messages: Message | Mapping[str, Any]) -> list[Message]:
         """Append messages in one commit, then fire :class:`MessageAddedEvent` for each.
 
         Strands message dicts are accepted and converted with :meth:`Message.from_strands`.
-
-        Returns:
-            The appended messages (ids assigned), in order.
+        Appending again messages whose ids are already stored as the same messages (a
+        retry after an error) writes nothing and returns the stored ones.
 
         Raises:
             InvalidMessage: A message is malformed or holds a value JSON cannot store;
                 nothing is appended.
-            DuplicateEntry: A message id is already in the conversation; nothing is appended.
+            DuplicateEntry: A message id is already in the conversation as another
+                message; nothing is appended.
         """
         converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
         if not converted:
             return []
-        self.edit(lambda _view: Edit(appends=tuple(converted)))
+        stored = self._stored_as(converted)
+        if stored is not None:
+            return stored
+        try:
+            self.edit(lambda _view: Edit(appends=tuple(converted)))
+        except DuplicateEntry:
+            self.refresh()
+            stored = self._stored_as(converted)
+            if stored is None:
+                raise
+            return stored
         for message in converted:
-            self.hooks.invoke(MessageAddedEvent(self, message))
+            self._dispatch(MessageAddedEvent(self.context(), message=message))
         return converted
+
+    def _stored_as(self, messages: Sequence[Message]) -> list[Message] | None:
+        with self._lock:
+            found = [self._view.index_of(m.message_id) for m in messages]
+            if any(i is None for i in found):
+                return None
+            stored = [self._view[i].message for i in found if i is not None]
+            return stored if all(map(_same_message, messages, stored)) else None
 
     def pin(self, entry_id: str) -> None:
         """Pin an active message (persisted at once).
@@ -283,27 +325,42 @@ class Conversation:
         snapshot = dict(state)
         self.edit(lambda _view: Edit(agent_state=snapshot))
 
+    # -- reductions ----------------------------------------------------------------------
+
+    def preview(self, trigger: Trigger = "manual") -> ReductionPlan | None:
+        """The plan :meth:`reduce` would commit now (tokens estimated), or ``None``; writes nothing.
+
+        A summary the manager would write is named (``removed_ids()``) but not written.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The manager's plan breaks the view rules beyond correction.
+        """
+        _check_trigger(trigger)
+        if self.manager is None:
+            return None
+        with self._lock:
+            return self._plan(self._view, self.request(trigger)).plan
+
     def reduce(self, trigger: Trigger = "manual", *, error: BaseException | None = None) -> Reduction | None:
         """Ask the manager for a plan now and commit it; ``None`` when nothing changed.
 
         Raises:
             ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The manager's plan breaks the view rules beyond correction.
+            ReductionFailed: The summarizer failed.
         """
         _check_trigger(trigger)
-        if self.manager is None:
-            return None
-        manager = self.manager
-        request = self._request(trigger, error)
-        return self.apply_plan(lambda view: manager.plan(view, request), trigger=trigger, error=error)
+        return self._reduce(self.request(trigger, error), error)
 
     def apply_plan(
-        self,
-        planner: Callable[[View], ReductionPlan | None],
-        *,
-        trigger: Trigger,
-        error: BaseException | None = None,
+        self, planner: Callable[[View], ReductionPlan | None], *, trigger: Trigger, error: BaseException | None = None
     ) -> Reduction | None:
-        """Commit the plan ``planner`` makes for the current view (re-planned on conflict).
+        """Commit exactly the plan ``planner`` makes for the current view (re-planned on conflict).
+
+        The plan is taken as given -- a host mirroring its own reductions, a test -- so the
+        caller answers for the view rules; managers' plans go through :meth:`reduce` and
+        the hooks, which enforce them.
 
         Raises:
             ConfigurationError: ``trigger`` is not a known trigger.
@@ -312,18 +369,85 @@ class Conversation:
 
         def build(view: View) -> Edit | None:
             plan = planner(view)
-            if plan is None or plan.is_empty:
-                return None
-            return Edit(plan=plan, trigger=trigger, error=_describe(error))
+            return None if plan is None or plan.is_empty else Edit(plan=plan, trigger=trigger, error=_describe(error))
 
         return self.edit(build)
+
+    def repair_interrupted_tools(self) -> Reduction | None:
+        """Repair a view left mid-tool by a crash now, recording a ``restore``/``tool_pair_repair`` reduction.
+
+        Writes only when the view needs it (see :mod:`contextledger.managers.repair`).
+        """
+        return self._transact(lambda view: (plan_repair(view), None), repair=False)
+
+    def _plan(self, view: View, request: ReductionRequest) -> Planned:
+        """The manager's plan for ``view``, held to the view rules, with its token estimates (pure)."""
+        assert self.manager is not None
+        planned = as_planned(self.manager.plan(view, request))
+        plan = fit_plan(view, planned.plan)
+        if planned.plan is not None and not planned.plan.is_empty and plan is None:
+            note = "the plan would break the view rules (pins, tool pairs, newest prompt) and nothing else was left"
+            return Planned(None, None, note=planned.note or note)
+        if plan is not None:
+            plan = estimate_tokens(view, plan, self.token_counter)
+        return dataclasses.replace(planned, plan=plan)
+
+    def _reduce(self, request: ReductionRequest, error: BaseException | None) -> Reduction | None:
+        """Plan ``request`` once, write its summary once (outside the lock), commit once."""
+        if self.manager is None:
+            return None
+        written: list[tuple[tuple[ViewEntry, ...], str]] = []
+        self._note = None
+        for _ in range(MAX_SUMMARIES + 1):
+            try:
+                return self._transact(lambda view: self._reduction_edit(view, request, error, written))
+            except _SummaryNeeded as need:
+                if len(written) >= MAX_SUMMARIES:
+                    break
+                try:
+                    written.append((need.entries, need.summarize(need.entries)))
+                except ReductionFailed:
+                    raise
+                except Exception as exc:
+                    raise ReductionFailed(f"the summarizer failed on {len(need.entries)} entries: {exc}") from exc
+        raise ReductionFailed(f"the summarized entries kept changing under concurrent writers ({MAX_SUMMARIES} tries)")
+
+    def _reduction_edit(
+        self,
+        view: View,
+        request: ReductionRequest,
+        error: BaseException | None,
+        written: list[tuple[tuple[ViewEntry, ...], str]],
+    ) -> tuple[Edit | None, dict[str, Any] | None]:
+        planned = self._plan(view, request)
+        plan, self._note = planned.plan, planned.note
+        if plan is None:
+            return None, None
+        if plan.summary is not None and plan.summary.content is None:
+            entries = tuple(view[i] for i in (view.index_of(r) for r in plan.summary.replaces) if i is not None)
+            # On a re-plan after a conflict the summary is reused when its entries are unchanged.
+            text = next((t for e, t in written if e == entries), None)
+            if text is None:
+                if planned.summarize is None:
+                    raise ReductionFailed(f"manager {self.manager!r} planned a summary but gave no summarizer")
+                raise _SummaryNeeded(entries, planned.summarize)
+            summary = plan.summary.model_copy(update={"content": text})
+            plan = estimate_tokens(view, plan.model_copy(update={"summary": summary}), self.token_counter)
+        if request.trigger == "reactive" and (plan.tokens_after or 0) >= (plan.tokens_before or 0):
+            raise ReductionFailed(f"the {request.trigger} plan frees no space ({plan.tokens_before} tokens before)")
+        state = planned.state
+        manager_state = state.model_dump(mode="json") if isinstance(state, BaseModel) else _as_dict(state)
+        return Edit(plan=plan, trigger=request.trigger, error=request.error or _describe(error)), manager_state
+
+    # -- the transaction -------------------------------------------------------------------
 
     def edit(self, build: Planner) -> Reduction | None:
         """Turn ``build(view)`` into one changeset and commit it.
 
         ``build`` is called again on a fresh view after each concurrency conflict; it
         returns ``None`` (or an empty edit) when there is nothing to do. A pending
-        model-call increment rides along with the first commit that happens.
+        model-call increment rides along with the first commit that happens, and so
+        does the repair of a view left mid-tool (see ``repair``).
 
         Returns:
             The reduction row committed, if the edit carried one.
@@ -331,109 +455,63 @@ class Conversation:
         Raises:
             ConcurrencyConflict: Still conflicting after ``max_retries`` re-plans.
         """
-        with self._lock:
-            for attempt in range(self.max_retries + 1):
-                edit = build(self._view)
+        return self._transact(lambda view: (build(view), None))
+
+    def _transact(self, build: _Build, *, repair: bool = True) -> Reduction | None:
+        for attempt in range(self.max_retries + 1):
+            with self._lock:
+                edit, manager_state = build(self._view)
                 if (edit is None or edit.is_empty) and not self._pending_calls:
                     return None
                 edit = edit or Edit()
-                changeset, entries = self._changeset(edit)
+                real_write = bool(edit.appends or self._pending_calls)
+                if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
+                    if edit.plan is not None or edit.strategy is not None:
+                        # One reduction row per changeset: the repair commits first, alone.
+                        self._transact(lambda view: (plan_repair(view), None), repair=False)
+                        continue
+                    edit = self._with_repair(edit)
+                if manager_state is None and self.manager is not None:
+                    manager_state = self.manager.export_state()
+                changeset, entries = build_changeset(
+                    self._state,
+                    self._view,
+                    edit,
+                    counter=self.token_counter,
+                    model_call_count=self.model_call_count,
+                    count_changed=bool(self._pending_calls),
+                    manager_state=manager_state,
+                )
                 try:
                     version = self.store.commit(changeset)
                 except ConcurrencyConflict:
-                    logger.info(
-                        "session_id=<%s>, agent_id=<%s>, attempt=<%d> | version conflict, re-planning",
-                        self.session_id,
-                        self.agent_id,
-                        attempt + 1,
-                    )
                     if attempt == self.max_retries:
                         raise
                     self.refresh()
-                    continue
-                self._after_commit(changeset, entries, version)
-                return changeset.reduction
+                else:
+                    self._after_commit(changeset, entries, version)
+                    return changeset.reduction
+            logger.info(
+                "session_id=<%s>, agent_id=<%s>, attempt=<%d> | version conflict, re-planning",
+                self.session_id,
+                self.agent_id,
+                attempt + 1,
+            )
+            time.sleep(random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _changeset(self, edit: Edit) -> tuple[Changeset, list[ViewEntry]]:
-        state, view = self._state, self._view
-        appends = tuple(
-            ViewEntry(
-                entry_id=m.message_id,
-                seq=state.next_seq + i,
-                message=m.stored_copy(),
-                tokens=self.token_counter.count(m),
-            )
-            for i, m in enumerate(edit.appends)
+    def _with_repair(self, edit: Edit) -> Edit:
+        """``edit`` with the repair of the view in front of it, in the same changeset."""
+        repair = plan_repair(self._view)
+        assert repair is not None
+        logger.warning(
+            "session_id=<%s>, agent_id=<%s> | conversation was interrupted mid-tool; repaired in this write",
+            self.session_id,
+            self.agent_id,
         )
-        plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
-        summary: SummaryEntry | None = None
-        reduction: Reduction | None = None
-        removed = plan.removed_ids() if plan else set()
-        reduction_id = new_id()
-        if plan is not None and plan.summary is not None:
-            seqs = [view[i].seq for i in (view.index_of(r) for r in plan.summary.replaces) if i is not None]
-            previous = [
-                r for r in plan.summary.replaces if (i := view.index_of(r)) is not None and view[i].kind == "summary"
-            ]
-            draft_message = Message(role="user", content=[{"text": plan.summary.content}])
-            summary = SummaryEntry(
-                summary_id=plan.summary.summary_id or new_id(),
-                session_id=self.session_id,
-                agent_id=self.agent_id,
-                seq=plan.summary.seq
-                if plan.summary.seq is not None
-                else min(seqs)
-                if seqs
-                else state.next_seq + len(appends),
-                content=plan.summary.content,
-                summarizer=plan.summary.summarizer,
-                reduction_id=reduction_id,
-                replaces=plan.summary.replaces,
-                supersedes=previous[-1] if previous else None,
-                tokens=self.token_counter.count(draft_message),
-            )
-        revisions = tuple(
-            r.model_copy(update={"tokens": self.token_counter.count(_revised(view, r))})
-            for r in (plan.revisions if plan else ())
+        return repair.model_copy(
+            update={"appends": (*repair.appends, *edit.appends), "pins": edit.pins, "agent_state": edit.agent_state}
         )
-        revised = {r.message_id: r for r in revisions}
-        pins = dict(edit.pins)
-        entries = _next_view(view, appends, removed, revised, pins, summary)
-        if plan is not None or edit.strategy is not None:
-            reduction = Reduction(
-                reduction_id=reduction_id,
-                session_id=self.session_id,
-                agent_id=self.agent_id,
-                trigger=edit.trigger,
-                strategy=edit.strategy or (plan.strategy if plan else "manual"),
-                messages_before=len(view) + len(appends),
-                messages_after=len(entries),
-                tokens_before=view.tokens + sum(a.tokens for a in appends),
-                tokens_after=sum(e.tokens for e in entries),
-                evicted=tuple(sorted(removed, key=lambda r: view.index_of(r) or 0)),
-                revised=tuple(revised),
-                summary_id=summary.summary_id if summary else None,
-                model_call_count=self.model_call_count,
-                error=edit.error,
-                detail=plan.detail if plan else None,
-            )
-        changeset = Changeset(
-            session_id=self.session_id,
-            agent_id=self.agent_id,
-            expected_version=state.version,
-            appends=appends,
-            evict=tuple(sorted(set(plan.evict))) if plan else (),
-            revisions=revisions,
-            summary=summary,
-            reduction=reduction,
-            pins=pins,
-            model_call_count=self.model_call_count if self._pending_calls else None,
-            next_seq=state.next_seq + len(appends) if appends else None,
-            manager_state=self.manager.export_state() if self.manager is not None else None,
-            agent_state=edit.agent_state,
-        )
-        return changeset, entries
 
     def _after_commit(self, changeset: Changeset, entries: list[ViewEntry], version: int) -> None:
         updates: dict[str, Any] = {"version": version}
@@ -445,6 +523,8 @@ class Conversation:
         self._view = View(entries)
         self._pending_calls = 0
         if changeset.reduction is not None:
+            if self.manager is not None:
+                self.manager.restore_state(self._state.manager_state)
             r = changeset.reduction
             logger.info(
                 "session_id=<%s>, agent_id=<%s>, trigger=<%s>, strategy=<%s>, evicted=<%d>, revised=<%d>"
@@ -460,121 +540,105 @@ class Conversation:
     # -- the model-call cycle --------------------------------------------------------------
 
     def before_model_call(
-        self,
-        *,
-        context_window_limit: int | None = None,
-        projected_input_tokens: int | None = None,
+        self, *, context_window_limit: int | None = None, projected_input_tokens: int | None = None
     ) -> BeforeModelCallEvent:
-        """Count the model call, fire :class:`BeforeModelCallEvent`, commit the count.
+        """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
 
-        A reduction made by a callback carries the new count in the same commit;
-        otherwise the count is committed on its own.
+        The first commit (a requested reduction, else the count alone) carries the new
+        count; requested reductions are best-effort and never break the turn.
         """
         with self._lock:
             self._pending_calls += 1
-            event = BeforeModelCallEvent(
-                self,
-                projected_input_tokens=(
-                    projected_input_tokens if projected_input_tokens is not None else self.projected_input_tokens()
-                ),
-                context_window_limit=context_window_limit or self.context_window_limit,
-            )
-            try:
-                self.hooks.invoke(event)
-            finally:
-                if self._pending_calls:
-                    self.edit(lambda _view: None)
-            return event
+            context = self.context(projected=projected_input_tokens, limit=context_window_limit)
+        try:
+            return self._dispatch(BeforeModelCallEvent(context))
+        finally:
+            if self._pending_calls:
+                self.edit(lambda _view: None)
 
     def after_model_call(self, error: BaseException | None = None) -> bool:
         """Fire :class:`AfterModelCallEvent`; return whether the model call should be retried.
 
+        A reactive reduction a callback requested runs once per model call: committed,
+        it asks for the retry; impossible, it raises without asking.
+
         Raises:
+            ReductionFailed: A reactive reduction was requested and nothing could be
+                reduced without breaking the view rules (or the summarizer failed).
             BaseException: ``error`` itself when it is a context overflow that no callback
-                reduced (the null manager re-raises this way), or the manager's
-                :class:`~contextledger.errors.ReductionFailed`.
+                handled (the null manager re-raises this way).
         """
-        with self._lock:
-            event = self.hooks.invoke(AfterModelCallEvent(self, error=error))
-            if event.retry_model_call:
-                return True
-            if error is not None and self.is_overflow(error):
-                raise error
-            return False
+        event = self._dispatch(AfterModelCallEvent(self.context(error=error)))
+        reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
+        if reactive is not None and error is not None:
+            self._reduce_reactive(reactive, error)
+            event.retry_model_call = True
+        if event.retry_model_call:
+            return True
+        if error is not None and self.is_overflow(error):
+            raise error
+        return False
 
     def after_invocation(self) -> None:
         """Fire :class:`AfterInvocationEvent` (end-of-invocation management)."""
-        with self._lock:
-            self.hooks.invoke(AfterInvocationEvent(self))
+        self._dispatch(AfterInvocationEvent(self.context()))
 
-    def repair_interrupted_tools(self) -> Reduction | None:
-        """Make a view left mid-tool by a crash valid again, recording the repair.
+    def _dispatch(self, event: _E) -> _E:
+        """Run the callbacks, then every best-effort reduction they requested, in order."""
+        self.hooks.invoke(event)
+        reduced = False
+        for request in event.requests:
+            if request.trigger == "reactive":
+                continue  # the caller runs it: it must reduce or raise
+            if reduced and request.projected_input_tokens is not None:
+                # An earlier reduction of this event lowered what the host projected.
+                projected = min(request.projected_input_tokens, self.projected_input_tokens())
+                request = request.model_copy(update={"projected_input_tokens": projected})
+            reduced = self._reduce_best_effort(request) or reduced
+        return event
 
-        A toolUse without a result in the last message gets an error toolResult
-        appended; any other orphan call or result is revised away (the original is
-        kept as a revision). Recorded as a ``restore``/``tool_pair_repair`` reduction.
-        """
-
-        def build(view: View) -> Edit | None:
-            dangling = set(view.dangling_tool_uses())
-            orphans = set(view.orphan_results())
-            if not dangling and not orphans:
-                return None
-            tail = set(view[-1].message.tool_use_ids) & dangling if len(view) else set()
-            appends = tuple(
-                Message(
-                    role="user",
-                    content=[
-                        {
-                            "toolResult": {
-                                "toolUseId": t,
-                                "status": "error",
-                                "content": [{"text": INTERRUPTED_TOOL_TEXT}],
-                            }
-                        }
-                        for t in sorted(tail)
-                    ],
-                    metadata={"custom": {"contextledger": {"repair": "interrupted_tool"}}},
-                )
-                for _ in [0]
-                if tail
+    def _reduce_best_effort(self, request: ReductionRequest) -> bool:
+        try:
+            reduction = self._reduce(request, None)
+        except Exception as exc:  # best-effort by contract: the turn must go on
+            self._warn(
+                request.trigger, f"{type(exc).__name__}: {exc}", exc_info=not isinstance(exc, ContextLedgerError)
             )
-            revisions: list[ContentRevision] = []
-            for entry in view:
-                drop = (set(entry.message.tool_use_ids) & (dangling - tail)) | (
-                    set(entry.message.tool_result_ids) & orphans
-                )
-                if not drop or entry.kind != "message":
-                    continue
-                kept = [b for b in entry.message.content if _block_tool_id(b) not in drop]
-                revisions.append(
-                    ContentRevision(
-                        message_id=entry.entry_id,
-                        content=kept or [{"text": "[interrupted tool call removed]"}],
-                        reason="repair_orphan_tool_block",
-                    )
-                )
-            plan = ReductionPlan(
-                strategy="tool_pair_repair", revisions=tuple(revisions), detail="interrupted tool call"
-            )
-            return Edit(
-                appends=appends, plan=plan if revisions else None, trigger="restore", strategy="tool_pair_repair"
-            )
+            return False
+        if reduction is None and self._note:
+            self._warn(request.trigger, self._note)
+        return reduction is not None
 
-        return self.edit(build)
+    def _reduce_reactive(self, request: ReductionRequest, error: BaseException) -> None:
+        call = self.model_call_count
+        if self._reactive_call == call:
+            raise ReductionFailed(
+                f"session_id={self.session_id} agent_id={self.agent_id}: model call {call} was already reduced once;"
+                " count the retried call with before_model_call()"
+            ) from error
+        try:
+            reduction = self._reduce(request, error)
+        except InvalidPlan as exc:
+            raise ReductionFailed(f"session_id={self.session_id} agent_id={self.agent_id}: {exc}") from exc
+        if reduction is None:
+            raise ReductionFailed(
+                f"session_id={self.session_id} agent_id={self.agent_id}: the context window overflowed and the"
+                f" {getattr(self.manager, 'name', 'manager')} manager found nothing left to reduce"
+                f" ({len(self._view)} entries: {self._note or 'all protected, pinned or too recent'})"
+            ) from error
+        self._reactive_call = call
 
-    def _request(self, trigger: Trigger, error: BaseException | None = None) -> ReductionRequest:
-        return ReductionRequest(
-            trigger=trigger,
-            error=_describe(error),
-            model_call_count=self.model_call_count,
-            projected_input_tokens=self.projected_input_tokens(),
-            context_window_limit=self.context_window_limit,
+    def _warn(self, trigger: str, reason: str, *, exc_info: bool = False) -> None:
+        logger.warning(
+            "session_id=<%s>, agent_id=<%s>, manager=<%s>, trigger=<%s>, reason=<%s>"
+            " | best-effort reduction skipped, the turn goes on",
+            self.session_id,
+            self.agent_id,
+            getattr(self.manager, "name", None),
+            trigger,
+            reason,
+            exc_info=exc_info,
         )
-
-    def request(self, trigger: Trigger, error: BaseException | None = None, **overrides: Any) -> ReductionRequest:
-        """Build the :class:`ReductionRequest` a manager callback plans with."""
-        return self._request(trigger, error).model_copy(update=overrides)
 
 
 def _check_limit(limit: object) -> None:
@@ -587,66 +651,18 @@ def _check_trigger(trigger: object) -> None:
         raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
 
 
-def _revised(view: View, revision: ContentRevision) -> Message:
-    index = view.index_of(revision.message_id)
-    if index is None:
-        raise EntryNotFound(f"cannot revise {revision.message_id}: not an active message")
-    return view[index].message.with_content(revision.content)
-
-
 def _describe(error: BaseException | None) -> str | None:
     return None if error is None else f"{type(error).__name__}: {error}"
 
 
-def _block_tool_id(block: Mapping[str, Any]) -> str | None:
-    for key in ("toolUse", "toolResult"):
-        if key in block:
-            value = block[key].get("toolUseId")
-            return str(value) if value is not None else None
-    return None
+def _as_dict(state: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if state is None else dict(state)
 
 
-def _next_view(
-    view: View,
-    appends: Sequence[ViewEntry],
-    removed: set[str],
-    revised: Mapping[str, ContentRevision],
-    pins: Mapping[str, bool],
-    summary: SummaryEntry | None,
-) -> list[ViewEntry]:
-    """The view after a changeset, computed locally so a commit needs no re-read."""
-    in_order = not appends or not view.entries or appends[0].seq > view.entries[-1].seq
-    if in_order and not (removed or revised or pins or summary):
-        # Appends take seqs above every active entry, so the order holds without a sort
-        # and the hot path (a turn appended) costs O(appended), not O(window log window).
-        return [*view.entries, *appends]
-    entries: list[ViewEntry] = []
-    for entry in _chain(view.entries, appends):
-        if entry.entry_id in removed:
-            continue
-        message = entry.message
-        if entry.entry_id in revised:
-            message = message.with_content(revised[entry.entry_id].content)
-        if entry.entry_id in pins:
-            message = message.with_pin(pins[entry.entry_id])
-        if message is not entry.message:
-            tokens = revised[entry.entry_id].tokens if entry.entry_id in revised else entry.tokens
-            entry = entry.model_copy(update={"message": message, "tokens": tokens})
-        entries.append(entry)
-    if summary is not None:
-        entries.append(
-            ViewEntry(
-                entry_id=summary.summary_id,
-                kind="summary",
-                seq=summary.seq,
-                message=summary.to_message(),
-                tokens=summary.tokens,
-            )
-        )
-    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
-    return entries
-
-
-def _chain(a: Iterable[ViewEntry], b: Iterable[ViewEntry]) -> Iterable[ViewEntry]:
-    yield from a
-    yield from b
+def _same_message(new: Message, stored: Message) -> bool:
+    """Whether ``stored`` is ``new`` as committed (pins may have changed since)."""
+    return (new.role, new.content, new.with_pin(False).metadata) == (
+        stored.role,
+        stored.content,
+        stored.with_pin(False).metadata,
+    )

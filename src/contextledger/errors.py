@@ -16,6 +16,7 @@ __all__ = [
     "EntryNotFound",
     "InvalidLedgerURL",
     "InvalidMessage",
+    "InvalidPlan",
     "PinError",
     "ReductionFailed",
     "SchemaOutOfDate",
@@ -100,6 +101,14 @@ class ContextWindowOverflowError(ContextLedgerError):
     """The model rejected the input because it exceeds the context window.
 
     Hosts raise (or map their own error to) this so that managers can reduce reactively.
+    """
+
+
+class InvalidPlan(ContextLedgerError, ValueError):
+    """A reduction plan would leave a view a provider rejects, and cannot be corrected safely.
+
+    Raised for a custom manager's plan (the built-in managers never make one), before
+    anything is written. See "view rules" in the README.
     """
 
 

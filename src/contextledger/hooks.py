@@ -2,6 +2,12 @@
 
 Conversation managers are hook providers (the seed design): registering a manager
 subscribes it to the events it needs; the null manager registers nothing.
+
+An event carries a read-only :class:`ConversationContext` -- the view, the model-call
+count, the projected input tokens, the context-window limit, the error -- never the
+live conversation. A callback that wants the context reduced *requests* it
+(:meth:`HookEvent.request_reduction`); once every callback has run, the
+:class:`~contextledger.Conversation` plans each request once and commits it once.
 """
 
 from __future__ import annotations
@@ -10,17 +16,18 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from contextledger.changeset import ReductionRequest
 from contextledger.messages import Message
-
-if TYPE_CHECKING:
-    from contextledger.conversation import Conversation
+from contextledger.records import TRIGGERS, Trigger
+from contextledger.view import View
 
 __all__ = [
     "AfterInvocationEvent",
     "AfterModelCallEvent",
     "BeforeModelCallEvent",
+    "ConversationContext",
     "HookEvent",
     "HookProvider",
     "HookRegistry",
@@ -30,43 +37,110 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ConversationContext:
+    """What a callback may read of the conversation at the time of the event.
+
+    Attributes:
+        session_id: The session.
+        agent_id: The agent.
+        view: The active view (immutable).
+        model_call_count: Model calls so far (the one about to be made included).
+        projected_input_tokens: Last reported usage plus an estimate of what was added since.
+        context_window_limit: The model's context window, when the host knows it.
+        error: The model error of an :class:`AfterModelCallEvent`.
+        overflow: Whether ``error`` is a context-window overflow for this conversation.
+        version: The version the view was read at.
+    """
+
+    session_id: str
+    agent_id: str
+    view: View
+    model_call_count: int = 0
+    projected_input_tokens: int | None = None
+    context_window_limit: int | None = None
+    error: BaseException | None = None
+    overflow: bool = False
+    version: int = 0
+
+
 @dataclass
 class HookEvent:
-    """Base of every event; carries the conversation it concerns."""
+    """Base of every event: the read-only context, and the reductions callbacks request."""
 
-    conversation: Conversation
+    context: ConversationContext
+    requests: list[ReductionRequest] = field(default_factory=list, init=False, repr=False)
+
+    def request_reduction(self, trigger: Trigger, **options: Any) -> ReductionRequest:
+        """Ask the conversation to reduce once every callback has run.
+
+        Args:
+            trigger: Why (``per_turn``, ``proactive``, ``reactive``, ...).
+            **options: :class:`~contextledger.changeset.ReductionRequest` fields that
+                override the context's (e.g. ``threshold=0.7``).
+
+        Returns:
+            The request as queued; the conversation fills in the rest when it plans.
+
+        Raises:
+            ValueError: ``trigger`` is not a known trigger, or an option is not a
+                request field.
+        """
+        if trigger not in TRIGGERS:
+            raise ValueError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
+        context = self.context
+        values: dict[str, Any] = {
+            "trigger": trigger,
+            "model_call_count": context.model_call_count,
+            "projected_input_tokens": context.projected_input_tokens,
+            "context_window_limit": context.context_window_limit,
+            "error": None if context.error is None else f"{type(context.error).__name__}: {context.error}",
+        }
+        unknown = set(options) - set(ReductionRequest.model_fields)
+        if unknown:
+            raise ValueError(f"unknown reduction request option(s) {sorted(unknown)}")
+        request = ReductionRequest(**{**values, **options})
+        self.requests.append(request)
+        return request
 
 
 @dataclass
 class MessageAddedEvent(HookEvent):
     """Fired after a message was appended and committed."""
 
-    message: Message
+    message: Message = field(kw_only=True)
 
 
 @dataclass
 class BeforeModelCallEvent(HookEvent):
-    """Fired before each model call, after ``model_call_count`` was incremented.
+    """Fired before each model call, after ``model_call_count`` was incremented."""
 
-    Attributes:
-        projected_input_tokens: Last reported usage plus an estimate of what was added since.
-        context_window_limit: The model's context window, when the host knows it.
-    """
+    @property
+    def projected_input_tokens(self) -> int | None:
+        """Last reported usage plus an estimate of what was added since."""
+        return self.context.projected_input_tokens
 
-    projected_input_tokens: int | None = None
-    context_window_limit: int | None = None
+    @property
+    def context_window_limit(self) -> int | None:
+        """The model's context window, when the host knows it."""
+        return self.context.context_window_limit
 
 
 @dataclass
 class AfterModelCallEvent(HookEvent):
     """Fired after each model call.
 
-    A callback that reduced the context after an ``error`` sets ``retry_model_call = True``
-    to ask the host to call the model again. Setting it without an error is refused.
+    A callback sets ``retry_model_call = True`` to ask the host to call the model again
+    after an ``error``; setting it without an error is refused. A reactive reduction
+    a callback requested sets it itself once the reduction is committed.
     """
 
-    error: BaseException | None = None
-    _retry: bool = field(default=False, repr=False)
+    _retry: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The model call's error, if it failed."""
+        return self.context.error
 
     @property
     def retry_model_call(self) -> bool:
@@ -75,7 +149,7 @@ class AfterModelCallEvent(HookEvent):
 
     @retry_model_call.setter
     def retry_model_call(self, value: bool) -> None:
-        if value and self.error is None:
+        if value and self.context.error is None:
             raise ValueError("retry_model_call is only valid when the model call failed (error is set)")
         self._retry = bool(value)
 

@@ -135,9 +135,10 @@ class Ledger:
     ) -> Conversation:
         """Open the conversation of (session_id, agent_id), restoring its active view.
 
-        A new conversation is created by its first commit. With ``repair`` (the default)
-        a view left mid-tool by a crash is repaired and the repair recorded (see
-        :meth:`Conversation.repair_interrupted_tools`).
+        Opening only reads. A new conversation is created by its first commit. With
+        ``repair`` (the default) a view left mid-tool by a crash is repaired inside the
+        next real write that is not the missing toolResult (a new message, a model
+        call), and the repair recorded as a ``restore``/``tool_pair_repair`` reduction.
 
         Args:
             session_id: The session.
@@ -145,7 +146,7 @@ class Ledger:
             manager: The policy that manages the context window (``None``: the view only grows).
             token_counter: Per-message token estimates (default: about four characters a token).
             context_window_limit: The model's context window in tokens (for proactive compression).
-            repair: Repair a view left mid-tool on open.
+            repair: Repair a view left mid-tool in the next write.
             **options: :class:`Conversation` options: ``max_retries`` (conflict retries per
                 commit), ``overflow_errors`` (your SDK's context-overflow exception types).
 
@@ -159,10 +160,9 @@ class Ledger:
             manager=manager,
             token_counter=token_counter,
             context_window_limit=context_window_limit,
+            repair=repair,
             **options,
         )
-        if repair and conversation.version:
-            conversation.repair_interrupted_tools()
         return conversation
 
     # -- queries -------------------------------------------------------------------------

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
+from itertools import chain
+from typing import Any, Protocol
 
 from contextledger.messages import Message
-from contextledger.records import ViewEntry
+from contextledger.records import SummaryEntry, ViewEntry
 
-__all__ = ["View"]
+
+class _Revision(Protocol):
+    """What :func:`project_view` reads of a content revision (structural, so no import)."""
+
+    @property
+    def content(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def tokens(self) -> int | None: ...
+
+
+__all__ = ["View", "is_prompt", "is_turn_opener_violation", "project_view"]
 
 
 class View:
@@ -103,3 +116,70 @@ class View:
         """Return the toolUseIds answered in the view whose call is not in it."""
         uses = {tid for e in self.entries for tid in e.message.tool_use_ids}
         return [tid for e in self.entries for tid in e.message.tool_result_ids if tid not in uses]
+
+
+def is_prompt(entry: ViewEntry) -> bool:
+    """Whether ``entry`` is a user prompt: a user message with content other than tool results."""
+    message = entry.message
+    return (
+        entry.kind == "message"
+        and message.role == "user"
+        and any("toolResult" not in block for block in message.content)
+    )
+
+
+def is_turn_opener_violation(entry: ViewEntry) -> bool:
+    """Whether a view starting (after system messages) with ``entry`` is one a provider rejects.
+
+    That is an assistant message, or a user message carrying tool results. A summary is
+    rendered as a user text message and opens a view fine.
+    """
+    message = entry.message
+    if entry.kind == "summary":
+        return False
+    return message.role == "assistant" or bool(message.tool_result_ids)
+
+
+def project_view(
+    view: View,
+    appends: Sequence[ViewEntry],
+    removed: set[str],
+    revised: Mapping[str, _Revision],
+    pins: Mapping[str, bool],
+    summary: SummaryEntry | None,
+) -> list[ViewEntry]:
+    """The view after a changeset, computed locally so a commit needs no re-read (pure).
+
+    Entries are ordered by seq; a summary sorts before a message of equal seq.
+    """
+    in_order = not appends or not view.entries or appends[0].seq > view.entries[-1].seq
+    if in_order and not (removed or revised or pins or summary):
+        # Appends take seqs above every active entry, so the order holds without a sort
+        # and the hot path (a turn appended) costs O(appended), not O(window log window).
+        return [*view.entries, *appends]
+    entries: list[ViewEntry] = []
+    for entry in chain(view.entries, appends):
+        if entry.entry_id in removed:
+            continue
+        message = entry.message
+        if entry.entry_id in revised:
+            message = message.with_content(revised[entry.entry_id].content)
+        if entry.entry_id in pins:
+            message = message.with_pin(pins[entry.entry_id])
+        if message is not entry.message:
+            revision = revised.get(entry.entry_id)
+            tokens = revision.tokens if revision is not None and revision.tokens is not None else entry.tokens
+            entry = entry.model_copy(update={"message": message, "tokens": tokens})
+        entries.append(entry)
+    if summary is not None:
+        entries.append(
+            ViewEntry(
+                entry_id=summary.summary_id,
+                kind="summary",
+                seq=summary.seq,
+                message=summary.to_message(),
+                tokens=summary.tokens,
+            )
+        )
+    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
+    return entries

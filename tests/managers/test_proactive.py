@@ -13,7 +13,9 @@ from contextledger import (
     SummarizingConversationManager,
     TurnWindowConversationManager,
 )
-from contextledger.errors import ConfigurationError
+from contextledger.changeset import Changeset
+from contextledger.errors import ConcurrencyConflict, ConfigurationError
+from contextledger.stores.memory import MemoryStore
 from contextledger.managers.policy import parse_proactive_compression
 from contextledger.stores.base import LedgerStore
 from tests.managers.helpers import chat, model_call, triggers
@@ -126,26 +128,56 @@ def test_invalid_proactive_options(value: object) -> None:
             build(value)
 
 
-def test_a_conflict_during_proactive_compression_is_logged_and_the_turn_goes_on(
-    memory_store: LedgerStore, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_conflict_after_summarizing_reuses_the_summary(memory_store: LedgerStore) -> None:
     other = Conversation(memory_store, "s")
+    calls: list[int] = []
 
     def racing(messages: list[Message]) -> str:
-        # Another process appends while we plan: our commit conflicts every time.
+        # Another process appends while the summary is written: the commit conflicts once.
+        calls.append(len(messages))
         other.refresh()
         other.append(Message.user("concurrent"))
         return "summary"
 
-    manager = SummarizingConversationManager(preserve_recent_messages=1, summarizer=racing, proactive_compression=True)
+    manager = SummarizingConversationManager(
+        summary_ratio=0.2, preserve_recent_messages=1, summarizer=racing, proactive_compression=True
+    )
     conv = Conversation(memory_store, "s", manager=manager, max_retries=2)
     conv.append(*chat(6))
-    with caplog.at_level("WARNING", logger="contextledger.managers.policy"):
-        conv.before_model_call(context_window_limit=100, projected_input_tokens=100)
+    conv.before_model_call(context_window_limit=100, projected_input_tokens=100)
     assert conv.after_model_call(None) is False
-    assert memory_store.summaries("s", "default") == []
+    # The summarized entries did not change: the summary written once is committed.
+    assert calls == [1]
+    (summary,) = memory_store.summaries("s", "default")
+    assert summary.content == "summary"
     assert conv.model_call_count == 1
     assert Conversation(memory_store, "s").model_call_count == 1
+    assert manager.state.reductions == 1
+    assert "concurrent" in conv.view[-1].message.plain_text
+
+
+class _ReductionsConflict(MemoryStore):
+    """A store on which every reduction commit loses the version race."""
+
+    def commit(self, changeset: Changeset) -> int:
+        if changeset.reduction is not None:
+            raise ConcurrencyConflict("someone else committed first")
+        return super().commit(changeset)
+
+
+def test_a_conflict_during_proactive_compression_is_logged_and_the_turn_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = _ReductionsConflict()
+    manager = SummarizingConversationManager(preserve_recent_messages=1, proactive_compression=True)
+    conv = Conversation(store, "s", manager=manager, max_retries=2)
+    conv.append(*chat(6))
+    with caplog.at_level("WARNING", logger="contextledger.conversation"):
+        conv.before_model_call(context_window_limit=100, projected_input_tokens=100)
+    assert conv.after_model_call(None) is False
+    assert store.summaries("s", "default") == []
+    assert conv.model_call_count == 1
+    assert Conversation(store, "s").model_call_count == 1
     assert manager.state.reductions == 0
     assert any(
         "ConcurrencyConflict" in r.getMessage() and "trigger=<proactive>" in r.getMessage() for r in caplog.records

@@ -66,11 +66,12 @@ def test_per_turn_can_change_at_run_time(memory_store: LedgerStore) -> None:
     conv.append(*chat(3, prefix="c-"))
     model_call(conv)
     assert [r.model_call_count for r in memory_store.reductions("s", "default")] == [3, 6, 7]
-    assert len(conv.view) == 2
+    # Trimmed to the window, the boundary then advances to the next user prompt.
+    assert [e.message.role for e in conv.view] == ["user"]
     manager.per_turn = False
     conv.append(*chat(4, prefix="d-"))
     model_call(conv)
-    assert len(conv.view) == 6
+    assert len(conv.view) == 5
 
 
 @pytest.mark.parametrize("value", [0, -1, 2.5, "3", None])
@@ -120,15 +121,16 @@ def test_end_of_invocation_trims_to_the_window(memory_store: LedgerStore) -> Non
 def test_trim_never_splits_a_tool_pair(memory_store: LedgerStore) -> None:
     manager = SlidingWindowConversationManager(window_size=3)
     conv = Conversation(memory_store, "s", manager=manager)
-    turn = tool_turn("x")  # user, toolUse, toolResult, answer
-    conv.append(*turn)
+    first, turn = tool_turn("w"), tool_turn("x")  # user, toolUse, toolResult, answer
+    conv.append(*first, *turn)
     conv.after_invocation()
-    # Evicting the user message leaves 3 entries starting with the toolUse: valid.
-    assert view_ids(conv) == ids(turn[1:])
-    manager.window_size = 2
+    # The first turn goes; the newest prompt is never evicted, and the pair after it goes
+    # as a whole (never leaving a toolResult or an orphan toolUse behind).
+    assert view_ids(conv) == ids([turn[0], turn[3]])
+    manager.window_size = 1
+    conv.append(Message.user("next"))
     conv.after_invocation()
-    # The pair goes as a whole, never leaving a toolResult first.
-    assert view_ids(conv) == ids(turn[3:])
+    assert [e.message.plain_text for e in conv.view] == ["next"]
     assert_valid_view(conv)
 
 
@@ -144,9 +146,9 @@ def test_parallel_tool_calls_are_one_group(memory_store: LedgerStore) -> None:
     )
     result_a, result_b = Message.tool_result("a", "1"), Message.tool_result("b", "2")
     last = Message.assistant("done")
-    conv.append(Message.user("go"), use, result_a, result_b, last)
+    conv.append(Message.user("go"), use, result_a, result_b, last, Message.user("next"))
     conv.after_invocation()
-    assert view_ids(conv) == [last.message_id]
+    assert [e.message.plain_text for e in conv.view] == ["next"]
     assert_valid_view(conv)
 
 
@@ -159,7 +161,8 @@ def test_proactive_evicts_at_least_one_group_within_the_window(memory_store: Led
     messages = chat(6)
     conv.append(*messages)
     model_call(conv, limit=1000, projected=900)
-    assert view_ids(conv) == ids(messages[1:])
+    # The oldest turn goes: the view opens on the next user prompt.
+    assert view_ids(conv) == ids(messages[2:])
     assert triggers(memory_store, "s") == ["proactive"]
 
 
@@ -169,7 +172,7 @@ def test_reactive_reduces_and_asks_for_a_retry(memory_store: LedgerStore) -> Non
     messages = chat(6)
     conv.append(*messages)
     assert model_call(conv, error=overflow()) is True
-    assert view_ids(conv) == ids(messages[1:])
+    assert view_ids(conv) == ids(messages[2:])
     (reduction,) = memory_store.reductions("s", "default")
     assert reduction.trigger == "reactive"
     assert reduction.error is not None
@@ -329,7 +332,8 @@ def test_pins_and_protected_ranges_survive_trimming(memory_store: LedgerStore) -
     conv.append(*messages)
     conv.pin(messages[5].message_id)
     conv.after_invocation()
-    assert view_ids(conv) == ids([messages[0], messages[5], messages[11]])
+    # messages[10] is the newest prompt: never evicted.
+    assert view_ids(conv) == ids([messages[0], messages[5], messages[10], messages[11]])
 
 
 @pytest.mark.parametrize("pinned_index", [1, 2])
@@ -343,7 +347,9 @@ def test_a_pinned_entry_keeps_its_tool_pair_partner(memory_store: LedgerStore, p
     kept = view_ids(conv)
     assert turn[1].message_id in kept
     assert turn[2].message_id in kept
-    assert turn[0].message_id not in kept
+    # The pinned toolUse would open the view: its prompt stays before it.
+    assert turn[0].message_id in kept
+    assert conv.view[0].message.role == "user"
     assert_valid_view(conv)
 
 
@@ -369,11 +375,11 @@ def test_best_effort_failure_is_logged_and_the_turn_goes_on(
     manager = Broken(window_size=1, per_turn=True)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(4))
-    with caplog.at_level(logging.WARNING, logger="contextledger.managers.policy"):
+    with caplog.at_level(logging.WARNING, logger="contextledger.conversation"):
         assert model_call(conv) is False
     assert conv.model_call_count == 1
     assert Conversation(memory_store, "s").model_call_count == 1
     assert len(conv.view) == 4
-    (record,) = [r for r in caplog.records if "best-effort reduction failed" in r.getMessage()]
+    (record,) = [r for r in caplog.records if "best-effort reduction skipped" in r.getMessage()]
     assert "trigger=<per_turn>" in record.getMessage()
     assert "policy bug" in record.getMessage()

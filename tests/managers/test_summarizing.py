@@ -127,11 +127,12 @@ def test_pinned_and_protected_entries_are_never_summarized(memory_store: LedgerS
     assert summarized.isdisjoint(ids(messages[-2:]))
     assert summary.replaces == tuple(ids([messages[1], *messages[3:7]]))
     assert all(m.message_id not in {messages[0].message_id, messages[2].message_id} for m in calls[0])
-    # Protected entries stay in place: the summary takes the place of the first entry it replaced.
+    # Protected entries stay in place; the pinned one keeps its order ahead of the summary,
+    # which stands right before the oldest entry kept after what it replaced.
     assert view_ids(conv) == [
         messages[0].message_id,
-        summary.summary_id,
         messages[2].message_id,
+        summary.summary_id,
         *ids(messages[7:]),
     ]
 

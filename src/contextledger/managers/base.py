@@ -1,37 +1,17 @@
-"""The manager protocol, the reduction request, and protection settings shared by policies."""
+"""The manager protocol, its typed state, and the protection settings shared by policies."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextledger.changeset import ReductionPlan
+from contextledger.changeset import Planned, ReductionPlan, ReductionRequest
 from contextledger.hooks import HookRegistry
-from contextledger.records import Trigger
 from contextledger.view import View
 
-__all__ = ["ConversationManager", "ManagerState", "ProtectedMessages", "ReductionRequest"]
-
-
-class ReductionRequest(BaseModel):
-    """Why a plan is asked for, with what the policy may need to know.
-
-    Attributes:
-        trigger: What asked for the reduction.
-        error: The model error text for a reactive reduction.
-        model_call_count: The conversation's model call count (this call included).
-        projected_input_tokens: Projected tokens of the next model input, when known.
-        context_window_limit: The model's context window, when known.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    trigger: Trigger
-    error: str | None = None
-    model_call_count: int = 0
-    projected_input_tokens: int | None = None
-    context_window_limit: int | None = None
+__all__ = ["ConversationManager", "ManagerState", "Planned", "ProtectedMessages", "ReductionRequest", "as_planned"]
 
 
 class ProtectedMessages(BaseModel):
@@ -39,8 +19,8 @@ class ProtectedMessages(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    first: int = Field(default=0, ge=0)
-    last: int = Field(default=0, ge=0)
+    first: int = Field(default=0, ge=0, strict=True)
+    last: int = Field(default=0, ge=0, strict=True)
 
 
 class ManagerState(BaseModel):
@@ -55,8 +35,12 @@ class ManagerState(BaseModel):
 class ConversationManager(Protocol):
     """A pure policy that plans reductions and subscribes to the hooks it needs.
 
-    ``plan`` must not do I/O: the :class:`~contextledger.Conversation` commits what it
-    returns, and may call it again on a fresh view after a concurrency conflict.
+    ``plan`` must not do I/O nor change the manager: the
+    :class:`~contextledger.Conversation` commits what it returns (the plan and the
+    manager's next state together), and may call it again on a fresh view after a
+    concurrency conflict. Its callbacks request reductions on the event
+    (:meth:`~contextledger.hooks.HookEvent.request_reduction`); they never commit.
+    A ``plan`` that returns a bare :class:`ReductionPlan` (or ``None``) keeps its state.
     """
 
     name: str
@@ -65,14 +49,34 @@ class ConversationManager(Protocol):
         """Subscribe the manager's callbacks."""
         ...
 
-    def plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
-        """Return what to change for ``view``, or ``None`` when nothing should change."""
+    def plan(self, view: View, request: ReductionRequest) -> Planned | ReductionPlan | None:
+        """Return what to change for ``view`` and the manager's next state."""
         ...
 
     def export_state(self) -> dict[str, Any] | None:
-        """The manager's typed state as JSON, persisted with every commit."""
+        """The manager's committed state as JSON, persisted with every commit."""
         ...
 
     def restore_state(self, state: dict[str, Any] | None) -> None:
-        """Load state exported by a previous run (``None`` for a new conversation)."""
+        """Load committed state (``None`` for a new conversation)."""
         ...
+
+
+def as_planned(result: Planned | ReductionPlan | tuple[Any, ...] | None) -> Planned:
+    """Normalize what a manager's ``plan`` returned.
+
+    Raises:
+        TypeError: ``result`` is none of a :class:`Planned`, a :class:`ReductionPlan`,
+            ``None`` or a ``(plan, state)`` pair.
+    """
+    if isinstance(result, Planned):
+        return result
+    if result is None or isinstance(result, ReductionPlan):
+        return Planned(result)
+    if isinstance(result, tuple) and len(result) == 2:
+        plan, state = result
+        if (plan is None or isinstance(plan, ReductionPlan)) and (
+            state is None or isinstance(state, BaseModel | Mapping)
+        ):
+            return Planned(plan, state)
+    raise TypeError(f"a manager's plan() returns Planned, a ReductionPlan or None, got {result!r}")

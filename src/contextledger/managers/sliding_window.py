@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from contextledger.changeset import ContentRevision, ReductionPlan
-from contextledger.errors import ConfigurationError
-from contextledger.managers.base import ReductionRequest
+from contextledger.changeset import ContentRevision, ReductionPlan, ReductionRequest
+from contextledger.hooks import ConversationContext
+from contextledger.managers.options import Option, SlidingWindowOptions
 from contextledger.managers.policy import (
     PolicyManager,
     ProactiveCompression,
@@ -18,9 +18,6 @@ from contextledger.managers.policy import (
 )
 from contextledger.messages import ContentBlock
 from contextledger.view import View
-
-if TYPE_CHECKING:
-    from contextledger.conversation import Conversation
 
 __all__ = ["SlidingWindowConversationManager", "truncate_tool_result_content"]
 
@@ -33,24 +30,26 @@ class SlidingWindowConversationManager(PolicyManager):
     When it runs:
 
     * ``per_turn=True`` before every model call, ``per_turn=N`` before every N-th
-      (``conversation.model_call_count % N == 0``), ``per_turn=False`` never; checked in
-      the callback, so ``manager.per_turn = 3`` works at run time;
+      (``model_call_count % N == 0``), ``per_turn=False`` never; checked in the
+      callback, so ``manager.per_turn = 3`` works at run time;
     * at the end of every invocation (trigger ``end_of_invocation``);
     * proactively, when ``proactive_compression`` is set and the projected input reaches
       the threshold of the context window;
     * reactively, after a context-window overflow.
 
     How it trims: whole tool-pair groups (a toolUse with all its results) are evicted
-    oldest first until ``len(view) <= window_size``. A group is never evicted when any
-    member is pinned or inside the protected first/last ranges, and groups are never
-    split, so the view never starts with a toolResult nor keeps a toolUse without its
-    result. Per-turn and end-of-invocation reductions only trim, and only when the view
-    is over the window. A proactive reduction evicts at least the oldest evictable group
-    even within the window. A reactive reduction first truncates oversized tool results
-    outside the most recent turn (``should_truncate_results``; the original content is
-    kept as a revision), then trims to the window; when neither changed anything it
-    evicts the oldest evictable group, and when nothing is evictable it raises
-    :class:`~contextledger.errors.ReductionFailed`.
+    oldest first until ``len(view) <= window_size``, then the boundary advances to the
+    next user prompt (as Strands' trim point does), so the view never opens with an
+    assistant message or a toolResult; where a pinned or protected entry stops the
+    boundary it moves back to the prompt before it instead. A group is never evicted
+    when any member is pinned, inside the protected first/last ranges, or the newest
+    user prompt. Per-turn and end-of-invocation reductions only trim, and only when the
+    view is over the window. A proactive reduction evicts at least the oldest evictable
+    turn even within the window. A reactive reduction first truncates oversized tool
+    results outside the most recent turn (``should_truncate_results``; the original
+    content is kept as a revision), then trims to the window; when neither changed
+    anything it evicts the oldest evictable turn; when nothing can go the conversation
+    raises :class:`~contextledger.errors.ReductionFailed`.
 
     Args:
         window_size: Maximum number of entries kept (>= 1).
@@ -62,11 +61,18 @@ class SlidingWindowConversationManager(PolicyManager):
             (head and tail kept around a marker); >= 100.
 
     Raises:
-        ConfigurationError: An option is invalid.
+        ConfigurationError: An option is invalid (also on assignment at run time).
     """
 
     name: str = "sliding_window"
     manages_end_of_invocation: ClassVar[bool] = True
+    options_model = SlidingWindowOptions
+    options: SlidingWindowOptions
+
+    window_size = Option[int, int]()
+    should_truncate_results = Option[bool, bool]()
+    per_turn = Option[bool | int, bool | int]()
+    truncate_threshold = Option[int, int]()
 
     def __init__(
         self,
@@ -79,64 +85,21 @@ class SlidingWindowConversationManager(PolicyManager):
         truncate_threshold: int = 2000,
     ) -> None:
         """Validate and keep the options; see the class docstring."""
-        super().__init__(proactive_compression=proactive_compression, protected_messages=protected_messages)
-        self.window_size = window_size
-        self.should_truncate_results = should_truncate_results
-        self.per_turn = per_turn
-        self.truncate_threshold = truncate_threshold
+        super().__init__(
+            window_size=window_size,
+            should_truncate_results=should_truncate_results,
+            per_turn=per_turn,
+            proactive_compression=proactive_compression,
+            protected_messages=protected_messages,
+            truncate_threshold=truncate_threshold,
+        )
 
-    # -- validated options -----------------------------------------------------------------
-
-    @property
-    def window_size(self) -> int:
-        """Maximum number of entries kept in the view."""
-        return self._window_size
-
-    @window_size.setter
-    def window_size(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"window_size must be an int >= 1, got {value!r}")
-        self._window_size = value
-
-    @property
-    def should_truncate_results(self) -> bool:
-        """Whether a reactive reduction truncates old, oversized tool results."""
-        return self._should_truncate_results
-
-    @should_truncate_results.setter
-    def should_truncate_results(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"should_truncate_results must be a bool, got {value!r}")
-        self._should_truncate_results = value
-
-    @property
-    def per_turn(self) -> bool | int:
-        """``True`` (every model call), ``False`` (never) or N (every N-th model call)."""
-        return self._per_turn
-
-    @per_turn.setter
-    def per_turn(self, value: bool | int) -> None:
-        if not isinstance(value, bool) and (not isinstance(value, int) or value < 1):
-            raise ConfigurationError(f"per_turn must be a bool or an int >= 1, got {value!r}")
-        self._per_turn = value
-
-    @property
-    def truncate_threshold(self) -> int:
-        """Characters above which a tool-result text block is truncated."""
-        return self._truncate_threshold
-
-    @truncate_threshold.setter
-    def truncate_threshold(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 100:
-            raise ConfigurationError(f"truncate_threshold must be an int >= 100, got {value!r}")
-        self._truncate_threshold = value
-
-    def per_turn_due(self, conversation: Conversation) -> bool:
+    def per_turn_due(self, context: ConversationContext) -> bool:
         """Whether this model call (already counted) gets a ``per_turn`` reduction."""
-        per_turn = self._per_turn
+        per_turn = self.options.per_turn
         if per_turn is True or per_turn is False:
             return per_turn
-        return conversation.model_call_count % per_turn == 0
+        return context.model_call_count % per_turn == 0
 
     # -- planning --------------------------------------------------------------------------
 
@@ -144,36 +107,53 @@ class SlidingWindowConversationManager(PolicyManager):
         """Trim (and on overflow truncate) as described in the class docstring."""
         protected = self.protected(view)
         revisions: tuple[ContentRevision, ...] = ()
-        if request.trigger == "reactive" and self._should_truncate_results:
+        if request.trigger == "reactive" and self.options.should_truncate_results:
             revisions = self._truncations(view, protected)
         # A proactive or reactive reduction must shrink something even within the window.
         force = request.trigger in ("reactive", "proactive") and not revisions
-        evict = self._trim(view, protected, force=force)
-        if not evict and not revisions:
+        groups = evictable_groups(view, protected)
+        extra = 0
+        while True:
+            evict = self._trim(view, groups, protected, force=force, extra=extra)
+            if not evict and not revisions:
+                return None
+            plan = self.fit(
+                view, ReductionPlan(strategy=self.name, evict=entry_ids(view, evict), revisions=revisions), protected
+            )
+            # A forced eviction that the view rules undo takes one more group, until one holds.
+            if not force or (plan is not None and plan.evict) or extra >= len(groups):
+                break
+            extra += 1
+        if plan is None:
             return None
         details = []
-        if revisions:
-            details.append(f"truncated {len(revisions)} tool result(s)")
-        if evict:
-            details.append(f"evicted {len(evict)} of {len(view)} entries (window {self._window_size})")
-        return ReductionPlan(
-            strategy=self.name,
-            evict=entry_ids(view, evict),
-            revisions=revisions,
-            detail="; ".join(details),
-        )
+        if plan.revisions:
+            details.append(f"truncated {len(plan.revisions)} tool result(s)")
+        if plan.evict:
+            details.append(f"evicted {len(plan.evict)} of {len(view)} entries (window {self.options.window_size})")
+        return plan.model_copy(update={"detail": "; ".join(details)})
 
-    def _trim(self, view: View, protected: set[int], *, force: bool) -> list[int]:
+    def blocked(self, view: View, request: ReductionRequest) -> str | None:
+        """Why nothing could be evicted although the view is over the window (or overflowed)."""
+        if request.trigger in ("reactive", "proactive") or len(view) > self.options.window_size:
+            return (
+                f"{len(view)} entries (window {self.options.window_size}) but nothing can be evicted:"
+                " every entry is pinned, protected, or the newest prompt"
+            )
+        return None
+
+    def _trim(self, view: View, groups: list[list[int]], protected: set[int], *, force: bool, extra: int) -> list[int]:
         remaining = len(view)
         removed: set[int] = set()
-        for group in evictable_groups(view, protected):
-            if remaining <= self._window_size and not (force and not removed):
+        for taken, group in enumerate(groups):
+            over = remaining > self.options.window_size
+            if not over and not (force and taken <= extra):
                 break
             removed.update(group)
             remaining -= len(group)
         # A view left starting with a result whose call is gone (an orphan that predates
         # this reduction) would be rejected by the model: take it out too when allowed.
-        evictable = {g[0]: g for g in evictable_groups(view, protected)}
+        evictable = {g[0]: g for g in groups}
         for index in range(len(view)):
             if index in removed:
                 continue
@@ -191,7 +171,7 @@ class SlidingWindowConversationManager(PolicyManager):
                 continue
             if view.is_pinned(index):
                 continue
-            content, saved = truncate_tool_result_content(entry.message.content, self._truncate_threshold)
+            content, saved = truncate_tool_result_content(entry.message.content, self.options.truncate_threshold)
             if saved:
                 found.append((saved, ContentRevision(message_id=entry.entry_id, content=content)))
         # Largest first: the order the revisions are recorded in.

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from contextledger.changeset import ReductionPlan, SummaryDraft
-from contextledger.errors import ConfigurationError, ReductionFailed
-from contextledger.managers.base import ReductionRequest
-from contextledger.managers.policy import (
-    PolicyManager,
-    ProactiveCompression,
-    ProtectedSpec,
-    entry_ids,
-    evictable_groups,
-)
+from collections.abc import Sequence
+
+from contextledger.changeset import Planned, ReductionPlan, ReductionRequest, SummaryDraft
+from contextledger.errors import ReductionFailed
+from contextledger.managers.options import Option, SummarizingOptions
+from contextledger.managers.policy import PolicyManager, ProactiveCompression, ProtectedSpec, entry_ids
 from contextledger.messages import Message
 from contextledger.records import ViewEntry
 from contextledger.summarizers import SUMMARY_MARK, ExtractiveSummarizer, Summarizer, summarize_texts, summarizer_name
@@ -23,18 +19,22 @@ __all__ = ["SummarizingConversationManager"]
 class SummarizingConversationManager(PolicyManager):
     """Summarize the oldest part of the view when the context overflows (or proactively).
 
-    A reduction takes ``max(1, int(len(view) * summary_ratio))`` of the oldest entries
-    that are not protected -- whole tool-pair groups, never one of the
-    ``preserve_recent_messages`` most recent entries, never a pinned entry or its
-    partner, never one in the protected first/last ranges -- and replaces them with one
+    A reduction takes a run of about ``max(1, int(len(view) * summary_ratio))`` of the
+    oldest entries -- whole tool-pair groups, starting at the oldest one that is not
+    protected -- and replaces them with one
     :class:`~contextledger.changeset.SummaryDraft` naming exactly the entries replaced.
-    Protected entries stay where they are in the view. An earlier summary that is active
-    and not protected is replaced too: the new summary covers it (it is given to the
-    summarizer) and supersedes it, and both stay queryable.
+    The run never takes a pinned entry or its partner (those stay, in order, ahead of
+    the summary), and stops at the first protected entry: the protected first/last
+    ranges, the ``preserve_recent_messages`` most recent entries and the newest user
+    prompt. The summary then stands right before the oldest entry kept after the run,
+    so no kept message is separated from the context the summary holds. Earlier
+    summaries inside or right after the run are replaced too: the new summary covers
+    them (they are given to the summarizer) and supersedes them; both stay queryable.
 
-    Reactive reductions reduce or raise :class:`~contextledger.errors.ReductionFailed`
-    (also when the summarizer fails); proactive ones are best-effort. The summarizer is
-    called only inside :meth:`plan`, on copies of the messages.
+    The summarizer runs once per reduction, called by the conversation outside its
+    retry loop and outside any lock (:meth:`write_summary`); plans are pure. Reactive
+    reductions reduce or raise :class:`~contextledger.errors.ReductionFailed` (also when
+    the summarizer fails); proactive ones are best-effort.
 
     Args:
         summary_ratio: Share of the view summarized per reduction, in (0, 1].
@@ -51,6 +51,12 @@ class SummarizingConversationManager(PolicyManager):
     """
 
     name: str = "summarizing"
+    options_model = SummarizingOptions
+    options: SummarizingOptions
+
+    summary_ratio = Option[float, float]()
+    preserve_recent_messages = Option[int, int]()
+    summarizer = Option[Summarizer, Summarizer]()
 
     def __init__(
         self,
@@ -62,84 +68,81 @@ class SummarizingConversationManager(PolicyManager):
         protected_messages: ProtectedSpec = None,
     ) -> None:
         """Validate and keep the options; see the class docstring."""
-        super().__init__(proactive_compression=proactive_compression, protected_messages=protected_messages)
-        self.summary_ratio = summary_ratio
-        self.preserve_recent_messages = preserve_recent_messages
-        self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
-
-    # -- validated options (also on assignment at run time) ----------------------------------
-
-    @property
-    def summary_ratio(self) -> float:
-        """Share of the view summarized per reduction, in (0, 1]."""
-        return self._summary_ratio
-
-    @summary_ratio.setter
-    def summary_ratio(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-            raise ConfigurationError(f"summary_ratio must be a number in (0, 1], got {value!r}")
-        self._summary_ratio = float(value)
-
-    @property
-    def preserve_recent_messages(self) -> int:
-        """Most recent entries never summarized (>= 0)."""
-        return self._preserve_recent_messages
-
-    @preserve_recent_messages.setter
-    def preserve_recent_messages(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigurationError(f"preserve_recent_messages must be an int >= 0, got {value!r}")
-        self._preserve_recent_messages = value
-
-    @property
-    def summarizer(self) -> Summarizer:
-        """The callable that writes summaries, ``(list[Message]) -> str``."""
-        return self._summarizer
-
-    @summarizer.setter
-    def summarizer(self, value: Summarizer) -> None:
-        if not callable(value):
-            raise ConfigurationError(f"summarizer must be a callable (list[Message]) -> str, got {value!r}")
-        self._summarizer = value
+        super().__init__(
+            summary_ratio=summary_ratio,
+            preserve_recent_messages=preserve_recent_messages,
+            summarizer=summarizer if summarizer is not None else ExtractiveSummarizer(),
+            proactive_compression=proactive_compression,
+            protected_messages=protected_messages,
+        )
 
     @property
     def summarizer_name(self) -> str:
         """The name recorded on the summaries this manager makes."""
-        return summarizer_name(self.summarizer)
+        return summarizer_name(self.options.summarizer)
+
+    def plan(self, view: View, request: ReductionRequest) -> Planned:
+        """The plan (its summary not written yet) with the summarizer that writes it."""
+        planned = super().plan(view, request)
+        if planned.plan is None:
+            return planned
+        return Planned(planned.plan, planned.state, summarize=self.write_summary)
 
     def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
-        """Pick the entries to summarize and call the summarizer on them.
+        """Pick the run of entries to summarize; the summary text is written later."""
+        size = len(view)
+        protected = self.protected(view)
+        protected.update(range(max(0, size - self.options.preserve_recent_messages), size))
+        wanted = max(1, int(size * self.options.summary_ratio))
+        groups = view.groups
+        starts = [k for k, g in enumerate(groups) if not any(i in protected or view[i].pinned for i in g)]
+        for start in starts:
+            run = self._run(view, groups[start:], protected, wanted)
+            if not run:
+                continue
+            draft = SummaryDraft(summarizer=self.summarizer_name, replaces=entry_ids(view, run))
+            plan = self.fit(view, ReductionPlan(strategy=self.name, summary=draft), protected)
+            if plan is not None and plan.summary is not None:
+                earlier = sum(view[i].kind == "summary" for i in run)
+                detail = f"summarized {len(run)} of {size} entries, {earlier} of them earlier summaries"
+                return plan.model_copy(update={"detail": detail})
+        return None
+
+    def blocked(self, view: View, request: ReductionRequest) -> str | None:
+        """Why nothing could be summarized although a reduction was requested."""
+        return f"{len(view)} entries but nothing can be summarized: every entry is pinned, protected or recent"
+
+    @staticmethod
+    def _run(view: View, groups: Sequence[list[int]], protected: set[int], wanted: int) -> list[int]:
+        """Consecutive groups from the first of ``groups``: pinned ones stay, a protected one ends the run."""
+        run: list[int] = []
+        counted = 0
+        for group in groups:
+            if any(view[i].pinned for i in group):
+                continue
+            if any(i in protected for i in group):
+                break
+            earlier_summary = all(view[i].kind == "summary" for i in group)
+            if counted >= wanted and not earlier_summary:
+                break
+            run.extend(group)
+            counted += 0 if earlier_summary else len(group)
+        return run if counted else []
+
+    def write_summary(self, entries: Sequence[ViewEntry]) -> str:
+        """Call the summarizer on copies of ``entries`` (earlier summaries marked as such).
 
         Raises:
             ReductionFailed: The summarizer raised or returned no text.
         """
-        size = len(view)
-        protected = self.protected(view)
-        protected.update(range(max(0, size - self.preserve_recent_messages), size))
-        wanted = max(1, int(size * self.summary_ratio))
-        selected: list[int] = []
-        for group in evictable_groups(view, protected):
-            if len(selected) >= wanted:
-                break
-            if all(view[i].kind == "summary" for i in group):
-                continue  # earlier summaries are folded in below, they do not count
-            selected.extend(group)
-        if not selected:
-            return None
-        earlier = [i for i, e in enumerate(view) if e.kind == "summary" and i not in protected]
-        replaced = sorted(set(selected) | set(earlier))
         name = self.summarizer_name
         try:
-            content = summarize_texts(self.summarizer, [_for_summarizer(view[i]) for i in replaced])
+            content = summarize_texts(self.options.summarizer, [_for_summarizer(e) for e in entries])
         except Exception as exc:
-            raise ReductionFailed(f"summarizer {name!r} failed on {len(replaced)} entries: {exc}") from exc
+            raise ReductionFailed(f"summarizer {name!r} failed on {len(entries)} entries: {exc}") from exc
         if not isinstance(content, str) or not content.strip():
             raise ReductionFailed(f"summarizer {name!r} returned no summary text (got {content!r})")
-        return ReductionPlan(
-            strategy=self.name,
-            summary=SummaryDraft(content=content, summarizer=name, replaces=entry_ids(view, replaced)),
-            detail=f"summarized {len(replaced)} of {size} entries, {len(earlier)} of them earlier summaries",
-        )
+        return content
 
 
 def _for_summarizer(entry: ViewEntry) -> Message:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from contextledger.changeset import ReductionPlan
-from contextledger.errors import ConfigurationError
-from contextledger.managers.base import ReductionRequest
+from contextledger.changeset import ReductionPlan, ReductionRequest
+from contextledger.managers.options import Option, TurnWindowOptions
 from contextledger.managers.policy import (
     PolicyManager,
     ProactiveCompression,
@@ -83,13 +82,14 @@ class TurnWindowConversationManager(PolicyManager):
     before the first kept turn is evicted except system messages, pinned entries (with
     their tool-pair partners) and the protected first/last ranges; tool-pair groups are
     never split. With ``remove_tool_messages=True`` complete tool sequences (see
-    :func:`complete_tool_sequences`) are evicted too, an incomplete one never.
+    :func:`complete_tool_sequences`) are evicted too, an incomplete one never. A pinned
+    assistant message that would open the view keeps the prompt before it.
 
     Runs at the end of every invocation and on a context-window overflow (and
     proactively when ``proactive_compression`` is set). A reactive or proactive
     reduction that finds nothing to do by those rules drops the oldest user turn that
-    has something evictable, keeping at least the last turn; when nothing is left a
-    reactive reduction raises :class:`~contextledger.errors.ReductionFailed`.
+    has something evictable, keeping at least the last turn; when nothing can go the
+    conversation raises :class:`~contextledger.errors.ReductionFailed` (reactive).
 
     Args:
         max_user_turns: User turns kept (>= 1).
@@ -106,6 +106,11 @@ class TurnWindowConversationManager(PolicyManager):
 
     name: str = "turn_window"
     manages_end_of_invocation: ClassVar[bool] = True
+    options_model = TurnWindowOptions
+    options: TurnWindowOptions
+
+    max_user_turns = Option[int, int]()
+    remove_tool_messages = Option[bool, bool]()
 
     def __init__(
         self,
@@ -116,33 +121,12 @@ class TurnWindowConversationManager(PolicyManager):
         protected_messages: ProtectedSpec = None,
     ) -> None:
         """Validate and keep the options; see the class docstring."""
-        super().__init__(proactive_compression=proactive_compression, protected_messages=protected_messages)
-        self.max_user_turns = max_user_turns
-        self.remove_tool_messages = remove_tool_messages
-
-    # -- validated options (also on assignment at run time) ----------------------------------
-
-    @property
-    def max_user_turns(self) -> int:
-        """User turns kept (>= 1)."""
-        return self._max_user_turns
-
-    @max_user_turns.setter
-    def max_user_turns(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"max_user_turns must be an int >= 1, got {value!r}")
-        self._max_user_turns = value
-
-    @property
-    def remove_tool_messages(self) -> bool:
-        """Whether complete tool sequences are evicted too."""
-        return self._remove_tool_messages
-
-    @remove_tool_messages.setter
-    def remove_tool_messages(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"remove_tool_messages must be a bool, got {value!r}")
-        self._remove_tool_messages = value
+        super().__init__(
+            max_user_turns=max_user_turns,
+            remove_tool_messages=remove_tool_messages,
+            proactive_compression=proactive_compression,
+            protected_messages=protected_messages,
+        )
 
     def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
         """Evict turns beyond the window (and complete tool sequences when asked)."""
@@ -150,29 +134,39 @@ class TurnWindowConversationManager(PolicyManager):
         protected.update(i for i, e in enumerate(view) if e.message.role == "system")
         groups = evictable_groups(view, protected)
         starts = [i for i, e in enumerate(view) if e.kind == "message" and is_user_turn(e.message)]
+        max_turns = self.options.max_user_turns
         evict: set[int] = set()
-        if len(starts) > self.max_user_turns:
-            evict |= _before(groups, starts[-self.max_user_turns])
-        if self.remove_tool_messages:
+        if len(starts) > max_turns:
+            evict |= _before(groups, starts[-max_turns])
+        if self.options.remove_tool_messages:
             allowed = {i for g in groups for i in g}
             for sequence in complete_tool_sequences(view):
                 if set(sequence) <= allowed:
                     evict.update(sequence)
-        reason = f"kept the last {self.max_user_turns} user turn(s)"
-        if not evict and request.trigger in ("reactive", "proactive"):
+        reason = f"kept the last {max_turns} user turn(s)"
+        plan = self._fitted(view, evict, protected)
+        if plan is None and request.trigger in ("reactive", "proactive"):
             # Must shrink: drop the oldest turn that has anything evictable, keep the last.
             for cutoff in starts[1:]:
-                evict = _before(groups, cutoff)
-                if evict:
+                plan = self._fitted(view, _before(groups, cutoff), protected)
+                if plan is not None:
                     reason = "dropped the oldest user turn"
                     break
+        if plan is None:
+            return None
+        return plan.model_copy(update={"detail": f"{reason}; evicted {len(plan.evict)} of {len(view)} entries"})
+
+    def blocked(self, view: View, request: ReductionRequest) -> str | None:
+        """Why nothing could be evicted although a reduction was forced or the view is over its turns."""
+        starts = sum(e.kind == "message" and is_user_turn(e.message) for e in view)
+        if request.trigger in ("reactive", "proactive") or starts > self.options.max_user_turns:
+            return f"{starts} user turns but nothing can be evicted: every entry is pinned, protected or recent"
+        return None
+
+    def _fitted(self, view: View, evict: set[int], protected: set[int]) -> ReductionPlan | None:
         if not evict:
             return None
-        return ReductionPlan(
-            strategy=self.name,
-            evict=entry_ids(view, sorted(evict)),
-            detail=f"{reason}; evicted {len(evict)} of {len(view)} entries",
-        )
+        return self.fit(view, ReductionPlan(strategy=self.name, evict=entry_ids(view, sorted(evict))), protected)
 
 
 def _before(groups: list[list[int]], cutoff: int) -> set[int]:

@@ -13,17 +13,18 @@ view in the same atomic commit.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from contextledger.changeset import ReductionPlan
+from contextledger.changeset import Planned
 from contextledger.errors import ConfigurationError
 from contextledger.hooks import BeforeModelCallEvent, HookRegistry
 from contextledger.integrations.strands.convert import decode_json, encode_json
-from contextledger.managers.base import ConversationManager, ReductionRequest
+from contextledger.managers.base import ConversationManager, ReductionRequest, as_planned
 from contextledger.view import View
 
 __all__ = ["StrandsSnapshot", "StrandsState"]
@@ -126,9 +127,18 @@ class StrandsState:
         if self.inner is not None:
             self.inner.register_hooks(registry)
 
-    def plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
-        """``inner``'s plan (the Strands side plans nothing through the ledger)."""
-        return self.inner.plan(view, request) if self.inner is not None else None
+    def plan(self, view: View, request: ReductionRequest) -> Planned:
+        """``inner``'s plan, its next state wrapped in this state (the Strands side plans nothing)."""
+        if self.inner is None:
+            return Planned()
+        planned = as_planned(self.inner.plan(view, request))
+        if planned.state is None:
+            return planned
+        inner = planned.state
+        inner_json = inner.model_dump(mode="json") if isinstance(inner, BaseModel) else dict(inner)
+        base = self._captured if self._captured is not None else self._stored
+        state = base.model_copy(update={"inner": inner_json}).model_dump(mode="json")
+        return dataclasses.replace(planned, state=state)
 
     def export_state(self) -> dict[str, Any] | None:
         """The captured Strands state plus ``inner``'s state, as JSON."""

@@ -1,0 +1,90 @@
+"""The repair of a view left mid-tool by a crash: a policy, pure like the managers.
+
+A process that dies after the model asked for a tool and before the result was stored
+leaves a toolUse without its toolResult; a provider rejects such a view. Opening a
+conversation never writes, so the repair is made by the next real write that is not
+the missing result itself (a new user message, a model call), inside that write's
+changeset, recorded as a ``restore``/``tool_pair_repair`` reduction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from contextledger.changeset import ContentRevision, Edit, ReductionPlan
+from contextledger.messages import Message
+from contextledger.view import View
+
+__all__ = ["INTERRUPTED_TOOL_TEXT", "needs_repair", "plan_repair"]
+
+INTERRUPTED_TOOL_TEXT = "Tool execution was interrupted before it returned a result."
+
+REPAIR_STRATEGY = "tool_pair_repair"
+
+
+def needs_repair(view: View, appends: Iterable[Message] = ()) -> bool:
+    """Whether ``view`` is broken mid-tool and ``appends`` are not the missing results.
+
+    Appends that answer any dangling toolUse are the tool run finishing, not a crash:
+    they are left to complete the pair themselves.
+    """
+    dangling = set(view.dangling_tool_uses())
+    if not dangling and not view.orphan_results():
+        return False
+    answered = {t for m in appends for t in m.tool_result_ids}
+    return not (dangling & answered)
+
+
+def plan_repair(view: View) -> Edit | None:
+    """The edit that makes ``view`` valid again, or ``None`` when it is.
+
+    A toolUse without a result in the last entry gets an error toolResult appended;
+    any other orphan call or result is revised away (the original is kept as a revision).
+    """
+    dangling = set(view.dangling_tool_uses())
+    orphans = set(view.orphan_results())
+    if not dangling and not orphans:
+        return None
+    tail = set(view[-1].message.tool_use_ids) & dangling if len(view) else set()
+    appends: tuple[Message, ...] = ()
+    if tail:
+        appends = (
+            Message(
+                role="user",
+                content=[
+                    {
+                        "toolResult": {
+                            "toolUseId": t,
+                            "status": "error",
+                            "content": [{"text": INTERRUPTED_TOOL_TEXT}],
+                        }
+                    }
+                    for t in sorted(tail)
+                ],
+                metadata={"custom": {"contextledger": {"repair": "interrupted_tool"}}},
+            ),
+        )
+    revisions: list[ContentRevision] = []
+    for entry in view:
+        drop = (set(entry.message.tool_use_ids) & (dangling - tail)) | (set(entry.message.tool_result_ids) & orphans)
+        if not drop or entry.kind != "message":
+            continue
+        kept = [b for b in entry.message.content if _block_tool_id(b) not in drop]
+        revisions.append(
+            ContentRevision(
+                message_id=entry.entry_id,
+                content=kept or [{"text": "[interrupted tool call removed]"}],
+                reason="repair_orphan_tool_block",
+            )
+        )
+    plan = ReductionPlan(strategy=REPAIR_STRATEGY, revisions=tuple(revisions), detail="interrupted tool call")
+    return Edit(appends=appends, plan=plan if revisions else None, trigger="restore", strategy=REPAIR_STRATEGY)
+
+
+def _block_tool_id(block: Mapping[str, Any]) -> str | None:
+    for key in ("toolUse", "toolResult"):
+        if key in block:
+            value = block[key].get("toolUseId")
+            return str(value) if value is not None else None
+    return None
