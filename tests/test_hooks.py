@@ -109,8 +109,6 @@ def _retry_on_error(event: AfterModelCallEvent) -> None:
 def test_message_added_fires_after_the_commit(memory_store: LedgerStore) -> None:
     conv = Conversation(memory_store, "s")
     versions: list[tuple[str, int]] = []
-    conv.hooks.add_callback(
-        MessageAddedEvent, lambda e: versions.append((e.message.plain_text, e.context.version))
-    )
+    conv.hooks.add_callback(MessageAddedEvent, lambda e: versions.append((e.message.plain_text, e.context.version)))
     conv.append(Message.user("a"), Message.assistant("b"))
     assert versions == [("a", 1), ("b", 1)]

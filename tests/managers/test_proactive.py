@@ -15,9 +15,9 @@ from contextledger import (
 )
 from contextledger.changeset import Changeset
 from contextledger.errors import ConcurrencyConflict, ConfigurationError
-from contextledger.stores.memory import MemoryStore
 from contextledger.managers.policy import parse_proactive_compression
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.memory import MemoryStore
 from tests.managers.helpers import chat, model_call, triggers
 
 MANAGERS: dict[str, Callable[[object], PolicyManager]] = {
