@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,10 +21,14 @@ from contextledger import (
     SummarizingConversationManager,
     TurnWindowConversationManager,
 )
-from contextledger.errors import ContextWindowOverflowError, ReductionFailed
+from contextledger.changeset import Planned, ReductionPlan, SummaryDraft
+from contextledger.errors import ContextWindowOverflowError, InvalidPlan, ReductionFailed
 from contextledger.managers.base import ConversationManager, ReductionRequest
+from contextledger.records import ViewEntry
 from contextledger.stores.base import LedgerStore
-from tests.managers.helpers import BACKENDS, assert_valid_view, backend_store, overflow
+from contextledger.view import View
+from tests.core.helpers import ScriptedManager, rule_violations
+from tests.managers.helpers import assert_valid_view, overflow
 
 TRIGGERS = ["per_turn", "proactive", "reactive", "end_of_invocation", "manual"]
 
@@ -61,8 +66,16 @@ policy_specs = st.one_of(
         ),
     ),
 )
-# The null manager is one case among many: weight the policies that reduce.
-manager_specs = st.one_of(policy_specs, policy_specs, policy_specs, st.tuples(st.just("null"), st.just({})))
+custom_specs = st.tuples(
+    st.just("custom"),
+    st.fixed_dictionaries(
+        {"seed": st.integers(0, 2**16), "evict": st.sampled_from([0.0, 0.2, 0.5, 1.0]), "summary": st.booleans()}
+    ),
+)
+# The null manager is one case among many: weight the managers that reduce.
+manager_specs = st.one_of(
+    policy_specs, policy_specs, policy_specs, custom_specs, st.tuples(st.just("null"), st.just({}))
+)
 content_steps = st.one_of(
     st.tuples(st.just("chat"), st.integers(1, 4)),
     st.tuples(st.just("tool"), st.integers(1, 3), st.booleans(), st.booleans()),
@@ -88,8 +101,38 @@ def scripts_of(min_rounds: int, max_rounds: int) -> st.SearchStrategy[list[tuple
 scripts = scripts_of(2, 8)
 
 
+def random_plans(seed: int, evict: float, summary: bool) -> ScriptedManager:
+    """A custom manager whose plans are random (but a pure function of the view): evictions
+    anywhere, pinned entries and the newest prompt included, half tool pairs, summaries
+    over ranges with gaps. The conversation must correct them or refuse them."""
+
+    def script(view: View, request: ReductionRequest) -> Planned | None:
+        if not len(view):
+            return None
+        rng = random.Random(f"{seed}:{request.trigger}:{','.join(view.ids)}")
+        ids = view.ids
+        draft = None
+        if summary and rng.random() < 0.6:
+            low = rng.randrange(len(ids))
+            span = ids[low : low + rng.randint(1, 4)]
+            replaces = tuple(i for k, i in enumerate(span) if k in (0, len(span) - 1) or rng.random() < 0.8)
+            draft = SummaryDraft(
+                content=None if rng.random() < 0.5 else "given", summarizer="random", replaces=replaces
+            )
+        plan = ReductionPlan(strategy="random", evict=tuple(i for i in ids if rng.random() < evict), summary=draft)
+        return Planned(None if plan.is_empty else plan, None, summarize=written)
+
+    return ScriptedManager(script)  # type: ignore[arg-type]
+
+
+def written(entries: Sequence[ViewEntry]) -> str:
+    return f"summary of {len(entries)} entries"
+
+
 def build_manager(spec: tuple[str, dict[str, Any]]) -> ConversationManager:
     name, options = spec
+    if name == "custom":
+        return random_plans(**options)
     if name == "sliding_window":
         return SlidingWindowConversationManager(**options)
     if name == "summarizing":
@@ -107,6 +150,7 @@ class Run:
     appended: set[str] = field(default_factory=set)
     pinned: set[str] = field(default_factory=set)
     counter: int = 0
+    reductions: int = 0
     conv: Conversation = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,6 +197,24 @@ class Run:
         (self.pinned.add if pinned else self.pinned.discard)(entry_id)
 
     def reduce(self, trigger: str) -> None:
+        view = self.conv.view
+        done = len(self.store.reductions(self.session_id, "default"))
+        self.reduce_by(trigger)
+        self.check_rules(view, done)
+
+    def check_rules(self, view: View, done: int) -> None:
+        """The view rules held for the reduction the step committed, if any."""
+        new = self.store.reductions(self.session_id, "default")[done:]
+        if len(new) != 1 or new[0].strategy == "tool_pair_repair":
+            return
+        summary_id, replaces = new[0].summary_id, ()
+        if summary_id is not None:
+            (summary,) = [s for s in self.store.summaries(self.session_id, "default") if s.summary_id == summary_id]
+            replaces = summary.replaces
+        assert rule_violations(view, self.conv.view, summary_id, replaces) == []
+        self.reductions += 1
+
+    def reduce_by(self, trigger: str) -> None:
         conv, manager = self.conv, self.conv.manager
         before = len(self.store.reductions(self.session_id, "default"))
         if trigger == "per_turn":
@@ -184,7 +246,14 @@ class Run:
         elif trigger == "end_of_invocation":
             conv.after_invocation()
         else:
-            conv.reduce("manual")
+            view = conv.view
+            try:
+                conv.reduce("manual")
+            except InvalidPlan:
+                # Refused whole: nothing was written.
+                assert isinstance(manager, ScriptedManager)
+                assert len(self.store.reductions(self.session_id, "default")) == before
+                assert conv.view.ids == view.ids
 
     def crash(self, host_went_on: bool) -> None:
         # The process dies after the model asked for a tool and before its result was stored.
@@ -267,17 +336,12 @@ def test_random_conversations_keep_the_semantics(
     run_script(memory_store, spec, script)
 
 
-@pytest.fixture(params=[b for b in BACKENDS if b != "memory"])
-def backend(request: pytest.FixtureRequest) -> LedgerStore:
-    return backend_store(request, request.param)
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=scripts_of(1, 4))
 def test_random_conversations_on_every_backend(
-    backend: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
+    store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
 ) -> None:
-    run_script(backend, spec, script)
+    run_script(store, spec, script)
 
 
 @settings(max_examples=60, deadline=None)

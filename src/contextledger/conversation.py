@@ -433,8 +433,6 @@ class Conversation:
                 raise _SummaryNeeded(entries, planned.summarize)
             summary = plan.summary.model_copy(update={"content": text})
             plan = estimate_tokens(view, plan.model_copy(update={"summary": summary}), self.token_counter)
-        if request.trigger == "reactive" and (plan.tokens_after or 0) >= (plan.tokens_before or 0):
-            raise ReductionFailed(f"the {request.trigger} plan frees no space ({plan.tokens_before} tokens before)")
         state = planned.state
         manager_state = state.model_dump(mode="json") if isinstance(state, BaseModel) else _as_dict(state)
         return Edit(plan=plan, trigger=request.trigger, error=request.error or _describe(error)), manager_state

@@ -1,0 +1,95 @@
+"""The package's import graph has no cycle (``TYPE_CHECKING`` imports count too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import contextledger
+
+ROOT = Path(contextledger.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = ["contextledger", *path.relative_to(ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere in its source (ast, not runtime)."""
+    modules = {module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            for target in targets:
+                # Importing a.b.c runs the packages a and a.b first: those are edges too.
+                parts = target.split(".")
+                for end in range(1, len(parts) + 1):
+                    candidate = ".".join(parts[:end])
+                    # A module's own ancestor packages are initialised before it runs.
+                    if candidate in graph and candidate != name and not name.startswith(candidate + "."):
+                        graph[name].add(candidate)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_import_graph_has_no_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 40  # the whole package was read
+    assert cycles(graph) == []
+
+
+def test_type_checking_imports_count() -> None:
+    # pinning.py imports the conversation only under TYPE_CHECKING: still an edge.
+    graph = import_graph()
+    assert "contextledger.conversation" in graph["contextledger.pinning"]
+    assert "contextledger.stores.base" in graph["contextledger.conversation"]
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
