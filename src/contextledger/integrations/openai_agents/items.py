@@ -1,0 +1,512 @@
+"""Lossless mapping between OpenAI Responses input items and ledger messages.
+
+The OpenAI Agents SDK keeps a session as a list of Responses input items (plain dicts,
+``TResponseInputItem``). The ledger's canonical format is Converse content blocks, which
+every manager, token counter and summarizer understands. Each item becomes one
+:class:`~contextledger.Message` whose content is the item's *projection* into blocks,
+and which keeps the item itself, verbatim, in ``metadata["openai"]["item"]``:
+
+=================================  ==========  ==========================================
+item ``type``                      role        content blocks
+=================================  ==========  ==========================================
+``message`` (or no type)           its role    ``text`` / ``image`` / ``document`` /
+                                   (developer  ``audio``; an unknown part as ``json``
+                                   -> system)
+``function_call``, ``custom_tool_  assistant   ``toolUse`` with ``toolUseId = call_id``
+call``, ``computer_call``,
+``local_shell_call``,
+``shell_call``,
+``apply_patch_call``
+``mcp_approval_request``           assistant   ``toolUse`` with ``toolUseId = id``
+``*_output`` of those              user        ``toolResult`` with the same ``toolUseId``
+``mcp_approval_response``          user        ``toolResult`` for ``approval_request_id``
+``reasoning``                      assistant   ``reasoningContent`` (summary and text)
+``image_generation_call``          assistant   ``image`` (when it has a result)
+anything else (hosted calls,       its role or ``json`` holding the item
+unknown types)                     assistant
+=================================  ==========  ==========================================
+
+Because a call and its output share a ``toolUseId``, every manager treats them as one
+tool pair: evicted, pinned and summarized together.
+
+Back from messages (:func:`messages_to_items`): a message whose content still equals
+its item's projection returns the kept item exactly, so ``items -> messages -> items``
+is the identity. A message whose content a manager revised (a truncated tool result)
+is rendered from its blocks into the kept item's shape, for the output types whose
+output is text (``function_call_output``, ``custom_tool_call_output``,
+``local_shell_call_output``, ``apply_patch_call_output``); the others return the kept
+item unchanged (the revision stays in the ledger but does not reach the host). A
+message that never was an item (a summary, the result a crash repair appended, a
+message written by another host) is rendered from its blocks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from contextledger.errors import InvalidMessage
+from contextledger.messages import ContentBlock, Message, Role
+
+__all__ = [
+    "CALL_OUTPUT_TYPES",
+    "ITEM_KEY",
+    "item_to_message",
+    "items_to_messages",
+    "kept_item",
+    "message_to_items",
+    "messages_to_items",
+    "project_item",
+]
+
+logger = logging.getLogger(__name__)
+
+ITEM_KEY = "openai"
+"""``Message.metadata[ITEM_KEY]["item"]`` holds the original item."""
+
+CALL_OUTPUT_TYPES: dict[str, str] = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "mcp_approval_request": "mcp_approval_response",
+}
+"""Each client-side call type and the output type that answers it (the SDK's pairs)."""
+
+_OUTPUT_CALL_TYPES = {output: call for call, output in CALL_OUTPUT_TYPES.items()}
+_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+_TEXT_OUTPUTS = {
+    "function_call_output",
+    "custom_tool_call_output",
+    "local_shell_call_output",
+    "apply_patch_call_output",
+}
+
+
+# -- items -> messages ---------------------------------------------------------------------
+
+
+def item_to_message(item: Mapping[str, Any]) -> Message:
+    """The ledger message for one input item; the item is kept verbatim in its metadata.
+
+    Raises:
+        InvalidMessage: ``item`` is not a JSON object of JSON values (a tuple, bytes or a
+            non-finite float would not come back equal), or a known item type lacks a
+            field the mapping needs (a call without a string ``call_id``, a message
+            without ``content``).
+    """
+    _check_item(item)
+    kept = copy.deepcopy(dict(item))
+    role, content = project_item(kept)
+    return Message(role=role, content=content, metadata={ITEM_KEY: {"item": kept}})
+
+
+def items_to_messages(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Map ``items`` in order with :func:`item_to_message`; nothing is built if one is invalid.
+
+    Raises:
+        InvalidMessage: An item is invalid (its index is named).
+    """
+    out = []
+    for index, item in enumerate(items):
+        try:
+            out.append(item_to_message(item))
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"item {index}: {exc}") from exc
+    return out
+
+
+def project_item(item: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
+    """The role and content blocks an item stands for in the ledger (a pure function).
+
+    Raises:
+        InvalidMessage: A known item type lacks a field the mapping needs.
+    """
+    kind = item.get("type")
+    if kind in (None, "message") and "role" in item:
+        return _project_message(item)
+    if kind in CALL_OUTPUT_TYPES:
+        call_id = _call_id(item, "id" if kind == "mcp_approval_request" else "call_id")
+        return "assistant", [{"toolUse": {"toolUseId": call_id, "name": _tool_name(item), "input": _tool_input(item)}}]
+    if kind in _OUTPUT_CALL_TYPES:
+        return "user", [{"toolResult": _project_output(item)}]
+    if kind == "reasoning":
+        return "assistant", [{"reasoningContent": {"reasoningText": {"text": _reasoning_text(item)}}}]
+    if kind == "image_generation_call" and isinstance(item.get("result"), str):
+        image = _image_from_base64(item["result"], "png")
+        if image is not None:
+            return "assistant", [image]
+    if kind is None or not isinstance(kind, str):
+        raise InvalidMessage(f"an item needs a string 'type' (or a 'role' for a message), got keys {sorted(item)}")
+    role = _ROLES.get(item["role"], "assistant") if isinstance(item.get("role"), str) else "assistant"
+    return role, [{"json": copy.deepcopy(dict(item))}]
+
+
+def _project_message(item: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
+    role = item["role"]
+    if role not in _ROLES:
+        raise InvalidMessage(f"a message item's role is one of {sorted(_ROLES)}, got {role!r}")
+    content = item.get("content")
+    if isinstance(content, str):
+        return _ROLES[role], [{"text": content}]
+    if not isinstance(content, list):
+        raise InvalidMessage(f"a message item's content is a string or a list of parts, got {type(content).__name__}")
+    return _ROLES[role], [_project_part(part) for part in content]
+
+
+def _project_part(part: Any) -> ContentBlock:
+    """One content part of a message or a tool output as a content block."""
+    if not isinstance(part, Mapping):
+        return {"json": copy.deepcopy(part)}
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "summary_text", "reasoning_text") and isinstance(part.get("text"), str):
+        return {"text": part["text"]}
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return {"text": part["refusal"]}
+    if kind in ("input_image", "computer_screenshot"):
+        url = part.get("image_url")
+        if isinstance(url, str):
+            image = _image_from_data_url(url)
+            if image is not None:
+                return image
+            return {"image": {"source": {"url": url}}}
+        if isinstance(part.get("file_id"), str):
+            return {"image": {"source": {"fileId": part["file_id"]}}}
+    if kind == "input_file":
+        name = part.get("filename") if isinstance(part.get("filename"), str) else None
+        document: dict[str, Any] = {"name": name or "file"}
+        data = part.get("file_data")
+        decoded = (
+            _decode_base64(data.split(",", 1)[1] if data.startswith("data:") else data)
+            if isinstance(data, str)
+            else None
+        )
+        if decoded is not None:
+            document["source"] = {"bytes": decoded}
+        elif isinstance(part.get("file_url"), str):
+            document["source"] = {"url": part["file_url"]}
+        elif isinstance(part.get("file_id"), str):
+            document["source"] = {"fileId": part["file_id"]}
+        else:
+            return {"json": copy.deepcopy(dict(part))}
+        return {"document": document}
+    if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
+        audio = part["input_audio"]
+        decoded = _decode_base64(audio.get("data")) if isinstance(audio.get("data"), str) else None
+        if decoded is not None:
+            return {"audio": {"format": str(audio.get("format", "wav")), "source": {"bytes": decoded}}}
+    return {"json": copy.deepcopy(dict(part))}
+
+
+def _project_output(item: Mapping[str, Any]) -> dict[str, Any]:
+    kind = item["type"]
+    if kind == "mcp_approval_response":
+        call_id = _call_id(item, "approval_request_id")
+        body = {k: copy.deepcopy(item[k]) for k in ("approve", "reason") if k in item}
+        return {"toolUseId": call_id, "status": "success", "content": [{"json": body}]}
+    # The SDK writes local_shell_call_output with call_id; the API schema names it id.
+    key = "id" if kind == "local_shell_call_output" and "call_id" not in item else "call_id"
+    call_id = _call_id(item, key)
+    output = item.get("output")
+    status = "error" if item.get("status") == "failed" else "success"
+    if isinstance(output, str):
+        content: list[ContentBlock] = [{"text": output}]
+    elif isinstance(output, list):
+        content = [_project_part(part) for part in output]
+    elif isinstance(output, Mapping):
+        content = [_project_part(output)]
+    else:
+        content = [] if output is None else [{"json": copy.deepcopy(output)}]
+    return {"toolUseId": call_id, "status": status, "content": content}
+
+
+def _call_id(item: Mapping[str, Any], key: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidMessage(f"a {item.get('type')} item needs a non-empty string {key!r}, got {value!r}")
+    return value
+
+
+def _tool_name(item: Mapping[str, Any]) -> str:
+    name = item.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return str(item["type"]).removesuffix("_call")
+
+
+def _tool_input(item: Mapping[str, Any]) -> Any:
+    for key in ("arguments", "input", "action", "actions", "operation"):
+        if key in item:
+            value = item[key]
+            if key == "arguments" and isinstance(value, str):
+                try:
+                    return json.loads(value)
+                except ValueError:
+                    return value
+            return copy.deepcopy(value)
+    return {}
+
+
+def _reasoning_text(item: Mapping[str, Any]) -> str:
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            texts.extend(p["text"] for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return "\n".join(texts)
+
+
+_MIME_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+
+
+def _image_from_data_url(url: str) -> ContentBlock | None:
+    head, sep, data = url.partition(",")
+    if not (sep and head.startswith("data:") and head.endswith(";base64")):
+        return None
+    mime = head.removeprefix("data:").removesuffix(";base64")
+    if mime not in _MIME_FORMATS:
+        return None
+    return _image_from_base64(data, _MIME_FORMATS[mime])
+
+
+def _image_from_base64(data: str, fmt: str) -> ContentBlock | None:
+    decoded = _decode_base64(data)
+    return None if decoded is None else {"image": {"format": fmt, "source": {"bytes": decoded}}}
+
+
+def _decode_base64(data: str) -> bytes | None:
+    """Strictly decoded bytes, or ``None`` when ``data`` would not re-encode to itself."""
+    try:
+        decoded = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return decoded if base64.b64encode(decoded).decode("ascii") == data else None
+
+
+def _check_item(item: Any) -> None:
+    if not isinstance(item, dict):
+        raise InvalidMessage(f"an item is a dict, got {type(item).__name__}")
+    _check_json(item, "item")
+
+
+def _check_json(value: Any, where: str) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise InvalidMessage(f"{where}: keys are strings, got {key!r}")
+            _check_json(inner, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            _check_json(inner, f"{where}[{index}]")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidMessage(f"{where}: {value!r} is not a JSON number")
+    elif not (value is None or isinstance(value, str | int | bool)):
+        raise InvalidMessage(f"{where}: a {type(value).__name__} is not a JSON value and would not come back equal")
+
+
+# -- messages -> items ---------------------------------------------------------------------
+
+
+def kept_item(message: Message) -> dict[str, Any] | None:
+    """The original item a message was made from, or ``None`` (not a copy: do not mutate)."""
+    box = message.metadata.get(ITEM_KEY)
+    item = box.get("item") if isinstance(box, Mapping) else None
+    return item if isinstance(item, dict) else None
+
+
+def messages_to_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The items for ``messages``, in order (fresh copies).
+
+    The inverse of :func:`items_to_messages`: messages made from items and not revised
+    since give back exactly those items. A tool result without an item is rendered as
+    the output type that answers its call (looked up among ``messages``).
+    """
+    call_types = {}
+    for message in messages:
+        item = kept_item(message)
+        kind = item.get("type") if item is not None else None
+        for tool_use_id in message.tool_use_ids:
+            call_types[tool_use_id] = kind if kind in CALL_OUTPUT_TYPES else "function_call"
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        out.extend(message_to_items(message, call_types))
+    return out
+
+
+def message_to_items(message: Message, call_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The items one message stands for (usually one; a foreign message may give several).
+
+    Args:
+        message: A ledger message.
+        call_types: toolUseId -> the call item type, used to give a rendered tool result
+            the output type that answers its call (default ``function_call``).
+    """
+    item = kept_item(message)
+    if item is not None:
+        try:
+            unchanged = project_item(item) == (message.role, message.content)
+        except InvalidMessage:
+            unchanged = False
+        if unchanged:
+            return [copy.deepcopy(item)]
+        revised = _revised_output(item, message)
+        if revised is not None:
+            return [revised]
+        logger.debug("item_type=<%s> | content revised but the item type cannot carry it; kept", item.get("type"))
+        return [copy.deepcopy(item)]
+    return _render(message, call_types or {})
+
+
+def _revised_output(item: Mapping[str, Any], message: Message) -> dict[str, Any] | None:
+    """The kept output item with its output replaced by the message's revised result."""
+    results = [b["toolResult"] for b in message.content if "toolResult" in b]
+    if item.get("type") not in _TEXT_OUTPUTS or len(results) != 1 or len(message.content) != 1:
+        return None
+    revised = copy.deepcopy(dict(item))
+    revised["output"] = _output_value(results[0].get("content", []), text_only=item["type"] != "function_call_output")
+    return revised
+
+
+def _render(message: Message, call_types: Mapping[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if parts:
+            out.append(_message_item(message.role, parts))
+            parts.clear()
+
+    for block in message.content:
+        if "toolUse" in block:
+            flush()
+            tool = block["toolUse"]
+            arguments = tool.get("input")
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": tool["toolUseId"],
+                    "name": str(tool.get("name", "")),
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                }
+            )
+        elif "toolResult" in block:
+            flush()
+            result = block["toolResult"]
+            out.append(_output_item(call_types.get(result["toolUseId"], "function_call"), result))
+        elif "reasoningContent" in block:
+            # A reasoning item cannot be replayed without the id the model gave it.
+            continue
+        else:
+            parts.append(_render_part(block, message.role))
+    flush()
+    return out
+
+
+def _message_item(role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(parts) == 1 and parts[0].get("type") in ("input_text", "output_text"):
+        return {"role": role, "content": parts[0]["text"]}
+    return {"role": role, "content": list(parts)}
+
+
+def _render_part(block: Mapping[str, Any], role: str) -> dict[str, Any]:
+    if isinstance(block.get("text"), str):
+        return {"type": "output_text" if role == "assistant" else "input_text", "text": block["text"]}
+    if "image" in block and isinstance(block["image"], Mapping):
+        source = block["image"].get("source") or {}
+        if isinstance(source.get("bytes"), bytes):
+            fmt = str(block["image"].get("format", "png"))
+            data = base64.b64encode(source["bytes"]).decode("ascii")
+            return {"type": "input_image", "image_url": f"data:image/{fmt};base64,{data}", "detail": "auto"}
+        if isinstance(source.get("url"), str):
+            return {"type": "input_image", "image_url": source["url"], "detail": "auto"}
+        if isinstance(source.get("fileId"), str):
+            return {"type": "input_image", "file_id": source["fileId"], "detail": "auto"}
+    if "document" in block and isinstance(block["document"], Mapping):
+        document = block["document"]
+        source = document.get("source") or {}
+        part: dict[str, Any] = {"type": "input_file", "filename": str(document.get("name", "file"))}
+        if isinstance(source.get("bytes"), bytes):
+            part["file_data"] = base64.b64encode(source["bytes"]).decode("ascii")
+            return part
+        if isinstance(source.get("url"), str):
+            part["file_url"] = source["url"]
+            return part
+        if isinstance(source.get("fileId"), str):
+            part["file_id"] = source["fileId"]
+            return part
+    if "json" in block and isinstance(block["json"], Mapping) and isinstance(block["json"].get("type"), str):
+        return copy.deepcopy(dict(block["json"]))
+    body = block.get("json", block)
+    return {"type": "input_text", "text": json.dumps(body, default=_bytes_as_text)}
+
+
+def _output_item(call_type: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    call_id = result["toolUseId"]
+    content = result.get("content", [])
+    failed = result.get("status") == "error"
+    text = _output_value(content, text_only=True)
+    if call_type == "mcp_approval_request":
+        return {"type": "mcp_approval_response", "approval_request_id": call_id, "approve": False, "reason": text}
+    if call_type == "local_shell_call":
+        return {"type": "local_shell_call_output", "call_id": call_id, "output": text}
+    if call_type == "apply_patch_call":
+        return {
+            "type": "apply_patch_call_output",
+            "call_id": call_id,
+            "status": "failed" if failed else "completed",
+            "output": text,
+        }
+    if call_type == "shell_call":
+        outcome = {"type": "exit", "exit_code": 1 if failed else 0}
+        return {
+            "type": "shell_call_output",
+            "call_id": call_id,
+            "output": [{"stdout": "" if failed else text, "stderr": text if failed else "", "outcome": outcome}],
+        }
+    if call_type == "computer_call":
+        screenshots = [_render_part(b, "user") for b in content if "image" in b]
+        if screenshots and screenshots[0]["type"] == "input_image":
+            shot = {k: v for k, v in screenshots[0].items() if k in ("image_url", "file_id")}
+            return {
+                "type": "computer_call_output",
+                "call_id": call_id,
+                "output": {"type": "computer_screenshot", **shot},
+            }
+    kind = "custom_tool_call_output" if call_type == "custom_tool_call" else "function_call_output"
+    return {
+        "type": kind,
+        "call_id": call_id,
+        "output": _output_value(content, text_only=kind != "function_call_output"),
+    }
+
+
+def _output_value(content: Sequence[Mapping[str, Any]], *, text_only: bool) -> Any:
+    """A tool output: one string when the result is text, else a list of input parts."""
+    if all(isinstance(b.get("text"), str) for b in content):
+        return "\n".join(b["text"] for b in content)
+    if text_only:
+        return "\n".join(
+            b["text"] if isinstance(b.get("text"), str) else json.dumps(b, default=_bytes_as_text) for b in content
+        )
+    return [_render_part(b, "user") for b in content]
+
+
+def _bytes_as_text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
