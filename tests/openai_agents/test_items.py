@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextledger import Conversation, InvalidMessage, Message, SlidingWindowConversationManager
+from contextledger import ConfigurationError, Conversation, InvalidMessage, Message, SlidingWindowConversationManager
 from contextledger.integrations.openai_agents.items import (
     item_to_message,
     items_to_messages,
     kept_item,
     messages_to_items,
+    newest_messages,
 )
 from contextledger.records import ViewEntry
 from contextledger.stores.memory import MemoryStore
@@ -320,3 +321,46 @@ def test_kept_item_is_the_original() -> None:
     item = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     assert kept_item(item_to_message(item)) == item
     assert kept_item(Message.user("plain")) is None
+
+
+# -- get_items(limit) -------------------------------------------------------------------------
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Messages and tool pairs, with parallel calls answered in any order."""
+    items: list[dict[str, Any]] = []
+    for turn in range(draw(st.integers(0, 5))):
+        items.append(draw(ITEM_STRATEGIES["easy_message"]))
+        pairs = [draw(tool_pairs(f"t{turn}_{n}")) for n in range(draw(st.integers(0, 3)))]
+        items += [call for call, _ in pairs]
+        items += draw(st.permutations([output for _, output in pairs]))
+    return items
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=sessions(), limit=st.integers(0, 12))
+def test_the_newest_items_never_split_a_tool_pair(items: list[dict[str, Any]], limit: int) -> None:
+    view = view_of(items_to_messages(items))
+    newest = messages_to_items(newest_messages(view, limit))
+    assert len(newest) <= limit
+    tail = items[max(len(items) - limit, 0) :]
+    rest = iter(tail)
+    assert all(any(n == t for t in rest) for n in newest), "an ordered selection of the newest items"
+    kept = view_of(items_to_messages(newest))
+    assert kept.dangling_tool_uses() == []
+    assert kept.orphan_results() == []
+    whole = [t for t in tail if all(i in tail for i in _partners(t, items))]
+    assert newest == whole, "everything the limit did not cut through is kept"
+    assert messages_to_items(newest_messages(view, None)) == items
+
+
+def _partners(item: dict[str, Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    ids = item_to_message(item).tool_ids
+    return [i for i in items if i is item or ids & item_to_message(i).tool_ids]
+
+
+@pytest.mark.parametrize("limit", [-1, 1.5, True, "3"])
+def test_a_bad_limit_is_rejected(limit: Any) -> None:
+    with pytest.raises(ConfigurationError, match="limit must be"):
+        newest_messages(view_of([]), limit)

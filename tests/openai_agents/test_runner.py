@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 from agents import Agent, RunHooks, Runner, SQLiteSession, function_tool
 
-from contextledger import ConfigurationError, Conversation, Ledger, SlidingWindowConversationManager
+from contextledger import (
+    ConfigurationError,
+    Conversation,
+    Ledger,
+    SlidingWindowConversationManager,
+    SummarizingConversationManager,
+)
 from contextledger.integrations.openai_agents import (
     HandoffTo,
     LedgerRunHooks,
@@ -153,6 +159,48 @@ def test_a_sliding_window_over_real_items_never_splits_a_call_from_its_output(wi
     )
     assert result.final_output == "fine"
     assert model.calls[0].input[: len(kept)] == kept
+
+
+@pytest.mark.parametrize("ratio", [0.2, 0.5, 0.8, 1.0])
+def test_a_summary_over_real_items_takes_or_leaves_each_tool_pair_whole(ratio: float) -> None:
+    session = SQLiteSession("summary")
+    asyncio.run(long_tool_run(session, turns=4))
+    items = asyncio.run(session.get_items())
+    store = MemoryStore()
+    manager = SummarizingConversationManager(summary_ratio=ratio, preserve_recent_messages=2)
+    conversation = Conversation(store, "summary", manager=manager)
+    conversation.append(*items_to_messages(items))
+    assert conversation.reduce("reactive") is not None
+    restored = messages_to_items(Conversation(store, "summary").messages)
+    summary, kept = restored[0], restored[1:]
+    assert summary["role"] == "user"
+    assert isinstance(summary["content"], str)
+    assert summary not in items, "the first item is the summary the reduction made"
+    assert_pairs_whole(kept)
+    rest = iter(items)
+    assert all(any(k == i for i in rest) for k in kept)
+
+
+def test_a_pinned_function_call_keeps_its_output_through_a_reduction() -> None:
+    session = SQLiteSession("pins")
+    asyncio.run(long_tool_run(session, turns=4))
+    items = asyncio.run(session.get_items())
+    first_call = next(i for i in items if i.get("type") == "function_call")
+    store = MemoryStore()
+    conversation = Conversation(store, "pins", manager=SlidingWindowConversationManager(window_size=1))
+    messages = items_to_messages(items)
+    conversation.append(*messages)
+    conversation.pin(messages[items.index(first_call)].message_id)
+    conversation.reduce("reactive")
+    kept = messages_to_items(Conversation(store, "pins").messages)
+    assert first_call in kept
+    assert next(
+        i
+        for i in kept
+        if i.get("call_id") == first_call["call_id"] and i is not first_call and i.get("type") == "function_call_output"
+    )
+    assert_pairs_whole(kept)
+    assert len(kept) < len(items)
 
 
 # -- the SDK's item shapes on every backend -------------------------------------------------

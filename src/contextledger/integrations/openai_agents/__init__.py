@@ -19,16 +19,19 @@ Design of the ledger-backed ``Session`` (built on the async API)
 implements the SDK's ``agents.memory.Session`` protocol over an ``AsyncConversation``;
 every method is a thin shell over this package and the conversation:
 
-* ``get_items(limit)`` -> ``messages_to_items(conversation.messages)``, the active view;
-  ``limit`` takes the newest N items, widened to the start of the tool group at the cut
-  (``View.group_of``) so a ``function_call`` never arrives without its output.
+* ``get_items(limit)`` -> ``messages_to_items(newest_messages(conversation.view, limit))``,
+  the active view; a tool group the limit cuts through is left out whole, so at most
+  ``limit`` items come back and a ``function_call`` never arrives without its output.
 * ``add_items(items)`` -> ``await conversation.append(*items_to_messages(items))``: one
   commit per call; an invalid item raises ``InvalidMessage`` and nothing is stored.
 * ``pop_item()`` -> a recorded reduction with strategy ``pop`` evicting the newest entry
   (a ``ReductionPlan(strategy="pop", evict=[id])`` applied through the conversation); it
   returns ``messages_to_items([that message])[0]``, the item leaves the view and stays in
   the history. The SDK pops items it has just written when it rewinds a turn, and
-  matches them by content, which is why the mapping must be exact.
+  matches them by content, which is why the mapping must be exact. Open question for
+  the core: popping a ``function_call_output`` leaves its call dangling until the SDK
+  pops the call too; the view rules (tool pairs, semantic 7) must either allow that
+  transient state for a ``pop`` or the pop must take the whole group.
 * ``clear_session()`` -> one recorded reduction evicting the whole view (``manual``
   trigger); ``Ledger.delete_session`` stays the way to erase.
 * Open with ``repair=True``: a crash between a call and its output leaves a dangling
@@ -84,6 +87,7 @@ from contextledger.integrations.openai_agents.items import (
     items_to_messages,
     message_to_items,
     messages_to_items,
+    newest_messages,
 )
 from contextledger.integrations.openai_agents.scripted import (
     HandoffTo,
@@ -109,4 +113,5 @@ __all__ = [
     "items_to_messages",
     "message_to_items",
     "messages_to_items",
+    "newest_messages",
 ]

@@ -51,8 +51,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from contextledger.errors import InvalidMessage
+from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.messages import ContentBlock, Message, Role
+from contextledger.view import View
 
 __all__ = [
     "CALL_OUTPUT_TYPES",
@@ -62,6 +63,7 @@ __all__ = [
     "kept_item",
     "message_to_items",
     "messages_to_items",
+    "newest_messages",
     "project_item",
 ]
 
@@ -346,6 +348,25 @@ def messages_to_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for message in messages:
         out.extend(message_to_items(message, call_types))
     return out
+
+
+def newest_messages(view: View, limit: int | None) -> list[Message]:
+    """The newest ``limit`` messages of ``view`` (all when ``None``), never half a tool pair.
+
+    A tool group cut by the limit (a call kept without its output, or an output whose
+    call falls before the cut) is left out whole, so at most ``limit`` messages come back
+    and every call among them has its output. This is ``Session.get_items(limit)``.
+
+    Raises:
+        ConfigurationError: ``limit`` is not ``None`` or an int >= 0.
+    """
+    if limit is None:
+        return [m.model_copy(deep=True) for m in view.messages]
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigurationError(f"limit must be None or an int >= 0, got {limit!r}")
+    start = max(len(view) - limit, 0)
+    keep = [i for i in range(start, len(view)) if view.group_of(i)[0] >= start]
+    return [view[i].message.model_copy(deep=True) for i in keep]
 
 
 def message_to_items(message: Message, call_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
