@@ -100,6 +100,7 @@ input_image = st.one_of(
 input_file = st.one_of(
     fixed({"type": st.just("input_file"), "file_data": b64}, {"filename": text}),
     fixed({"type": st.just("input_file"), "file_data": b64.map(lambda d: f"data:application/pdf;base64,{d}")}),
+    fixed({"type": st.just("input_file"), "file_data": st.sampled_from(["data:", "data:x", "data:,", "not base64"])}),
     fixed({"type": st.just("input_file"), "file_url": st.just("https://example.com/a.pdf")}),
     fixed({"type": st.just("input_file"), "file_id": ids}),
     fixed({"type": st.just("input_file")}),

@@ -30,7 +30,7 @@ from contextledger.integrations.openai_agents import (
 )
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
-from tests.openai_agents.sdk_examples import all_items, conversation_items
+from tests.openai_agents.sdk_examples import SCREENSHOT, all_items, conversation_items
 
 
 @function_tool
@@ -107,6 +107,24 @@ def test_a_handoff_is_a_tool_pair_in_the_ledger() -> None:
     conversation.append(*items_to_messages(items))
     view = conversation.view
     assert view.group_of(items.index(transfer)) == [items.index(transfer), items.index(output)]
+
+
+def test_an_image_input_round_trips_as_the_session_stored_it() -> None:
+    session = SQLiteSession("image")
+    user = {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "What is in this picture?"},
+            {"type": "input_image", "image_url": SCREENSHOT, "detail": "low"},
+        ],
+    }
+    model = ScriptedModel(["A tiny image."], name="img")
+    asyncio.run(Runner.run(Agent(name="A", model=model), [user], session=session))
+    items = asyncio.run(session.get_items())
+    assert items[0] == user
+    messages = items_to_messages(items)
+    assert any("image" in block for block in messages[0].content), "managers and token counters see an image"
+    assert messages_to_items(messages) == items
 
 
 async def long_tool_run(session: SQLiteSession, turns: int) -> None:

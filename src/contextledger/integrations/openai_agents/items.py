@@ -186,8 +186,9 @@ def _project_part(part: Any) -> ContentBlock:
         name = part.get("filename") if isinstance(part.get("filename"), str) else None
         document: dict[str, Any] = {"name": name or "file"}
         data = part.get("file_data")
+        # file_data is base64, bare or as a data URL.
         decoded = (
-            _decode_base64(data.split(",", 1)[1] if data.startswith("data:") else data)
+            _decode_base64(data.partition(",")[2] if data.startswith("data:") else data)
             if isinstance(data, str)
             else None
         )
