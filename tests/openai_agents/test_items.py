@@ -296,6 +296,7 @@ def test_a_truncated_tool_output_comes_back_truncated_with_its_other_fields() ->
         ({"type": "function_call_output", "call_id": "", "output": "x"}, "non-empty string 'call_id'"),
         ({"type": "mcp_approval_response", "approve": True}, "approval_request_id"),
         ({"role": "tool", "content": "x"}, "role is one of"),
+        ({"role": ["user"], "content": "x"}, "role is one of"),
         ({"role": "user", "content": 3}, "content is a string or a list"),
         ({"content": "no role, no type"}, "needs a string 'type'"),
         ({"type": "message", "role": "user", "content": ("a", "tuple")}, "tuple is not a JSON value"),

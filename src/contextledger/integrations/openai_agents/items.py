@@ -154,7 +154,7 @@ def project_item(item: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
 
 def _project_message(item: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
     role = item["role"]
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise InvalidMessage(f"a message item's role is one of {sorted(_ROLES)}, got {role!r}")
     content = item.get("content")
     if isinstance(content, str):
