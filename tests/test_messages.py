@@ -56,7 +56,10 @@ def test_from_strands_to_strands_round_trips(kind: str, extra: dict[str, Any]) -
     original = _message(kind, **extra)
     snapshot = copy.deepcopy(original)
     message = Message.from_strands(original)
-    assert message.to_strands() == snapshot
+    # The ledger form: the tracking_id (given or new) and the metadata are always there.
+    assert message.to_strands() == {"tracking_id": message.message_id, "metadata": {}, **snapshot}
+    assert message.message_id == snapshot.get("tracking_id", message.message_id)
+    assert Message.from_strands(message.to_strands()) == message
     # Bytes stay bytes, and the result does not alias the input.
     assert message.to_strands() is not original
     message.content[0].clear()
@@ -64,8 +67,8 @@ def test_from_strands_to_strands_round_trips(kind: str, extra: dict[str, Any]) -
 
 
 def test_all_block_kinds_in_one_message_round_trip() -> None:
-    original = {"role": "user", "content": [copy.deepcopy(b) for b in BLOCKS.values()]}
-    assert Message.from_strands(original).to_strands() == original
+    original = {"role": "user", "content": [copy.deepcopy(b) for b in BLOCKS.values()], "tracking_id": "t-1"}
+    assert Message.from_strands(original).to_strands() == {**original, "metadata": {}}
 
 
 @pytest.mark.parametrize("kind", sorted(BLOCKS))
@@ -83,7 +86,7 @@ def test_pin_state_survives_the_round_trip() -> None:
     message = Message.from_strands(original)
     assert message.pinned
     assert message.with_pin(False).to_strands()["metadata"] == {"custom": {"note": "keep"}}
-    assert message.with_pin(True).to_strands() == original
+    assert message.with_pin(True).to_strands() == {**original, "tracking_id": message.message_id}
 
 
 def test_tool_ids_and_text_views() -> None:

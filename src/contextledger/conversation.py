@@ -7,7 +7,6 @@ version conflict after a short randomized back-off.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 import threading
@@ -15,20 +14,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
 from contextledger.changeset import (
     Changeset,
     Edit,
-    Planned,
     ReductionPlan,
     ReductionRequest,
-    Summarize,
     build_changeset,
 )
+from contextledger.checks import check_conversation_options, check_trigger
 from contextledger.errors import (
     ConcurrencyConflict,
-    ConfigurationError,
     ContextLedgerError,
     ContextWindowOverflowError,
     DuplicateEntry,
@@ -46,14 +41,14 @@ from contextledger.hooks import (
     HookRegistry,
     MessageAddedEvent,
 )
-from contextledger.managers.base import ConversationManager, as_planned
+from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT, REPAIR_STRATEGY, needs_repair, plan_repair
 from contextledger.messages import Message
-from contextledger.records import TRIGGERS, ConversationState, Reduction, Trigger, ViewEntry
+from contextledger.records import ConversationState, Reduction, Trigger, ViewEntry
+from contextledger.reduction import SummaryNeeded, Written, plan_reduction, reduction_edit, write_summary
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter, projected_input_tokens
 from contextledger.view import View
-from contextledger.viewrules import estimate_tokens, fit_plan
 
 __all__ = ["INTERRUPTED_TOOL_TEXT", "REPAIR_STRATEGY", "Conversation", "Edit"]
 
@@ -68,14 +63,6 @@ MAX_SUMMARIES = 3
 Planner = Callable[[View], Edit | None]
 _E = TypeVar("_E", bound=HookEvent)
 _Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
-
-
-class _SummaryNeeded(Exception):
-    """Leaves the commit loop (and its lock) so the summarizer runs outside both."""
-
-    def __init__(self, entries: tuple[ViewEntry, ...], summarize: Summarize) -> None:
-        super().__init__("summary needed")
-        self.entries, self.summarize = entries, summarize
 
 
 class Conversation:
@@ -121,21 +108,16 @@ class Conversation:
                 ``context_window_limit`` is not a positive int, ``max_retries`` is negative
                 or ``overflow_errors`` holds something that is not an exception type.
         """
-        if not (isinstance(session_id, str) and session_id and isinstance(agent_id, str) and agent_id):
-            raise ConfigurationError(
-                f"session_id and agent_id must be non-empty strings, got {session_id!r} and {agent_id!r}"
-            )
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if manager is not None and not isinstance(manager, ConversationManager):
-            raise ConfigurationError(
-                f"manager must be a ConversationManager (e.g. SlidingWindowConversationManager), got {manager!r}"
-            )
-        if token_counter is not None and not callable(getattr(token_counter, "count", None)):
-            raise ConfigurationError(f"token_counter must have a count(message) method, got {token_counter!r}")
-        _check_limit(context_window_limit)
-        if not all(isinstance(e, type) and issubclass(e, BaseException) for e in overflow_errors):
-            raise ConfigurationError(f"overflow_errors must be exception types, got {overflow_errors!r}")
+        check_conversation_options(
+            session_id,
+            agent_id,
+            is_manager=isinstance(manager, ConversationManager),
+            manager=manager,
+            token_counter=token_counter,
+            context_window_limit=context_window_limit,
+            max_retries=max_retries,
+            overflow_errors=overflow_errors,
+        )
         self.store, self.session_id, self.agent_id = store, session_id, agent_id
         self.manager = manager
         self.token_counter: TokenCounter = token_counter or CharTokenCounter()
@@ -336,11 +318,11 @@ class Conversation:
             ConfigurationError: ``trigger`` is not a known trigger.
             InvalidPlan: The manager's plan breaks the view rules beyond correction.
         """
-        _check_trigger(trigger)
+        check_trigger(trigger)
         if self.manager is None:
             return None
         with self._lock:
-            return self._plan(self._view, self.request(trigger)).plan
+            return plan_reduction(self.manager, self._view, self.request(trigger), self.token_counter).plan
 
     def reduce(self, trigger: Trigger = "manual", *, error: BaseException | None = None) -> Reduction | None:
         """Ask the manager for a plan now and commit it; ``None`` when nothing changed.
@@ -350,8 +332,8 @@ class Conversation:
             InvalidPlan: The manager's plan breaks the view rules beyond correction.
             ReductionFailed: The summarizer failed.
         """
-        _check_trigger(trigger)
-        return self._reduce(self.request(trigger, error), error)
+        check_trigger(trigger)
+        return self._reduce(self.request(trigger, error))
 
     def apply_plan(
         self, planner: Callable[[View], ReductionPlan | None], *, trigger: Trigger, error: BaseException | None = None
@@ -365,7 +347,7 @@ class Conversation:
         Raises:
             ConfigurationError: ``trigger`` is not a known trigger.
         """
-        _check_trigger(trigger)
+        check_trigger(trigger)
 
         def build(view: View) -> Edit | None:
             plan = planner(view)
@@ -380,62 +362,26 @@ class Conversation:
         """
         return self._transact(lambda view: (plan_repair(view), None), repair=False)
 
-    def _plan(self, view: View, request: ReductionRequest) -> Planned:
-        """The manager's plan for ``view``, held to the view rules, with its token estimates (pure)."""
-        assert self.manager is not None
-        planned = as_planned(self.manager.plan(view, request))
-        plan = fit_plan(view, planned.plan)
-        if planned.plan is not None and not planned.plan.is_empty and plan is None:
-            note = "the plan would break the view rules (pins, tool pairs, newest prompt) and nothing else was left"
-            return Planned(None, None, note=planned.note or note)
-        if plan is not None:
-            plan = estimate_tokens(view, plan, self.token_counter)
-        return dataclasses.replace(planned, plan=plan)
-
-    def _reduce(self, request: ReductionRequest, error: BaseException | None) -> Reduction | None:
+    def _reduce(self, request: ReductionRequest) -> Reduction | None:
         """Plan ``request`` once, write its summary once (outside the lock), commit once."""
-        if self.manager is None:
+        manager = self.manager
+        if manager is None:
             return None
-        written: list[tuple[tuple[ViewEntry, ...], str]] = []
-        self._note = None
+        written: Written = []
+
+        def build(view: View) -> tuple[Edit | None, dict[str, Any] | None]:
+            planned = plan_reduction(manager, view, request, self.token_counter)
+            self._note = planned.note
+            return reduction_edit(view, planned, request, written, self.token_counter)
+
         for _ in range(MAX_SUMMARIES + 1):
             try:
-                return self._transact(lambda view: self._reduction_edit(view, request, error, written))
-            except _SummaryNeeded as need:
-                if len(written) >= MAX_SUMMARIES:
+                return self._transact(build)
+            except SummaryNeeded as need:
+                if len(written) == MAX_SUMMARIES:
                     break
-                try:
-                    written.append((need.entries, need.summarize(need.entries)))
-                except ReductionFailed:
-                    raise
-                except Exception as exc:
-                    raise ReductionFailed(f"the summarizer failed on {len(need.entries)} entries: {exc}") from exc
+                written.append((need.entries, write_summary(need)))
         raise ReductionFailed(f"the summarized entries kept changing under concurrent writers ({MAX_SUMMARIES} tries)")
-
-    def _reduction_edit(
-        self,
-        view: View,
-        request: ReductionRequest,
-        error: BaseException | None,
-        written: list[tuple[tuple[ViewEntry, ...], str]],
-    ) -> tuple[Edit | None, dict[str, Any] | None]:
-        planned = self._plan(view, request)
-        plan, self._note = planned.plan, planned.note
-        if plan is None:
-            return None, None
-        if plan.summary is not None and plan.summary.content is None:
-            entries = tuple(view[i] for i in (view.index_of(r) for r in plan.summary.replaces) if i is not None)
-            # On a re-plan after a conflict the summary is reused when its entries are unchanged.
-            text = next((t for e, t in written if e == entries), None)
-            if text is None:
-                if planned.summarize is None:
-                    raise ReductionFailed(f"manager {self.manager!r} planned a summary but gave no summarizer")
-                raise _SummaryNeeded(entries, planned.summarize)
-            summary = plan.summary.model_copy(update={"content": text})
-            plan = estimate_tokens(view, plan.model_copy(update={"summary": summary}), self.token_counter)
-        state = planned.state
-        manager_state = state.model_dump(mode="json") if isinstance(state, BaseModel) else _as_dict(state)
-        return Edit(plan=plan, trigger=request.trigger, error=request.error or _describe(error)), manager_state
 
     # -- the transaction -------------------------------------------------------------------
 
@@ -597,7 +543,7 @@ class Conversation:
 
     def _reduce_best_effort(self, request: ReductionRequest) -> bool:
         try:
-            reduction = self._reduce(request, None)
+            reduction = self._reduce(request)
         except Exception as exc:  # best-effort by contract: the turn must go on
             self._warn(
                 request.trigger, f"{type(exc).__name__}: {exc}", exc_info=not isinstance(exc, ContextLedgerError)
@@ -615,7 +561,7 @@ class Conversation:
                 " count the retried call with before_model_call()"
             ) from error
         try:
-            reduction = self._reduce(request, error)
+            reduction = self._reduce(request)
         except InvalidPlan as exc:
             raise ReductionFailed(f"session_id={self.session_id} agent_id={self.agent_id}: {exc}") from exc
         if reduction is None:
@@ -639,22 +585,8 @@ class Conversation:
         )
 
 
-def _check_limit(limit: object) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigurationError(f"context_window_limit must be a positive int or None, got {limit!r}")
-
-
-def _check_trigger(trigger: object) -> None:
-    if trigger not in TRIGGERS:
-        raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
-
-
 def _describe(error: BaseException | None) -> str | None:
     return None if error is None else f"{type(error).__name__}: {error}"
-
-
-def _as_dict(state: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if state is None else dict(state)
 
 
 def _same_message(new: Message, stored: Message) -> bool:

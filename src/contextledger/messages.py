@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contextledger.errors import InvalidMessage
 
@@ -111,9 +111,6 @@ class Message(BaseModel):
     content: list[ContentBlock]
     metadata: dict[str, Any] = Field(default_factory=dict)
 
-    # Whether message_id came from the host; from_strands() must not invent a tracking_id.
-    _emit_id: bool = PrivateAttr(default=True)
-
     if not TYPE_CHECKING:
         # Runtime only, so type checkers keep the field-typed constructor pydantic generates.
         def __init__(self, **data: Any) -> None:
@@ -186,7 +183,11 @@ class Message(BaseModel):
 
     @classmethod
     def from_strands(cls, message: Mapping[str, Any]) -> Message:
-        """Convert a Strands message dict; ``from_strands(d).to_strands() == d`` holds.
+        """Convert a Strands message dict; its ``tracking_id`` becomes the ``message_id``.
+
+        ``from_strands(d).to_strands()`` equals ``d`` with its ``tracking_id`` (a new one
+        when ``d`` had none) and its ``metadata`` (``{}`` when absent): the ledger form,
+        the one every store returns.
 
         Raises:
             InvalidMessage: The dict is not a Strands message.
@@ -218,35 +219,22 @@ class Message(BaseModel):
             raise InvalidMessage(f"not a Strands message: {detail}") from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidMessage(f"not a Strands message: {exc}") from exc
-        result._emit_id = bool(tracking_id)
-        result._has_metadata = "metadata" in message
         return result
 
-    _has_metadata: bool = PrivateAttr(default=True)
-
     def to_strands(self) -> dict[str, Any]:
-        """Return the Strands message dict (a deep copy; bytes stay bytes)."""
-        out: dict[str, Any] = {"role": self.role, "content": copy.deepcopy(self.content)}
-        if self._emit_id:
-            out["tracking_id"] = self.message_id
-        if self.metadata or self._has_metadata:
-            out["metadata"] = copy.deepcopy(self.metadata)
-        return out
+        """Return the Strands message dict, ``tracking_id`` and ``metadata`` included (a deep copy)."""
+        return {
+            "role": self.role,
+            "content": copy.deepcopy(self.content),
+            "tracking_id": self.message_id,
+            "metadata": copy.deepcopy(self.metadata),
+        }
 
     # -- storage codec -----------------------------------------------------------------
 
     def stored_copy(self) -> Message:
-        """A deep copy as every store returns it: id and metadata always emitted.
-
-        ``from_strands`` remembers whether the host supplied a ``tracking_id`` and
-        ``metadata`` so a fresh conversion round-trips exactly; once a message is in the
-        ledger it has a durable id, so the live view holds this normalised form and a
-        restore compares equal to it on every backend.
-        """
-        clone = self.model_copy(deep=True)
-        clone._emit_id = True
-        clone._has_metadata = True
-        return clone
+        """A deep copy, as every store returns it (no host shape rides along)."""
+        return self.model_copy(deep=True)
 
     def to_record(self) -> dict[str, Any]:
         """Return a JSON-safe dict (bytes tagged) that :meth:`from_record` inverts."""
@@ -286,17 +274,11 @@ class Message(BaseModel):
         metadata["custom"] = custom
         if not custom:
             metadata.pop("custom")
-        clone = self.model_copy(update={"metadata": metadata})
-        clone._emit_id = self._emit_id
-        clone._has_metadata = self._has_metadata
-        return clone
+        return self.model_copy(update={"metadata": metadata})
 
     def with_content(self, content: Sequence[ContentBlock]) -> Message:
         """Return a copy with ``content`` replaced (the id is kept)."""
-        clone = self.model_copy(update={"content": copy.deepcopy(list(content))})
-        clone._emit_id = self._emit_id
-        clone._has_metadata = self._has_metadata
-        return clone
+        return self.model_copy(update={"content": copy.deepcopy(list(content))})
 
     @property
     def tool_use_ids(self) -> list[str]:

@@ -116,13 +116,7 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
     for entry in cs.appends:
         record = entry.message.to_record()
         content = record.pop("content")
-        record.update(
-            seq=entry.seq,
-            tokens=entry.tokens,
-            created_at=stamp,
-            emit_id=entry.message._emit_id,
-            has_metadata=entry.message._has_metadata,
-        )
+        record.update(seq=entry.seq, tokens=entry.tokens, created_at=stamp)
         args += [
             _check_id("entry id", entry.entry_id),
             str(view_score(entry.seq, summary=False)),
@@ -200,8 +194,6 @@ class MessageRow:
         """Rebuild a row from its record, content and the ``mut`` fields of its id."""
         base = loads(record)
         message = Message.from_record({**base, "content": loads(content)})
-        message._emit_id = bool(base.get("emit_id", True))
-        message._has_metadata = bool(base.get("has_metadata", True))
         pin = mut.get(f"p|{entry_id}")
         if pin is not None:
             message = message.with_pin(pin == b"1")

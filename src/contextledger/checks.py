@@ -1,0 +1,64 @@
+"""Checks of the arguments a :class:`~contextledger.Conversation` is opened with and driven by."""
+
+from __future__ import annotations
+
+from contextledger.errors import ConfigurationError
+from contextledger.records import TRIGGERS
+
+__all__ = ["check_conversation_options", "check_limit", "check_trigger"]
+
+
+def check_limit(limit: object) -> None:
+    """Raise unless ``limit`` is a positive int or ``None``.
+
+    Raises:
+        ConfigurationError: It is not.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigurationError(f"context_window_limit must be a positive int or None, got {limit!r}")
+
+
+def check_trigger(trigger: object) -> None:
+    """Raise unless ``trigger`` is a known trigger.
+
+    Raises:
+        ConfigurationError: It is not.
+    """
+    if trigger not in TRIGGERS:
+        raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
+
+
+def check_conversation_options(
+    session_id: object,
+    agent_id: object,
+    *,
+    is_manager: bool,
+    manager: object,
+    token_counter: object,
+    context_window_limit: object,
+    max_retries: object,
+    overflow_errors: tuple[object, ...],
+) -> None:
+    """Validate what a conversation is opened with.
+
+    Raises:
+        ConfigurationError: An id is not a non-empty string, ``manager`` is not a
+            conversation manager, ``token_counter`` has no ``count``,
+            ``context_window_limit`` is not a positive int, ``max_retries`` is negative
+            or ``overflow_errors`` holds something that is not an exception type.
+    """
+    if not (isinstance(session_id, str) and session_id and isinstance(agent_id, str) and agent_id):
+        raise ConfigurationError(
+            f"session_id and agent_id must be non-empty strings, got {session_id!r} and {agent_id!r}"
+        )
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    if manager is not None and not is_manager:
+        raise ConfigurationError(
+            f"manager must be a ConversationManager (e.g. SlidingWindowConversationManager), got {manager!r}"
+        )
+    if token_counter is not None and not callable(getattr(token_counter, "count", None)):
+        raise ConfigurationError(f"token_counter must have a count(message) method, got {token_counter!r}")
+    check_limit(context_window_limit)
+    if not all(isinstance(e, type) and issubclass(e, BaseException) for e in overflow_errors):
+        raise ConfigurationError(f"overflow_errors must be exception types, got {overflow_errors!r}")
