@@ -35,9 +35,9 @@ every method is a thin shell over this package and the conversation:
 * ``clear_session()`` -> one recorded reduction evicting the whole view (``manual``
   trigger); ``Ledger.delete_session`` stays the way to erase.
 * Open with ``repair=True``: a crash between a call and its output leaves a dangling
-  ``toolUse``; the repair's ``toolResult`` renders as the output type that answers the
-  call (``function_call_output``, ``local_shell_call_output``, ``mcp_approval_response``,
-  ...), see ``messages_to_items``.
+  ``toolUse``, repaired inside the next real write; the repair's ``toolResult`` renders
+  as the output type that answers the call (``function_call_output``,
+  ``local_shell_call_output``, ``mcp_approval_response``, ...), see ``messages_to_items``.
 
 What the async session needs from the async API (and what this package found):
 
