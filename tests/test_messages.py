@@ -62,8 +62,12 @@ def test_from_strands_to_strands_round_trips(kind: str, extra: dict[str, Any]) -
     assert Message.from_strands(message.to_strands()) == message
     # Bytes stay bytes, and the result does not alias the input.
     assert message.to_strands() is not original
-    message.content[0].clear()
+    with pytest.raises(TypeError):
+        message.content[0].clear()  # a message is read-only
+    converted = message.to_strands()
+    converted["content"][0].clear()  # what to_strands returns is the host's to change
     assert original == snapshot
+    assert message.to_strands() == snapshot
 
 
 def test_all_block_kinds_in_one_message_round_trip() -> None:

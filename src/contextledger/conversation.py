@@ -43,7 +43,7 @@ from contextledger.hooks import (
 )
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT, REPAIR_STRATEGY, needs_repair, plan_repair
-from contextledger.messages import Message
+from contextledger.messages import Message, normalize_json
 from contextledger.records import ConversationState, Reduction, Trigger, ViewEntry
 from contextledger.reduction import SummaryNeeded, Written, plan_reduction, reduction_edit, write_summary
 from contextledger.stores.base import LedgerStore
@@ -300,11 +300,15 @@ class Conversation:
         """Replace the host key/value state (one commit).
 
         Raises:
-            InvalidMessage: ``state`` is not a mapping, or holds a value JSON cannot store.
+            InvalidMessage: ``state`` is not a mapping, has a key that is not a string,
+                or holds a value JSON cannot store.
         """
         if not isinstance(state, Mapping):
             raise InvalidMessage(f"agent state must be a mapping, got {type(state).__name__}")
-        snapshot = dict(state)
+        for key in state:
+            if not isinstance(key, str):
+                raise InvalidMessage(f"agent state keys are strings, got {type(key).__name__} {key!r:.40}")
+        snapshot = normalize_json(dict(state), "agent state", coerce_keys=True)
         self.edit(lambda _view: Edit(agent_state=snapshot))
 
     # -- reductions ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ __all__ = [
     "ConfigurationError",
     "ContextLedgerError",
     "ContextWindowOverflowError",
+    "CorruptRecord",
     "DuplicateEntry",
     "EntryNotFound",
     "InvalidLedgerURL",
@@ -48,6 +49,33 @@ class InvalidLedgerURL(ConfigurationError):
 
 class StoreError(ContextLedgerError):
     """A storage backend failed; the original driver error is chained as ``__cause__``."""
+
+
+class CorruptRecord(StoreError):
+    """A stored value cannot be decoded: it was damaged or changed outside contextledger.
+
+    Only the conversation (or the record) holding it is affected; the others stay
+    readable.
+
+    Attributes:
+        where: The table or key that holds the damaged value (``None`` when unknown).
+        record_id: The id of the damaged row or entry (``None`` when unknown).
+    """
+
+    def __init__(self, message: str, *, where: str | None = None, record_id: str | None = None) -> None:
+        self.where = where
+        self.record_id = record_id
+        self.detail = message
+        located = f" ({where}" + (f", id {record_id!r}" if record_id is not None else "") + ")" if where else ""
+        super().__init__(f"corrupt record{located}: {message}")
+
+    def located(self, where: str, record_id: str | None = None) -> CorruptRecord:
+        """This error with its location filled in (an inner decoder does not know it)."""
+        if self.where is not None:
+            return self
+        error = CorruptRecord(self.detail, where=where, record_id=record_id)
+        error.__cause__ = self.__cause__ or self
+        return error
 
 
 class DuplicateEntry(StoreError):

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from contextledger.errors import ConfigurationError
 from contextledger.messages import Message
 
 __all__ = ["CharTokenCounter", "TokenCounter", "projected_input_tokens"]
@@ -32,10 +33,14 @@ class CharTokenCounter:
         """Configure the estimate.
 
         Raises:
-            ValueError: ``chars_per_token`` is not positive.
+            ConfigurationError: ``chars_per_token`` is not positive, or ``per_message`` or
+                ``per_media`` is negative (a count is never below zero).
         """
-        if chars_per_token <= 0:
-            raise ValueError("chars_per_token must be positive")
+        if not chars_per_token > 0:
+            raise ConfigurationError(f"chars_per_token must be positive, got {chars_per_token!r}")
+        for name, value in (("per_message", per_message), ("per_media", per_media)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"{name} must be a non-negative integer, got {value!r}")
         self.chars_per_token = chars_per_token
         self.per_message = per_message
         self.per_media = per_media
