@@ -23,6 +23,7 @@ from contextledger.records import (
 )
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import TokenCounter
+from contextledger.urls import backend_of, mask, scheme_of
 
 __all__ = ["DEFAULT_URL", "Ledger", "open_store"]
 
@@ -52,16 +53,11 @@ def open_store(url: str, **options: Any) -> LedgerStore:
         StoreUnavailable: The server could not be reached.
         SchemaOutOfDate: The SQL schema does not match this library.
     """
-    if not isinstance(url, str) or "://" not in url:
-        raise InvalidLedgerURL(
-            f"not a ledger URL: {url!r} (expected e.g. sqlite:///agents.db, postgresql+psycopg://..., redis://..., memory://)"
-        )
-    scheme = url.split("://", 1)[0].lower()
+    backend = backend_of(url)
+    scheme = scheme_of(url)
     target = _BACKENDS.get(scheme) or _BACKENDS.get(scheme.split("+", 1)[0])
-    if target is None:
-        raise InvalidLedgerURL(
-            f"unsupported ledger URL scheme {scheme!r} in {url!r}; supported: {', '.join(sorted(_BACKENDS))}"
-        )
+    if target is None:  # a scheme urls knows but this module has no opener for
+        raise InvalidLedgerURL(f"unsupported ledger URL scheme {scheme!r} in {mask(url)!r} ({backend})")
     module_name, _, attr = target.partition(":")
     try:
         obj: Any = importlib.import_module(module_name)

@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 from contextledger import __version__
 from contextledger.cli import db, inspector
 from contextledger.cli.demo import demo as demo_command
-from contextledger.cli.errors import exit_code_for, mask_secrets, one_line
+from contextledger.cli.errors import MaskingFormatter, exit_code_for, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
 
 __all__ = ["app"]
@@ -84,7 +84,7 @@ def _configure_logging(verbose: int) -> None:
     if not verbose:
         return
     handler = _CliLogHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(MaskingFormatter("%(levelname)s %(name)s: %(message)s"))
     package.addHandler(handler)
     package.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
 

@@ -11,24 +11,18 @@ import importlib
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy.engine import make_url
 
 from contextledger.cli.options import JsonOption, UrlOption, open_ledger, sqlite_path
 from contextledger.cli.render import console, dump_json
 from contextledger.errors import InvalidLedgerURL
 from contextledger.ledger import DEFAULT_URL
+from contextledger.urls import backend_of, mask
 
 __all__ = ["current", "is_sql_url", "upgrade"]
 
-_SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
-
-
 def is_sql_url(url: str) -> bool:
     """Whether ``url`` names a SQL ledger (the only kind with a schema to migrate)."""
-    scheme, sep, _ = url.partition("://")
-    if not sep:
-        raise InvalidLedgerURL(f"not a ledger URL: {url!r} (expected e.g. sqlite:///agents.db)")
-    return scheme.split("+", 1)[0].lower() in _SQL_SCHEMES
+    return backend_of(url) == "sql"
 
 
 def _sql() -> Any:
@@ -77,11 +71,11 @@ def current(url: UrlOption = DEFAULT_URL, as_json: JsonOption = False) -> None:
     else:
         path = sqlite_path(url)
         if path is not None and not path.is_file():
-            raise InvalidLedgerURL(f"no ledger at {url}: the file {str(path)!r} does not exist")
+            raise InvalidLedgerURL(f"no ledger at {mask(url)}: the file {str(path)!r} does not exist")
         sql = _sql()
         revision, head = sql.current(url), sql.head()
         document = {
-            "url": make_url(url).render_as_string(hide_password=True),
+            "url": mask(url),
             "current": revision,
             "head": head,
             "up_to_date": revision == head,

@@ -6,7 +6,7 @@ exit code; only a bug in contextledger itself prints a traceback.
 
 from __future__ import annotations
 
-import re
+import logging
 from enum import IntEnum
 
 from contextledger.errors import (
@@ -17,8 +17,9 @@ from contextledger.errors import (
     SessionNotFound,
     StoreUnavailable,
 )
+from contextledger.urls import mask_text
 
-__all__ = ["ExitCode", "exit_code_for", "mask_secrets", "one_line"]
+__all__ = ["ExitCode", "MaskingFormatter", "exit_code_for", "mask_secrets", "one_line"]
 
 
 class ExitCode(IntEnum):
@@ -60,15 +61,17 @@ def exit_code_for(error: ContextLedgerError) -> ExitCode:
     return ExitCode.ERROR
 
 
-_USERINFO = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<password>[^@\s]+)(?P<tail>@)", re.IGNORECASE)
-
-
 def mask_secrets(text: str, *urls: str | None) -> str:
     """Replace passwords of URLs (in ``text`` and those of ``urls``) with ``***``."""
-    for url in urls:
-        for match in _USERINFO.finditer(url or ""):
-            text = text.replace(match.group("password"), "***")
-    return _USERINFO.sub(r"\g<head>***\g<tail>", text)
+    return mask_text(text, *urls)
+
+
+class MaskingFormatter(logging.Formatter):
+    """A log formatter that masks URL passwords in the whole record, traceback included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format ``record`` as usual, then mask every password in the text."""
+        return mask_text(super().format(record))
 
 
 def one_line(text: str) -> str:

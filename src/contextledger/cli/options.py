@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from contextledger.errors import InvalidLedgerURL
 from contextledger.ledger import Ledger
+from contextledger.urls import mask, sqlite_path
 
 __all__ = ["AgentOption", "JsonOption", "UrlOption", "open_ledger", "sqlite_path"]
 
@@ -28,19 +28,6 @@ AgentOption = Annotated[
 ]
 
 
-def sqlite_path(url: str) -> Path | None:
-    """The database file a ``sqlite`` URL names; ``None`` for other URLs and in-memory SQLite."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+", 1)[0].lower() != "sqlite":
-        return None
-    # sqlite:///relative.db and sqlite:////absolute.db; query options follow '?'.
-    database = rest[1:] if rest.startswith("/") else rest
-    database = database.split("?", 1)[0]
-    if database in {"", ":memory:"} or database.startswith("file:"):
-        return None
-    return Path(database)
-
-
 def open_ledger(url: str, *, must_exist: bool = True) -> Ledger:
     """Open the ledger at ``url``.
 
@@ -54,5 +41,5 @@ def open_ledger(url: str, *, must_exist: bool = True) -> Ledger:
     """
     path = sqlite_path(url)
     if must_exist and path is not None and not path.is_file():
-        raise InvalidLedgerURL(f"no ledger at {url}: the file {str(path)!r} does not exist")
+        raise InvalidLedgerURL(f"no ledger at {mask(url)}: the file {str(path)!r} does not exist")
     return Ledger.connect(url)

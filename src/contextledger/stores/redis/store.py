@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -59,6 +57,7 @@ from contextledger.stores.redis.codec import (
     text,
 )
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
+from contextledger.urls import mask, mask_text, parse_redis
 
 __all__ = ["RedisStore", "mask_password"]
 
@@ -72,30 +71,11 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     ClusterDownError,
     SlotNotCoveredError,
 )
-_DB_PATH = re.compile(r"/?|/\d+/?")
-_SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 def mask_password(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _endpoint(url: str) -> str:
-    parts = urlsplit(url)
-    try:
-        port = parts.port or 6379
-    except ValueError:  # a malformed port; redis-py reports it when connecting
-        return parts.netloc.rpartition("@")[2]
-    return f"{parts.hostname or '127.0.0.1'}:{port}"
+    """``url`` with its password (if any) replaced by ``***`` (see :func:`contextledger.urls.mask`)."""
+    return mask(url)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -161,8 +141,11 @@ class RedisStore:
         if url is None:
             kwargs = client.get_connection_kwargs() if isinstance(client, Redis) else {}
             url = f"redis://{kwargs.get('host', '127.0.0.1')}:{kwargs.get('port', 6379)}"
-        self.url = mask_password(url)
-        self._endpoint = _endpoint(url)
+        self.url = mask(url)
+        try:
+            self._endpoint = parse_redis(url).endpoint
+        except InvalidLedgerURL:  # a URL given for display only; the client is connected
+            self._endpoint = self.url
         self._commit_script: Script = client.register_script(scripts.COMMIT)
         self._load_script: Script = client.register_script(scripts.LOAD)
         self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
@@ -180,37 +163,28 @@ class RedisStore:
             ConfigurationError: ``key_prefix`` is empty or holds braces.
             StoreUnavailable: The server (or no cluster node) did not answer.
         """
-        scheme, sep, rest = url.partition("://")
-        driver_scheme = _SCHEMES.get(scheme.lower())
-        if not sep or driver_scheme is None:
-            raise InvalidLedgerURL(f"not a Redis ledger URL: {mask_password(url)!r} (expected redis://host:port/db)")
+        parsed = parse_redis(url)
         check_prefix(key_prefix)
-        driver_url = f"{driver_scheme}://{rest}"
-        if not _DB_PATH.fullmatch(urlsplit(driver_url).path):
-            # redis-py would silently ignore it and use database 0.
-            raise InvalidLedgerURL(
-                f"invalid Redis URL {mask_password(url)!r}: the path names the database number "
-                "(redis://host:port/0); use key_prefix= to separate applications"
-            )
+        driver_url = parsed.driver_url
         options["decode_responses"] = False
         options.setdefault("socket_connect_timeout", 5.0)
-        endpoint = _endpoint(driver_url)
+        endpoint = parsed.endpoint
         try:
             client: RedisClient
-            if scheme.lower().endswith("+cluster"):
+            if parsed.cluster:
                 client = RedisCluster.from_url(driver_url, **options)
             else:
                 client = Redis.from_url(driver_url, **options)
             client.ping()
         except (RedisError, RedisClusterException) as exc:
-            raise StoreUnavailable(f"cannot reach Redis at {endpoint}: {_one_line(exc)}") from exc
+            raise StoreUnavailable(f"cannot reach Redis at {endpoint}: {mask_text(_one_line(exc), url)}") from exc
         except ValueError as exc:  # redis-py rejects malformed URLs this way
-            raise InvalidLedgerURL(f"invalid Redis URL {mask_password(url)!r}: {exc}") from exc
+            raise InvalidLedgerURL(f"invalid Redis URL {parsed.masked!r}: {mask_text(str(exc), url)}") from None
         except TypeError as exc:  # an option the client does not know
             raise ConfigurationError(f"unsupported Redis store option: {exc}") from exc
         logger.info(
             "url=<%s>, cluster=<%s> | connected redis ledger store",
-            mask_password(url),
+            parsed.masked,
             isinstance(client, RedisCluster),
         )
         try:

@@ -1,4 +1,4 @@
-"""Ledger URLs, engines and the translation of driver errors.
+"""Engines and the translation of driver errors (URLs are parsed by :mod:`contextledger.urls`).
 
 SQLite engines get WAL, a busy timeout and foreign keys on every connection, and take
 the write lock when a write transaction begins (``BEGIN IMMEDIATE``) so two writers
@@ -14,9 +14,8 @@ import time
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import (
-    ArgumentError,
     DBAPIError,
     IntegrityError,
     InterfaceError,
@@ -27,6 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from contextledger.errors import ConcurrencyConflict, InvalidLedgerURL, StoreError, StoreUnavailable
+from contextledger.urls import parse_sql
 
 __all__ = [
     "BEGIN_OPTION",
@@ -49,41 +49,17 @@ _RETRYABLE = {"40001", "40P01"}
 
 
 def parse_url(url: str | URL) -> URL:
-    """Parse and normalise a SQL ledger URL.
-
-    ``postgresql://`` and ``postgres://`` mean psycopg 3 (``postgresql+psycopg://``).
+    """Parse and normalise a SQL ledger URL (see :func:`contextledger.urls.parse_sql`).
 
     Raises:
         InvalidLedgerURL: The URL is malformed or names an unsupported driver.
     """
-    try:
-        parsed = make_url(url) if isinstance(url, str) else url
-    except (ArgumentError, ValueError) as exc:
-        raise InvalidLedgerURL(f"not a SQL ledger URL: {_mask_text(str(url))} ({exc})") from exc
-    name = parsed.drivername.lower()
-    if name in _SQLITE_DRIVERS:
-        return parsed.set(drivername="sqlite+pysqlite")
-    if name in _POSTGRES_DRIVERS:
-        return parsed.set(drivername="postgresql+psycopg")
-    raise InvalidLedgerURL(
-        f"unsupported SQL driver {parsed.drivername!r} in {mask(parsed)}; "
-        "use sqlite:///path.db or postgresql+psycopg://user:password@host/db"
-    )
+    return parse_sql(url)
 
 
 def mask(url: URL) -> str:
     """The URL as a string with its password replaced by ``***``."""
     return url.render_as_string(hide_password=True)
-
-
-def _mask_text(text: str) -> str:
-    # A URL that did not parse may still hold a password: hide user:password@.
-    scheme, sep, rest = text.partition("://")
-    if not sep or "@" not in rest:
-        return text
-    creds, _, host = rest.rpartition("@")
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else text
 
 
 def is_sqlite(url: URL) -> bool:
