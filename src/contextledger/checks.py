@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextledger.errors import ConfigurationError
+from contextledger.messages import check_id
 from contextledger.records import TRIGGERS
 
 __all__ = ["check_conversation_options", "check_limit", "check_trigger"]
@@ -51,6 +52,8 @@ def check_conversation_options(
         raise ConfigurationError(
             f"session_id and agent_id must be non-empty strings, got {session_id!r} and {agent_id!r}"
         )
+    check_id(session_id, "session_id")
+    check_id(agent_id, "agent_id")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
     if manager is not None and not is_manager:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from contextledger.errors import CorruptRecord, InvalidMessage
+from contextledger.errors import ConfigurationError, CorruptRecord, InvalidMessage
 
 __all__ = [
     "MAX_DEPTH",
@@ -39,6 +39,7 @@ __all__ = [
     "Role",
     "ToolResultBlock",
     "ToolUseBlock",
+    "check_id",
     "check_text",
     "decode_blocks",
     "encode_blocks",
@@ -164,6 +165,21 @@ def check_text(value: str, what: str = "text") -> str:
         ) from exc
 
 
+def check_id(value: str, what: str = "id") -> str:
+    """``value`` if it can serve as a session, agent or entry id on every backend.
+
+    Raises:
+        ConfigurationError: ``value`` holds a surrogate code point (not valid Unicode text).
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"{what} {value!r:.80} holds a lone surrogate: it is not valid Unicode text and cannot be stored"
+        ) from exc
+    return value
+
+
 def _key(key: Any, what: str, coerce: bool) -> str:
     if isinstance(key, str):
         return check_text(key, what)
@@ -285,7 +301,7 @@ class Message(BaseModel):
     message_id: str = Field(default_factory=new_message_id, min_length=1)
     role: Role
     content: list[ContentBlock]
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=FrozenDict)
 
     if not TYPE_CHECKING:
         # Runtime only, so type checkers keep the field-typed constructor pydantic generates.
@@ -316,10 +332,10 @@ class Message(BaseModel):
     def _freeze_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
         return _freeze_content(value, "message metadata")  # type: ignore[no-any-return]
 
-    @field_validator("message_id", mode="after")
+    @field_validator("message_id", mode="before")
     @classmethod
-    def _check_id(cls, value: str) -> str:
-        return check_text(value, "message_id")
+    def _check_id(cls, value: Any) -> Any:
+        return check_text(value, "message_id") if isinstance(value, str) else value
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Message:
         # Immutable all the way down: a deep copy can share the frozen content.

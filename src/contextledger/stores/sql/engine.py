@@ -26,6 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
 from contextledger.errors import ConcurrencyConflict, InvalidLedgerURL, StoreError, StoreUnavailable
+from contextledger.stores.sql import encoding
 from contextledger.urls import parse_sql
 
 __all__ = [
@@ -125,8 +126,13 @@ def build_engine(
         _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not _is_memory(url))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
+    # NUL in text and JSON(B) columns: see contextledger.stores.sql.encoding.
+    options.setdefault("json_serializer", encoding.dumps)
+    options.setdefault("json_deserializer", encoding.loads)
     try:
-        return create_engine(url, connect_args=args, **options)
+        engine = create_engine(url, connect_args=args, **options)
+        event.listen(engine, "connect", lambda dbapi_conn, _record: encoding.register_nul_adapters(dbapi_conn))
+        return engine
     except ImportError as exc:  # SQLAlchemy imports the driver here
         raise InvalidLedgerURL(
             f"the PostgreSQL backend needs psycopg 3: pip install 'contextledger[postgres]' ({exc})"
