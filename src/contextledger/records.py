@@ -219,7 +219,12 @@ class Eviction(BaseModel):
 
 
 class SessionInfo(BaseModel):
-    """One session as listed by ``sessions()``."""
+    """One session as listed by ``sessions()``.
+
+    A conversation whose stored state is damaged is still listed, its agent named in
+    ``damaged`` (its timestamps then come from the session's readable agents, or the
+    epoch), so one corrupt record never hides the rest of a ledger.
+    """
 
     model_config = _FROZEN
 
@@ -229,3 +234,5 @@ class SessionInfo(BaseModel):
     updated_at: datetime
     active_entries: int
     total_entries: int
+    damaged: tuple[str, ...] = ()
+    """Agents of the session whose stored state could not be read (see ``CorruptRecord``)."""

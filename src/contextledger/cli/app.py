@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok · 1 error (store failure, declined delete, failed demo check) · 2 usage · "
     "3 bad ledger URL or configuration · 4 server unreachable · 5 session or agent not found · "
-    "6 schema out of date (run `contextledger db upgrade`) · 130 interrupted."
+    "6 schema out of date (run `contextledger db upgrade`) · 7 damaged record · 130 interrupted."
 )
 
 

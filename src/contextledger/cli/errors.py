@@ -12,6 +12,7 @@ from enum import IntEnum
 from contextledger.errors import (
     ConfigurationError,
     ContextLedgerError,
+    CorruptRecord,
     EntryNotFound,
     SchemaOutOfDate,
     SessionNotFound,
@@ -35,6 +36,8 @@ class ExitCode(IntEnum):
             missing, or a SQLite file that cannot be created).
         NOT_FOUND: No such session or agent.
         SCHEMA: The database schema is out of date; run ``contextledger db upgrade``.
+        CORRUPT: A stored record is damaged (changed outside contextledger); the message
+            names the table or key and the id. Other sessions stay readable.
         INTERRUPTED: Interrupted with Ctrl-C.
     """
 
@@ -45,6 +48,7 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 4
     NOT_FOUND = 5
     SCHEMA = 6
+    CORRUPT = 7
     INTERRUPTED = 130
 
 
@@ -52,6 +56,8 @@ def exit_code_for(error: ContextLedgerError) -> ExitCode:
     """The exit code for a library error (the most specific class wins)."""
     if isinstance(error, SchemaOutOfDate):
         return ExitCode.SCHEMA
+    if isinstance(error, CorruptRecord):
+        return ExitCode.CORRUPT
     if isinstance(error, StoreUnavailable):
         return ExitCode.UNAVAILABLE
     if isinstance(error, SessionNotFound | EntryNotFound):

@@ -110,7 +110,7 @@ def sessions(
         rows = [
             (
                 i.session_id,
-                ", ".join(i.agents),
+                ", ".join(f"{a} (damaged)" if a in i.damaged else a for a in i.agents),
                 str(i.active_entries),
                 str(i.total_entries),
                 fmt_time(i.created_at),

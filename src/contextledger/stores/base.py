@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
-from contextledger.errors import InvalidMessage
+from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage
 from contextledger.messages import encode_blocks
 from contextledger.records import (
     EntryKind,
@@ -22,7 +23,11 @@ from contextledger.records import (
     Trigger,
 )
 
-__all__ = ["LedgerStore", "check_storable"]
+__all__ = [
+    "LedgerStore",
+    "check_storable",
+    "decoding",
+]
 
 
 @runtime_checkable
@@ -192,3 +197,23 @@ def preview(text: str, width: int = 80) -> str:
 def sorted_unique(values: Sequence[str]) -> list[str]:
     """Sorted distinct values."""
     return sorted(set(values))
+
+
+@contextmanager
+def decoding(where: str, record_id: str | None = None) -> Iterator[None]:
+    """Turn any failure to decode a stored value into :class:`CorruptRecord` naming it.
+
+    A value damaged outside contextledger can fail in many ways (bad JSON, a missing
+    field, a number that is not one, a record of the wrong shape); each is reported as
+    the one typed error, with the table or key and the id, instead of a driver, JSON or
+    pydantic error.
+    """
+    try:
+        yield
+    except CorruptRecord as exc:
+        raise exc.located(where, record_id) from exc.__cause__
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, UnicodeDecodeError) as exc:
+        if isinstance(exc, ContextLedgerError) and not isinstance(exc, InvalidMessage):
+            raise
+        detail = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise CorruptRecord(f"undecodable stored value: {detail}", where=where, record_id=record_id) from exc

@@ -10,15 +10,17 @@ message as applying every change in turn, so storing the last one is exact.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from contextledger.changeset import Changeset
-from contextledger.errors import InvalidMessage, StoreError
+from contextledger.errors import CorruptRecord, InvalidMessage
 from contextledger.messages import Message, encode_blocks
-from contextledger.records import ConversationState, HistoryEntry, Revision, SummaryEntry, ViewEntry
+from contextledger.records import ConversationState, HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry
+from contextledger.stores.base import decoding
 from contextledger.stores.redis.keys import view_score
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "epoch_micros",
     "flat_hash",
     "loads",
+    "reduction_from",
     "revision_from",
     "summary_from",
     "text",
@@ -50,17 +53,17 @@ def dumps(value: Any) -> str:
         raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
 
 
-def loads(raw: bytes | str) -> Any:
+def loads(raw: bytes | str, where: str | None = None, record_id: str | None = None) -> Any:
     """Parse JSON written by :func:`dumps`.
 
     Raises:
-        StoreError: The stored value is not valid JSON (the data was changed outside
-            contextledger).
+        CorruptRecord: The stored value is not valid JSON (the data was changed outside
+            contextledger); it names ``where`` (the key) and ``record_id``.
     """
     try:
         return json.loads(raw)
     except ValueError as exc:
-        raise StoreError(f"corrupt JSON value in the Redis ledger: {exc}") from exc
+        raise CorruptRecord(f"invalid JSON value: {exc}", where=where, record_id=record_id) from exc
 
 
 def text(raw: bytes | str) -> str:
@@ -154,8 +157,19 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
     return args
 
 
-def decode_state(session_id: str, agent_id: str, raw: Mapping[str, bytes]) -> ConversationState:
-    """The conversation state from its hash."""
+def decode_state(
+    session_id: str, agent_id: str, raw: Mapping[str, bytes], where: str = "conversation state"
+) -> ConversationState:
+    """The conversation state from its hash.
+
+    Raises:
+        CorruptRecord: A field of the hash is damaged (names the key and the conversation).
+    """
+    with decoding(where, f"{session_id}/{agent_id}"):
+        return _decode_state(session_id, agent_id, raw)
+
+
+def _decode_state(session_id: str, agent_id: str, raw: Mapping[str, bytes]) -> ConversationState:
     manager_state = raw.get("manager_state")
     agent_state = raw.get("agent_state")
     return ConversationState(
@@ -190,8 +204,18 @@ class MessageRow:
         record: bytes,
         content: bytes,
         mut: Mapping[str, bytes],
+        where: str = "message entry",
     ) -> MessageRow:
-        """Rebuild a row from its record, content and the ``mut`` fields of its id."""
+        """Rebuild a row from its record, content and the ``mut`` fields of its id.
+
+        Raises:
+            CorruptRecord: The record, content or a mutable field is damaged.
+        """
+        with decoding(where, entry_id):
+            return cls._decode(entry_id, record, content, mut)
+
+    @classmethod
+    def _decode(cls, entry_id: str, record: bytes, content: bytes, mut: Mapping[str, bytes]) -> MessageRow:
         base = loads(record)
         message = Message.from_record({**base, "content": loads(content)})
         pin = mut.get(f"p|{entry_id}")
@@ -229,9 +253,14 @@ class MessageRow:
         )
 
 
-def summary_from(raw: bytes, mut: Mapping[str, bytes]) -> SummaryEntry:
-    """A summary as committed, with a later eviction (and its superseder) merged in."""
-    summary = SummaryEntry.model_validate_json(raw)
+def summary_from(raw: bytes, mut: Mapping[str, bytes], where: str = "summary") -> SummaryEntry:
+    """A summary as committed, with a later eviction (and its superseder) merged in.
+
+    Raises:
+        CorruptRecord: The stored summary is damaged.
+    """
+    with decoding(where, _id_in(raw, "summary_id")):
+        summary = SummaryEntry.model_validate_json(raw)
     evicted_by = mut.get(f"se|{summary.summary_id}")
     if evicted_by is None:
         return summary
@@ -245,7 +274,30 @@ def summary_from(raw: bytes, mut: Mapping[str, bytes]) -> SummaryEntry:
     )
 
 
-def revision_from(raw: bytes) -> Revision:
-    """A revision row as the commit script wrote it."""
-    envelope = loads(raw)
-    return Revision.model_validate({**envelope["row"], "number": envelope["number"], "original": envelope["original"]})
+def revision_from(raw: bytes, where: str = "revision") -> Revision:
+    """A revision row as the commit script wrote it.
+
+    Raises:
+        CorruptRecord: The stored revision is damaged.
+    """
+    with decoding(where, _id_in(raw, "message_id")):
+        envelope = loads(raw)
+        return Revision.model_validate(
+            {**envelope["row"], "number": envelope["number"], "original": envelope["original"]}
+        )
+
+
+def reduction_from(raw: bytes, where: str = "reduction") -> Reduction:
+    """A reduction as committed.
+
+    Raises:
+        CorruptRecord: The stored reduction is damaged.
+    """
+    with decoding(where, _id_in(raw, "reduction_id")):
+        return Reduction.model_validate_json(raw)
+
+
+def _id_in(raw: bytes | str, field: str) -> str | None:
+    # The id of a damaged record, when enough of it is left to tell.
+    match = re.search(rf'"{field}":"([^"\\]*)"'.encode(), raw if isinstance(raw, bytes) else raw.encode())
+    return match.group(1).decode("utf-8", "replace") if match else None

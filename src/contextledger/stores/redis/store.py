@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from redis import Redis
@@ -26,6 +26,7 @@ from contextledger.errors import (
     ConcurrencyConflict,
     ConfigurationError,
     ContextLedgerError,
+    CorruptRecord,
     DuplicateEntry,
     EntryNotFound,
     InvalidLedgerURL,
@@ -52,6 +53,7 @@ from contextledger.stores.redis.codec import (
     decode_state,
     epoch_micros,
     flat_hash,
+    reduction_from,
     revision_from,
     summary_from,
     text,
@@ -225,7 +227,7 @@ class RedisStore:
         if reply is None:
             return None
         state_raw, members, records, contents, muts, summaries = cast(list[list[Any]], reply)
-        state = decode_state(session_id, agent_id, flat_hash(state_raw))
+        state = decode_state(session_id, agent_id, flat_hash(state_raw), keys.state)
         entries: list[ViewEntry] = []
         message_index = summary_index = 0
         for member in members:
@@ -237,14 +239,15 @@ class RedisStore:
                 if record is None or content is None:
                     raise StoreError(f"active entry {entry_id} of {session_id}/{agent_id} has no stored record")
                 mut = {f"p|{entry_id}": muts[2 * i], f"t|{entry_id}": muts[2 * i + 1]}
-                row = MessageRow.decode(entry_id, record, content, {k: v for k, v in mut.items() if v is not None})
+                present = {k: v for k, v in mut.items() if v is not None}
+                row = MessageRow.decode(entry_id, record, content, present, keys.msg)
                 entries.append(row.view_entry())
             else:
                 raw = summaries[summary_index]
                 summary_index += 1
                 if raw is None:
                     raise StoreError(f"active summary {entry_id} of {session_id}/{agent_id} has no stored record")
-                summary = summary_from(raw, {})
+                summary = summary_from(raw, {}, keys.sum)
                 entries.append(
                     ViewEntry(
                         entry_id=summary.summary_id,
@@ -256,13 +259,15 @@ class RedisStore:
                 )
         return Snapshot(state=state, entries=tuple(entries))
 
-    def _rows(self, records: dict[str, bytes], contents: dict[str, bytes], mut: dict[str, bytes]) -> list[MessageRow]:
+    def _rows(
+        self, records: dict[str, bytes], contents: dict[str, bytes], mut: dict[str, bytes], where: str
+    ) -> list[MessageRow]:
         rows = []
         for entry_id, record in records.items():
             content = contents.get(entry_id)
             if content is None:
                 raise StoreError(f"entry {entry_id} has no stored content")
-            rows.append(MessageRow.decode(entry_id, record, content, mut))
+            rows.append(MessageRow.decode(entry_id, record, content, mut, where))
         return sorted(rows, key=lambda r: r.seq)
 
     def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
@@ -270,7 +275,7 @@ class RedisStore:
         keys = self._conversation(session_id, agent_id)
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
-        rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut))
+        rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)
         return [r.history_entry(session_id, agent_id) for r in rows if include_evicted or r.evicted_by is None]
 
     def _agent_ids(self, session_id: str, agent_id: str | None) -> list[str]:
@@ -293,12 +298,12 @@ class RedisStore:
                     [keys.msg, keys.content, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
                 )
             mut = flat_hash(mut_raw)
-            reductions = {r.reduction_id: r for r in (Reduction.model_validate_json(raw) for raw in reds)}
-            summaries = _by_creation(summary_from(raw, mut) for raw in flat_hash(sums).values())
+            reductions = {r.reduction_id: r for r in (reduction_from(raw, keys.red) for raw in reds)}
+            summaries = _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
             evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
             candidates = [
                 EvictedCandidate(r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
-                for r in self._rows(evicted_records, flat_hash(contents), mut)
+                for r in self._rows(evicted_records, flat_hash(contents), mut, keys.msg)
             ]
             candidates += [
                 EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
@@ -315,7 +320,7 @@ class RedisStore:
             keys = self._conversation(session_id, aid)
             with self._driver("reductions"):
                 (reds,) = self._snapshot([keys.red], ["l"])
-            out += [Reduction.model_validate_json(raw) for raw in reds]
+            out += [reduction_from(raw, keys.red) for raw in reds]
         return sorted(out, key=lambda r: r.created_at)
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
@@ -326,7 +331,7 @@ class RedisStore:
             with self._driver("summaries"):
                 sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
             mut = flat_hash(mut_raw)
-            out += _by_creation(summary_from(raw, mut) for raw in flat_hash(sums).values())
+            out += _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
         return sorted(out, key=lambda s: s.created_at)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
@@ -334,7 +339,7 @@ class RedisStore:
         keys = self._conversation(session_id, agent_id)
         with self._driver("revisions"):
             (rows,) = self._snapshot([keys.rev], ["l"])
-        revisions = [revision_from(raw) for raw in rows]
+        revisions = [revision_from(raw, keys.rev) for raw in rows]
         return [r for r in revisions if message_id is None or r.message_id == message_id]
 
     def agents(self, session_id: str) -> list[str]:
@@ -432,23 +437,32 @@ class RedisStore:
             pipe.hlen(keys.msg)
             pipe.hlen(keys.sum)
         replies = pipe.execute()
-        by_session: dict[str, list[tuple[str, datetime, datetime, int, int]]] = {}
+        by_session: dict[str, list[tuple[str, datetime, datetime, int, int, bool]]] = {}
         for n, (sid, aid) in enumerate(pairs):
             state_raw, active, messages, summaries = replies[4 * n : 4 * n + 4]
             if not state_raw:
                 continue
-            state = decode_state(sid, aid, {text(k): v for k, v in state_raw.items()})
+            keys = self._conversation(sid, aid)
+            try:
+                state = decode_state(sid, aid, {text(k): v for k, v in state_raw.items()}, keys.state)
+                created, updated, damaged = state.created_at, state.updated_at, False
+            except CorruptRecord as exc:
+                # One damaged conversation must not hide the others: list it, marked.
+                logger.warning("session_id=<%s>, agent_id=<%s> | %s", sid, aid, exc)
+                created = updated = datetime.fromtimestamp(0, UTC)
+                damaged = True
             by_session.setdefault(sid, []).append(
-                (aid, state.created_at, state.updated_at, int(active), int(messages) + int(summaries))
+                (aid, created, updated, int(active), int(messages) + int(summaries), damaged)
             )
         return [
             SessionInfo(
                 session_id=sid,
                 agents=tuple(c[0] for c in convs),
-                created_at=min(c[1] for c in convs),
+                created_at=min(c[1] for c in convs if not c[5]) if not all(c[5] for c in convs) else convs[0][1],
                 updated_at=max(c[2] for c in convs),
                 active_entries=sum(c[3] for c in convs),
                 total_entries=sum(c[4] for c in convs),
+                damaged=tuple(c[0] for c in convs if c[5]),
             )
             for sid in session_ids
             if (convs := by_session.get(sid))

@@ -52,6 +52,7 @@ from contextledger.errors import (
 )
 from contextledger.messages import Message
 from contextledger.records import SummaryEntry, ViewEntry
+from contextledger.stores.base import decoding
 from contextledger.stores.sql.models import (
     ID_LENGTH,
     ConversationRow,
@@ -395,9 +396,10 @@ def _load_touched(conn: Connection, conversation_id: int, cs: Changeset) -> dict
             )
         )
         for row in rows:
-            message = Message.from_record(
-                {"message_id": row.message_id, "role": row.role, "content": row.content, "metadata": row.meta}
-            )
+            with decoding("cl_entries", row.message_id):
+                message = Message.from_record(
+                    {"message_id": row.message_id, "role": row.role, "content": row.content, "metadata": row.meta}
+                )
             touched[row.message_id] = _Active(row.id, message, row.tokens, row.revision_count)
     for rev in cs.revisions:
         if rev.message_id not in touched:

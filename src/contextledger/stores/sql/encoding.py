@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["dumps", "escape", "loads", "register_nul_adapters", "unescape"]
+__all__ = ["Undecodable", "dumps", "escape", "loads", "register_nul_adapters", "tolerant_loads", "unescape"]
 
 MARK = "\ufdd0"
 _UNESCAPE = re.compile(MARK + "(.)", re.DOTALL)
@@ -70,6 +70,39 @@ def loads(text: str | bytes) -> Any:
     if MARK not in raw and _ESCAPED_MARK_JSON not in raw:
         return value
     return _walk(value, unescape)
+
+
+class Undecodable:
+    """What a JSON column yields for a value that is not JSON (damaged outside contextledger).
+
+    Returned instead of raising, because the driver decodes a column before the row
+    reaches the store: the store then reports it as :class:`~contextledger.errors.CorruptRecord`
+    naming the table and the row's id (no record field accepts an ``Undecodable``).
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"<undecodable JSON: {self.error}>"
+
+
+def tolerant_loads(text: str | bytes) -> Any:
+    """:func:`loads`, but an invalid value becomes :class:`Undecodable` instead of an error."""
+    try:
+        return loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Undecodable(str(exc))
+
+
+def tolerant_sqlite_loads(text: str | bytes) -> Any:
+    """``json.loads`` for SQLite (which stores NUL as it is), tolerant like :func:`tolerant_loads`."""
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Undecodable(str(exc))
 
 
 def register_nul_adapters(dbapi_connection: Any) -> None:

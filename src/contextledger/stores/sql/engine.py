@@ -115,6 +115,7 @@ def build_engine(
             options[name] = value
     args = dict(connect_args or {})
     if is_sqlite(url):
+        options.setdefault("json_deserializer", encoding.tolerant_sqlite_loads)
         args.setdefault("timeout", busy_timeout)
         args.setdefault("check_same_thread", False)
         if _is_memory(url):
@@ -128,7 +129,7 @@ def build_engine(
     args.setdefault("connect_timeout", connect_timeout)
     # NUL in text and JSON(B) columns: see contextledger.stores.sql.encoding.
     options.setdefault("json_serializer", encoding.dumps)
-    options.setdefault("json_deserializer", encoding.loads)
+    options.setdefault("json_deserializer", encoding.tolerant_loads)
     try:
         engine = create_engine(url, connect_args=args, **options)
         event.listen(engine, "connect", lambda dbapi_conn, _record: encoding.register_nul_adapters(dbapi_conn))

@@ -36,7 +36,7 @@ from contextledger.records import (
     Trigger,
     ViewEntry,
 )
-from contextledger.stores.base import preview
+from contextledger.stores.base import decoding, preview
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
     ConversationRow,
@@ -60,9 +60,10 @@ __all__ = [
 
 
 def _message(row: Any, message_id: str) -> Message:
-    return Message.from_record(
-        {"message_id": message_id, "role": row.role, "content": row.content, "metadata": row.meta}
-    )
+    with decoding("cl_entries", message_id):
+        return Message.from_record(
+            {"message_id": message_id, "role": row.role, "content": row.content, "metadata": row.meta}
+        )
 
 
 def _conversation_filter(session_id: str, agent_id: str | None) -> list[Any]:
@@ -247,7 +248,9 @@ def evictions(
     out = []
     for r in rows:
         if r.kind == "message":
-            text = Message.from_record({"message_id": r.entry_id, "role": r.role, "content": r.content}).plain_text
+            with decoding("cl_entries", r.entry_id):
+                message = Message.from_record({"message_id": r.entry_id, "role": r.role, "content": r.content})
+            text = message.plain_text
         else:
             text = r.text
         out.append(
@@ -273,10 +276,28 @@ def evictions(
 _R = TypeVar("_R", bound=BaseModel)
 
 
+_TABLES: dict[type[BaseModel], tuple[str, str]] = {
+    ConversationState: ("cl_conversations", "agent_id"),
+    Reduction: ("cl_reductions", "reduction_id"),
+    SummaryEntry: ("cl_summaries", "summary_id"),
+    Revision: ("cl_revisions", "message_id"),
+}
+
+
 def _record(model: type[_R], row: Mapping[Any, Any], **values: Any) -> _R:
-    """Build ``model`` from the row's columns of the same names (the tables mirror the records)."""
+    """Build ``model`` from the row's columns of the same names (the tables mirror the records).
+
+    Raises:
+        CorruptRecord: A column holds a value the record cannot take (damaged JSON included).
+    """
     fields = model.model_fields
-    return model.model_validate({**{k: v for k, v in row.items() if k in fields}, **values})
+    data = {**{k: v for k, v in row.items() if k in fields}, **values}
+    table, id_field = _TABLES.get(model, (model.__name__, ""))
+    record_id = data.get(id_field)
+    if model is ConversationState:
+        record_id = f"{data.get('session_id')}/{data.get('agent_id')}"
+    with decoding(table, record_id if isinstance(record_id, str) else None):
+        return model.model_validate(data)
 
 
 def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[Reduction]:
