@@ -23,6 +23,7 @@ __all__ = [
     "SchemaOutOfDate",
     "SessionNotFound",
     "StoreError",
+    "StoreTimeout",
     "StoreUnavailable",
 ]
 
@@ -84,6 +85,15 @@ class DuplicateEntry(StoreError):
 
 class StoreUnavailable(StoreError):
     """The storage server could not be reached."""
+
+
+class StoreTimeout(StoreError):
+    """A statement waited longer than the store allows (a lock held elsewhere, a slow query).
+
+    On PostgreSQL the ledger sets ``lock_timeout`` and ``statement_timeout`` on every
+    connection (see ``SQLStore.from_url``); the transaction is rolled back, so nothing
+    of the changeset was applied and the call can be retried.
+    """
 
 
 class SchemaOutOfDate(StoreError):

@@ -25,7 +25,14 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import StaticPool
 
-from contextledger.errors import ConcurrencyConflict, InvalidLedgerURL, StoreError, StoreUnavailable
+from contextledger.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    InvalidLedgerURL,
+    StoreError,
+    StoreTimeout,
+    StoreUnavailable,
+)
 from contextledger.stores.sql import encoding
 from contextledger.urls import parse_sql
 
@@ -47,6 +54,12 @@ _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 # SQLSTATEs a retry can cure: serialization failure and deadlock.
 _RETRYABLE = {"40001", "40P01"}
+# lock_not_available (lock_timeout) and query_canceled (statement_timeout).
+_TIMEOUTS = {"55P03", "57014"}
+DEFAULT_LOCK_TIMEOUT = 5.0
+"""PostgreSQL: seconds a statement waits for a lock before failing with ``StoreTimeout``."""
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+"""PostgreSQL: seconds a statement may run before failing with ``StoreTimeout``."""
 
 
 def parse_url(url: str | URL) -> URL:
@@ -84,6 +97,8 @@ def build_engine(
     busy_timeout: float = 30.0,
     connect_timeout: int = 10,
     connect_args: dict[str, Any] | None = None,
+    lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+    statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
     **engine_options: Any,
 ) -> Engine:
     """Create the engine for a parsed ledger URL (see :func:`parse_url`).
@@ -99,6 +114,10 @@ def build_engine(
         busy_timeout: SQLite: seconds a writer waits for the lock before failing.
         connect_timeout: PostgreSQL: seconds to wait for the server to answer.
         connect_args: Extra arguments for the driver's ``connect``.
+        lock_timeout: PostgreSQL: seconds a statement waits for a lock (``None``: no
+            limit). A ``lock_timeout`` already in ``connect_args["options"]`` wins.
+        statement_timeout: PostgreSQL: seconds a statement may run (``None``: no limit).
+            A ``statement_timeout`` already in ``connect_args["options"]`` wins.
         **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
 
     Raises:
@@ -127,6 +146,7 @@ def build_engine(
         _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not _is_memory(url))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
+    args["options"] = _timeout_options(str(args.get("options") or ""), lock_timeout, statement_timeout)
     # NUL in text and JSON(B) columns: see contextledger.stores.sql.encoding.
     options.setdefault("json_serializer", encoding.dumps)
     options.setdefault("json_deserializer", encoding.tolerant_loads)
@@ -138,6 +158,18 @@ def build_engine(
         raise InvalidLedgerURL(
             f"the PostgreSQL backend needs psycopg 3: pip install 'contextledger[postgres]' ({exc})"
         ) from exc
+
+
+def _timeout_options(options: str, lock_timeout: float | None, statement_timeout: float | None) -> str:
+    """Libpq ``options`` with the ledger's default timeouts added (the caller's win)."""
+    parts = [options] if options else []
+    for name, seconds in (("lock_timeout", lock_timeout), ("statement_timeout", statement_timeout)):
+        if seconds is None or name in options:
+            continue
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise ConfigurationError(f"{name} must be a positive number of seconds or None, got {seconds!r}")
+        parts.append(f"-c {name}={max(1, round(seconds * 1000))}")
+    return " ".join(parts)
 
 
 def _configure_sqlite(engine: Engine, *, busy_timeout_ms: int, wal: bool) -> None:
@@ -209,6 +241,8 @@ def translate(exc: SQLAlchemyError, url: URL) -> StoreError:
     sqlstate = getattr(orig, "sqlstate", None)
     if sqlstate in _RETRYABLE:
         return ConcurrencyConflict(f"{where}: transaction could not be serialized, retry it ({detail})")
+    if sqlstate in _TIMEOUTS:
+        return StoreTimeout(f"{where}: timed out, nothing was applied ({detail})")
     if isinstance(exc, IntegrityError):
         return StoreError(f"{where}: integrity error: {detail}")
     if isinstance(exc, PoolTimeout):

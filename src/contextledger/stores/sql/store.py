@@ -40,7 +40,16 @@ from contextledger.stores.base import check_storable
 from contextledger.stores.sql import queries, schema
 from contextledger.stores.sql.appends import apply_append, is_append_only
 from contextledger.stores.sql.changes import apply_changeset
-from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, is_sqlite, mask, parse_url, translate
+from contextledger.stores.sql.engine import (
+    BEGIN_OPTION,
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_STATEMENT_TIMEOUT,
+    build_engine,
+    is_sqlite,
+    mask,
+    parse_url,
+    translate,
+)
 from contextledger.stores.sql.models import SessionRow
 
 __all__ = ["SQLStore"]
@@ -101,6 +110,8 @@ class SQLStore:
         busy_timeout: float = 30.0,
         connect_timeout: int = 10,
         connect_args: dict[str, Any] | None = None,
+        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
         **engine_options: Any,
     ) -> SQLStore:
         """Open the ledger at ``url`` and check (or upgrade) its schema.
@@ -118,6 +129,11 @@ class SQLStore:
             busy_timeout: SQLite: seconds a writer waits for the lock.
             connect_timeout: PostgreSQL: seconds to wait for the server.
             connect_args: Extra driver ``connect`` arguments.
+            lock_timeout: PostgreSQL: seconds a statement waits for a lock held by
+                another connection before it fails with ``StoreTimeout`` (default 5;
+                ``None``: wait forever).
+            statement_timeout: PostgreSQL: seconds a statement may run before it fails
+                with ``StoreTimeout`` (default 30; ``None``: no limit).
             **engine_options: Passed to :func:`sqlalchemy.create_engine`.
 
         Raises:
@@ -140,6 +156,8 @@ class SQLStore:
             busy_timeout=busy_timeout,
             connect_timeout=connect_timeout,
             connect_args=connect_args,
+            lock_timeout=lock_timeout,
+            statement_timeout=statement_timeout,
             **engine_options,
         )
         store = cls(engine, url=parsed, owns_engine=True)
