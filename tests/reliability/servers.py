@@ -77,9 +77,10 @@ class DurablePostgres:
             self._user = "postgres"
             entry = pwd.getpwnam("postgres")
             os.chown(self.directory, entry.pw_uid, entry.pw_gid)
+        initdb = [str(binaries / "initdb"), "-D", str(self.directory / "data"), "-U", "postgres", "-A", "trust"]
+        initdb += ["-E", "UTF8", "--locale=C"]
         subprocess.run(
-            [str(binaries / "initdb"), "-D", str(self.directory / "data"), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
-            + ["--locale=C"],
+            initdb,
             user=self._user,
             check=True,
             capture_output=True,
@@ -95,12 +96,14 @@ class DurablePostgres:
 
     def start(self) -> None:
         """Start (or restart after a crash: the server replays its WAL) and wait until it answers."""
+        argv = [str(self._bin / "postgres"), "-D", str(self.directory / "data"), "-p", str(self.port)]
+        settings = ["listen_addresses=127.0.0.1", f"unix_socket_directories={self.directory}", "fsync=on"]
+        settings += ["synchronous_commit=on", "full_page_writes=on", "max_connections=100"]
+        for setting in settings:
+            argv += ["-c", setting]
         with open(self.directory / "postgres.log", "ab") as log:
             self.process = subprocess.Popen(
-                [str(self._bin / "postgres"), "-D", str(self.directory / "data"), "-p", str(self.port)]
-                + ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.directory}"]
-                + ["-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on"]
-                + ["-c", "max_connections=100"],
+                argv,
                 user=self._user,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -115,7 +118,7 @@ class DurablePostgres:
         if self.process.poll() is not None:
             raise RuntimeError(f"PostgreSQL exited: {self.log()[-2000:]}")
         try:
-            with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", connect_timeout=1):
+            with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", connect_timeout=1):
                 return True
         except psycopg.OperationalError:
             return False

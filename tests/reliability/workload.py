@@ -19,6 +19,7 @@ ledger with a fresh store and proves, from the journal alone:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -76,16 +77,14 @@ def run_worker(url: str, options: dict[str, Any], journal: str, seed: int, turns
     for turn in range(turns):
         tag = f"{seed}-{turn}"
         prompt = Message.user(f"prompt {tag} " + "x" * rng.randint(0, 120), message_id=f"u-{tag}")
-        _op(out, "append", [prompt], lambda: conv.append(prompt))
+        _append(out, conv, [prompt])
         calls = conv.model_call_count
         if rng.random() < 0.2:
             # A model call that overflows: a reactive reduction, then the retried call.
             out.write(op="model_call", phase="begin", count=calls)
             conv.before_model_call()
-            try:
+            with contextlib.suppress(ContextWindowOverflowError):
                 conv.after_model_call(error=ContextWindowOverflowError(f"overflow {tag}"))
-            except ContextWindowOverflowError:
-                pass
             out.write(op="model_call", phase="ack", count=conv.model_call_count)
         calls = conv.model_call_count
         out.write(op="model_call", phase="begin", count=calls)
@@ -96,12 +95,12 @@ def run_worker(url: str, options: dict[str, Any], journal: str, seed: int, turns
             call = _with_id(Message.tool_use(f"tool-{tag}", "lookup", {"q": tag}, text=f"calling {tag}"), f"c-{tag}")
             result = _with_id(Message.tool_result(f"tool-{tag}", f"result {tag}"), f"r-{tag}")
             if rng.random() < 0.5:
-                _op(out, "append", [call, result], lambda: conv.append(call, result))
+                _append(out, conv, [call, result])
             else:
-                _op(out, "append", [call], lambda: conv.append(call))
-                _op(out, "append", [result], lambda: conv.append(result))
+                _append(out, conv, [call])
+                _append(out, conv, [result])
         answer = Message.assistant(f"answer {tag}", message_id=f"a-{tag}")
-        _op(out, "append", [answer], lambda: conv.append(answer))
+        _append(out, conv, [answer])
         if rng.random() < 0.15:
             out.write(op="pin", phase="begin", id=prompt.message_id)
             conv.pin(prompt.message_id)
@@ -117,11 +116,10 @@ def _with_id(message: Message, message_id: str) -> Message:
     return Message(message_id=message_id, role=message.role, content=message.content)
 
 
-def _op(out: _Writer, kind: str, messages: list[Message], action: Any) -> None:
-    records = [m.to_record() for m in messages]
-    out.write(op=kind, phase="begin", messages=records)
-    action()
-    out.write(op=kind, phase="ack", ids=[m.message_id for m in messages])
+def _append(out: _Writer, conv: Conversation, messages: list[Message]) -> None:
+    out.write(op="append", phase="begin", messages=[m.to_record() for m in messages])
+    conv.append(*messages)
+    out.write(op="append", phase="ack", ids=[m.message_id for m in messages])
 
 
 @dataclass
