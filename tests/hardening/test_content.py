@@ -7,6 +7,7 @@ live one: what the live view holds must be what the store gives back.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -180,7 +181,7 @@ def test_view_and_messages_are_not_mutable_in_place(store: LedgerStore) -> None:
     conv.append(Message.tool_use("t", "n", {"q": ["a"]}), Message.tool_result("t", "ok"))
     before = [m.to_strands() for m in _messages(conv)]
     message = conv.view[0].message
-    attempts = [
+    attempts: list[Callable[[], object]] = [
         lambda: message.content[0].__setitem__("text", "x"),
         lambda: message.content.append({"text": "x"}),
         lambda: message.content[0]["toolUse"]["input"]["q"].append("b"),

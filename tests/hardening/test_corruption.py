@@ -209,7 +209,8 @@ def test_cli_prints_one_line_and_exit_code_7(
     runner = CliRunner()
     for command in (["show", "victim"], ["history", "victim"], ["export", "victim"]):
         result = runner.invoke(app, [*command, "--url", url], catch_exceptions=False)
-        assert result.exit_code == ExitCode.CORRUPT == 7, result.output
+        assert result.exit_code == ExitCode.CORRUPT, result.output
+        assert int(ExitCode.CORRUPT) == 7
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("error: corrupt record (cl_entries")

@@ -140,7 +140,7 @@ def test_hostile_input_round_trips_or_is_refused_typed(
                 counter = CharTokenCounter(per_message=example["per_message"])
             except ConfigurationError:
                 outcomes["settings refused"] += 1
-                manager, counter = None, None  # type: ignore[assignment]
+                manager, counter = None, None
             try:
                 conv = Conversation(store, *key, manager=None, token_counter=counter)
             except ConfigurationError:

@@ -77,3 +77,24 @@ def test_sigkill_at_random_moments_loses_nothing(
         f"operations, {counts.get('entries', 0)} entries, {counts.get('reductions', 0)} reductions, "
         f"{counts.get('summaries', 0)} summaries; lost or partial: 0 ({elapsed:.0f} s)"
     )
+
+
+def test_the_checker_notices_loss_partial_appends_and_a_wrong_count(tmp_path: Path) -> None:
+    from contextledger import Message
+    from tests.reliability.workload import SESSION
+
+    with Ledger.connect(f"sqlite:///{tmp_path / 'checker.db'}") as ledger:
+        conv = ledger.conversation(SESSION)
+        kept = Message.user("kept", message_id="m1")
+        conv.append(kept)
+        ghost = Message.user("never stored", message_id="ghost").to_record()
+        journal = Journal(acked={"m1": kept.to_record()})
+        check(ledger.store, journal)
+        with pytest.raises(AssertionError, match="lost"):
+            check(ledger.store, Journal(acked={"m1": kept.to_record(), "ghost": ghost}))
+        with pytest.raises(AssertionError, match="partial"):
+            check(ledger.store, Journal(acked={}, in_flight=[[kept.to_record(), ghost]]))
+        with pytest.raises(AssertionError, match="model_call_count"):
+            check(ledger.store, Journal(acked={"m1": kept.to_record()}, model_calls=3))
+        with pytest.raises(AssertionError, match="nobody appended"):
+            check(ledger.store, Journal())

@@ -44,8 +44,8 @@ def test_the_same_ledger_recovers_after_a_restart(backend: str, request: pytest.
     options: dict[str, Any] = {}
     server: DurablePostgres | DurableRedis
     if backend == "postgres":
-        server = request.getfixturevalue("durable_postgres")
-        url = fresh_database(server)
+        postgres: DurablePostgres = request.getfixturevalue("durable_postgres")
+        server, url = postgres, fresh_database(postgres)
         options = {"connect_timeout": 2}
     else:
         server = request.getfixturevalue("durable_redis")

@@ -104,8 +104,8 @@ def test_passwords_never_in_errors_logs_or_cli_output(caplog: pytest.LogCaptureF
                 outputs.append(str(error))
                 error = error.__cause__ or error.__context__
         runner = CliRunner()
-        commands = (["sessions", "--url", good], ["-vv", "sessions", "--url", wrong])
-        commands += (["-vv", "show", "s", "--url", down],)
+        commands = [["sessions", "--url", good], ["-vv", "sessions", "--url", wrong]]
+        commands.append(["-vv", "show", "s", "--url", down])
         for args in commands:
             result = runner.invoke(app, args, catch_exceptions=False)
             outputs += [result.stdout, result.stderr]

@@ -217,8 +217,8 @@ def check(store: LedgerStore, journal: Journal) -> dict[str, int]:
         assert tid in calls, f"result {tid} without its call"
         assert calls[tid].status == result.status, f"tool pair {tid} split: {calls[tid].status}/{result.status}"
     view_ids = [e.entry_id for e in snapshot.entries]
-    for position, entry in enumerate(snapshot.entries):
-        for tid in entry.message.tool_use_ids:
+    for position, view_entry in enumerate(snapshot.entries):
+        for tid in view_entry.message.tool_use_ids:
             if tid not in results:
                 assert position == len(snapshot.entries) - 1, f"dangling call {tid} inside the view"
     # 4. pins hold, pinned entries stay active.
