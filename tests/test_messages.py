@@ -67,7 +67,7 @@ def test_from_strands_to_strands_round_trips(kind: str, extra: dict[str, Any]) -
     converted = message.to_strands()
     converted["content"][0].clear()  # what to_strands returns is the host's to change
     assert original == snapshot
-    assert message.to_strands() == snapshot
+    assert message.to_strands() == {"tracking_id": message.message_id, "metadata": {}, **snapshot}
 
 
 def test_all_block_kinds_in_one_message_round_trip() -> None:
