@@ -8,9 +8,15 @@ from typing import Any
 import pytest
 from strands.agent.conversation_manager import SlidingWindowConversationManager as StrandsSlidingWindow
 from strands.types.content import Messages
+from strands.types.exceptions import ContextWindowOverflowException
 
 from contextledger.errors import ConfigurationError, ReductionFailed
-from contextledger.integrations.strands import LedgerSessionManager, StrandsConversationManager, pin_message_tool
+from contextledger.integrations.strands import (
+    LedgerSessionManager,
+    StrandsConversationManager,
+    StrandsReductionFailed,
+    pin_message_tool,
+)
 from contextledger.ledger import Ledger
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from tests.strands.scenarios import build_agent, lookup, model_of, play, remember
@@ -92,8 +98,12 @@ def test_an_overflow_with_nothing_left_to_reduce_raises_reduction_failed(memory_
     play(agent, chat(2))
     before = list(agent.messages)
     model_of(agent).extend([Overflow()])
-    with pytest.raises(ReductionFailed, match="nothing left to reduce"):
+    with pytest.raises(ContextWindowOverflowException, match="nothing left to reduce") as raised:
         agent("too long")
+    # one error, both types: Strands apps' handlers and contextledger's catch it
+    assert isinstance(raised.value, ReductionFailed)
+    assert isinstance(raised.value, StrandsReductionFailed)
+    assert isinstance(raised.value.__cause__, ReductionFailed)
     # nothing was lost: the conversation and the ledger still hold every message
     assert agent.messages[: len(before)] == before
     assert [h.status for h in memory_ledger.history("s")] == ["active"] * len(agent.messages)

@@ -6,6 +6,12 @@
 * :class:`StrandsConversationManager` -- run one of contextledger's managers as the
   agent's ``conversation_manager``.
 * :data:`pin_message_tool` -- a tool that lets the model pin or unpin a message by index.
+* :class:`ScriptedModel` -- an offline Strands model that plays a script (examples, tests).
+* :func:`import_file_sessions` -- read a ``FileSessionManager`` directory into a ledger.
+* :class:`StrandsReductionFailed` -- ``ReductionFailed`` that is also Strands'
+  ``ContextWindowOverflowException``.
+
+Supported Strands versions: ``strands-agents>=1.62,<2``.
 
 Needs ``strands-agents`` (``pip install 'contextledger[strands]'``).
 """
@@ -19,7 +25,19 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from contextledger.integrations.strands.adapter import StrandsConversationManager
 from contextledger.integrations.strands.binding import AgentBinding
+from contextledger.integrations.strands.errors import StrandsReductionFailed
+from contextledger.integrations.strands.scripted import CallTool, Overflow, Reply, ScriptedModel
 from contextledger.integrations.strands.session import LedgerSessionManager
 from contextledger.integrations.strands.tools import pin_message_tool
 
-__all__ = ["AgentBinding", "LedgerSessionManager", "StrandsConversationManager", "pin_message_tool"]
+__all__ = [
+    "AgentBinding",
+    "CallTool",
+    "LedgerSessionManager",
+    "Overflow",
+    "Reply",
+    "ScriptedModel",
+    "StrandsConversationManager",
+    "StrandsReductionFailed",
+    "pin_message_tool",
+]

@@ -35,7 +35,8 @@ class StrandsConversationManager(StrandsManagerBase):
       ``context_window_limit`` are passed on);
     * on a context overflow (Strands' ``ContextWindowOverflowException`` counts as one)
       :meth:`reduce_context` asks the manager for a reactive reduction, which reduces or
-      raises :class:`~contextledger.errors.ReductionFailed`;
+      raises :class:`~contextledger.integrations.strands.StrandsReductionFailed` (both
+      contextledger's ``ReductionFailed`` and Strands' ``ContextWindowOverflowException``);
     * at the end of each invocation :meth:`apply_management` runs its
       ``end_of_invocation`` management.
 
@@ -126,7 +127,8 @@ class StrandsConversationManager(StrandsManagerBase):
         """Reduce now: reactively after the overflow ``e`` (must reduce or raise), else proactively.
 
         Raises:
-            ReductionFailed: Nothing could be reduced after an overflow.
+            StrandsReductionFailed: Nothing could be reduced after an overflow; it is
+                both ``ReductionFailed`` and Strands' ``ContextWindowOverflowException``.
             Exception: ``e`` itself when the wrapped manager does not handle overflows.
         """
         self.binding(agent).reduce(agent, e)

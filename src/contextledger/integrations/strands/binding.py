@@ -30,14 +30,15 @@ from strands.hooks import AfterModelCallEvent as StrandsAfterModelCallEvent
 from strands.hooks import BeforeModelCallEvent as StrandsBeforeModelCallEvent
 from strands.types.content import Message as StrandsMessage
 from strands.types.exceptions import ContextWindowOverflowException
-from strands.types.session import SessionAgent
 
 from contextledger.changeset import ContentRevision, ReductionPlan
 from contextledger.conversation import Conversation, Edit
-from contextledger.errors import EntryNotFound
+from contextledger.errors import EntryNotFound, ReductionFailed
 from contextledger.hooks import BeforeModelCallEvent
+from contextledger.integrations.strands import _compat
 from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict, render_entry, tracking_id
 from contextledger.integrations.strands.diff import plan_sync
+from contextledger.integrations.strands.errors import StrandsReductionFailed
 from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
@@ -129,7 +130,7 @@ class AgentBinding:
                 )
                 return
             internal = self.state.strands_internal_state()
-            if self.repair and not _interrupted(internal):
+            if self.repair and not _compat.interrupt_activated(internal):
                 repaired = self.conversation.repair_interrupted_tools()
                 if repaired is not None:
                     logger.warning(
@@ -145,12 +146,7 @@ class AgentBinding:
         conversation = self.conversation
         agent.state = AgentState(conversation.agent_state)
         cm_state = self.state.strands_conversation_manager_state()
-        SessionAgent(
-            agent_id=agent.agent_id,
-            state=conversation.agent_state,
-            conversation_manager_state=cm_state or {},
-            _internal_state=internal or {},
-        ).initialize_internal_state(agent)
+        _compat.restore_internal_state(agent, internal or {})
         summary: Mapping[str, Any] | None = None
         if not self.manages_ledger and cm_state is not None:
             try:
@@ -249,12 +245,12 @@ class AgentBinding:
             return self.conversation.edit(build)
 
     def _capture(self, agent: Agent) -> None:
-        snapshot = SessionAgent.from_agent(agent)
+        internal = _compat.internal_state(agent)
         cm = agent.conversation_manager
         if self.manages_ledger:
-            self.state.capture(None, None, snapshot._internal_state)
+            self.state.capture(None, None, internal)
         else:
-            self.state.capture(type(cm).__name__, snapshot.conversation_manager_state, snapshot._internal_state)
+            self.state.capture(type(cm).__name__, cm.get_state(), internal)
 
     # -- the model-call cycle ----------------------------------------------------------------
 
@@ -267,9 +263,9 @@ class AgentBinding:
         """
         with self.lock:
             self.sync(agent, "manual")
-            # Strands' base ConversationManager keeps the resolved proactive threshold here and
-            # checks it before its per-turn callback runs; only the attribution depends on it.
-            threshold = getattr(agent.conversation_manager, "_compression_threshold", None)
+            # Strands checks the proactive threshold before its per-turn callback runs; only the
+            # attribution (proactive or per_turn) depends on it.
+            threshold = _compat.compression_threshold(agent.conversation_manager)
             projected = event.projected_input_tokens
             self._would_compress = bool(
                 threshold is not None
@@ -335,14 +331,22 @@ class AgentBinding:
         best-effort proactive reduction.
 
         Raises:
-            ReductionFailed: Nothing could be reduced after an overflow.
+            StrandsReductionFailed: Nothing could be reduced after an overflow (both
+                contextledger's ``ReductionFailed`` and Strands' ``ContextWindowOverflowException``).
             BaseException: ``error`` itself when no manager callback handled it.
         """
         with self.lock:
             self.sync(agent, "manual")
             self._overflow = None
             if error is not None:
-                if not self.conversation.after_model_call(error):
+                try:
+                    retry = self.conversation.after_model_call(error)
+                except ReductionFailed as exc:
+                    if isinstance(exc, ContextWindowOverflowException):
+                        raise
+                    # Strands apps catch ContextWindowOverflowException; ours must be one too.
+                    raise StrandsReductionFailed(str(exc)) from exc
+                if not retry:
                     raise error
             else:
                 self.conversation.reduce("proactive")
@@ -431,10 +435,3 @@ def _summary_hint(cm: object) -> str | None:
         return str(summary["tracking_id"])
     return None
 
-
-def _interrupted(internal: Mapping[str, Any] | None) -> bool:
-    """Whether Strands had paused the agent on an interrupt (a pending tool is legitimate)."""
-    if not internal:
-        return False
-    interrupt = internal.get("interrupt_state")
-    return isinstance(interrupt, Mapping) and interrupt.get("activated") is True

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 from strands.tools.tools import PythonAgentTool
 from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
+from contextledger.integrations.strands import _compat
 from contextledger.integrations.strands.binding import AgentBinding
 from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict
 from contextledger.ledger import Ledger
@@ -29,7 +30,7 @@ def _binding_of(agent: Agent) -> AgentBinding | None:
     from contextledger.integrations.strands.adapter import StrandsConversationManager
     from contextledger.integrations.strands.session import LedgerSessionManager
 
-    session = getattr(agent, "_session_manager", None)
+    session = _compat.session_manager_of(agent)
     if isinstance(session, LedgerSessionManager):
         return session.binding(agent.agent_id)
     cm = getattr(agent, "conversation_manager", None)
