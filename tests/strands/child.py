@@ -96,6 +96,24 @@ def crash_after_reduction(args: argparse.Namespace) -> None:
     raise AssertionError("the model should have ended the process")
 
 
+def swarm_crash(args: argparse.Namespace) -> None:
+    """Run a Swarm whose second node dies mid-call: the first node's result is all that was synced."""
+    from tests.strands.teams import first_swarm_run, session_manager
+
+    _write(args.out, {"started": "swarm"})
+    first_swarm_run(session_manager(args.backend, args.target, args.session), writer_crashes=True)("Write a report")
+    raise AssertionError("the writer should have ended the process")
+
+
+def graph_crash(args: argparse.Namespace) -> None:
+    """Run a Graph whose last node dies mid-call."""
+    from tests.strands.teams import first_graph_run, session_manager
+
+    _write(args.out, {"started": "graph"})
+    first_graph_run(session_manager(args.backend, args.target, args.session), review_crashes=True)("Ship it")
+    raise AssertionError("the review should have ended the process")
+
+
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")
     parser = argparse.ArgumentParser(prog="tests.strands.child")
@@ -106,16 +124,21 @@ def main(argv: list[str]) -> None:
     p.add_argument("--kind", required=True, choices=sorted(MANAGERS))
     p.add_argument("--agent-id", default=None)
     p.add_argument("--out", required=True)
-    for name in ("crash-mid-tool", "crash-after-reduction"):
+    for name in ("crash-mid-tool", "crash-after-reduction", "swarm-crash", "graph-crash"):
         p = sub.add_parser(name)
         p.add_argument("--backend", required=True, choices=["file", "ledger"])
         p.add_argument("--target", required=True)
         p.add_argument("--session", required=True)
         p.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    {"restore": restore, "crash-mid-tool": crash_mid_tool, "crash-after-reduction": crash_after_reduction}[
-        args.command
-    ](args)
+    commands = {
+        "restore": restore,
+        "crash-mid-tool": crash_mid_tool,
+        "crash-after-reduction": crash_after_reduction,
+        "swarm-crash": swarm_crash,
+        "graph-crash": graph_crash,
+    }
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -54,3 +54,21 @@ def run_child(*args: str, out: Path, expect_exit: int = 0) -> Any:
     )
     assert proc.returncode == expect_exit, f"child exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return loads(out.read_text())
+
+
+@pytest.fixture
+def invoke_cli(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run ``contextledger ARGS`` in-process and return its output (exit code 0 required)."""
+    from typer.testing import CliRunner
+
+    from contextledger.cli.app import app
+
+    monkeypatch.delenv("CONTEXTLEDGER_URL", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    return run

@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING, Any
 from strands.hooks import (
     AfterInvocationEvent,
     AfterModelCallEvent,
+    AfterMultiAgentInvocationEvent,
+    AfterNodeCallEvent,
     AgentInitializedEvent,
     BeforeModelCallEvent,
     HookOrder,
     HookRegistry,
     MessageAddedEvent,
+    MultiAgentInitializedEvent,
 )
 from strands.session.session_manager import SessionManager
 from strands.types.content import Message as StrandsMessage
@@ -22,11 +25,13 @@ from strands.types.content import Message as StrandsMessage
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
+from contextledger.integrations.strands.multiagent import MULTI_AGENT_PREFIX, MultiAgentBinding, is_multi_agent_id
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from strands import Agent
+    from strands.multiagent.base import MultiAgentBase
 
 __all__ = ["LedgerSessionManager"]
 
@@ -59,6 +64,12 @@ class LedgerSessionManager(SessionManager):
       toolResult is repaired on restore and the repair is recorded in the ledger.
     * **Several agents** (different ``agent_id``) share a session, each with its own
       conversation; all methods are thread-safe.
+    * **Swarm and Graph.** ``Swarm(..., session_manager=LedgerSessionManager("s1", url=...))``
+      (or ``GraphBuilder().set_session_manager(...)``) commits the orchestrator's state
+      after every node and at the end of the run, atomically, under the reserved agent
+      id ``multi_agent:<id>``; a new ``Swarm``/``Graph`` with the same id on the same
+      session resumes where the interrupted run stopped, as with ``FileSessionManager``
+      (see :mod:`contextledger.integrations.strands.multiagent`).
 
     It works with Strands' own conversation managers, and with contextledger's
     managers through :class:`~contextledger.integrations.strands.StrandsConversationManager`.
@@ -103,6 +114,7 @@ class LedgerSessionManager(SessionManager):
         self.repair = repair
         self._lock = threading.RLock()
         self._bindings: dict[str, AgentBinding] = {}
+        self._multi_agents: dict[str, MultiAgentBinding] = {}
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -114,6 +126,9 @@ class LedgerSessionManager(SessionManager):
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_last, order=HookOrder.SDK_LAST)
         registry.add_callback(AfterModelCallEvent, self._after_model_call)
         registry.add_callback(AfterInvocationEvent, self._after_invocation)
+        registry.add_callback(MultiAgentInitializedEvent, lambda event: self.initialize_multi_agent(event.source))
+        registry.add_callback(AfterNodeCallEvent, lambda event: self.sync_multi_agent(event.source))
+        registry.add_callback(AfterMultiAgentInvocationEvent, lambda event: self.sync_multi_agent(event.source))
 
     def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
         self.binding(event.agent.agent_id).before_model_call_first(event.agent, event)
@@ -133,9 +148,16 @@ class LedgerSessionManager(SessionManager):
         """Bind ``agent`` to its conversation: create it, or restore the agent from it.
 
         Raises:
-            ConfigurationError: Another live agent with the same ``agent_id`` is bound.
+            ConfigurationError: Another live agent with the same ``agent_id`` is bound, or
+                the ``agent_id`` starts with the reserved ``multi_agent:``.
         """
         from contextledger.integrations.strands.adapter import StrandsConversationManager
+
+        if is_multi_agent_id(agent.agent_id):
+            raise ConfigurationError(
+                f"agent_id {agent.agent_id!r}: ids starting with {MULTI_AGENT_PREFIX!r} are reserved for"
+                " Swarm/Graph state; choose another agent_id"
+            )
 
         cm = agent.conversation_manager
         adapter = cm if isinstance(cm, StrandsConversationManager) else None
@@ -177,6 +199,46 @@ class LedgerSessionManager(SessionManager):
     def redact_latest_message(self, redact_message: StrandsMessage, agent: Agent, **kwargs: Any) -> None:
         """Replace the latest message's content; the original stays in the ledger as a revision."""
         self.binding(agent.agent_id).redact(agent, redact_message)
+
+    # -- multi-agent (Swarm, Graph) -----------------------------------------------------------
+
+    def initialize_multi_agent(self, source: MultiAgentBase, **kwargs: Any) -> None:
+        """Bind a ``Swarm``/``Graph`` to its state and restore it when the session holds one.
+
+        Nothing is written here; the first node that finishes commits the state.
+
+        Raises:
+            ConfigurationError: Another live orchestrator with the same id is bound to this
+                session manager, the stored state belongs to another kind of orchestrator,
+                or ``source`` cannot serialize its state.
+        """
+        binding = MultiAgentBinding(self.ledger, self.session_id, source)
+        with self._lock:
+            current = self._multi_agents.get(binding.orchestrator_id)
+            if current is not None:
+                bound = current.source()
+                if bound is not None and bound is not source:
+                    raise ConfigurationError(
+                        f"a {type(bound).__name__} with id {binding.orchestrator_id!r} is already bound in session"
+                        f" {self.session_id!r}; give each orchestrator of a session its own id"
+                    )
+            self._multi_agents[binding.orchestrator_id] = binding
+        binding.restore(source)
+
+    def sync_multi_agent(self, source: MultiAgentBase, **kwargs: Any) -> None:
+        """Commit the orchestrator's state (one atomic commit; nothing when it did not change).
+
+        Raises:
+            ConfigurationError: ``source`` was not initialized with this session manager.
+        """
+        with self._lock:
+            binding = self._multi_agents.get(getattr(source, "id", ""))
+        if binding is None or binding.source() is not source:
+            raise ConfigurationError(
+                f"{type(source).__name__} {getattr(source, 'id', None)!r} is not initialized with session"
+                f" {self.session_id!r} (pass session_manager= to the Swarm or Graph)"
+            )
+        binding.sync(source)
 
     # -- access ------------------------------------------------------------------------------
 
