@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from strands.agent.state import AgentState
@@ -96,6 +96,14 @@ class AgentBinding:
         self._agent: weakref.ReferenceType[Agent] | None = None
         self._before_call_trigger: Trigger | None = None
         self._would_compress = False
+        # Model calls made but not committed yet: each rides with the next commit that has
+        # something else to write (see sync), so a plain turn is two commits, not three.
+        self._uncounted = 0
+        self._counted_edit: Callable[[View], Edit | None] | None = None
+        self._counted_result: Reduction | None = None
+        self._invocations = 0
+        self._captured_raw: tuple[str | None, dict[str, Any] | None, dict[str, Any]] | None = None
+        self._synced_shape: list[tuple[int, int]] | None = None
         self._overflow: BaseException | None = None
 
     @property
@@ -224,7 +232,18 @@ class AgentBinding:
             hint = _summary_hint(cm)
             described = None if error is None else f"{type(error).__name__}: {error}"
 
+            memo: list[tuple[View, Edit | None]] = []
+
             def build(view: View) -> Edit | None:
+                # plan_sync is pure: the edit checked below is reused by the commit unless a
+                # conflict brought a new view.
+                if memo and memo[0][0] is view:
+                    return memo[0][1]
+                edit = plan(view)
+                memo[:] = [(view, edit)]
+                return edit
+
+            def plan(view: View) -> Edit | None:
                 conversation = self.conversation
                 changed_state = force or agent_state != conversation.agent_state
                 changed_state = changed_state or self.state.differs_from(conversation.state.manager_state)
@@ -242,15 +261,42 @@ class AgentBinding:
                     agent_state=agent_state if changed_state else None,
                 )
 
-            return self.conversation.edit(build)
+            shape = _shape(messages)
+            if self._uncounted and self._counted_edit is None:
+                if build(self.conversation.view) is None:
+                    self._synced_shape = shape
+                    return None  # nothing to write: the count waits for the next commit
+                reduction = self._commit_counted(build)
+            else:
+                reduction = self.conversation.edit(build)
+            self._synced_shape = shape
+            return reduction
+
+    def _commit_counted(self, build: Callable[[View], Edit | None]) -> Reduction | None:
+        """Commit ``build``'s edit together with one uncounted model call.
+
+        The conversation counts a call in :meth:`Conversation.before_model_call` and lets
+        the first commit made during its dispatch carry the count; the edit is made there.
+        """
+        while self._uncounted > 1:  # calls that ended with nothing to write (rare): counted alone
+            self._uncounted -= 1
+            self.conversation.before_model_call()
+        self._uncounted = 0
+        self._counted_edit, self._counted_result = build, None
+        try:
+            self.conversation.before_model_call()
+            return self._counted_result
+        finally:
+            self._counted_edit, self._counted_result = None, None
 
     def _capture(self, agent: Agent) -> None:
         internal = _compat.internal_state(agent)
         cm = agent.conversation_manager
-        if self.manages_ledger:
-            self.state.capture(None, None, internal)
-        else:
-            self.state.capture(type(cm).__name__, cm.get_state(), internal)
+        raw = (None, None, internal) if self.manages_ledger else (type(cm).__name__, cm.get_state(), internal)
+        if raw == self._captured_raw:
+            return  # unchanged since the last capture: skip re-encoding it
+        self._captured_raw = raw
+        self.state.capture(*raw)
 
     # -- the model-call cycle ----------------------------------------------------------------
 
@@ -262,7 +308,11 @@ class AgentBinding:
         proactive compression is about to run (it runs before its per-turn check).
         """
         with self.lock:
-            self.sync(agent, "manual")
+            # Nothing added, removed or replaced since the last sync (the usual case, the
+            # prompt was just committed): skip a full comparison. A hook that edits a message
+            # in place right here has that edit recorded by the next sync instead.
+            if self._synced_shape != _shape(agent.messages):
+                self.sync(agent, "manual")
             # Strands checks the proactive threshold before its per-turn callback runs; only the
             # attribution (proactive or per_turn) depends on it.
             threshold = _compat.compression_threshold(agent.conversation_manager)
@@ -283,7 +333,19 @@ class AgentBinding:
         """
         with self.lock:
             self._agent = weakref.ref(agent)
-            self._before_call_trigger = "proactive" if self._would_compress else "per_turn"
+            trigger: Trigger = "proactive" if self._would_compress else "per_turn"
+            if not self.manages_ledger:
+                # What Strands' manager just changed is committed now (a crash during the model
+                # call must not bring back what it evicted), carrying the count; with nothing
+                # to commit, the count rides with the next message's commit.
+                self._would_compress = False
+                self._uncounted += 1
+                # Strands' managers replace the list, a message or its content list when they
+                # change something, so an unchanged shape means they did nothing this time.
+                if self._synced_shape != _shape(agent.messages):
+                    self.sync(agent, trigger)
+                return
+            self._before_call_trigger = trigger
             try:
                 self.conversation.before_model_call(
                     projected_input_tokens=event.projected_input_tokens,
@@ -296,6 +358,9 @@ class AgentBinding:
                 self.reconcile(agent)
 
     def _on_conversation_before_model_call(self, event: BeforeModelCallEvent) -> None:
+        if self._counted_edit is not None:
+            self._counted_result = self.conversation.edit(self._counted_edit)
+            return
         trigger = self._before_call_trigger
         agent = self.agent()
         if trigger is None or agent is None:
@@ -316,9 +381,29 @@ class AgentBinding:
             error, self._overflow = self._overflow, None
             self.sync(agent, "reactive" if error is not None else "manual", error=error)
 
-    def after_invocation(self, agent: Agent) -> None:
-        """Commit what the invocation's end-of-invocation management changed."""
+    def before_invocation(self) -> None:
+        """Note that an invocation runs (its final answer is committed when it ends)."""
         with self.lock:
+            self._invocations += 1
+
+    def message_added(self, agent: Agent, message: Mapping[str, Any]) -> None:
+        """Commit a message Strands just added, with anything else that changed.
+
+        The final answer of an invocation (an assistant message without a toolUse) is the
+        exception: it is committed by :meth:`after_invocation` a moment later, in the same
+        commit as the end-of-invocation management, the model-call count and the Strands
+        state. Every other message -- the prompt, a toolUse (before its tool runs), a
+        toolResult -- is committed at once.
+        """
+        with self.lock:
+            if self._invocations and _final_answer(message):
+                return
+            self.sync(agent, "manual")
+
+    def after_invocation(self, agent: Agent) -> None:
+        """Commit the final answer and what the end-of-invocation management changed, as one commit."""
+        with self.lock:
+            self._invocations = max(0, self._invocations - 1)
             self._overflow = None
             self.sync(agent, "end_of_invocation")
 
@@ -435,3 +520,17 @@ def _summary_hint(cm: object) -> str | None:
         return str(summary["tracking_id"])
     return None
 
+
+def _final_answer(message: Mapping[str, Any]) -> bool:
+    """Whether ``message`` is an assistant message that asks for no tool (it ends the invocation)."""
+    content = message.get("content")
+    return (
+        message.get("role") == "assistant"
+        and isinstance(content, list)
+        and not any(isinstance(b, Mapping) and "toolUse" in b for b in content)
+    )
+
+
+def _shape(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """The identity of each message dict and of its content list (a cheap "did anything move" check)."""
+    return [(id(m), id(m.get("content"))) for m in messages]

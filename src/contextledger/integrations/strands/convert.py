@@ -51,6 +51,8 @@ def ensure_tracking_ids(messages: Sequence[MutableMapping[str, Any]]) -> None:
 def is_pinned_dict(message: Mapping[str, Any]) -> bool:
     """Whether a Strands message dict carries ``metadata.custom.pinned``."""
     metadata = message.get("metadata")
+    if metadata is None:  # the common case, checked first: this runs for every message of every sync
+        return False
     custom = metadata.get("custom") if isinstance(metadata, Mapping) else None
     return isinstance(custom, Mapping) and custom.get("pinned") is True
 

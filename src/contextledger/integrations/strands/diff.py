@@ -108,7 +108,7 @@ def plan_sync(
                 logger.debug("entry_id=<%s> | summaries cannot be pinned in the ledger, pin not stored", entry.entry_id)
             continue
         pinned = is_pinned_dict(current)
-        if pinned != entry.message.pinned:
+        if pinned != (bool(entry.message.metadata) and entry.message.pinned):
             pins[entry.entry_id] = pinned
         content = current.get("content")
         if not isinstance(content, list):

@@ -13,6 +13,7 @@ from strands.hooks import (
     AfterMultiAgentInvocationEvent,
     AfterNodeCallEvent,
     AgentInitializedEvent,
+    BeforeInvocationEvent,
     BeforeModelCallEvent,
     HookOrder,
     HookRegistry,
@@ -121,6 +122,7 @@ class LedgerSessionManager(SessionManager):
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         """Subscribe to the agent's lifecycle (every callback routes to the agent's binding)."""
         registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent))
+        registry.add_callback(BeforeInvocationEvent, self._before_invocation)
         registry.add_callback(MessageAddedEvent, lambda event: self.append_message(event.message, event.agent))
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_first, order=HookOrder.SDK_FIRST)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_last, order=HookOrder.SDK_LAST)
@@ -129,6 +131,9 @@ class LedgerSessionManager(SessionManager):
         registry.add_callback(MultiAgentInitializedEvent, lambda event: self.initialize_multi_agent(event.source))
         registry.add_callback(AfterNodeCallEvent, lambda event: self.sync_multi_agent(event.source))
         registry.add_callback(AfterMultiAgentInvocationEvent, lambda event: self.sync_multi_agent(event.source))
+
+    def _before_invocation(self, event: BeforeInvocationEvent) -> None:
+        self.binding(event.agent.agent_id).before_invocation()
 
     def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
         self.binding(event.agent.agent_id).before_model_call_first(event.agent, event)
@@ -188,9 +193,11 @@ class LedgerSessionManager(SessionManager):
         """Commit the new message together with anything else that changed since the last sync.
 
         Strands calls this after the message was put into ``agent.messages``; the sync
-        stores it from there, under its ``tracking_id``.
+        stores it from there, under its ``tracking_id``. The final answer of an invocation
+        is committed when the invocation ends, together with the end-of-invocation
+        management (see :meth:`AgentBinding.message_added`).
         """
-        self.binding(agent.agent_id).sync(agent, "manual")
+        self.binding(agent.agent_id).message_added(agent, message)
 
     def sync_agent(self, agent: Agent, **kwargs: Any) -> None:
         """Commit what changed; right after a context overflow the reduction is recorded as ``reactive``."""
