@@ -114,6 +114,21 @@ def graph_crash(args: argparse.Namespace) -> None:
     raise AssertionError("the review should have ended the process")
 
 
+def crash_in_model(args: argparse.Namespace) -> None:
+    """Two plain turns, then die during the third model call."""
+    from strands.agent.conversation_manager import NullConversationManager
+
+    agent = build_agent(_session_manager(args.backend, args.target, args.session), NullConversationManager())
+    model = model_of(agent)
+    for i in range(2):
+        model.extend([Reply(f"answer {i}")])
+        agent(f"question {i}")
+    _write(args.out, {"committed": [m["content"][0]["text"] for m in agent.messages]})
+    model.extend([lambda _messages: os._exit(CRASH_EXIT)])
+    agent("the question it died on")
+    raise AssertionError("the model should have ended the process")
+
+
 def main(argv: list[str]) -> None:
     warnings.simplefilter("ignore")
     parser = argparse.ArgumentParser(prog="tests.strands.child")
@@ -124,7 +139,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--kind", required=True, choices=sorted(MANAGERS))
     p.add_argument("--agent-id", default=None)
     p.add_argument("--out", required=True)
-    for name in ("crash-mid-tool", "crash-after-reduction", "swarm-crash", "graph-crash"):
+    for name in ("crash-mid-tool", "crash-after-reduction", "swarm-crash", "graph-crash", "crash-in-model"):
         p = sub.add_parser(name)
         p.add_argument("--backend", required=True, choices=["file", "ledger"])
         p.add_argument("--target", required=True)
@@ -137,6 +152,7 @@ def main(argv: list[str]) -> None:
         "crash-after-reduction": crash_after_reduction,
         "swarm-crash": swarm_crash,
         "graph-crash": graph_crash,
+        "crash-in-model": crash_in_model,
     }
     commands[args.command](args)
 
