@@ -32,8 +32,9 @@ __all__ = [
     "utcnow",
 ]
 
-Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "manual", "restore"]
-"""Why a reduction ran. ``restore`` marks the repair of a conversation interrupted mid-tool."""
+Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "manual", "restore", "import"]
+"""Why a reduction ran. ``restore`` marks the repair of a conversation interrupted mid-tool;
+``import`` marks what another store had already evicted when its session was imported."""
 TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
 """Every :data:`Trigger`, in the order above."""
 EntryKind = Literal["message", "summary"]

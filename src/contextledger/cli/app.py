@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from contextledger import __version__
-from contextledger.cli import db, inspector
+from contextledger.cli import db, importer, inspector
 from contextledger.cli.demo import demo as demo_command
 from contextledger.cli.errors import MaskingFormatter, exit_code_for, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
@@ -112,3 +112,13 @@ db_app = typer.Typer(
 db_app.command("upgrade")(db.upgrade)
 db_app.command("current")(db.current)
 app.add_typer(db_app)
+
+import_app = typer.Typer(
+    cls=LedgerGroup,
+    name="import",
+    help="Import sessions written by other tools (writes to the ledger; never deletes; idempotent).",
+    no_args_is_help=True,
+    epilog=EXIT_CODES_HELP,
+)
+import_app.command("strands")(importer.strands)
+app.add_typer(import_app)

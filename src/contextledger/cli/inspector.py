@@ -59,6 +59,7 @@ class TriggerName(StrEnum):
     end_of_invocation = "end_of_invocation"
     manual = "manual"
     restore = "restore"
+    import_ = "import"
 
 
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)

@@ -30,6 +30,7 @@ __all__ = [
     "removed_message_count",
     "restore_internal_state",
     "session_manager_of",
+    "stored_internal_state",
     "strands_version",
     "summary_message",
 ]
@@ -56,6 +57,11 @@ def internal_state(agent: Agent) -> dict[str, Any]:
     """
     snapshot = SessionAgent.from_agent(agent)
     return dict(snapshot._internal_state)
+
+
+def stored_internal_state(session_agent: SessionAgent) -> dict[str, Any]:
+    """The Strands-managed state a session manager stored with ``session_agent`` (its ``_internal_state``)."""
+    return dict(session_agent._internal_state or {})
 
 
 def restore_internal_state(agent: Agent, state: Mapping[str, Any]) -> None:

@@ -1,0 +1,109 @@
+"""``contextledger import``: bring sessions written by other tools into a ledger.
+
+``contextledger import strands DIR --url URL`` reads a Strands ``FileSessionManager``
+storage directory (see :mod:`contextledger.integrations.strands.importer`). It is the
+one CLI command that writes; it never deletes and importing twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from contextledger.cli.options import JsonOption, UrlOption, open_ledger
+from contextledger.cli.render import console, dump_json, table
+from contextledger.errors import ConfigurationError
+from contextledger.ledger import DEFAULT_URL
+
+__all__ = ["PROGRESS_THRESHOLD", "strands"]
+
+PROGRESS_THRESHOLD = 500
+"""From this many message files on, ``--progress auto`` shows a progress bar."""
+
+
+def strands(
+    directory: Annotated[
+        Path, typer.Argument(help="The storage_dir of a Strands FileSessionManager.", show_default=False)
+    ],
+    url: UrlOption = DEFAULT_URL,
+    session: Annotated[
+        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help=f"Show a progress bar (default: when there are {PROGRESS_THRESHOLD} or more messages).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import Strands FileSessionManager sessions: messages, removed messages (as evictions), summary, pins, state."""
+    try:
+        from contextledger.integrations.strands.importer import count_file_messages, import_file_sessions
+    except ImportError as exc:
+        raise ConfigurationError(f"importing Strands sessions needs strands-agents: {exc}") from exc
+    total = count_file_messages(directory, session)
+    show = progress if progress is not None else total >= PROGRESS_THRESHOLD
+    with open_ledger(url, must_exist=False) as ledger:
+        if show and not as_json:
+            columns = (
+                TextColumn("importing"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("messages"),
+                TimeRemainingColumn(),
+            )
+            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
+                task = bar.add_task("import", total=total)
+                report = import_file_sessions(
+                    directory, ledger, session_ids=session, on_message=lambda n: bar.advance(task, n)
+                )
+        else:
+            report = import_file_sessions(directory, ledger, session_ids=session)
+        if as_json:
+            dump_json(
+                [
+                    {
+                        "session_id": c.session_id,
+                        "agent_id": c.agent_id,
+                        "outcome": c.outcome,
+                        "messages": c.messages,
+                        "evicted": c.evicted,
+                        "summary": c.summary,
+                        "detail": c.detail,
+                    }
+                    for c in report.conversations
+                ]
+            )
+            return
+        rows = [
+            (
+                c.session_id,
+                c.agent_id,
+                c.outcome,
+                str(c.messages),
+                str(c.evicted),
+                "yes" if c.summary else "",
+                c.detail or "",
+            )
+            for c in report.conversations
+        ]
+        out = console()
+        out.print(
+            table(
+                f"Strands sessions from {directory} into {ledger.url}",
+                ["session", "agent", "outcome", "messages", "evicted", "summary", "detail"],
+                rows,
+            )
+        )
+        out.print(
+            f"{report.count('imported')} imported, {report.count('unchanged')} unchanged,"
+            f" {report.count('skipped')} skipped"
+        )
