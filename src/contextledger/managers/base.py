@@ -8,10 +8,19 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextledger.changeset import Planned, ReductionPlan, ReductionRequest
+from contextledger.errors import ConfigurationError
 from contextledger.hooks import HookRegistry
 from contextledger.view import View
 
-__all__ = ["ConversationManager", "ManagerState", "Planned", "ProtectedMessages", "ReductionRequest", "as_planned"]
+__all__ = [
+    "ConversationManager",
+    "ManagerState",
+    "Planned",
+    "ProtectedMessages",
+    "ReductionRequest",
+    "as_planned",
+    "require_ledger_registry",
+]
 
 
 class ProtectedMessages(BaseModel):
@@ -80,3 +89,22 @@ def as_planned(result: Planned | ReductionPlan | tuple[Any, ...] | None) -> Plan
         ):
             return Planned(plan, state)
     raise TypeError(f"a manager's plan() returns Planned, a ReductionPlan or None, got {result!r}")
+
+
+def require_ledger_registry(registry: object, manager: object) -> None:
+    """Refuse a host's hook registry: a manager subscribes to a Conversation's hooks only.
+
+    A Strands ``Agent`` hands its ``conversation_manager`` its own registry at set-up;
+    contextledger's managers share Strands' class names, so passing one directly is an
+    easy mistake that would otherwise fail deep inside Strands on the first turn.
+
+    Raises:
+        ConfigurationError: ``registry`` is not a contextledger :class:`HookRegistry`.
+    """
+    if not isinstance(registry, HookRegistry):
+        name = type(manager).__name__
+        raise ConfigurationError(
+            f"{name} is a contextledger manager, not a Strands one: wrap it as"
+            f" conversation_manager=StrandsConversationManager({name}(...))"
+            " (from contextledger.integrations.strands)"
+        )

@@ -8,7 +8,7 @@ from typing import Any
 from contextledger.changeset import ReductionPlan
 from contextledger.errors import ConfigurationError
 from contextledger.hooks import HookRegistry
-from contextledger.managers.base import ReductionRequest
+from contextledger.managers.base import ReductionRequest, require_ledger_registry
 from contextledger.view import View
 
 __all__ = ["NullConversationManager"]
@@ -25,6 +25,7 @@ class NullConversationManager:
 
     def register_hooks(self, registry: HookRegistry) -> None:
         """Register nothing (seed design: the null provider registers zero hooks)."""
+        require_ledger_registry(registry, self)
 
     def plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
         """Never reduce."""

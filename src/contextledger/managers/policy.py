@@ -35,7 +35,7 @@ from contextledger.hooks import (
     ConversationContext,
     HookRegistry,
 )
-from contextledger.managers.base import ManagerState, ProtectedMessages
+from contextledger.managers.base import ManagerState, ProtectedMessages, require_ledger_registry
 from contextledger.managers.options import (
     DEFAULT_COMPRESSION_THRESHOLD,
     Option,
@@ -231,6 +231,7 @@ class PolicyManager(ABC):
 
     def register_hooks(self, registry: HookRegistry) -> None:
         """Subscribe to before/after model call and after invocation (checks run in the callbacks)."""
+        require_ledger_registry(registry, self)
         registry.add_callback(BeforeModelCallEvent, self._on_before_model_call)
         registry.add_callback(AfterModelCallEvent, self._on_after_model_call)
         registry.add_callback(AfterInvocationEvent, self._on_after_invocation)
