@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from strands import Agent
 from strands.session.file_session_manager import FileSessionManager
+from strands.types.content import Message
+from strands.types.session import SessionAgent, SessionMessage
 
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.strands import LedgerSessionManager, Reply, ScriptedModel
@@ -188,12 +190,30 @@ def test_bad_directories_are_typed_errors_and_write_nothing(tmp_path: Path, memo
     assert memory_ledger.agents("summarizing") == []
 
 
-def test_a_progress_bar_on_request(
-    files: Path, sqlite_url: str, invoke_cli: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_progress_bar_on_request(files: Path, sqlite_url: str, invoke_cli: Any) -> None:
     output = invoke_cli("import", "strands", str(files), "--url", sqlite_url, "--progress", "--json")
     document = json.loads(output)
     assert {d["outcome"] for d in document} == {"imported"}
     assert sum(d["messages"] for d in document) == sum(
         1 for _ in files.glob("session_*/agents/agent_*/messages/message_*.json")
     )
+
+
+def test_a_large_directory_shows_a_progress_bar(tmp_path: Path, sqlite_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from contextledger.cli.app import app
+    from contextledger.cli.importer import PROGRESS_THRESHOLD
+
+    files = FileSessionManager("big", storage_dir=str(tmp_path / "sessions"))
+    files.create_agent("big", SessionAgent(agent_id="a", state={}, conversation_manager_state={}))
+    count = PROGRESS_THRESHOLD + 10
+    for i in range(count):
+        message: Message = {"role": "user" if i % 2 == 0 else "assistant", "content": [{"text": f"m{i}"}]}
+        files.create_message("big", "a", SessionMessage.from_message(message, i))
+    result = CliRunner().invoke(app, ["import", "strands", str(tmp_path / "sessions"), "--url", sqlite_url])
+    assert result.exit_code == 0, result.output
+    assert f"{count}/{count} messages" in result.stderr
+    assert "1 imported" in result.stdout
+    with Ledger.connect(sqlite_url) as ledger:
+        assert len(ledger.history("big", "a")) == count

@@ -126,7 +126,7 @@ def import_file_sessions(
         storage_dir: The ``storage_dir`` the sessions were written with.
         ledger: Where to write them.
         session_ids: Only these sessions (default: every ``session_*`` directory).
-        on_message: Called with the number of messages read after each agent (progress).
+        on_message: Called with ``1`` for each message file read (progress).
 
     Returns:
         One entry per agent and orchestrator, in session order.
@@ -141,10 +141,7 @@ def import_file_sessions(
     for session_dir in _session_dirs(Path(storage_dir), session_ids):
         session_id = session_dir.name.removeprefix(SESSION_PREFIX)
         for agent_dir in _children(session_dir / "agents", AGENT_PREFIX):
-            result = _import_agent(ledger, session_id, agent_dir)
-            report.conversations.append(result)
-            if on_message is not None:
-                on_message(result.messages)
+            report.conversations.append(_import_agent(ledger, session_id, agent_dir, on_message))
         for multi_dir in _children(session_dir / "multi_agents", MULTI_AGENT_PREFIX):
             report.conversations.append(_import_multi_agent(ledger, session_id, multi_dir))
     logger.info(
@@ -217,7 +214,7 @@ class _Source:
     originals: dict[str, list[dict[str, Any]]]
 
 
-def _read_agent(session_id: str, agent_dir: Path) -> _Source:
+def _read_agent(session_id: str, agent_dir: Path, on_message: Callable[[int], None] | None = None) -> _Source:
     agent_file = agent_dir / "agent.json"
     try:
         agent = SessionAgent.from_dict(_read_json(agent_file))
@@ -243,17 +240,21 @@ def _read_agent(session_id: str, agent_dir: Path) -> _Source:
             # Strands 1.62 rewrites the stored message too; older files kept the original.
             originals[message_id] = original
         messages.append(shown)
+        if on_message is not None:
+            on_message(1)
     return _Source(agent=agent, messages=messages, originals=originals)
 
 
-def _import_agent(ledger: Ledger, session_id: str, agent_dir: Path) -> ImportedConversation:
+def _import_agent(
+    ledger: Ledger, session_id: str, agent_dir: Path, on_message: Callable[[int], None] | None = None
+) -> ImportedConversation:
     """Two commits: the messages as written with the agent's state, then one ``import`` reduction.
 
     The reduction evicts what the Strands manager had removed, inserts its summary and
     applies redactions (the original content kept as a revision). An import interrupted
     between the two commits is completed by the next one.
     """
-    source = _read_agent(session_id, agent_dir)
+    source = _read_agent(session_id, agent_dir, on_message)
     agent_id = source.agent.agent_id
     cm_state = dict(source.agent.conversation_manager_state or {})
     removed = min(_compat.removed_message_count(cm_state), len(source.messages))

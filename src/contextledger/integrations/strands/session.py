@@ -48,14 +48,20 @@ class LedgerSessionManager(SessionManager):
 
     What it guarantees, unlike Strands' file/S3 session managers:
 
-    * **One commit per sync.** On every Strands sync point (a message added, before
-      and after each model call, after a context-overflow reduction, after the
-      invocation) it compares ``agent.messages`` with the ledger's active view by id
-      (``tracking_id`` = ``message_id``) and commits one changeset: new messages,
-      evicted ones with the trigger that evicted them (``per_turn``, ``proactive``,
+    * **Two commits per plain turn.** The prompt is committed when Strands adds it,
+      before the model is called; the answer is committed when the invocation ends,
+      together with the model-call count, the agent state, the Strands manager state
+      and what the end-of-invocation management evicted. A toolUse is committed before
+      its tool runs, a toolResult when it arrives, and a reduction Strands' manager makes
+      before a model call at once (with the count). Each commit compares
+      ``agent.messages`` with the ledger's active view by id (``tracking_id`` =
+      ``message_id``) and writes the difference as one changeset: new messages, evicted
+      ones with the trigger that evicted them (``per_turn``, ``proactive``,
       ``reactive``, ``end_of_invocation``), a new summary as a summary row naming what
-      it replaced, pin changes, content revisions (the original kept), the agent
-      state, the Strands manager state and ``model_call_count``.
+      it replaced, pin changes, content revisions (the original kept).
+      A crash during a model call loses that call's count, never the prompt or a
+      reduction; a crash between the final answer and the end of ``agent(...)``
+      (in-process work only) loses that answer, which the caller never received.
     * **Exact restore.** A new ``Agent`` on the same session gets exactly the view that
       was live: same messages in the same order, pins, summary, truncated content,
       ``model_call_count``, agent state; the Strands conversation manager's state is
