@@ -124,9 +124,9 @@ def test_trim_never_splits_a_tool_pair(memory_store: LedgerStore) -> None:
     first, turn = tool_turn("w"), tool_turn("x")  # user, toolUse, toolResult, answer
     conv.append(*first, *turn)
     conv.after_invocation()
-    # The first turn goes; the window never trims past the newest prompt, so the last
-    # turn stays whole (never leaving a toolResult or an orphan toolUse behind).
-    assert view_ids(conv) == ids(turn)
+    # The first turn goes; the newest prompt is never evicted, and the pair after it goes
+    # as a whole (never leaving a toolResult or an orphan toolUse behind).
+    assert view_ids(conv) == ids([turn[0], turn[3]])
     manager.window_size = 1
     conv.append(Message.user("next"))
     conv.after_invocation()

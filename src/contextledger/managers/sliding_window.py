@@ -18,7 +18,6 @@ from contextledger.managers.policy import (
 )
 from contextledger.messages import ContentBlock
 from contextledger.view import View
-from contextledger.viewrules import newest_prompt
 
 __all__ = ["SlidingWindowConversationManager", "truncate_tool_result_content"]
 
@@ -39,8 +38,8 @@ class SlidingWindowConversationManager(PolicyManager):
     * reactively, after a context-window overflow.
 
     How it trims: whole tool-pair groups (a toolUse with all its results) are evicted
-    oldest first until ``len(view) <= window_size`` (never past the newest user prompt:
-    the window keeps the newest entries), then the boundary advances to the
+    oldest first until ``len(view) <= window_size`` (the newest user prompt stays, so a
+    long tool loop after it is trimmed behind it), then the boundary advances to the
     next user prompt (as Strands' trim point does), so the view never opens with an
     assistant message or a toolResult; where a pinned or protected entry stops the
     boundary it moves back to the prompt before it instead. A group is never evicted
@@ -113,9 +112,7 @@ class SlidingWindowConversationManager(PolicyManager):
             revisions = self._truncations(view, protected)
         # A proactive or reactive reduction must shrink something even within the window.
         force = request.trigger in ("reactive", "proactive") and not revisions
-        # A window keeps the newest entries: it never trims past the newest prompt.
-        newest = newest_prompt(view)
-        groups = [g for g in evictable_groups(view, protected) if newest is None or g[-1] < newest]
+        groups = evictable_groups(view, protected)
         extra = 0
         while True:
             evict = self._trim(view, groups, protected, force=force, extra=extra)
