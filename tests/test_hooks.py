@@ -17,7 +17,7 @@ from contextledger import (
     SummarizingConversationManager,
     TurnWindowConversationManager,
 )
-from contextledger.errors import ContextWindowOverflowError
+from contextledger.errors import ConfigurationError, ContextWindowOverflowError
 from contextledger.stores.base import LedgerStore
 
 EVENT_TYPES = (BeforeModelCallEvent, AfterModelCallEvent, AfterInvocationEvent, MessageAddedEvent)
@@ -112,3 +112,23 @@ def test_message_added_fires_after_the_commit(memory_store: LedgerStore) -> None
     conv.hooks.add_callback(MessageAddedEvent, lambda e: versions.append((e.message.plain_text, e.context.version)))
     conv.append(Message.user("a"), Message.assistant("b"))
     assert versions == [("a", 1), ("b", 1)]
+
+
+def test_a_callback_requests_and_the_conversation_commits(memory_store: LedgerStore) -> None:
+    conv = Conversation(memory_store, "s", manager=SlidingWindowConversationManager(window_size=2))
+    conv.append(Message.user("a"), Message.assistant("b"), Message.user("c"), Message.assistant("d"))
+    seen: list[int] = []
+
+    def callback(event: AfterInvocationEvent) -> None:
+        seen.append(len(event.context.view))
+        with pytest.raises(ConfigurationError, match="unknown trigger"):
+            event.request_reduction("later")  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="unknown reduction request option"):
+            event.request_reduction("manual", window=3)
+
+    conv.hooks.add_callback(AfterInvocationEvent, callback)
+    conv.after_invocation()
+    # The manager's callback requested end_of_invocation; the conversation committed it once.
+    assert seen == [4]
+    assert [r.trigger for r in memory_store.reductions("s", "default")] == ["end_of_invocation"]
+    assert len(conv.view) == 2

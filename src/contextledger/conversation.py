@@ -243,8 +243,9 @@ class Conversation:
             if stored is None:
                 raise
             return stored
-        for message in converted:
-            self._dispatch(MessageAddedEvent(self.context(), message=message))
+        if self.hooks.has_callbacks(MessageAddedEvent):  # the hot path builds no context otherwise
+            for message in converted:
+                self._dispatch(MessageAddedEvent(self.context(), message=message))
         return converted
 
     def _stored_as(self, messages: Sequence[Message]) -> list[Message] | None:

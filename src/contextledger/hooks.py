@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from contextledger.changeset import ReductionRequest
+from contextledger.errors import ConfigurationError
 from contextledger.messages import Message
 from contextledger.records import TRIGGERS, Trigger
 from contextledger.view import View
@@ -83,11 +84,11 @@ class HookEvent:
             The request as queued; the conversation fills in the rest when it plans.
 
         Raises:
-            ValueError: ``trigger`` is not a known trigger, or an option is not a
+            ConfigurationError: ``trigger`` is not a known trigger, or an option is not a
                 request field.
         """
         if trigger not in TRIGGERS:
-            raise ValueError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
+            raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
         context = self.context
         values: dict[str, Any] = {
             "trigger": trigger,
@@ -98,7 +99,7 @@ class HookEvent:
         }
         unknown = set(options) - set(ReductionRequest.model_fields)
         if unknown:
-            raise ValueError(f"unknown reduction request option(s) {sorted(unknown)}")
+            raise ConfigurationError(f"unknown reduction request option(s) {sorted(unknown)}")
         request = ReductionRequest(**{**values, **options})
         self.requests.append(request)
         return request

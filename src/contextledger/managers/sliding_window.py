@@ -38,7 +38,8 @@ class SlidingWindowConversationManager(PolicyManager):
     * reactively, after a context-window overflow.
 
     How it trims: whole tool-pair groups (a toolUse with all its results) are evicted
-    oldest first until ``len(view) <= window_size``, then the boundary advances to the
+    oldest first until ``len(view) <= window_size`` (the newest user prompt stays, so a
+    long tool loop after it is trimmed behind it), then the boundary advances to the
     next user prompt (as Strands' trim point does), so the view never opens with an
     assistant message or a toolResult; where a pinned or protected entry stops the
     boundary it moves back to the prompt before it instead. A group is never evicted
