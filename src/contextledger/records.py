@@ -21,6 +21,8 @@ __all__ = [
     "EntryStatus",
     "Eviction",
     "HistoryEntry",
+    "PinEvent",
+    "PinSource",
     "Reduction",
     "Revision",
     "SessionInfo",
@@ -36,6 +38,10 @@ Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "man
 """Why a reduction ran. ``restore`` marks the repair of a conversation interrupted mid-tool."""
 TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
 """Every :data:`Trigger`, in the order above."""
+PinSource = str
+"""Who asked for a pin change: ``api`` (a caller of :meth:`Conversation.pin`), ``model``
+(the ``pin_message`` tool), ``host`` (an integration mirroring its host's pins), or
+another short name an integration chooses."""
 EntryKind = Literal["message", "summary"]
 EntryStatus = Literal["active", "evicted"]
 
@@ -229,3 +235,27 @@ class SessionInfo(BaseModel):
     updated_at: datetime
     active_entries: int
     total_entries: int
+
+
+class PinEvent(BaseModel):
+    """One pin or unpin of an entry, recorded in the changeset that made it.
+
+    Attributes:
+        session_id: The session.
+        agent_id: The agent.
+        entry_id: The message pinned or unpinned.
+        pinned: ``True`` for a pin, ``False`` for an unpin.
+        source: Who asked (see :data:`PinSource`).
+        at: When the changeset committed.
+        changeset_id: The changeset that carried the change.
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    entry_id: str
+    pinned: bool
+    source: PinSource
+    at: datetime
+    changeset_id: str
