@@ -18,7 +18,6 @@ hears back -- or, with ``apply=False``, the request never arrives):
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -202,14 +201,3 @@ def lossy_redis_cluster(url: str, prefix: str) -> tuple[LossyStore, list[TcpProx
     store = RedisStore.from_url(_with_port(url, first.port), key_prefix=prefix, address_remap=address_remap)
     _watch_commit_script(plan, store)
     return LossyStore(store, plan, "redis_cluster"), list(proxies.values())
-
-
-def close_all(lossy: LossyStore, proxies: list[TcpProxy]) -> Iterator[None]:
-    """Helper for fixtures: yield, then close the store and its proxies."""
-    try:
-        yield
-    finally:
-        lossy.plan.restore()
-        lossy.store.close()
-        for proxy in proxies:
-            proxy.close()

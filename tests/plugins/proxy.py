@@ -17,6 +17,7 @@ Loopback only; every socket and thread it opens is closed by :meth:`TcpProxy.clo
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable
@@ -97,10 +98,8 @@ class _Pair:
                 return
             self.closed = True
         for sock in (self.client, self.server):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 

@@ -71,22 +71,27 @@ def purge_prefix(client: Redis | RedisCluster, prefix: str) -> int:
     return removed
 
 
+def purge(url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` on the server (or cluster) at ``url``."""
+    scheme, _, rest = url.partition("://")
+    client: Redis | RedisCluster
+    if scheme.endswith("+cluster"):
+        client = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
+    else:
+        client = Redis.from_url(url)
+    try:
+        purge_prefix(client, prefix)
+    finally:
+        client.close()
+
+
 def _store(url: str, prefix: str) -> Iterator[RedisStore]:
     store = RedisStore.from_url(url, key_prefix=prefix)
     try:
         yield store
     finally:
         store.close()
-        scheme, _, rest = url.partition("://")
-        client: Redis | RedisCluster
-        if scheme.endswith("+cluster"):
-            client = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
-        else:
-            client = Redis.from_url(url)
-        try:
-            purge_prefix(client, prefix)
-        finally:
-            client.close()
+        purge(url, prefix)
 
 
 @pytest.fixture

@@ -246,7 +246,13 @@ class RedisStore:
             raise
         except _UNAVAILABLE as exc:
             raise StoreUnavailable(f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}") from exc
-        except (RedisError, RedisClusterException) as exc:
+        except RedisClusterException as exc:
+            if "cannot be connected" in str(exc):  # no node answered while rediscovering the cluster
+                raise StoreUnavailable(
+                    f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}"
+                ) from exc
+            raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
+        except RedisError as exc:
             raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
 
     def _conversation(self, session_id: str, agent_id: str) -> ConversationKeys:

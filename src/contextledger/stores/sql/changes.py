@@ -216,8 +216,10 @@ def _logged(conn: Connection, conversation_id: int, cs: Changeset) -> bool:
 def read_back(conn: Connection, cs: Changeset) -> int | None:
     """Whether ``cs`` applied, after its reply was lost (see :mod:`contextledger.stores.exactly_once`).
 
-    On PostgreSQL the conversation row is read ``FOR SHARE``: a transaction of the lost
-    commit still running holds its lock, so this waits for its outcome.
+    On PostgreSQL, with ``conn`` in autocommit mode, the conversation row is first locked
+    ``FOR SHARE`` by a statement of its own: a transaction of the lost commit still
+    running holds the row's lock, so this waits for its outcome, and the next statement
+    (a fresh snapshot) sees it.
 
     Returns:
         ``cs.new_version`` when the commit log holds ``cs``; ``None`` when it does not and
@@ -227,11 +229,10 @@ def read_back(conn: Connection, cs: Changeset) -> int | None:
         ConcurrencyConflict: ``cs`` did not apply and another commit moved the conversation on.
         SessionDeleted: ``cs`` did not apply and the conversation is gone.
     """
-    found = conn.execute(
-        select(ConversationRow.id, ConversationRow.version)
-        .where(ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id)
-        .with_for_update(read=True)
-    ).first()
+    where = (ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id)
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(ConversationRow.id).where(*where).with_for_update(read=True)).all()
+    found = conn.execute(select(ConversationRow.id, ConversationRow.version).where(*where)).first()
     if found is None:
         if cs.expected_version > 0:
             raise _deleted(cs)

@@ -250,7 +250,11 @@ class SQLStore:
             raise
 
     def _read_back(self, changeset: Changeset) -> int | None:
-        with self._transaction() as conn:
+        if self._sqlite:
+            with self._transaction() as conn:
+                return read_back(conn, changeset)
+        # Autocommit: the lock wait and the read are two statements, the read a fresh snapshot.
+        with self._autocommit() as conn:
             return read_back(conn, changeset)
 
     def delete_session(self, session_id: str) -> bool:
