@@ -196,6 +196,8 @@ class TcpProxy:
     def close(self) -> None:
         """Stop listening, cut every connection and join the threads."""
         self._stopped = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() below; close() alone would not
         self._listener.close()
         self.cut_all()
         with self._lock:
