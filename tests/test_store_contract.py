@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +54,18 @@ def lost_reply(request: pytest.FixtureRequest) -> Iterator[LossyStore]:
 
 class TestStoreContract(StoreContract):
     """Runs the contract suite against every backend of the ``store`` fixture."""
+
+
+def test_the_contract_without_pytest_names_the_extra() -> None:
+    blocked = "import sys; sys.modules['pytest'] = None; import contextledger.testing"
+    result = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "pip install 'contextledger[testing]'" in result.stderr
+    assert "ImportError" in result.stderr
+
+
+def test_the_server_launchers_are_not_in_the_package() -> None:
+    import contextledger.testing as testing
+
+    names = {path.name for path in Path(testing.__file__).parent.iterdir()}
+    assert not names & {"postgres.py", "redis.py"}

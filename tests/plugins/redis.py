@@ -1,6 +1,6 @@
 """Redis fixtures: a standalone server and a 3-node Redis Cluster, each started once per run.
 
-Servers come from :mod:`contextledger.testing.redis` (environment URL, else Docker, else
+Servers come from :mod:`tests.plugins.redis_server` (environment URL, else Docker, else
 the local ``redis-server``). Stores are per test, each under its own key prefix, so
 tests never see each other's sessions; the prefix's keys are removed afterwards.
 """
@@ -16,8 +16,8 @@ from redis.cluster import RedisCluster
 
 from contextledger.errors import StoreUnavailable
 from contextledger.stores.redis import RedisStore
-from contextledger.testing.redis import RedisServer, redis_cluster, redis_server
 from tests.plugins import unavailable
+from tests.plugins.redis_server import RedisServer, redis_cluster, redis_server
 
 
 def _start(start: Callable[[], RedisServer], what: str) -> RedisServer:
