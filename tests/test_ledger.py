@@ -173,3 +173,26 @@ def test_a_session_deleted_by_another_process_is_not_recreated(connect: Callable
     assert theirs.history("s") == []
     assert theirs.agents("s") == []
     assert theirs.pin_history("s") == []
+
+
+def test_pins_a_strands_agent_makes_are_recorded_as_host_pins(memory_store: LedgerStore) -> None:
+    from strands.agent.conversation_manager import NullConversationManager
+    from strands.agent.conversation_manager.compression.pin_message import pin_message, unpin_message
+
+    from contextledger.integrations.strands import LedgerSessionManager
+    from tests.strands.scenarios import build_agent, play
+    from tests.strands.scripted_model import Reply
+
+    ledger = Ledger(memory_store)
+    session_manager = LedgerSessionManager("s", ledger=ledger)
+    agent = build_agent(session_manager, NullConversationManager())
+    play(agent, [("q0", [Reply("a0")])])
+    pin_message(agent.messages, 0)  # Strands' own pin helper: the host pins
+    session_manager.sync_agent(agent)
+    unpin_message(agent.messages, 0)
+    session_manager.sync_agent(agent)
+    events = ledger.pin_history("s")
+    assert [(e.entry_id, e.pinned, e.source) for e in events] == [
+        (agent.messages[0]["tracking_id"], True, "host"),
+        (agent.messages[0]["tracking_id"], False, "host"),
+    ]

@@ -107,7 +107,7 @@ def _sqlite_factory(plan: FaultPlan) -> type[sqlite3.Connection]:
         def _disk_error(self) -> sqlite3.OperationalError:
             return sqlite3.OperationalError("disk I/O error")
 
-        def cursor(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        def cursor(self, *args: Any, **kwargs: Any) -> Any:
             if plan.down:
                 raise self._disk_error()
             return super().cursor(*args, **kwargs)
@@ -187,7 +187,7 @@ def lossy_redis_cluster(url: str, prefix: str) -> tuple[LossyStore, list[TcpProx
     scheme, _, rest = url.partition("://")
     probe = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
     try:
-        nodes = [(node.host, int(node.port)) for node in probe.get_nodes()]
+        nodes = [(node.host, int(node.port)) for node in probe.get_nodes()]  # type: ignore[no-untyped-call]
     finally:
         probe.close()
     plan = _redis_plan()
