@@ -47,6 +47,12 @@ from contextledger.stores.redis.keys import ConversationKeys
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.engine import parse_url
 
+# The server launchers live with the tests (tests/plugins/); the benchmarks run as scripts
+# from the checkout, so its root must be importable.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "redis_cluster")
 LABELS = {
     "memory": "memory",
@@ -84,7 +90,7 @@ def postgres_database() -> Iterator[str | None]:
     if env:
         base = parse_url(env).render_as_string(hide_password=False)
     else:
-        from contextledger.testing.postgres import find_binaries, start_postgres
+        from tests.plugins.postgres_server import find_binaries, start_postgres
 
         if find_binaries() is None:
             print("PostgreSQL skipped: no CONTEXTLEDGER_TEST_POSTGRES_URL and no local binaries", file=sys.stderr)
@@ -127,7 +133,7 @@ def redis_url(*, cluster: bool) -> Iterator[tuple[str, bool] | None]:
     A server this starts (local ``redis-server`` processes or a container) is stopped
     when the block ends: by pid, or by container id.
     """
-    from contextledger.testing.redis import redis_cluster, redis_server
+    from tests.plugins.redis_server import redis_cluster, redis_server
 
     what = "Redis Cluster" if cluster else "Redis"
     try:

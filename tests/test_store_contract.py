@@ -1,5 +1,71 @@
+"""The store contract on every backend, with a lossy twin of each store for the exactly-once tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 from contextledger.testing import StoreContract
+from tests.conftest import STORE_BACKENDS
+from tests.plugins.faults import (
+    LossyStore,
+    lossy_memory,
+    lossy_postgres,
+    lossy_redis,
+    lossy_redis_cluster,
+    lossy_sqlite,
+)
+from tests.plugins.proxy import TcpProxy
+from tests.plugins.redis import purge
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def lost_reply(request: pytest.FixtureRequest) -> Iterator[LossyStore]:
+    """A fresh store of each backend whose next commits can lose their reply (see tests/plugins/faults.py)."""
+    backend = request.param
+    proxies: list[TcpProxy] = []
+    redis_target: tuple[str, str] | None = None
+    if backend == "memory":
+        lossy = lossy_memory()
+    elif backend == "sqlite":
+        lossy = lossy_sqlite(request.getfixturevalue("sqlite_url"))
+    elif backend == "postgres":
+        lossy, proxy = lossy_postgres(request.getfixturevalue("postgres_ledger_url"))
+        proxies.append(proxy)
+    else:
+        url = request.getfixturevalue(f"{backend}_url")
+        redis_target = (url, request.getfixturevalue("redis_key_prefix"))
+        lossy, proxies = (lossy_redis if backend == "redis" else lossy_redis_cluster)(*redis_target)
+    try:
+        yield lossy
+    finally:
+        lossy.plan.restore()
+        lossy.disarm()
+        lossy.store.close()
+        for proxy in proxies:
+            proxy.close()
+        if redis_target is not None:
+            purge(*redis_target)
 
 
 class TestStoreContract(StoreContract):
     """Runs the contract suite against every backend of the ``store`` fixture."""
+
+
+def test_the_contract_without_pytest_names_the_extra() -> None:
+    blocked = "import sys; sys.modules['pytest'] = None; import contextledger.testing"
+    result = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert "pip install 'contextledger[testing]'" in result.stderr
+    assert "ImportError" in result.stderr
+
+
+def test_the_server_launchers_are_not_in_the_package() -> None:
+    import contextledger.testing as testing
+
+    names = {path.name for path in Path(testing.__file__).parent.iterdir()}
+    assert not names & {"postgres.py", "redis.py"}

@@ -172,6 +172,7 @@ class Edit(BaseModel):
     Attributes:
         appends: Messages to append, in order.
         pins: Entry id -> pinned.
+        pin_source: Who asked for the pin changes (``api``, ``model``, ``host``).
         plan: A reduction to apply (evictions, revisions, a summary).
         trigger: Why the reduction runs (recorded on the reduction row).
         error: The error that caused a reactive reduction.
@@ -183,6 +184,7 @@ class Edit(BaseModel):
 
     appends: tuple[Message, ...] = ()
     pins: dict[str, bool] = Field(default_factory=dict)
+    pin_source: str = "api"
     plan: ReductionPlan | None = None
     trigger: Trigger = "manual"
     error: str | None = None
@@ -214,6 +216,10 @@ class Changeset(BaseModel):
         summary: A new summary row (its ``replaces`` are evicted by the same reduction).
         reduction: The reduction row, required when anything is evicted, revised or summarised.
         pins: Entry id -> pinned, applied to active messages (the message metadata follows).
+        pin_source: Who asked for the pin changes (``api``, ``model``, ``host``); each
+            is recorded as a :class:`~contextledger.records.PinEvent`.
+        changeset_id: A client-generated id stored with what the changeset wrote, so a
+            commit whose reply was lost is resolved by reading it back (exactly once).
         model_call_count / next_seq / manager_state / agent_state: New state values;
             ``None`` keeps the stored one.
     """
@@ -229,6 +235,8 @@ class Changeset(BaseModel):
     summary: SummaryEntry | None = None
     reduction: Reduction | None = None
     pins: dict[str, bool] = Field(default_factory=dict)
+    pin_source: str = Field(default="api", min_length=1, max_length=32)
+    changeset_id: str = Field(default_factory=new_id, min_length=1, max_length=64)
     model_call_count: int | None = None
     next_seq: int | None = None
     manager_state: dict[str, Any] | None = None
@@ -318,6 +326,7 @@ def build_changeset(
         summary=summary,
         reduction=reduction,
         pins=dict(edit.pins),
+        pin_source=edit.pin_source,
         model_call_count=model_call_count if count_changed else None,
         next_seq=state.next_seq + len(appends) if appends else None,
         manager_state=manager_state,

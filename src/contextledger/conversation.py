@@ -256,24 +256,26 @@ class Conversation:
             stored = [self._view[i].message for i in found if i is not None]
             return stored if all(map(_same_message, messages, stored)) else None
 
-    def pin(self, entry_id: str) -> None:
-        """Pin an active message (persisted at once).
+    def pin(self, entry_id: str, *, source: str = "api") -> None:
+        """Pin an active message (persisted at once, recorded as a pin event from ``source``).
 
         Raises:
             PinError: ``entry_id`` is not an active message (summaries cannot be pinned).
         """
-        self._set_pin(entry_id, True)
+        self._set_pin(entry_id, True, source)
 
-    def unpin(self, entry_id: str) -> None:
-        """Unpin an active message (persisted at once).
+    def unpin(self, entry_id: str, *, source: str = "api") -> None:
+        """Unpin an active message (persisted at once, recorded as a pin event from ``source``).
 
         Raises:
             PinError: ``entry_id`` is not an active message.
         """
-        self._set_pin(entry_id, False)
+        self._set_pin(entry_id, False, source)
 
-    def pin_index(self, index: int, pinned: bool = True) -> str:
+    def pin_index(self, index: int, pinned: bool = True, *, source: str = "api") -> str:
         """Pin or unpin the message at ``index`` of the view and return its id.
+
+        ``source`` says who asked (``api``, ``model`` for the ``pin_message`` tool, ``host``).
 
         Raises:
             PinError: ``index`` is not an int, is out of range or names a summary.
@@ -285,15 +287,15 @@ class Conversation:
             if not -size <= index < size:
                 raise PinError(f"index {index} is out of range: the conversation has {size} messages")
             entry_id = self._view[index].entry_id
-            self._set_pin(entry_id, pinned)
+            self._set_pin(entry_id, pinned, source)
             return entry_id
 
-    def _set_pin(self, entry_id: str, pinned: bool) -> None:
+    def _set_pin(self, entry_id: str, pinned: bool, source: str = "api") -> None:
         def build(view: View) -> Edit:
             index = view.index_of(entry_id)
             if index is None or view[index].kind != "message":
                 raise PinError(f"{entry_id} is not an active message of this conversation")
-            return Edit(pins={entry_id: pinned})
+            return Edit(pins={entry_id: pinned}, pin_source=source)
 
         self.edit(build)
 

@@ -8,6 +8,7 @@ with ``raise ... from exc`` so callers never need to import a driver to handle t
 from __future__ import annotations
 
 __all__ = [
+    "CommitOutcomeUnknown",
     "ConcurrencyConflict",
     "ConfigurationError",
     "ContextLedgerError",
@@ -18,9 +19,11 @@ __all__ = [
     "InvalidLedgerURL",
     "InvalidMessage",
     "InvalidPlan",
+    "LedgerClosed",
     "PinError",
     "ReductionFailed",
     "SchemaOutOfDate",
+    "SessionDeleted",
     "SessionNotFound",
     "StoreError",
     "StoreTimeout",
@@ -96,6 +99,26 @@ class StoreTimeout(StoreError):
     """
 
 
+class CommitOutcomeUnknown(StoreUnavailable):
+    """The reply to a commit was lost and the store could not read back whether it applied.
+
+    Raised only when the server stays unreachable while the store tries to resolve the
+    outcome. The changeset was applied at most once: the next commit of the conversation
+    (its version check) settles it, and a fresh read shows which.
+
+    Attributes:
+        changeset_id: The id of the changeset whose outcome is unknown.
+    """
+
+    def __init__(self, message: str, changeset_id: str) -> None:
+        self.changeset_id = changeset_id
+        super().__init__(message)
+
+
+class LedgerClosed(StoreError):
+    """The ledger (or store) was closed; it never reconnects. Open a new one."""
+
+
 class SchemaOutOfDate(StoreError):
     """The database schema is behind or ahead of this version of the library.
 
@@ -125,6 +148,14 @@ class ConcurrencyConflict(StoreError):
 
 class SessionNotFound(ContextLedgerError, LookupError):
     """No conversation exists for the requested session (and agent)."""
+
+
+class SessionDeleted(SessionNotFound):
+    """The conversation was deleted while this writer held it.
+
+    Raised by a commit planned on a version > 0 that finds no conversation: the writer's
+    view belongs to a session that no longer exists, and is not silently re-created.
+    """
 
 
 class EntryNotFound(ContextLedgerError, LookupError):

@@ -15,6 +15,7 @@ from contextledger.records import (
     TRIGGERS,
     Eviction,
     HistoryEntry,
+    PinEvent,
     Reduction,
     Revision,
     SessionInfo,
@@ -81,7 +82,9 @@ class Ledger:
     """A store plus the conversations and queries over it.
 
     Use :meth:`connect` with a URL, or wrap any :class:`LedgerStore`. A ledger is a
-    context manager; leaving it closes the store.
+    context manager; leaving it closes the store. After :meth:`close`, every call --
+    on the ledger and on the conversations opened from it -- raises
+    :class:`~contextledger.errors.LedgerClosed`; nothing reconnects.
     """
 
     def __init__(self, store: LedgerStore) -> None:
@@ -212,6 +215,18 @@ class Ledger:
         """Original contents kept when messages were rewritten."""
         return self.store.revisions(session_id, agent_id, message_id)
 
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin: which entry, pinned or not, who asked, when, in which changeset.
+
+        Args:
+            session_id: The session.
+            agent_id: Only this agent (default: every agent of the session).
+
+        Returns:
+            The pin events in commit order; empty for an unknown session.
+        """
+        return self.store.pin_history(session_id, agent_id)
+
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""
         return self.store.agents(session_id)
@@ -244,7 +259,7 @@ class Ledger:
             upgrade()
 
     def close(self) -> None:
-        """Close the store."""
+        """Close the store: calls already running finish, every later call raises ``LedgerClosed``."""
         self.store.close()
 
     def __enter__(self) -> Ledger:

@@ -153,7 +153,7 @@ def handle_pin_message_tool(
             return _tool_result(
                 "error", f"message {index} is a summary; summaries cannot be pinned or unpinned", tool_use_id
             )
-        entry_id = conversation.pin_index(index, action == "pin")
+        entry_id = conversation.pin_index(index, action == "pin", source="model")
     except ContextLedgerError as exc:
         return _tool_result("error", str(exc), tool_use_id)
     verb = "pinned" if action == "pin" else "unpinned"

@@ -21,6 +21,8 @@ __all__ = [
     "EntryStatus",
     "Eviction",
     "HistoryEntry",
+    "PinEvent",
+    "PinSource",
     "Reduction",
     "Revision",
     "SessionInfo",
@@ -37,6 +39,10 @@ Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "man
 ``import`` marks what another store had already evicted when its session was imported."""
 TRIGGERS: tuple[Trigger, ...] = get_args(Trigger)
 """Every :data:`Trigger`, in the order above."""
+PinSource = str
+"""Who asked for a pin change: ``api`` (a caller of :meth:`Conversation.pin`), ``model``
+(the ``pin_message`` tool), ``host`` (an integration mirroring its host's pins), or
+another short name an integration chooses."""
 EntryKind = Literal["message", "summary"]
 EntryStatus = Literal["active", "evicted"]
 
@@ -237,3 +243,27 @@ class SessionInfo(BaseModel):
     total_entries: int
     damaged: tuple[str, ...] = ()
     """Agents of the session whose stored state could not be read (see ``CorruptRecord``)."""
+
+
+class PinEvent(BaseModel):
+    """One pin or unpin of an entry, recorded in the changeset that made it.
+
+    Attributes:
+        session_id: The session.
+        agent_id: The agent.
+        entry_id: The message pinned or unpinned.
+        pinned: ``True`` for a pin, ``False`` for an unpin.
+        source: Who asked (see :data:`PinSource`).
+        at: When the changeset committed.
+        changeset_id: The changeset that carried the change.
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    entry_id: str
+    pinned: bool
+    source: PinSource
+    at: datetime
+    changeset_id: str

@@ -34,9 +34,7 @@ def _assert_round_trip(store: LedgerStore, conv: Conversation) -> None:
     assert _messages(again) == _messages(conv)
     assert [m.to_strands() for m in _messages(again)] == [m.to_strands() for m in _messages(conv)]
     history = store.history(conv.session_id, conv.agent_id)
-    assert [h.message for h in history if h.status == "active"] == [
-        e.message for e in conv.view if e.kind == "message"
-    ]
+    assert [h.message for h in history if h.status == "active"] == [e.message for e in conv.view if e.kind == "message"]
 
 
 # -- 1. the internal bytes tag -------------------------------------------------------------

@@ -1,11 +1,13 @@
-"""Backend fixtures for the test suite, one plugin per backend family."""
+"""Backend fixtures for the test suite, one plugin per backend family, and the server launchers.
+
+The launchers (``postgres_server``, ``redis_server``) are also used by the benchmarks,
+which may run without pytest: nothing here imports it at module level.
+"""
 
 from __future__ import annotations
 
 import os
 from typing import NoReturn
-
-import pytest
 
 
 def in_ci() -> bool:
@@ -15,6 +17,8 @@ def in_ci() -> bool:
 
 def unavailable(reason: str) -> NoReturn:
     """Fail under CI, skip elsewhere: a missing backend is never silently ignored in CI."""
+    import pytest
+
     if in_ci():
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(reason)

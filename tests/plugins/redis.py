@@ -1,6 +1,6 @@
 """Redis fixtures: a standalone server and a 3-node Redis Cluster, each started once per run.
 
-Servers come from :mod:`contextledger.testing.redis` (environment URL, else Docker, else
+Servers come from :mod:`tests.plugins.redis_server` (environment URL, else Docker, else
 the local ``redis-server``). Stores are per test, each under its own key prefix, so
 tests never see each other's sessions; the prefix's keys are removed afterwards.
 """
@@ -16,8 +16,8 @@ from redis.cluster import RedisCluster
 
 from contextledger.errors import StoreUnavailable
 from contextledger.stores.redis import RedisStore
-from contextledger.testing.redis import RedisServer, redis_cluster, redis_server
 from tests.plugins import unavailable
+from tests.plugins.redis_server import RedisServer, redis_cluster, redis_server
 
 
 def _start(start: Callable[[], RedisServer], what: str) -> RedisServer:
@@ -71,22 +71,27 @@ def purge_prefix(client: Redis | RedisCluster, prefix: str) -> int:
     return removed
 
 
+def purge(url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` on the server (or cluster) at ``url``."""
+    scheme, _, rest = url.partition("://")
+    client: Redis | RedisCluster
+    if scheme.endswith("+cluster"):
+        client = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
+    else:
+        client = Redis.from_url(url)
+    try:
+        purge_prefix(client, prefix)
+    finally:
+        client.close()
+
+
 def _store(url: str, prefix: str) -> Iterator[RedisStore]:
     store = RedisStore.from_url(url, key_prefix=prefix)
     try:
         yield store
     finally:
         store.close()
-        scheme, _, rest = url.partition("://")
-        client: Redis | RedisCluster
-        if scheme.endswith("+cluster"):
-            client = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
-        else:
-            client = Redis.from_url(url)
-        try:
-            purge_prefix(client, prefix)
-        finally:
-            client.close()
+        purge(url, prefix)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 PostgreSQL: ``CONTEXTLEDGER_TEST_POSTGRES_URL`` when set (its user needs CREATEDB),
 else a testcontainers server when a Docker engine answers, else a throwaway server from
-the local binaries (:mod:`contextledger.testing.postgres`). If none can start the tests
+the local binaries (:mod:`tests.plugins.postgres_server`). If none can start the tests
 skip with the reason, or fail under ``CI=true``. Each test gets its own database:
 ``postgres_store`` one cloned from a template migrated once per session, the migration
 tests an empty one.
@@ -57,7 +57,7 @@ def postgres_url() -> Iterator[str]:
         finally:
             container.stop()
         return
-    from contextledger.testing.postgres import start_postgres
+    from tests.plugins.postgres_server import start_postgres
 
     try:
         server = start_postgres()

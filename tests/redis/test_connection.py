@@ -14,8 +14,8 @@ from contextledger.ledger import Ledger
 from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.store import mask_password
-from contextledger.testing.redis import RedisServer, start_local_redis
 from tests.plugins import unavailable
+from tests.plugins.redis_server import RedisServer, start_local_redis
 
 
 def _dead_port() -> int:

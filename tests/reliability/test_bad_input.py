@@ -70,8 +70,10 @@ json_values = st.recursive(
     | st.floats(allow_nan=False, allow_infinity=False)
     | texts
     | st.binary(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.one_of(st.text(max_size=10), st.sampled_from(NASTY[:24])), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.one_of(st.text(max_size=10), st.sampled_from(NASTY[:24])), children, max_size=4)
+    ),
     max_leaves=12,
 )
 blocks = st.one_of(

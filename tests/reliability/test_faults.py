@@ -82,7 +82,13 @@ def test_the_same_ledger_recovers_after_a_restart(backend: str, request: pytest.
             recoveries.append(time.monotonic() - started)
         ids = [h.message.message_id for h in ledger.history("faults")]
     assert ids == acked, "an acknowledged append is missing, doubled or out of order"
-    assert set(errors) <= {"StoreUnavailable", "StoreError", "StoreTimeout", "ConcurrencyConflict"}, errors
+    assert set(errors) <= {
+        "StoreUnavailable",
+        "CommitOutcomeUnknown",
+        "StoreError",
+        "StoreTimeout",
+        "ConcurrencyConflict",
+    }, errors
     report(
         f"faults/{backend}: {ROUNDS} outages (clean stop and SIGKILL), typed errors only {dict(errors)}, "
         f"the same Ledger recovered in {max(recoveries):.1f} s at most, {len(acked)} appends exactly once"

@@ -8,7 +8,7 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from contextledger import Message
+from contextledger import Changeset, ConcurrencyConflict, Message
 from contextledger.conversation import Conversation
 from contextledger.stores.sql import SQLStore
 
@@ -33,12 +33,24 @@ def _writer(url: str, name: str, barrier: Barrier, results: Queue[Any]) -> None:
     log.addHandler(counter)
     log.setLevel(logging.INFO)
     store = SQLStore.from_url(url)
+    conflicts = 0
+    commit = store.commit
+
+    def counting_commit(changeset: Changeset) -> int:
+        nonlocal conflicts
+        try:
+            return commit(changeset)
+        except ConcurrencyConflict:
+            conflicts += 1
+            raise
+
+    store.commit = counting_commit  # type: ignore[method-assign]
     try:
         conversation = Conversation(store, "race", "a", max_retries=10_000)
         barrier.wait(timeout=60)
         for i in range(PER_WRITER):
             conversation.append(Message.user(f"{name}-{i}"))
-        results.put((name, store.conflicts, counter.retries))
+        results.put((name, conflicts, counter.retries))
     finally:
         store.close()
 

@@ -21,8 +21,8 @@ from contextledger.errors import (
 )
 from contextledger.records import Reduction, SummaryEntry
 from contextledger.stores.sql import SQLStore
-from contextledger.testing.postgres import find_binaries, start_postgres
 from tests.plugins import in_ci
+from tests.plugins.postgres_server import find_binaries, start_postgres
 
 
 def _closed_port() -> int:

@@ -18,16 +18,17 @@ def _turn(n: int) -> tuple[Message, ...]:
     return Message.user(f"q{n}"), Message.tool_use(f"t{n}", "f", {"n": n}), Message.tool_result(f"t{n}", "r")
 
 
-def test_sqlite_append_is_one_update_and_one_insert(sqlite_store: SQLStore) -> None:
+def test_sqlite_append_is_one_update_and_two_inserts(sqlite_store: SQLStore) -> None:
     conversation = Conversation(sqlite_store, "s", "a")
     conversation.append(Message.user("first"))
     with capture(sqlite_store.engine) as captured:
         conversation.append(*_turn(0))
     work = captured.work
-    assert len(work) == 2, [s.sql for s in work]
-    update, insert = work
+    assert len(work) == 3, [s.sql for s in work]
+    update, log, insert = work
     assert update.sql.lstrip().startswith("UPDATE cl_conversations")
     assert "version = " in update.sql
+    assert log.sql.lstrip().startswith("INSERT INTO cl_changesets")  # the commit log: exactly once
     assert insert.sql.lstrip().startswith("INSERT INTO cl_entries")
     # in a transaction that takes the write lock (committed by the driver, no statement)
     assert " ".join(captured.statements[0].sql.split()[:2]) == "BEGIN IMMEDIATE"

@@ -20,6 +20,7 @@ from contextledger.urls import backend_of, mask
 
 __all__ = ["current", "is_sql_url", "upgrade"]
 
+
 def is_sql_url(url: str) -> bool:
     """Whether ``url`` names a SQL ledger (the only kind with a schema to migrate)."""
     return backend_of(url) == "sql"

@@ -15,6 +15,7 @@ from contextledger.records import (
     EntryKind,
     Eviction,
     HistoryEntry,
+    PinEvent,
     Reduction,
     Revision,
     SessionInfo,
@@ -46,6 +47,18 @@ class LedgerStore(Protocol):
     * Driver errors surface as :class:`~contextledger.errors.StoreError` subclasses.
     * A changeset holding a value JSON cannot represent (see :func:`check_storable`)
       raises :class:`~contextledger.errors.InvalidMessage` and changes nothing.
+    * Exactly once: the changeset id is stored with what it wrote. A commit whose reply
+      is lost is resolved by reading that id back (see :func:`commit_exactly_once`): it
+      returns the version when the changeset applied, else it is sent once more or fails
+      with ``StoreUnavailable`` having applied nothing. A changeset sent again after it
+      applied returns its version instead of a conflict.
+    * A changeset planned on a version > 0 that finds no conversation raises
+      :class:`~contextledger.errors.SessionDeleted`: a deleted session is never
+      re-created by a writer that still holds it.
+    * Every pin change is recorded as a :class:`~contextledger.records.PinEvent` in the
+      same commit.
+    * After :meth:`close` every call raises :class:`~contextledger.errors.LedgerClosed`;
+      calls already running finish first.
     """
 
     url: str
@@ -83,6 +96,10 @@ class LedgerStore(Protocol):
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Stored original contents, oldest first."""
+        ...
+
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or of one agent), in commit order."""
         ...
 
     def agents(self, session_id: str) -> list[str]:

@@ -8,13 +8,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from contextledger.changeset import Changeset
-from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, EntryNotFound
+from contextledger.errors import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    DuplicateEntry,
+    EntryNotFound,
+    SessionDeleted,
+)
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
     EntryStatus,
     Eviction,
     HistoryEntry,
+    PinEvent,
     Reduction,
     Revision,
     SessionInfo,
@@ -25,6 +32,8 @@ from contextledger.records import (
     utcnow,
 )
 from contextledger.stores.base import EvictedCandidate, assemble_evictions, check_storable
+from contextledger.stores.exactly_once import commit_exactly_once
+from contextledger.stores.lifecycle import Gate
 
 __all__ = ["MemoryStore"]
 
@@ -49,6 +58,9 @@ class _Conversation:
     summaries: dict[str, SummaryEntry] = field(default_factory=dict)
     reductions: list[Reduction] = field(default_factory=list)
     revisions: list[Revision] = field(default_factory=list)
+    pins: list[PinEvent] = field(default_factory=list)
+    # version -> id of the changeset that produced it (the commit log, for exactly-once)
+    log: dict[int, str] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -63,12 +75,13 @@ class MemoryStore:
         self.url = url
         self._lock = threading.RLock()
         self._data: dict[tuple[str, str], _Conversation] = {}
+        self._gate = Gate(url)
 
     # -- reads ---------------------------------------------------------------------------
 
     def load(self, session_id: str, agent_id: str) -> Snapshot | None:
         """Return the state and active view, or ``None``."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return None
@@ -87,7 +100,7 @@ class MemoryStore:
 
     def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
         """Every message entry in seq order."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
@@ -125,7 +138,7 @@ class MemoryStore:
         since: datetime | None = None,
     ) -> list[Eviction]:
         """Evicted entries with when, why and which summary replaced them."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             out: list[Eviction] = []
             for conv in self._conversations(session_id, agent_id):
                 candidates = [
@@ -151,19 +164,19 @@ class MemoryStore:
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
         """Reductions in commit order."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             out = [r for c in self._conversations(session_id, agent_id) for r in c.reductions]
             return sorted(out, key=lambda r: r.created_at)
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
         """All summaries, superseded included."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             out = [s for c in self._conversations(session_id, agent_id) for s in c.summaries.values()]
             return sorted(out, key=lambda s: s.created_at)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Original contents kept by revisions."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
@@ -171,7 +184,7 @@ class MemoryStore:
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids of the session."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             return sorted(aid for sid, aid in self._data if sid == session_id)
 
     def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
@@ -182,7 +195,7 @@ class MemoryStore:
         """
         if limit < 0 or offset < 0:
             raise ConfigurationError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
-        with self._lock:
+        with self._gate.call(), self._lock:
             by_session: dict[str, list[_Conversation]] = {}
             for (sid, _), conv in self._data.items():
                 by_session.setdefault(sid, []).append(conv)
@@ -207,17 +220,38 @@ class MemoryStore:
     # -- writes --------------------------------------------------------------------------
 
     def commit(self, changeset: Changeset) -> int:
-        """Apply ``changeset`` atomically (validated fully before anything changes)."""
+        """Apply ``changeset`` atomically (validated fully before anything changes).
+
+        Raises:
+            ConcurrencyConflict: The stored version is not ``changeset.expected_version``.
+            SessionDeleted: The conversation was deleted since the changeset was planned.
+            DuplicateEntry: An appended id already exists (or is appended twice).
+            EntryNotFound: An evicted, revised or pinned id is not an active entry.
+            InvalidMessage: A value cannot be stored as JSON.
+            LedgerClosed: The store was closed.
+        """
         check_storable(changeset)
+        with self._gate.call():
+            return commit_exactly_once(changeset, self._send, self._read_back)
+
+    def _read_back(self, changeset: Changeset) -> int | None:
+        """The version ``changeset`` produced, or ``None`` if it did not apply (see exactly_once)."""
+        with self._lock:
+            conv = self._data.get((changeset.session_id, changeset.agent_id))
+            applied = _applied(conv, changeset)
+            if applied is not None:
+                return applied
+            _check_version(conv, changeset)
+            return None
+
+    def _send(self, changeset: Changeset) -> int:
         key = (changeset.session_id, changeset.agent_id)
         with self._lock:
             conv = self._data.get(key)
-            current = conv.state.version if conv else 0
-            if current != changeset.expected_version:
-                raise ConcurrencyConflict(
-                    f"session_id={changeset.session_id} agent_id={changeset.agent_id}: "
-                    f"expected version {changeset.expected_version}, found {current}"
-                )
+            applied = _applied(conv, changeset)
+            if applied is not None:
+                return applied
+            _check_version(conv, changeset)
             staged = _validate(conv, changeset)
             if conv is None:
                 conv = _Conversation(
@@ -233,16 +267,44 @@ class MemoryStore:
             )
             return conv.state.version
 
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order."""
+        with self._gate.call(), self._lock:
+            events = [(e.at, n, e) for c in self._conversations(session_id, agent_id) for n, e in enumerate(c.pins)]
+            return [e for _, _, e in sorted(events, key=lambda t: (t[0], t[2].agent_id, t[1]))]
+
     def delete_session(self, session_id: str) -> bool:
         """Drop every conversation of the session."""
-        with self._lock:
+        with self._gate.call(), self._lock:
             keys = [k for k in self._data if k[0] == session_id]
             for k in keys:
                 del self._data[k]
             return bool(keys)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Refuse further calls (there is nothing to release)."""
+        self._gate.close(lambda: None)
+
+
+def _applied(conv: _Conversation | None, cs: Changeset) -> int | None:
+    """The version ``cs`` produced if the conversation's log holds it."""
+    if conv is not None and conv.log.get(cs.new_version) == cs.changeset_id:
+        return cs.new_version
+    return None
+
+
+def _check_version(conv: _Conversation | None, cs: Changeset) -> None:
+    if conv is None and cs.expected_version > 0:
+        raise SessionDeleted(
+            f"session_id={cs.session_id} agent_id={cs.agent_id}: the conversation was deleted "
+            f"(expected version {cs.expected_version}); it is not re-created"
+        )
+    current = conv.state.version if conv else 0
+    if current != cs.expected_version:
+        raise ConcurrencyConflict(
+            f"session_id={cs.session_id} agent_id={cs.agent_id}: "
+            f"expected version {cs.expected_version}, found {current}"
+        )
 
 
 def _validate(conv: _Conversation | None, cs: Changeset) -> set[str]:
@@ -284,6 +346,17 @@ def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]
         row.message = row.message.with_pin(pinned)
+        conv.pins.append(
+            PinEvent(
+                session_id=cs.session_id,
+                agent_id=cs.agent_id,
+                entry_id=entry_id,
+                pinned=pinned,
+                source=cs.pin_source,
+                at=now,
+                changeset_id=cs.changeset_id,
+            )
+        )
     reduction_id = cs.reduction.reduction_id if cs.reduction else None
     for rev in cs.revisions:
         row = conv.rows[rev.message_id]
@@ -323,3 +396,4 @@ def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
         if value is not None:
             updates[name] = value
     conv.state = conv.state.model_copy(update=updates)
+    conv.log[cs.new_version] = cs.changeset_id

@@ -1,15 +1,27 @@
-"""Test support shipped with the library: the store contract suite.
+"""Test support shipped with the library: the store contract suite (the ``testing`` extra).
 
 Every :class:`~contextledger.stores.base.LedgerStore` must pass
 :class:`~contextledger.testing.contract.StoreContract` unchanged. Use it from a test
-module with a ``store`` fixture that yields a fresh, empty store::
+module with a ``store`` fixture that yields a fresh, empty store and a ``lost_reply``
+fixture (see :class:`~contextledger.testing.exactly_once.LostReply`)::
 
     from contextledger.testing import StoreContract
 
     class TestMyStore(StoreContract):
         pass
+
+It needs pytest: ``pip install 'contextledger[testing]'``.
 """
 
-from contextledger.testing.contract import StoreContract
+try:
+    import pytest  # noqa: F401 - checked here so the error names the extra
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without pytest
+    raise ImportError(
+        "contextledger.testing needs pytest, which is not installed: pip install 'contextledger[testing]'"
+    ) from exc
 
-__all__ = ["StoreContract"]
+from contextledger.testing.contract import StoreContract
+from contextledger.testing.exactly_once import ExactlyOnceContract, LostReply
+from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
+
+__all__ = ["ExactlyOnceContract", "LifecycleContract", "LostReply", "PinHistoryContract", "StoreContract"]

@@ -1,7 +1,9 @@
 """The store contract: behaviour every ledger store must show, memory included.
 
 Subclass :class:`StoreContract` in a test module where a ``store`` fixture yields a
-fresh, empty :class:`~contextledger.stores.base.LedgerStore`.
+fresh, empty :class:`~contextledger.stores.base.LedgerStore`, and a ``lost_reply``
+fixture yields a :class:`~contextledger.testing.exactly_once.LostReply` (a fresh store
+whose commits can lose their reply).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from contextledger.errors import ConcurrencyConflict, ConfigurationError, Duplic
 from contextledger.messages import Message
 from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
+from contextledger.testing.exactly_once import ExactlyOnceContract
+from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 
 __all__ = ["StoreContract"]
 
@@ -61,8 +65,12 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
     return [e.entry_id for e in snapshot.entries]
 
 
-class StoreContract:
-    """The contract suite. Requires a ``store`` fixture yielding a fresh empty store."""
+class StoreContract(PinHistoryContract, LifecycleContract, ExactlyOnceContract):
+    """The contract suite.
+
+    Requires a ``store`` fixture yielding a fresh empty store, and a ``lost_reply``
+    fixture for the exactly-once tests (see :mod:`contextledger.testing.exactly_once`).
+    """
 
     # -- state and appends ---------------------------------------------------------------
 

@@ -131,7 +131,9 @@ def plan_sync(
             summary=summary,
             detail=f"synced from the Strands agent ({trigger})",
         )
-    edit = Edit(appends=appends, pins=pins, plan=plan, trigger=trigger, error=error, agent_state=agent_state)
+    edit = Edit(
+        appends=appends, pins=pins, pin_source="host", plan=plan, trigger=trigger, error=error, agent_state=agent_state
+    )
     return None if edit.is_empty else edit
 
 

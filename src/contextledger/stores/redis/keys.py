@@ -21,6 +21,10 @@ Per conversation (``T`` = the tagged stem):
   ``ZRANGE`` yields view order (see :func:`view_score`).
 * ``T:sum`` -- hash: summary id -> JSON of the summary as committed.
 * ``T:red`` / ``T:rev`` -- lists of reduction and revision rows, in commit order.
+* ``T:cs`` -- hash: version -> id of the changeset that produced it (the commit log
+  that resolves a lost reply, exactly once), for the last :data:`CHANGESET_LOG_SIZE`
+  versions.
+* ``T:pins`` -- list of pin events (JSON), in commit order.
 
 Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
 
@@ -45,6 +49,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from contextledger.errors import ConfigurationError
 
 __all__ = [
+    "CHANGESET_LOG_SIZE",
     "ConversationKeys",
     "SessionKeys",
     "check_prefix",
@@ -54,7 +59,10 @@ __all__ = [
 ]
 
 # Order matters: the Lua scripts address these keys by position.
-_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev")
+_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins")
+
+CHANGESET_LOG_SIZE = 1000
+"""Versions whose changeset id the ``cs`` hash keeps (a lost reply is resolved right after)."""
 
 
 def encode_id(value: str) -> str:
@@ -121,6 +129,8 @@ class ConversationKeys:
     sum: str
     red: str
     rev: str
+    cs: str
+    pins: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:

@@ -15,17 +15,19 @@ arrays, escapes). Numbers they store arrive as decimal strings for the same reas
 
 from __future__ import annotations
 
-__all__ = ["COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "SNAPSHOT"]
+from contextledger.stores.redis.keys import CHANGESET_LOG_SIZE
+
+__all__ = ["COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
 
 COMMIT_FIXED_ARGS = 16
 """ARGV slots before the variable part of :data:`COMMIT` (see its header comment)."""
 
-ERROR_PREFIXES = ("CLCONFLICT", "CLDUPLICATE", "CLNOTFOUND", "CLWRONGTYPE")
+ERROR_PREFIXES = ("CLCONFLICT", "CLDELETED", "CLDUPLICATE", "CLNOTFOUND", "CLWRONGTYPE")
 """Error replies :data:`COMMIT` raises; the store maps them to typed errors."""
 
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev [sessions [agents]]
+-- KEYS: state msg content mut active sum red rev cs pins [sessions [agents]]
 --   sessions: the sorted set listing the session by last update -- the global one on a
 --   single server, on Cluster the one of the conversation's slot; agents: the session's
 --   agent set, only on a single server (on Cluster it lives in another slot)
@@ -39,10 +41,15 @@ COMMIT = r"""#!lua
 --   revisions: id tokens|'' content row
 --   summary:   id score active json #replaces replaces...
 --   reduction: json
-local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+--   and last (read from the end): one pin event row (JSON) per pin, the changeset id.
+-- Exactly once: the cs hash maps each version to the changeset that produced it; a
+-- changeset sent again after it applied (its reply was lost, or the client retried)
+-- finds itself there and returns its version, writing nothing.
+local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local LOG_SIZE = __LOG_SIZE__
 
-local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'zset', 'set'}
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'set'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -50,7 +57,15 @@ for i = 1, #KEYS do
   end
 end
 
+local changeset_id = ARGV[#ARGV]
+local new_version = tonumber(ARGV[1]) + 1
+if redis.call('HGET', K_CS, tostring(new_version)) == changeset_id then
+  return new_version
+end
 local current = redis.call('HGET', K_STATE, 'version') or '0'
+if current == '0' and ARGV[1] ~= '0' then
+  return redis.error_reply('CLDELETED the conversation was deleted (expected version ' .. ARGV[1] .. ')')
+end
 if current ~= ARGV[1] then
   return redis.error_reply('CLCONFLICT ' .. current)
 end
@@ -129,8 +144,10 @@ for _, a in ipairs(appends) do
   redis.call('HSET', K_CONTENT, a[1], a[4])
   redis.call('ZADD', K_ACTIVE, a[2], 'm:' .. a[1])
 end
-for _, p in ipairs(pins) do
+local first_pin_row = #ARGV - #pins
+for i, p in ipairs(pins) do
   redis.call('HSET', K_MUT, 'p|' .. p[1], p[2])
+  redis.call('RPUSH', K_PINS, ARGV[first_pin_row + i - 1])
 end
 for _, r in ipairs(revisions) do
   local number = redis.call('HINCRBY', K_MUT, 'r|' .. r[1], 1)
@@ -165,16 +182,19 @@ end
 if reduction then redis.call('RPUSH', K_RED, reduction) end
 
 local version = redis.call('HINCRBY', K_STATE, 'version', 1)
+redis.call('HSET', K_CS, tostring(version), changeset_id)
+if version > LOG_SIZE then redis.call('HDEL', K_CS, tostring(version - LOG_SIZE)) end
 redis.call('HSET', K_STATE, 'updated_at', ARGV[2])
 redis.call('HSETNX', K_STATE, 'created_at', ARGV[2])
 local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
 for i, name in ipairs(fields) do
   if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
 end
-if #KEYS >= 9 then redis.call('ZADD', KEYS[9], 'GT', ARGV[3], ARGV[4]) end
-if #KEYS >= 10 then redis.call('SADD', KEYS[10], ARGV[5]) end
+if #KEYS >= 11 then redis.call('ZADD', KEYS[11], 'GT', ARGV[3], ARGV[4]) end
+if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[5]) end
 return version
 """
+COMMIT = COMMIT.replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE))
 
 LOAD = r"""#!lua flags=no-writes
 -- Read the state and the active view of one conversation: O(window), never O(history).
@@ -206,6 +226,12 @@ local function hmget(key, fields)
   return out
 end
 return {state, members, hmget(KEYS[2], mids), hmget(KEYS[3], mids), hmget(KEYS[4], mfields), hmget(KEYS[6], sids)}
+"""
+
+READ_BACK = r"""#!lua flags=no-writes
+-- Did a changeset apply? KEYS: state cs; ARGV: the version it would have produced.
+-- Returns {current version or false, id of the changeset that produced that version or false}.
+return {redis.call('HGET', KEYS[1], 'version'), redis.call('HGET', KEYS[2], ARGV[1])}
 """
 
 SNAPSHOT = r"""#!lua flags=no-writes

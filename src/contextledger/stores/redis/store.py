@@ -30,12 +30,14 @@ from contextledger.errors import (
     DuplicateEntry,
     EntryNotFound,
     InvalidLedgerURL,
+    SessionDeleted,
     StoreError,
     StoreUnavailable,
 )
 from contextledger.records import (
     Eviction,
     HistoryEntry,
+    PinEvent,
     Reduction,
     Revision,
     SessionInfo,
@@ -46,6 +48,8 @@ from contextledger.records import (
     utcnow,
 )
 from contextledger.stores.base import EvictedCandidate, assemble_evictions
+from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
+from contextledger.stores.lifecycle import Gate
 from contextledger.stores.redis import scripts
 from contextledger.stores.redis.codec import (
     MessageRow,
@@ -58,6 +62,7 @@ from contextledger.stores.redis.codec import (
     summary_from,
     text,
 )
+from contextledger.stores.redis.events import pin_event_from, tail_args
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
 from contextledger.urls import mask, mask_text, parse_redis
 
@@ -118,8 +123,14 @@ class RedisStore:
 
     Errors: connection failures raise :class:`~contextledger.errors.StoreUnavailable`
     naming host:port, every other driver error :class:`~contextledger.errors.StoreError`,
-    both chained to the redis-py error. A commit that times out may or may not have
-    been applied; the next commit's version check tells.
+    both chained to the redis-py error.
+
+    Exactly once: the commit script records which changeset produced each version (the
+    ``cs`` hash) and returns that version when the same changeset arrives again, so
+    redis-py re-sending a script after a reconnect cannot apply it twice; a commit whose
+    reply is lost is resolved by reading the id back (see
+    :mod:`contextledger.stores.exactly_once`). After :meth:`close` every call raises
+    :class:`~contextledger.errors.LedgerClosed` (the client does not reconnect).
 
     Args:
         client: A ``redis.Redis`` or ``redis.cluster.RedisCluster`` that does not decode
@@ -151,6 +162,8 @@ class RedisStore:
         self._commit_script: Script = client.register_script(scripts.COMMIT)
         self._load_script: Script = client.register_script(scripts.LOAD)
         self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
+        self._read_back_script: Script = client.register_script(scripts.READ_BACK)
+        self._gate = Gate(self.url)
 
     @classmethod
     def from_url(cls, url: str, *, key_prefix: str = "contextledger", **options: Any) -> RedisStore:
@@ -203,12 +216,19 @@ class RedisStore:
     @contextmanager
     def _driver(self, action: str) -> Iterator[None]:
         try:
-            yield
+            with self._gate.call():
+                yield
         except ContextLedgerError:
             raise
         except _UNAVAILABLE as exc:
             raise StoreUnavailable(f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}") from exc
-        except (RedisError, RedisClusterException) as exc:
+        except RedisClusterException as exc:
+            if "cannot be connected" in str(exc):  # no node answered while rediscovering the cluster
+                raise StoreUnavailable(
+                    f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}"
+                ) from exc
+            raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
+        except RedisError as exc:
             raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
 
     def _conversation(self, session_id: str, agent_id: str) -> ConversationKeys:
@@ -341,6 +361,18 @@ class RedisStore:
             (rows,) = self._snapshot([keys.rev], ["l"])
         revisions = [revision_from(raw, keys.rev) for raw in rows]
         return [r for r in revisions if message_id is None or r.message_id == message_id]
+
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order."""
+        events: list[tuple[datetime, str, int, PinEvent]] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("pin_history"):
+                (rows,) = self._snapshot([keys.pins], ["l"])
+            for n, raw in enumerate(rows):
+                event = pin_event_from(raw, session_id, aid)
+                events.append((event.at, aid, n, event))
+        return [e for *_, e in sorted(events, key=lambda t: t[:3])]
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session (index entries checked against the data)."""
@@ -475,17 +507,50 @@ class RedisStore:
 
         Raises:
             ConcurrencyConflict: The stored version is not ``changeset.expected_version``.
+            SessionDeleted: The conversation was deleted since the changeset was planned.
             DuplicateEntry: An appended id already exists (or is appended twice).
             EntryNotFound: An evicted, revised or pinned id is not an active entry.
             InvalidMessage: Content cannot be stored as JSON (nothing was sent).
-            StoreUnavailable: The server could not be reached (a commit cut off after it
-                was sent may have been applied: the next version check tells).
+            StoreUnavailable: The server could not be reached; nothing was applied.
+            CommitOutcomeUnknown: The connection dropped after sending and the server
+                stayed unreachable, so the outcome could not be read back.
             StoreError: Any other failure; nothing was applied.
+            LedgerClosed: The store was closed.
         """
-        cs = changeset
+        now = utcnow()
+        args = [*commit_args(changeset, now), *tail_args(changeset, now)]
+        with self._gate.call():
+            return commit_exactly_once(changeset, lambda cs: self._send(cs, args), self._read_back)
+
+    def _read_back(self, cs: Changeset) -> int | None:
+        keys = self._conversation(cs.session_id, cs.agent_id)
+        with self._driver("read back a commit"):
+            current, logged = cast(
+                list[Any], self._read_back_script(keys=[keys.state, keys.cs], args=[str(cs.new_version)])
+            )
+        if logged is not None and text(logged) == cs.changeset_id:
+            return cs.new_version
+        found = int(current) if current is not None else 0
+        if found == 0 and cs.expected_version > 0:
+            raise _deleted(cs)
+        if found != cs.expected_version:
+            raise ConcurrencyConflict(
+                f"session_id={cs.session_id} agent_id={cs.agent_id}: "
+                f"expected version {cs.expected_version}, found {found}"
+            )
+        return None
+
+    def _send(self, cs: Changeset, args: list[str]) -> int:
         keys = self._conversation(cs.session_id, cs.agent_id)
         index = SessionKeys.of(self.key_prefix, cs.session_id)
-        args = commit_args(cs, utcnow())
+        try:
+            return self._send_script(cs, keys, index, args)
+        except StoreUnavailable as exc:
+            # Even a refused connection may follow an attempt that was sent: redis-py
+            # retries on its own and reports only the last error. Always read back.
+            raise ReplyLost(exc) from exc
+
+    def _send_script(self, cs: Changeset, keys: ConversationKeys, index: SessionKeys, args: list[str]) -> int:
         with self._driver("commit"):
             if not self._cluster:
                 version = self._run_commit(cs, [*keys.all, index.sessions, index.agents], args)
@@ -518,6 +583,8 @@ class RedisStore:
             if isinstance(exc, _UNAVAILABLE):
                 raise
             code, _, detail = str(exc).partition(" ")
+            if code == "CLDELETED":
+                raise _deleted(cs) from exc
             if code == "CLCONFLICT":
                 raise ConcurrencyConflict(
                     f"session_id={cs.session_id} agent_id={cs.agent_id}: "
@@ -593,9 +660,21 @@ class RedisStore:
         pipe.execute()
 
     def close(self) -> None:
-        """Release the client's connections."""
-        with self._driver("close"):
+        """Refuse further calls, let running ones finish, then release the client's connections."""
+        self._gate.close(self._release)
+
+    def _release(self) -> None:
+        try:
             self._client.close()
+        except (RedisError, RedisClusterException) as exc:
+            logger.warning("url=<%s>, error=<%s> | closing the Redis client failed", self.url, _one_line(exc))
+
+
+def _deleted(cs: Changeset) -> SessionDeleted:
+    return SessionDeleted(
+        f"session_id={cs.session_id} agent_id={cs.agent_id}: the conversation was deleted "
+        f"(expected version {cs.expected_version}); it is not re-created"
+    )
 
 
 def _by_creation(summaries: Iterator[SummaryEntry] | Sequence[SummaryEntry]) -> list[SummaryEntry]:

@@ -13,6 +13,9 @@ the store executes in autocommit mode: a single statement is atomic by itself, s
         WHERE session_id = :s AND agent_id = :a AND version = :expected
           AND NOT EXISTS (a summary of the conversation holding an appended id)
         RETURNING id),
+    logged AS (
+        INSERT INTO cl_changesets (conversation_id, version, changeset_id, created_at)
+        SELECT id, :new_version, :changeset_id, :now FROM bumped),
     inserted AS (
         INSERT INTO cl_entries (...)
         SELECT bumped.id, v.seq, v.message_id, ... FROM bumped
@@ -28,7 +31,9 @@ Why it keeps every guarantee of the general path:
   once the winner committed, finds no row, and inserts nothing.
 * No conversation id back means nothing was written: a follow-up read
   (:func:`~contextledger.stores.sql.changes.explain_missed_update`) tells a version
-  conflict from an appended id that a summary already holds.
+  conflict from an appended id that a summary already holds -- or from this very
+  changeset sent again after its reply was lost, which the commit log (``logged``, in
+  the same statement) shows applied: then the version is returned and nothing written.
 * A message id the conversation already has trips the unique key, which fails the
   whole statement: nothing is written, and the caller gets ``DuplicateEntry``.
 * The rows arrive as one array per column, bound through the columns' own types
@@ -38,7 +43,7 @@ Why it keeps every guarantee of the general path:
   per set of state fields and psycopg prepares it on the server after a few uses.
 
 A changeset with no appends (a state update, such as the model-call count before a
-model call) is the ``UPDATE ... RETURNING id`` alone.
+model call) is the ``bumped`` and ``logged`` parts alone.
 """
 
 from __future__ import annotations
@@ -49,8 +54,10 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    BigInteger,
     Connection,
     Select,
+    String,
     Update,
     any_,
     bindparam,
@@ -74,9 +81,9 @@ from contextledger.stores.sql.changes import (
     entry_values,
     explain_missed_update,
 )
-from contextledger.stores.sql.models import EntryRow, SummaryRow, UTCDateTime
+from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
 
-__all__ = ["append_statement", "apply_append", "is_append_only"]
+__all__ = ["append_statement", "apply_append", "is_append_only", "state_statement"]
 
 _UNIQUE_VIOLATION = "23505"
 
@@ -103,6 +110,32 @@ def _bump(fields: tuple[str, ...], check_summaries: bool) -> Update:
     return bump_statement(fields, clash)
 
 
+def _logged(bumped: Any) -> Any:
+    """The ``INSERT`` of the commit-log row, fed by the ``bumped`` CTE (nothing when it found no row)."""
+    source = select(
+        bumped.c.id,
+        bindparam("p_new_version", type_=BigInteger()),
+        bindparam("p_changeset_id", type_=String()),
+        bindparam("p_now", type_=UTCDateTime()),
+    ).select_from(bumped)
+    return (
+        insert(ChangesetRow)
+        .from_select(["conversation_id", "version", "changeset_id", "created_at"], source)
+        .returning(ChangesetRow.conversation_id)
+    )
+
+
+@cache
+def state_statement(fields: tuple[str, ...]) -> Select[Any]:
+    """The one statement of a changeset that only sets ``fields``: the version bump and its log row.
+
+    It returns one row: ``conversation_id``, ``NULL`` when the version check refused it.
+    """
+    bumped = _bump(fields, False).cte("bumped")
+    logged = _logged(bumped).cte("logged")
+    return select(select(logged.c.conversation_id).scalar_subquery().label("conversation_id"))
+
+
 @cache
 def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     """The one statement of an append that sets ``fields`` (see the module docstring).
@@ -113,6 +146,7 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     """
     entries = EntryRow.__table__
     bumped = _bump(fields, True).cte("bumped")
+    logged = _logged(bumped).cte("logged")
     rows = (
         func.unnest(*(_array(name) for name in _ENTRY_COLUMNS))
         .table_valued(*(column(name, entries.c[name].type) for name in _ENTRY_COLUMNS), with_ordinality="ordinality")
@@ -134,7 +168,7 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     target = ["conversation_id", *_ENTRY_COLUMNS, "status", "evicted_by", "revision_count", "created_at"]
     inserted = insert(EntryRow).from_select(target, source).returning(EntryRow.id).cte("inserted")
     return select(
-        select(bumped.c.id).scalar_subquery().label("conversation_id"),
+        select(logged.c.conversation_id).scalar_subquery().label("conversation_id"),
         select(func.count()).select_from(inserted).scalar_subquery().label("inserted"),
     )
 
@@ -163,10 +197,12 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
         "p_session_id": cs.session_id,
         "p_agent_id": cs.agent_id,
         "p_expected": cs.expected_version,
+        "p_new_version": cs.new_version,
+        "p_changeset_id": cs.changeset_id,
     }
     params.update({f"p_{name}": getattr(cs, name) for name in fields})
     if not cs.appends:
-        if conn.execute(_bump(fields, False), params).first() is None:
+        if conn.execute(state_statement(fields), params).scalar() is None:
             explain_missed_update(conn, cs, appended)
         return cs.new_version
     values = [entry_values(entry) for entry in cs.appends]

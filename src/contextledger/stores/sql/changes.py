@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -49,14 +49,17 @@ from contextledger.errors import (
     DuplicateEntry,
     EntryNotFound,
     InvalidMessage,
+    SessionDeleted,
 )
 from contextledger.messages import Message
 from contextledger.records import SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
 from contextledger.stores.sql.models import (
     ID_LENGTH,
+    ChangesetRow,
     ConversationRow,
     EntryRow,
+    PinEventRow,
     ReductionRow,
     RevisionRow,
     SessionRow,
@@ -74,6 +77,8 @@ __all__ = [
     "duplicate_appends",
     "entry_values",
     "explain_missed_update",
+    "log_values",
+    "read_back",
 ]
 
 CHUNK = 500
@@ -120,7 +125,17 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
         EntryNotFound: An evicted, revised or pinned id is not an active entry.
     """
     appended = check_changeset(cs)
-    conversation_id = _create(conn, cs, now) if cs.expected_version == 0 else _bump(conn, cs, now, appended)
+    if cs.expected_version == 0:
+        created = _create(conn, cs, now)
+        if created is None:
+            return cs.new_version  # this very changeset created it before: nothing to do
+        conversation_id = created
+    else:
+        bumped = _bump(conn, cs, now, appended)
+        if bumped is None:
+            return cs.new_version  # this very changeset applied before: nothing to do
+        conversation_id = bumped
+    conn.execute(insert(_table(ChangesetRow)), log_values(conversation_id, cs, now))
     if cs.appends:
         _insert_entries(conn, conversation_id, cs, now)
     evicted = set(cs.evict) | (set(cs.summary.replaces) if cs.summary else set())
@@ -179,7 +194,81 @@ def _check_lengths(cs: Changeset) -> None:
         check("strategy", cs.reduction.strategy, ConfigurationError)
 
 
-def _create(conn: Connection, cs: Changeset, now: datetime) -> int:
+def log_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[str, Any]:
+    """The commit-log row of ``cs`` (see :class:`~contextledger.stores.sql.models.ChangesetRow`)."""
+    return {
+        "conversation_id": conversation_id,
+        "version": cs.new_version,
+        "changeset_id": cs.changeset_id,
+        "created_at": now,
+    }
+
+
+def _logged(conn: Connection, conversation_id: int, cs: Changeset) -> bool:
+    """Whether the commit log says ``cs`` produced version ``cs.new_version``."""
+    logged = conn.execute(
+        select(ChangesetRow.changeset_id).where(
+            ChangesetRow.conversation_id == conversation_id, ChangesetRow.version == cs.new_version
+        )
+    ).scalar()
+    return logged == cs.changeset_id
+
+
+def read_back(conn: Connection, cs: Changeset) -> int | None:
+    """Whether ``cs`` applied, after its reply was lost (see :mod:`contextledger.stores.exactly_once`).
+
+    On PostgreSQL, with ``conn`` in autocommit mode, the conversation row is first locked
+    ``FOR SHARE`` by a statement of its own: a transaction of the lost commit still
+    running holds the row's lock, so this waits for its outcome, and the next statement
+    (a fresh snapshot) sees it.
+
+    Returns:
+        ``cs.new_version`` when the commit log holds ``cs``; ``None`` when it does not and
+        the conversation is still at ``cs.expected_version`` (or, for a creation, absent).
+
+    Raises:
+        ConcurrencyConflict: ``cs`` did not apply and another commit moved the conversation on.
+        SessionDeleted: ``cs`` did not apply and the conversation is gone.
+    """
+    where = (ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id)
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(ConversationRow.id).where(*where).with_for_update(read=True)).all()
+    found = conn.execute(select(ConversationRow.id, ConversationRow.version).where(*where)).first()
+    if found is None:
+        if cs.expected_version > 0:
+            raise _deleted(cs)
+        return None
+    if _logged(conn, found.id, cs):
+        return cs.new_version
+    if found.version != cs.expected_version:
+        raise _conflict(cs, found.version)
+    return None
+
+
+def _deleted(cs: Changeset) -> SessionDeleted:
+    return SessionDeleted(
+        f"session_id={cs.session_id} agent_id={cs.agent_id}: the conversation was deleted "
+        f"(expected version {cs.expected_version}); it is not re-created"
+    )
+
+
+def _conflict(cs: Changeset, found: int) -> ConcurrencyConflict:
+    return ConcurrencyConflict(
+        f"session_id={cs.session_id} agent_id={cs.agent_id}: expected version {cs.expected_version}, found {found}"
+    )
+
+
+def _create(conn: Connection, cs: Changeset, now: datetime) -> int | None:
+    """Insert the conversation of a changeset planned on version 0; ``None`` if this changeset already did."""
+    existing = conn.execute(
+        select(ConversationRow.id, ConversationRow.version).where(
+            ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id
+        )
+    ).first()
+    if existing is not None:
+        if _logged(conn, existing.id, cs):
+            return None
+        raise _conflict(cs, existing.version)
     dialect = conn.dialect.name
     upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(SessionRow)
     conn.execute(
@@ -246,7 +335,7 @@ def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
     return bump_statement(fields, clash)
 
 
-def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int:
+def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]) -> int | None:
     fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
     params: dict[str, Any] = {
         "p_now": now,
@@ -261,22 +350,27 @@ def _bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str
     row = conn.execute(_bump_statement(fields, small), params).first()
     if row is None:
         explain_missed_update(conn, cs, appended)
+        return None
     conversation_id = int(row.id)
     if appended and not small:
         _raise_if_summary_clash(conn, conversation_id, appended)
     return conversation_id
 
 
-def explain_missed_update(conn: Connection, cs: Changeset, appended: Sequence[str]) -> NoReturn:
-    """Tell why the version-checked update of ``cs`` changed no row, and raise it.
+def explain_missed_update(conn: Connection, cs: Changeset, appended: Sequence[str]) -> None:
+    """Tell why the version-checked update of ``cs`` changed no row; return only if ``cs`` already applied.
 
     Called after the update (which also refuses an appended id that a summary holds)
-    found no row: a follow-up read of the conversation and of its summaries.
+    found no row: a follow-up read of the conversation, its commit log and its summaries.
+    When the log shows this very changeset produced ``cs.new_version`` (it is being sent
+    again after its reply was lost), it returns: the caller answers that version and
+    writes nothing.
 
     Raises:
-        ConcurrencyConflict: The stored version is not ``cs.expected_version`` (or the
-            conversation is gone) -- or it is again, and no clash explains the miss: the
-            conversation changed between the two statements, so the caller must re-read.
+        SessionDeleted: The conversation no longer exists.
+        ConcurrencyConflict: The stored version is not ``cs.expected_version`` -- or it is
+            again, and no clash explains the miss: the conversation changed between the
+            two statements, so the caller must re-read.
         DuplicateEntry: An appended id is the id of one of the conversation's summaries.
     """
     found = conn.execute(
@@ -284,11 +378,12 @@ def explain_missed_update(conn: Connection, cs: Changeset, appended: Sequence[st
             ConversationRow.session_id == cs.session_id, ConversationRow.agent_id == cs.agent_id
         )
     ).first()
-    if found is None or found.version != cs.expected_version:
-        raise ConcurrencyConflict(
-            f"session_id={cs.session_id} agent_id={cs.agent_id}: "
-            f"expected version {cs.expected_version}, found {found.version if found else 0}"
-        )
+    if found is None:
+        raise _deleted(cs)
+    if found.version != cs.expected_version:
+        if _logged(conn, found.id, cs):
+            return
+        raise _conflict(cs, found.version)
     _raise_if_summary_clash(conn, found.id, appended)
     raise ConcurrencyConflict(
         f"session_id={cs.session_id} agent_id={cs.agent_id}: the conversation changed while committing; re-read it"
@@ -437,6 +532,21 @@ def _apply_pins_and_revisions(
         active = touched[entry_id]
         active.message = active.message.with_pin(pinned)
         active.dirty = True
+    if cs.pins:
+        conn.execute(
+            insert(_table(PinEventRow)),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "entry_id": entry_id,
+                    "pinned": pinned,
+                    "source": cs.pin_source,
+                    "changeset_id": cs.changeset_id,
+                    "created_at": now,
+                }
+                for entry_id, pinned in cs.pins.items()
+            ],
+        )
     revisions = []
     for rev in cs.revisions:
         active = touched[rev.message_id]

@@ -36,11 +36,15 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 __all__ = [
+    "CHANGESET_ID_LENGTH",
     "ID_LENGTH",
     "NAMING_CONVENTION",
+    "PIN_SOURCE_LENGTH",
     "Base",
+    "ChangesetRow",
     "ConversationRow",
     "EntryRow",
+    "PinEventRow",
     "ReductionRow",
     "RevisionRow",
     "SessionRow",
@@ -99,6 +103,10 @@ _PK = BigInteger().with_variant(Integer(), "sqlite")
 ID_LENGTH = 255
 """Longest id (session, agent, message, summary, reduction) the schema stores."""
 _ID = String(ID_LENGTH)
+CHANGESET_ID_LENGTH = 64
+"""Longest changeset id (clients generate them; the default is a 32-character hex uuid)."""
+PIN_SOURCE_LENGTH = 32
+"""Longest pin source name (``api``, ``model``, ``host``...)."""
 _STATUS_CHECK = "status IN ('active', 'evicted')"
 
 
@@ -263,3 +271,36 @@ class SummarySourceRow(Base):
     conversation_id: Mapped[int] = mapped_column(_PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"))
     entry_id: Mapped[str] = mapped_column(_ID)
     kind: Mapped[str] = mapped_column(String(8))
+
+
+class ChangesetRow(Base):
+    """The commit log: which changeset produced which version of a conversation.
+
+    Written in the same transaction (or statement) as the changeset itself, so reading it
+    back tells whether a commit whose reply was lost applied (exactly once). Keyed by
+    version: the read-back looks up ``expected_version + 1``.
+    """
+
+    __tablename__ = "cl_changesets"
+
+    conversation_id: Mapped[int] = mapped_column(
+        _PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    changeset_id: Mapped[str] = mapped_column(String(CHANGESET_ID_LENGTH))
+    created_at: Mapped[datetime]
+
+
+class PinEventRow(Base):
+    """One pin or unpin: which entry, who asked, when, in which changeset."""
+
+    __tablename__ = "cl_pin_events"
+    __table_args__ = (Index("ix_cl_pin_events_conversation_id_id", "conversation_id", "id"),)
+
+    id: Mapped[int] = mapped_column(_PK, primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(_PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"))
+    entry_id: Mapped[str] = mapped_column(_ID)
+    pinned: Mapped[bool] = mapped_column(Boolean)
+    source: Mapped[str] = mapped_column(String(PIN_SOURCE_LENGTH))
+    changeset_id: Mapped[str] = mapped_column(String(CHANGESET_ID_LENGTH))
+    created_at: Mapped[datetime]

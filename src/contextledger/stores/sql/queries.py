@@ -28,6 +28,7 @@ from contextledger.records import (
     ConversationState,
     Eviction,
     HistoryEntry,
+    PinEvent,
     Reduction,
     Revision,
     SessionInfo,
@@ -41,6 +42,7 @@ from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
+    PinEventRow,
     ReductionRow,
     RevisionRow,
     SummaryRow,
@@ -52,6 +54,7 @@ __all__ = [
     "evictions",
     "history",
     "load",
+    "pin_history",
     "reductions",
     "revisions",
     "sessions",
@@ -401,4 +404,33 @@ def sessions(conn: Connection, *, limit: int, offset: int) -> list[SessionInfo]:
             total_entries=sum(d.total for d in details.get(p.session_id, [])),
         )
         for p in page
+    ]
+
+
+def pin_history(conn: Connection, session_id: str, agent_id: str | None) -> list[PinEvent]:
+    """Pin events of the session (or one agent), in commit order."""
+    rows = conn.execute(
+        select(
+            ConversationRow.agent_id,
+            PinEventRow.entry_id,
+            PinEventRow.pinned,
+            PinEventRow.source,
+            PinEventRow.changeset_id,
+            PinEventRow.created_at,
+        )
+        .join(ConversationRow, ConversationRow.id == PinEventRow.conversation_id)
+        .where(*_conversation_filter(session_id, agent_id))
+        .order_by(PinEventRow.created_at, ConversationRow.agent_id, PinEventRow.id)
+    )
+    return [
+        PinEvent(
+            session_id=session_id,
+            agent_id=row.agent_id,
+            entry_id=row.entry_id,
+            pinned=row.pinned,
+            source=row.source,
+            at=row.created_at,
+            changeset_id=row.changeset_id,
+        )
+        for row in rows
     ]

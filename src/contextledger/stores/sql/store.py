@@ -13,7 +13,6 @@ translated to the library's errors here.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -24,10 +23,11 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.changeset import Changeset
-from contextledger.errors import ConcurrencyConflict, ConfigurationError
+from contextledger.errors import ConfigurationError, StoreUnavailable
 from contextledger.records import (
     Eviction,
     HistoryEntry,
+    PinEvent,
     Reduction,
     Revision,
     SessionInfo,
@@ -37,9 +37,11 @@ from contextledger.records import (
     utcnow,
 )
 from contextledger.stores.base import check_storable
+from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
+from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql import queries, schema
 from contextledger.stores.sql.appends import apply_append, is_append_only
-from contextledger.stores.sql.changes import apply_changeset
+from contextledger.stores.sql.changes import apply_changeset, read_back
 from contextledger.stores.sql.engine import (
     BEGIN_OPTION,
     DEFAULT_LOCK_TIMEOUT,
@@ -67,15 +69,17 @@ class SQLStore:
 
     Contract: every method runs in one transaction; :meth:`commit` is all-or-nothing
     and version-checked (on PostgreSQL, appending a turn is one statement and one
-    round trip); :meth:`load` reads only the active rows (indexed); nothing is
-    removed except by :meth:`delete_session`. Errors are
+    round trip) and writes its changeset id to the commit log (``cl_changesets``) in
+    the same transaction, so a commit whose connection dropped is resolved by reading
+    the id back (exactly once); :meth:`load` reads only the active rows (indexed);
+    nothing is removed except by :meth:`delete_session`. Errors are
     :class:`~contextledger.errors.StoreError` subclasses (``StoreUnavailable`` when the
-    database cannot be reached).
+    database cannot be reached). After :meth:`close` every call raises
+    :class:`~contextledger.errors.LedgerClosed` (the engine does not reconnect).
 
     Attributes:
         url: The database URL with its password masked.
         engine: The SQLAlchemy engine.
-        conflicts: How many commits this store rejected with ``ConcurrencyConflict``.
     """
 
     def __init__(self, engine: Engine, *, url: URL | None = None, owns_engine: bool = False) -> None:
@@ -92,8 +96,7 @@ class SQLStore:
         self._owns_engine = owns_engine
         self._sqlite = is_sqlite(self._url)
         self._one_statement_appends = engine.dialect.name == "postgresql"
-        self._lock = threading.Lock()
-        self.conflicts = 0
+        self._gate = Gate(self.url)
 
     @classmethod
     def from_url(
@@ -177,18 +180,20 @@ class SQLStore:
 
     def upgrade(self, revision: str = "head") -> None:
         """Migrate the schema to ``revision`` (default: this library's head)."""
-        schema.upgrade(self.engine, revision)
+        with self._gate.call():
+            schema.upgrade(self.engine, revision)
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at."""
-        return schema.current(self.engine)
+        with self._gate.call():
+            return schema.current(self.engine)
 
     # -- the unit of work -------------------------------------------------------------------
 
     @contextmanager
     def _transaction(self, *, write: bool = False, snapshot: bool = False) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn:
+            with self._gate.call(), self.engine.connect() as conn:
                 if write and self._sqlite:
                     # Take the write lock up front: writers queue on the busy timeout.
                     conn.execution_options(**{BEGIN_OPTION: "IMMEDIATE"})
@@ -208,7 +213,7 @@ class SQLStore:
         isolation level when it returns to the pool (a client-side setting in psycopg).
         """
         try:
-            with self.engine.connect() as conn:
+            with self._gate.call(), self.engine.connect() as conn:
                 yield conn.execution_options(isolation_level="AUTOCOMMIT")
         except SQLAlchemyError as exc:
             raise translate(exc, self._url) from exc
@@ -220,26 +225,24 @@ class SQLStore:
 
         On PostgreSQL a changeset that only appends to an existing conversation (and
         perhaps sets state fields) is one statement in autocommit mode: one round trip.
-        Every other changeset, and every one on SQLite, is a transaction.
+        Every other changeset, and every one on SQLite, is a transaction. When the
+        connection fails after the changeset was sent, the commit log tells whether it
+        applied (see :mod:`contextledger.stores.exactly_once`).
 
         Raises:
             ConcurrencyConflict: The conversation moved on since the changeset was planned.
+            SessionDeleted: The conversation was deleted since the changeset was planned.
             DuplicateEntry: An appended id already exists.
             EntryNotFound: An evicted, revised or pinned id is not an active entry.
             InvalidMessage: A value cannot be stored as JSON (checked before the transaction).
+            StoreUnavailable: The database could not be reached; nothing was applied.
+            CommitOutcomeUnknown: The connection dropped after sending and the database
+                stayed unreachable, so the outcome could not be read back.
+            LedgerClosed: The store was closed.
         """
         check_storable(changeset)
-        try:
-            if self._one_statement_appends and is_append_only(changeset):
-                with self._autocommit() as conn:
-                    version = apply_append(conn, changeset, utcnow())
-            else:
-                with self._transaction(write=True) as conn:
-                    version = apply_changeset(conn, changeset, utcnow())
-        except ConcurrencyConflict:
-            with self._lock:
-                self.conflicts += 1
-            raise
+        with self._gate.call():
+            version = commit_exactly_once(changeset, self._send, self._read_back)
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset",
             changeset.session_id,
@@ -247,6 +250,30 @@ class SQLStore:
             version,
         )
         return version
+
+    def _send(self, changeset: Changeset) -> int:
+        """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
+        sent = False
+        try:
+            if self._one_statement_appends and is_append_only(changeset):
+                with self._autocommit() as conn:
+                    sent = True
+                    return apply_append(conn, changeset, utcnow())
+            with self._transaction(write=True) as conn:
+                sent = True
+                return apply_changeset(conn, changeset, utcnow())
+        except StoreUnavailable as exc:
+            if sent:
+                raise ReplyLost(exc) from exc
+            raise
+
+    def _read_back(self, changeset: Changeset) -> int | None:
+        if self._sqlite:
+            with self._transaction() as conn:
+                return read_back(conn, changeset)
+        # Autocommit: the lock wait and the read are two statements, the read a fresh snapshot.
+        with self._autocommit() as conn:
+            return read_back(conn, changeset)
 
     def delete_session(self, session_id: str) -> bool:
         """Remove every row of the session (rows cascade from the session row)."""
@@ -293,6 +320,11 @@ class SQLStore:
         with self._transaction() as conn:
             return queries.revisions(conn, session_id, agent_id, message_id)
 
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order."""
+        with self._transaction() as conn:
+            return queries.pin_history(conn, session_id, agent_id)
+
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session, sorted."""
         with self._transaction() as conn:
@@ -310,7 +342,10 @@ class SQLStore:
             return queries.sessions(conn, limit=limit, offset=offset)
 
     def close(self) -> None:
-        """Dispose the engine's pooled connections (when this store created the engine)."""
+        """Refuse further calls, let running ones finish, then dispose the engine (when this store created it)."""
+        self._gate.close(self._release)
+
+    def _release(self) -> None:
         if self._owns_engine:
             self.engine.dispose()
 

@@ -1,0 +1,48 @@
+"""The commit script's trailing arguments: pin event rows and the changeset id.
+
+They travel after the variable part that :func:`~contextledger.stores.redis.codec.commit_args`
+builds (the script reads them from the end of ``ARGV``), so the content codec and these
+audit rows stay independent.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from contextledger.changeset import Changeset
+from contextledger.errors import StoreError
+from contextledger.records import PinEvent
+
+__all__ = ["pin_event_from", "tail_args"]
+
+
+def tail_args(changeset: Changeset, now: datetime) -> list[str]:
+    """One pin event row (JSON) per pin of ``changeset``, in ``pins`` order, then its id."""
+    stamp = now.isoformat()
+    rows = [
+        json.dumps(
+            {
+                "entry_id": entry_id,
+                "pinned": pinned,
+                "source": changeset.pin_source,
+                "changeset_id": changeset.changeset_id,
+                "at": stamp,
+            },
+            separators=(",", ":"),
+        )
+        for entry_id, pinned in changeset.pins.items()
+    ]
+    return [*rows, changeset.changeset_id]
+
+
+def pin_event_from(raw: bytes, session_id: str, agent_id: str) -> PinEvent:
+    """A pin event row as the commit script stored it.
+
+    Raises:
+        StoreError: The stored row is not a pin event (changed outside contextledger).
+    """
+    try:
+        return PinEvent.model_validate({**json.loads(raw), "session_id": session_id, "agent_id": agent_id})
+    except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+        raise StoreError(f"corrupt pin event of {session_id}/{agent_id} in the Redis ledger: {exc}") from exc
