@@ -17,6 +17,7 @@ __all__ = [
     "InvalidLedgerURL",
     "InvalidMessage",
     "InvalidPlan",
+    "NotALedger",
     "PinError",
     "ReductionFailed",
     "SchemaOutOfDate",
@@ -44,6 +45,10 @@ class InvalidMessage(ContextLedgerError, ValueError):
 
 class InvalidLedgerURL(ConfigurationError):
     """A ledger URL names no supported backend or is malformed."""
+
+
+class NotALedger(InvalidLedgerURL):
+    """The URL names a database that holds no contextledger ledger (another application's file)."""
 
 
 class StoreError(ContextLedgerError):

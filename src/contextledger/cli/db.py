@@ -45,7 +45,7 @@ def _schemaless(url: str) -> str:
 
 
 def upgrade(
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Create or migrate the ledger schema to this version of contextledger (idempotent)."""

@@ -96,7 +96,7 @@ def _agents(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:
 
 
 def sessions(
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many sessions.")] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many (most recent first).")] = 0,
     as_json: JsonOption = False,
@@ -128,7 +128,7 @@ def sessions(
 
 def show(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -180,7 +180,7 @@ def show(
 
 def history(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -224,7 +224,7 @@ def describe_text(text: str) -> str:
 
 def evictions(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     trigger: Annotated[TriggerName | None, typer.Option(help="Only evictions made by this trigger.")] = None,
     since: Annotated[
@@ -281,7 +281,7 @@ def evictions(
 
 def summaries(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -319,7 +319,7 @@ def summaries(
 
 def reductions(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -371,7 +371,7 @@ def reductions(
 
 def export(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
@@ -407,7 +407,7 @@ def export(
 
 def delete(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session and everything it holds (asks first unless --yes)."""

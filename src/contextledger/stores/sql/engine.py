@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -107,6 +109,7 @@ def build_engine(
     busy_timeout: float = 30.0,
     connect_timeout: int = 10,
     connect_args: dict[str, Any] | None = None,
+    read_only: bool = False,
     **engine_options: Any,
 ) -> Engine:
     """Create the engine for a parsed ledger URL (see :func:`parse_url`).
@@ -122,6 +125,8 @@ def build_engine(
         busy_timeout: SQLite: seconds a writer waits for the lock before failing.
         connect_timeout: PostgreSQL: seconds to wait for the server to answer.
         connect_args: Extra arguments for the driver's ``connect``.
+        read_only: Never write: SQLite opens the file with ``mode=ro`` (no WAL switch, no
+            file created); PostgreSQL sessions default to read-only transactions.
         **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
 
     Raises:
@@ -140,15 +145,21 @@ def build_engine(
     if is_sqlite(url):
         args.setdefault("timeout", busy_timeout)
         args.setdefault("check_same_thread", False)
+        if read_only and not _is_memory(url):
+            # SQLite's URI form is the only way to open a file read-only through pysqlite.
+            path = Path(url.database or "").resolve()
+            url = url.set(database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"})
         if _is_memory(url):
             # One shared connection: a private :memory: database per connection would be empty.
             options.setdefault("poolclass", StaticPool)
             for name in ("pool_size", "max_overflow", "pool_timeout"):
                 options.pop(name, None)
         engine = create_engine(url, connect_args=args, **options)
-        _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not _is_memory(url))
+        _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not (_is_memory(url) or read_only))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
+    if read_only:
+        args["options"] = f"{args.get('options', '')} -c default_transaction_read_only=on".strip()
     try:
         return create_engine(url, connect_args=args, **options)
     except ImportError as exc:  # SQLAlchemy imports the driver here
@@ -206,7 +217,10 @@ def _enable_wal(cursor: Any, timeout: float) -> None:
 def describe(url: URL) -> str:
     """Where a URL points, for error messages: ``host:port/db`` or the SQLite file."""
     if is_sqlite(url):
-        return f"SQLite database {url.database or ':memory:'}"
+        database = url.database or ":memory:"
+        if database.startswith("file:"):  # a read-only URI (see build_engine)
+            database = unquote(database.removeprefix("file:"))
+        return f"SQLite database {database}"
     host = url.host or "localhost"
     port = f":{url.port}" if url.port else ""
     return f"PostgreSQL server {host}{port}/{url.database or ''}"

@@ -101,6 +101,7 @@ class SQLStore:
         busy_timeout: float = 30.0,
         connect_timeout: int = 10,
         connect_args: dict[str, Any] | None = None,
+        read_only: bool = False,
         **engine_options: Any,
     ) -> SQLStore:
         """Open the ledger at ``url`` and check (or upgrade) its schema.
@@ -118,16 +119,24 @@ class SQLStore:
             busy_timeout: SQLite: seconds a writer waits for the lock.
             connect_timeout: PostgreSQL: seconds to wait for the server.
             connect_args: Extra driver ``connect`` arguments.
+            read_only: Open for reading only (what the inspector and the web view do): the
+                schema is checked, never upgraded; a SQLite file is opened ``mode=ro`` and
+                never switched to WAL; a database without the ledger's tables is refused
+                with :class:`~contextledger.errors.NotALedger`.
             **engine_options: Passed to :func:`sqlalchemy.create_engine`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed or names an unsupported driver.
             StoreUnavailable: The database cannot be reached.
             SchemaOutOfDate: The schema is not at this library's head (and was not upgraded).
-            ConfigurationError: ``auto_upgrade`` is not a bool or ``None``.
+            ConfigurationError: ``auto_upgrade`` is not a bool or ``None``, or asks for an
+                upgrade of a read-only store.
+            NotALedger: ``read_only`` and the database holds no ledger schema.
         """
         if auto_upgrade is not None and not isinstance(auto_upgrade, bool):
             raise ConfigurationError(f"auto_upgrade must be True, False or None, got {auto_upgrade!r}")
+        if read_only and auto_upgrade:
+            raise ConfigurationError("a read-only ledger cannot be upgraded: auto_upgrade=True with read_only=True")
         parsed = parse_url(url)
         engine = build_engine(
             parsed,
@@ -140,15 +149,16 @@ class SQLStore:
             busy_timeout=busy_timeout,
             connect_timeout=connect_timeout,
             connect_args=connect_args,
+            read_only=read_only,
             **engine_options,
         )
         store = cls(engine, url=parsed, owns_engine=True)
-        upgrade = is_sqlite(parsed) if auto_upgrade is None else auto_upgrade
+        upgrade = not read_only and (is_sqlite(parsed) if auto_upgrade is None else auto_upgrade)
         try:
             if upgrade:
                 store.upgrade()
             else:
-                schema.verify(engine)
+                schema.verify(engine, absent_is_foreign=read_only)
         except BaseException:
             engine.dispose()
             raise
