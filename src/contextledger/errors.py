@@ -76,9 +76,13 @@ class SchemaOutOfDate(StoreError):
         self.current = current
         self.expected = expected
         self.command = command
+        if command.startswith("pip "):  # the schema is newer than this library: db upgrade cannot help
+            advice = f"the database was migrated by a newer contextledger: upgrade the contextledger package (`{command}`)"
+        else:
+            advice = f"run `{command}`"
         super().__init__(
             f"ledger schema is at revision {current or '<none>'} but this version of "
-            f"contextledger needs {expected or '<none>'}; run `{command}`"
+            f"contextledger needs {expected or '<none>'}; {advice}"
         )
 
 

@@ -78,7 +78,10 @@ def _multi_agent_session(url: str) -> dict[str, str]:
         (shot,) = lead.append(
             Message(
                 role="user",
-                content=[{"text": "the current latency chart"}, {"image": {"format": "png", "source": {"bytes": tiny_png()}}}],
+                content=[
+                    {"text": "the current latency chart"},
+                    {"image": {"format": "png", "source": {"bytes": tiny_png()}}},
+                ],
             )
         )
         ids: dict[str, str] = {"pinned_id": goal.message_id, "image_id": shot.message_id}
@@ -142,7 +145,16 @@ def server(demo_ledger: DemoLedger, tmp_path_factory: pytest.TempPathFactory) ->
     log = (tmp_path_factory.mktemp("serve") / "serve.log").open("wb")
     # A relative URL from the ledger's folder: the pages (and the screenshots) show no machine path.
     process = subprocess.Popen(
-        [sys.executable, "-m", "contextledger", "serve", "--url", f"sqlite:///{demo_ledger.path.name}", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "contextledger",
+            "serve",
+            "--url",
+            f"sqlite:///{demo_ledger.path.name}",
+            "--port",
+            str(port),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=demo_ledger.path.parent,

@@ -58,7 +58,9 @@ def test_session_page_draws_every_reduction_and_the_live_view(
     triggers = {t for t in tokens_panel.locator("g.marker").evaluate_all("els => els.map(e => e.classList[1])")}
     assert triggers == {f"t-{r.trigger}" for r in reductions}
     titles = tokens_panel.locator("g.marker title").all_text_contents()
-    assert titles[0].startswith(f"call {reductions[0].model_call_count}: {reductions[0].trigger} · {reductions[0].strategy}")
+    assert titles[0].startswith(
+        f"call {reductions[0].model_call_count}: {reductions[0].trigger} · {reductions[0].strategy}"
+    )
     assert page.locator(f"#reductions-{agent} tbody tr").count() == len(reductions)
     assert page.locator(f"#view-{agent} tbody tr").count() == len(snapshot.entries)
     # a marker links to its reduction's row
@@ -133,7 +135,11 @@ def test_multi_agent_session_side_by_side_and_every_link_answers(
     assert abs(left["y"] - right["y"]) < 2
     assert right["x"] > left["x"] + left["width"] - 1
     assert page.locator("svg.timeline").count() == 2
-    hrefs = set(page.locator("a[href]").evaluate_all("els => els.map(e => new URL(e.getAttribute('href'), document.baseURI).href)"))
+    hrefs = set(
+        page.locator("a[href]").evaluate_all(
+            "els => els.map(e => new URL(e.getAttribute('href'), document.baseURI).href)"
+        )
+    )
     checked = 0
     for href in sorted(hrefs):
         if not href.startswith(server.base):

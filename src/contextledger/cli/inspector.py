@@ -31,7 +31,7 @@ from contextledger.cli.render import (
     view_entry_json,
 )
 from contextledger.errors import SessionNotFound
-from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.ledger import Ledger
 from contextledger.records import HistoryEntry, SummaryEntry, Trigger
 
 __all__ = [
@@ -411,7 +411,7 @@ def delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session and everything it holds (asks first unless --yes)."""
-    with open_ledger(url) as ledger:
+    with open_ledger(url, read_only=False) as ledger:
         agents = ledger.require_session(session_id)
         entries = sum(len(ledger.history(session_id, a)) for a in agents)
         if not yes:

@@ -33,7 +33,9 @@ def _need_web() -> None:
 
 def serve(
     url: UrlOption = None,
-    host: Annotated[str, typer.Option(help="Interface to listen on (loopback by default: the pages are not protected).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (loopback by default: the pages are not protected).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")] = 8765,
 ) -> None:
     """Serve a read-only web view of the ledger: sessions, timelines, every entry."""

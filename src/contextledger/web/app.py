@@ -67,7 +67,9 @@ def create_app(ledger: Ledger) -> Starlette:
         return HTMLResponse(html)
 
     def entry(request: Request) -> Response:
-        html = render_entry(ledger, _required(request, "session"), _required(request, "agent"), _required(request, "id"))
+        html = render_entry(
+            ledger, _required(request, "session"), _required(request, "agent"), _required(request, "id")
+        )
         return HTMLResponse(html)
 
     def not_found(request: Request, exc: Exception) -> Response:

@@ -193,7 +193,9 @@ def sessions_page(ledger: Ledger, *, query: str = "", page: int = 1, per_page: i
 # -- one agent ------------------------------------------------------------------------------
 
 
-def _pin_rows(ledger: Ledger, session_id: str, agent_id: str, history: Sequence[HistoryEntry]) -> tuple[list[PinRow], bool]:
+def _pin_rows(
+    ledger: Ledger, session_id: str, agent_id: str, history: Sequence[HistoryEntry]
+) -> tuple[list[PinRow], bool]:
     """Pin events when the ledger records them; else the entries pinned now."""
     previews = {h.message.message_id: describe(h.message, 80) for h in history}
     reader = getattr(ledger, "pin_history", None)
@@ -210,7 +212,13 @@ def _pin_rows(ledger: Ledger, session_id: str, agent_id: str, history: Sequence[
             for e in events
         ], True
     return [
-        PinRow(entry_id=h.message.message_id, pinned=True, at=fmt_time(h.created_at), source="", preview=previews[h.message.message_id])
+        PinRow(
+            entry_id=h.message.message_id,
+            pinned=True,
+            at=fmt_time(h.created_at),
+            source="",
+            preview=previews[h.message.message_id],
+        )
         for h in history
         if h.pinned
     ], False
@@ -369,7 +377,9 @@ def _tool_partners(messages: Iterable[Message]) -> dict[tuple[str, str], str]:
     return found
 
 
-def render_blocks(message: Message | Sequence[Mapping[str, Any]], partners: Mapping[tuple[str, str], str]) -> tuple[Block, ...]:
+def render_blocks(
+    message: Message | Sequence[Mapping[str, Any]], partners: Mapping[tuple[str, str], str]
+) -> tuple[Block, ...]:
     """Content blocks as :class:`Block` records (tool halves linked to their partner entry)."""
     blocks = message.content if isinstance(message, Message) else message
     return tuple(_block(b, partners) for b in blocks)
@@ -392,7 +402,9 @@ def _block(block: Mapping[str, Any], partners: Mapping[tuple[str, str], str]) ->
     if isinstance(result, Mapping):
         tool_id = str(result.get("toolUseId", ""))
         inner = result.get("content")
-        children = tuple(_block(b, partners) for b in inner if isinstance(b, Mapping)) if isinstance(inner, list) else ()
+        children = (
+            tuple(_block(b, partners) for b in inner if isinstance(b, Mapping)) if isinstance(inner, list) else ()
+        )
         return Block(
             kind="tool_result",
             tool_use_id=tool_id,
@@ -412,7 +424,9 @@ def _block(block: Mapping[str, Any], partners: Mapping[tuple[str, str], str]) ->
                 return Block(kind="image", name=fmt, text=f"{len(raw)} bytes", data_uri=f"data:{mime};base64,{encoded}")
             size = f"{len(raw)} bytes" if isinstance(raw, bytes) else ""
             return Block(kind="json", name=kind, text=f"{body.get('name') or fmt} {size}".strip())
-    return Block(kind="json", name=next(iter(block), "block"), text=json.dumps(_jsonable(block), indent=2, ensure_ascii=False))
+    return Block(
+        kind="json", name=next(iter(block), "block"), text=json.dumps(_jsonable(block), indent=2, ensure_ascii=False)
+    )
 
 
 def _jsonable(value: Any) -> Any:
@@ -458,7 +472,9 @@ def entry_page(ledger: Ledger, session_id: str, agent_id: str, entry_id: str) ->
             pins=pins,
         )
     message = next(h.message for h in history if h.message.message_id == entry_id)
-    revisions = [(rev, render_blocks(rev.original, partners)) for rev in ledger.revisions(session_id, agent_id, entry_id)]
+    revisions = [
+        (rev, render_blocks(rev.original, partners)) for rev in ledger.revisions(session_id, agent_id, entry_id)
+    ]
     row = Row(**{**row.__dict__, "blocks": render_blocks(message, partners)})
     metadata = json.dumps(_jsonable(message.metadata), indent=2, ensure_ascii=False) if message.metadata else ""
     return EntryPage(

@@ -57,7 +57,9 @@ class Links:
         params = {k: v for k, v in (("q", query), ("page", page if page > 1 else "")) if v}
         return f"{self.root}/" + (f"?{urlencode(params)}" if params else "")
 
-    def session(self, session_id: str, agent_id: str | None = None, *, page: int | None = None, anchor: str = "") -> str:
+    def session(
+        self, session_id: str, agent_id: str | None = None, *, page: int | None = None, anchor: str = ""
+    ) -> str:
         """A session page (one agent's when ``agent_id`` is given)."""
         if self.standalone:
             return f"#{anchor or ('agent-' + agent_id if agent_id else 'top')}"
@@ -78,8 +80,10 @@ class Links:
 def render_sessions(ledger: Ledger, *, query: str = "", page: int = 1, links: Links | None = None) -> str:
     """The sessions page."""
     data = sessions_page(ledger, query=query, page=page)
-    return environment().get_template("sessions.html").render(
-        data=data, links=links or Links(), url=ledger.url, title="Sessions"
+    return (
+        environment()
+        .get_template("sessions.html")
+        .render(data=data, links=links or Links(), url=ledger.url, title="Sessions")
     )
 
 
@@ -117,16 +121,20 @@ def render_session(
         pages = [agent_page(ledger, session_id, a, page=None, per_page=1, view_limit=60) for a in agents]
         for p in pages:
             p.history = p.history[-40:]
-    return environment().get_template("session.html").render(
-        session_id=session_id,
-        agents=pages,
-        focus=agent,
-        all_agents=ledger.agents(session_id),
-        standalone=standalone,
-        css=stylesheet() if standalone else "",
-        links=links,
-        url=ledger.url,
-        title=f"{session_id}" + (f" / {agent}" if agent else ""),
+    return (
+        environment()
+        .get_template("session.html")
+        .render(
+            session_id=session_id,
+            agents=pages,
+            focus=agent,
+            all_agents=ledger.agents(session_id),
+            standalone=standalone,
+            css=stylesheet() if standalone else "",
+            links=links,
+            url=ledger.url,
+            title=f"{session_id}" + (f" / {agent}" if agent else ""),
+        )
     )
 
 
@@ -138,6 +146,8 @@ def render_entry(ledger: Ledger, session_id: str, agent_id: str, entry_id: str, 
         EntryNotFound: No such entry.
     """
     data = entry_page(ledger, session_id, agent_id, entry_id)
-    return environment().get_template("entry.html").render(
-        data=data, links=links or Links(), url=ledger.url, title=f"{entry_id} · {session_id}"
+    return (
+        environment()
+        .get_template("entry.html")
+        .render(data=data, links=links or Links(), url=ledger.url, title=f"{entry_id} · {session_id}")
     )

@@ -40,6 +40,7 @@ __all__ = [
     "fix_command",
     "head",
     "include_object",
+    "is_known",
     "migrations_dir",
     "upgrade",
     "upgrade_command",
@@ -186,6 +187,11 @@ def _known(revision: str) -> bool:
         return _script().get_revision(revision) is not None
     except CommandError:
         return False
+
+
+def is_known(revision: str) -> bool:
+    """Whether ``revision`` is one of this library's migrations (not one of a newer version)."""
+    return _known(revision)
 
 
 def fix_command(target: Target, found: str | None) -> str:
