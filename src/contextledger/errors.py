@@ -77,7 +77,9 @@ class SchemaOutOfDate(StoreError):
         self.expected = expected
         self.command = command
         if command.startswith("pip "):  # the schema is newer than this library: db upgrade cannot help
-            advice = f"the database was migrated by a newer contextledger: upgrade the contextledger package (`{command}`)"
+            advice = (
+                f"the database was migrated by a newer contextledger: upgrade the contextledger package (`{command}`)"
+            )
         else:
             advice = f"run `{command}`"
         super().__init__(

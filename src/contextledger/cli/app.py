@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from contextledger import __version__
-from contextledger.cli import db, inspector, server
+from contextledger.cli import db, entries, inspector, server
 from contextledger.cli.demo import demo as demo_command
 from contextledger.cli.errors import ExitCode, exit_code_for, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
@@ -49,7 +49,7 @@ app = typer.Typer(
     help="Conversation state of LLM agents in a real database: run the demo, inspect any ledger, migrate its schema.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -100,6 +100,8 @@ for _command in (
     inspector.evictions,
     inspector.summaries,
     inspector.reductions,
+    entries.revisions,
+    entries.message,
     inspector.export,
     inspector.delete,
     server.serve,

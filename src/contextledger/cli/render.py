@@ -25,6 +25,7 @@ __all__ = [
     "console",
     "describe",
     "dump_json",
+    "fit_columns",
     "fmt_time",
     "history_row_json",
     "json_line",
@@ -122,19 +123,85 @@ def _block_texts(blocks: Iterable[Any]) -> Iterable[str]:
             yield f"[{next(iter(block))}]"
 
 
-WRAPPING_COLUMNS = frozenset({"content", "scenario", "manager", "reductions", "why", "agents", "status", "repair"})
+WRAPPING_COLUMNS = frozenset(
+    {"content", "scenario", "manager", "reductions", "why", "agents", "status", "repair", "session", "original"}
+)
 """Columns whose text may wrap; every other column keeps its values on one line."""
 
+CONTENT_COLUMNS = frozenset({"content", "why", "original", "session"})
+"""The free-text column of a listing: it keeps at least :data:`CONTENT_MIN` characters."""
+CONTENT_MIN = 30
+WRAP_MIN = 10
+"""Narrowest a wrapping column other than the content column gets."""
 
-def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[str | Text]], **kwargs: Any) -> Table:
-    """A rich table; ids, numbers and names never wrap, only free text does."""
+
+def _natural(name: str, cells: Sequence[Text]) -> int:
+    return max([len(name), *(cell.cell_len for cell in cells)])
+
+
+def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: int, drop: Sequence[str]) -> list[str]:
+    """The columns that fit ``width``: the names in ``drop`` give way first, in that order.
+
+    A one-line column needs its widest value; a wrapping column needs :data:`WRAP_MIN`
+    (the content column :data:`CONTENT_MIN`), or less when its values are shorter. Each
+    column adds three characters of padding and border, plus one for the table's edge.
+    """
+    keep = list(columns)
+
+    def need(names: Sequence[str]) -> int:
+        total = 1
+        for name in names:
+            i = columns.index(name)
+            natural = _natural(name, [row[i] for row in rows])
+            if name in CONTENT_COLUMNS:
+                natural = min(natural, CONTENT_MIN)
+            elif name in WRAPPING_COLUMNS:
+                natural = min(natural, WRAP_MIN)
+            total += natural + 3
+        return total
+
+    for name in drop:
+        if need(keep) <= width:
+            break
+        if name in keep:
+            keep.remove(name)
+    # Still too wide (a narrow terminal): the one-line columns give way from the right,
+    # the first (the row's key) and the content column last of all.
+    for name in [c for c in reversed(keep[1:]) if c not in CONTENT_COLUMNS]:
+        if need(keep) <= width:
+            break
+        keep.remove(name)
+    return keep
+
+
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str | Text]],
+    *,
+    drop: Sequence[str] = (),
+    width: int | None = None,
+    **kwargs: Any,
+) -> Table:
+    """A rich table laid out for the terminal's width; ids, numbers and names never wrap, only free text does.
+
+    When the columns do not fit ``width`` (default: the console's), the columns named in
+    ``drop`` are left out, in that order, until they do; the content column keeps at
+    least :data:`CONTENT_MIN` characters and no column is squeezed to nothing.
+    """
+    # Ledger content is data, never rich markup: "[turn 3]" must print as is.
+    cells = [[Text(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
+    keep = fit_columns(columns, cells, width or console().width, drop)
+    index = [columns.index(name) for name in keep]
     result = Table(title=Text(title) if title else None, title_justify="left", header_style="bold", **kwargs)
-    for name in columns:
-        if name in WRAPPING_COLUMNS:
-            result.add_column(name, overflow="fold", ratio=1)
+    for name, i in zip(keep, index, strict=True):
+        natural = _natural(name, [row[i] for row in cells])
+        if name in CONTENT_COLUMNS:
+            result.add_column(name, overflow="fold", ratio=1, min_width=min(natural, CONTENT_MIN))
+        elif name in WRAPPING_COLUMNS:
+            result.add_column(name, overflow="fold", ratio=1, min_width=min(natural, WRAP_MIN))
         else:
-            result.add_column(name, no_wrap=True)
-    for row in rows:
-        # Ledger content is data, never rich markup: "[turn 3]" must print as is.
-        result.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in row))
+            result.add_column(name, no_wrap=True, min_width=natural)
+    for row in cells:
+        result.add_row(*(row[i] for i in index))
     return result
