@@ -25,6 +25,7 @@ __all__ = [
     "console",
     "describe",
     "dump_json",
+    "column_widths",
     "fit_columns",
     "fmt_time",
     "history_row_json",
@@ -174,6 +175,31 @@ def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: i
     return keep
 
 
+def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: int) -> dict[str, int] | None:
+    """Widths that make ``columns`` fit ``width`` exactly as intended, or ``None`` when they cannot.
+
+    One-line columns get their widest value; the content column gets up to its widest
+    value, never less than :data:`CONTENT_MIN` (or its widest value when shorter); other
+    wrapping columns share what is left, never less than :data:`WRAP_MIN`.
+    """
+    natural = {name: _natural(name, [row[i] for row in rows]) for i, name in enumerate(columns)}
+    widths = {name: natural[name] for name in columns if name not in WRAPPING_COLUMNS}
+    wrapping = [name for name in columns if name in WRAPPING_COLUMNS and name not in CONTENT_COLUMNS]
+    content = [name for name in columns if name in CONTENT_COLUMNS]
+    for name in wrapping:
+        widths[name] = min(natural[name], WRAP_MIN)
+    for name in content:
+        widths[name] = min(natural[name], CONTENT_MIN)
+    room = width - 1 - 3 * len(columns) - sum(widths.values())
+    if room < 0:
+        return None
+    for name in content + wrapping:  # the content column widens first
+        extra = min(room, natural[name] - widths[name])
+        widths[name] += extra
+        room -= extra
+    return widths
+
+
 def table(
     title: str | None,
     columns: Sequence[str],
@@ -191,17 +217,17 @@ def table(
     """
     # Ledger content is data, never rich markup: "[turn 3]" must print as is.
     cells = [[Text(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
-    keep = fit_columns(columns, cells, width or console().width, drop)
+    width = width or console().width
+    keep = fit_columns(columns, cells, width, drop)
     index = [columns.index(name) for name in keep]
+    kept = [[row[i] for i in index] for row in cells]
+    widths = column_widths(keep, kept, width) or {}
     result = Table(title=Text(title) if title else None, title_justify="left", header_style="bold", **kwargs)
-    for name, i in zip(keep, index, strict=True):
-        natural = _natural(name, [row[i] for row in cells])
-        if name in CONTENT_COLUMNS:
-            result.add_column(name, overflow="fold", ratio=1, min_width=min(natural, CONTENT_MIN))
-        elif name in WRAPPING_COLUMNS:
-            result.add_column(name, overflow="fold", ratio=1, min_width=min(natural, WRAP_MIN))
+    for name in keep:
+        if name in WRAPPING_COLUMNS:
+            result.add_column(name, overflow="fold", width=widths.get(name), min_width=widths.get(name))
         else:
-            result.add_column(name, no_wrap=True, min_width=natural)
-    for row in cells:
-        result.add_row(*(row[i] for i in index))
+            result.add_column(name, no_wrap=True, width=widths.get(name), min_width=widths.get(name))
+    for row in kept:
+        result.add_row(*row)
     return result
