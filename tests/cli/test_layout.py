@@ -27,7 +27,20 @@ LISTINGS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "reductions": (
         ["alpha"],
-        ["when", "agent", "id", "trigger", "strategy", "call", "messages", "tokens", "evicted", "revised", "summary", "why"],
+        [
+            "when",
+            "agent",
+            "id",
+            "trigger",
+            "strategy",
+            "call",
+            "messages",
+            "tokens",
+            "evicted",
+            "revised",
+            "summary",
+            "why",
+        ],
     ),
     "revisions": (["alpha"], ["when", "agent", "message", "#", "reason", "reduction", "original"]),
 }
@@ -76,7 +89,9 @@ def test_low_value_columns_give_way_first(invoke: Invoke, populated: Populated) 
     assert "status" in names
     assert "content" in names
     assert "revs" not in names  # the first to go
-    single = _headers(invoke("history", "alpha", "--agent", "main", "--url", populated.url, env={"COLUMNS": "80"}).stdout)
+    single = _headers(
+        invoke("history", "alpha", "--agent", "main", "--url", populated.url, env={"COLUMNS": "80"}).stdout
+    )
     assert "agent" not in [name for name, _ in single[0]]  # one agent: the agent column says nothing
 
 

@@ -22,10 +22,10 @@ from contextledger.messages import Message, encode_blocks
 from contextledger.records import HistoryEntry, Revision, SummaryEntry, ViewEntry
 
 __all__ = [
+    "column_widths",
     "console",
     "describe",
     "dump_json",
-    "column_widths",
     "fit_columns",
     "fmt_time",
     "history_row_json",
