@@ -9,19 +9,23 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
-from rich.table import Table
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
 from contextledger.messages import Message, encode_blocks
 from contextledger.records import HistoryEntry, Revision, SummaryEntry, ViewEntry
 
 __all__ = [
+    "Grid",
     "column_widths",
     "console",
     "describe",
@@ -200,6 +204,76 @@ def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Text]], width:
     return widths
 
 
+class Grid:
+    """A table laid out once, in plain Python, and printed as ready-made lines.
+
+    Rich's own table measures and wraps every cell through its renderables, which costs
+    milliseconds a row; a 2,000-row history must print in well under a second. The
+    columns (see :func:`fit_columns` and :func:`column_widths`) are known up front, so each
+    cell is wrapped with :mod:`textwrap` and each line drawn with the box characters of
+    rich's default table. Styles of whole cells (``dim`` rows, a bold header) are kept.
+    """
+
+    def __init__(
+        self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Text]], widths: Sequence[int]
+    ):
+        """Lay out ``rows`` under ``columns`` at ``widths`` (one per column)."""
+        self.title = title
+        self.columns = list(columns)
+        self.rows = rows
+        self.widths = list(widths)
+
+    def _cell_lines(self, name: str, text: str, width: int) -> list[str]:
+        if name not in WRAPPING_COLUMNS:
+            return [text if cell_len(text) <= width else set_cell_size(text, width - 1) + "…"]
+        lines: list[str] = []
+        for paragraph in text.splitlines() or [""]:
+            wrapped = textwrap.wrap(paragraph, width, break_on_hyphens=False, drop_whitespace=True) or [""]
+            for line in wrapped:
+                while cell_len(line) > width:  # wide characters: fold by cells
+                    head = set_cell_size(line, width)
+                    lines.append(head)
+                    line = line[len(head) :]
+                lines.append(line)
+        return lines
+
+    def _edge(self, left: str, fill: str, cross: str, right: str) -> Segment:
+        return Segment(left + cross.join(fill * (w + 2) for w in self.widths) + right)
+
+    def _row(self, cells: Sequence[str], bar: str) -> str:
+        inner = f" {bar} ".join(
+            cell + " " * (width - cell_len(cell)) for cell, width in zip(cells, self.widths, strict=True)
+        )
+        return f"{bar} {inner} {bar}"
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
+        """Yield the table's lines, one segment each (a row's style is its first cell's)."""
+        newline = Segment.line()
+        if self.title:
+            yield Segment(self.title, Style(italic=True))
+            yield newline
+        yield self._edge("┏", "━", "┳", "┓")
+        yield newline
+        yield Segment(self._row(self.columns, "┃"), Style(bold=True))
+        yield newline
+        yield self._edge("┡", "━", "╇", "┩")
+        yield newline
+        styles: dict[str, Style] = {}
+        for row in self.rows:
+            style = str(row[0].style) if row and row[0].style else ""
+            if style and style not in styles:
+                styles[style] = Style.parse(style)
+            wrapped = [
+                self._cell_lines(name, cell.plain, width)
+                for name, cell, width in zip(self.columns, row, self.widths, strict=True)
+            ]
+            for i in range(max(len(w) for w in wrapped)):
+                yield Segment(self._row([w[i] if i < len(w) else "" for w in wrapped], "│"), styles.get(style))
+                yield newline
+        yield self._edge("└", "─", "┴", "┘")
+        yield newline
+
+
 def table(
     title: str | None,
     columns: Sequence[str],
@@ -207,9 +281,8 @@ def table(
     *,
     drop: Sequence[str] = (),
     width: int | None = None,
-    **kwargs: Any,
-) -> Table:
-    """A rich table laid out for the terminal's width; ids, numbers and names never wrap, only free text does.
+) -> Grid:
+    """A table laid out for the terminal's width; ids, numbers and names never wrap, only free text does.
 
     When the columns do not fit ``width`` (default: the console's), the columns named in
     ``drop`` are left out, in that order, until they do; the content column keeps at
@@ -221,13 +294,7 @@ def table(
     keep = fit_columns(columns, cells, width, drop)
     index = [columns.index(name) for name in keep]
     kept = [[row[i] for i in index] for row in cells]
-    widths = column_widths(keep, kept, width) or {}
-    result = Table(title=Text(title) if title else None, title_justify="left", header_style="bold", **kwargs)
-    for name in keep:
-        if name in WRAPPING_COLUMNS:
-            result.add_column(name, overflow="fold", width=widths.get(name), min_width=widths.get(name))
-        else:
-            result.add_column(name, no_wrap=True, width=widths.get(name), min_width=widths.get(name))
-    for row in kept:
-        result.add_row(*row)
-    return result
+    widths = column_widths(keep, kept, width)
+    if widths is None:  # narrower than any layout: every column at its floor, the line overflows
+        widths = {name: min(_natural(name, [r[i] for r in kept]), WRAP_MIN) for i, name in enumerate(keep)}
+    return Grid(title, keep, kept, [widths[name] for name in keep])
