@@ -117,16 +117,18 @@ def main() -> None:
                 status = getattr(reply, "status_code", 200)
                 assert status == 200, (name, status)
                 samples = timed(action, args.repeats if "timeline" not in name else max(3, args.repeats // 3))
-                rows.append(f"| {name} | {args.turns} turns, {entries} entries, {reductions} reductions | {fmt(samples)} |")
+                rows.append(
+                    f"| {name} | {args.turns} turns, {entries} entries, {reductions} reductions | {fmt(samples)} |"
+                )
                 print(rows[-1])
         command = [sys.executable, "-m", "contextledger"]
         history = timed(
-            lambda: subprocess.run(
-                [*command, "history", SMALL, "--url", url], stdout=subprocess.DEVNULL, check=True
-            ),
+            lambda: subprocess.run([*command, "history", SMALL, "--url", url], stdout=subprocess.DEVNULL, check=True),
             max(3, args.repeats // 2),
         )
-        rows.append(f"| `contextledger history` (process, piped) | {args.small} turns, {args.small * 4 + 1} entries | {fmt(history)} |")
+        rows.append(
+            f"| `contextledger history` (process, piped) | {args.small} turns, {args.small * 4 + 1} entries | {fmt(history)} |"
+        )
         print(rows[-1])
         version = timed(lambda: subprocess.run([*command, "--version"], stdout=subprocess.DEVNULL, check=True), 10)
         rows.append(f"| `contextledger --version` (process) | - | {fmt(version)} |")
