@@ -126,9 +126,8 @@ def main() -> None:
             lambda: subprocess.run([*command, "history", SMALL, "--url", url], stdout=subprocess.DEVNULL, check=True),
             max(3, args.repeats // 2),
         )
-        rows.append(
-            f"| `contextledger history` (process, piped) | {args.small} turns, {args.small * 4 + 1} entries | {fmt(history)} |"
-        )
+        size = f"{args.small} turns, {args.small * 4 + 1} entries"
+        rows.append(f"| `contextledger history` (process, piped) | {size} | {fmt(history)} |")
         print(rows[-1])
         version = timed(lambda: subprocess.run([*command, "--version"], stdout=subprocess.DEVNULL, check=True), 10)
         rows.append(f"| `contextledger --version` (process) | - | {fmt(version)} |")
