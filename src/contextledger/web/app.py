@@ -63,6 +63,7 @@ def create_app(ledger: Ledger) -> Starlette:
             _required(request, "id"),
             agent=request.query_params.get("agent") or None,
             page=_int(request, "page"),
+            all_reductions=request.query_params.get("reductions") == "all",
         )
         return HTMLResponse(html)
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 
 from contextledger.records import Reduction
 
-__all__ = ["STRATEGY_MARKS", "Chart", "Marker", "Panel", "build_chart", "nice_ticks"]
+__all__ = ["MAX_MARKERS", "STRATEGY_MARKS", "Chart", "Marker", "Panel", "build_chart", "nice_ticks", "render_svg"]
 
+MAX_MARKERS = 240
+"""More reductions than this are drawn in groups of consecutive ones (one marker a group)."""
 WIDTH = 760
 LEFT, RIGHT, TOP, BOTTOM = 60, 16, 14, 30
 PANEL_GAP = 26
@@ -66,6 +69,11 @@ class Chart:
     strategies: tuple[tuple[str, str], ...]
     calls: int
     reductions: int
+    grouped: int = 1
+
+    def svg(self, href: str, label: str) -> str:
+        """The chart as an SVG element; each marker links to ``href`` + ``#r-<reduction id>``."""
+        return render_svg(self, href, label)
 
 
 def nice_ticks(maximum: float, count: int = 5) -> list[float]:
@@ -85,8 +93,65 @@ def _label(value: float) -> str:
     return f"{value:g}"
 
 
+@dataclass(frozen=True)
+class _Group:
+    """Consecutive reductions drawn as one marker (one reduction when there are few)."""
+
+    members: tuple[Reduction, ...]
+
+    @property
+    def first(self) -> Reduction:
+        return self.members[0]
+
+    @property
+    def call(self) -> float:
+        return (self.members[0].model_call_count + self.members[-1].model_call_count) / 2
+
+    def before(self, name: str) -> int:
+        return max(r.tokens_before if name == "tokens" else r.messages_before for r in self.members)
+
+    def after(self, name: str) -> int:
+        return min(r.tokens_after if name == "tokens" else r.messages_after for r in self.members)
+
+    @property
+    def trigger(self) -> str:
+        triggers = [r.trigger for r in self.members]
+        # The rarest trigger of a group is the one worth seeing (a reactive among per-turn trims).
+        return min(dict.fromkeys(triggers), key=triggers.count)
+
+    @property
+    def strategy(self) -> str:
+        strategies = [r.strategy for r in self.members]
+        return max(dict.fromkeys(strategies), key=strategies.count)
+
+    def title(self, name: str) -> str:
+        unit = "tokens" if name == "tokens" else "messages"
+        if len(self.members) == 1:
+            r = self.first
+            return (
+                f"call {r.model_call_count}: {r.trigger} · {r.strategy} · {self.before(name)}→{self.after(name)} {unit}"
+            )
+        counts: dict[str, int] = {}
+        for r in self.members:
+            counts[f"{r.trigger} · {r.strategy}"] = counts.get(f"{r.trigger} · {r.strategy}", 0) + 1
+        kinds = ", ".join(f"{n}× {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        return (
+            f"calls {self.first.model_call_count}–{self.members[-1].model_call_count}: "
+            f"{len(self.members)} reductions ({kinds}) · {self.before(name)}→{self.after(name)} {unit}"
+        )
+
+
+def _groups(reductions: Sequence[Reduction]) -> list[_Group]:
+    size = max(1, -(-len(reductions) // MAX_MARKERS))
+    return [_Group(tuple(reductions[i : i + size])) for i in range(0, len(reductions), size)]
+
+
 def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, messages_now: int) -> Chart:
     """Lay out the chart of one agent's conversation.
+
+    At most :data:`MAX_MARKERS` markers are drawn: beyond that, consecutive reductions
+    share one marker (its drop spans the highest *before* and the lowest *after* of the
+    group, its colour is the group's rarest trigger, its title counts the members).
 
     Args:
         reductions: The agent's reductions in commit order.
@@ -94,19 +159,20 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
         tokens_now: Estimated tokens of the live view.
         messages_now: Entries in the live view.
     """
+    groups = _groups(reductions)
     last_call = max([calls, *(r.model_call_count for r in reductions)], default=0)
     x_ticks_values = nice_ticks(max(last_call, 1), 6)
     x_max = x_ticks_values[-1]
     plot_width = WIDTH - LEFT - RIGHT
 
     # Reductions at one model call stand a little apart so each marker stays visible.
-    at_call: dict[int, int] = {}
+    at_call: dict[float, int] = {}
     xs: list[float] = []
     spread = min(0.35, x_max / 60)
-    for r in reductions:
-        k = at_call.get(r.model_call_count, 0)
-        at_call[r.model_call_count] = k + 1
-        xs.append(r.model_call_count + k * spread)
+    for g in groups:
+        k = at_call.get(g.call, 0)
+        at_call[g.call] = k + 1
+        xs.append(g.call + k * spread)
 
     def x_of(value: float) -> float:
         return round(LEFT + plot_width * min(value, x_max) / x_max, 1)
@@ -114,8 +180,8 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
     panels = []
     top = float(TOP)
     for name, height in PANELS:
-        before = [r.tokens_before if name == "tokens" else r.messages_before for r in reductions]
-        after = [r.tokens_after if name == "tokens" else r.messages_after for r in reductions]
+        before = [g.before(name) for g in groups]
+        after = [g.after(name) for g in groups]
         now = tokens_now if name == "tokens" else messages_now
         y_values = nice_ticks(max([now, *before, *after, 1]), 4)
         y_max = y_values[-1]
@@ -125,20 +191,18 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
 
         points = [(x_of(0), y_of(0))]
         markers = []
-        for r, x, b, a in zip(reductions, xs, before, after, strict=True):
+        for g, x, b, a in zip(groups, xs, before, after, strict=True):
             points += [(x_of(x), y_of(b)), (x_of(x), y_of(a))]
-            letter = STRATEGY_MARKS.get(r.strategy, (r.strategy[:1] or "?").upper())
-            unit = "tokens" if name == "tokens" else "messages"
             markers.append(
                 Marker(
                     x=x_of(x),
                     y_before=y_of(b),
                     y_after=y_of(a),
-                    trigger=r.trigger,
-                    strategy=r.strategy,
-                    letter=letter,
-                    title=f"call {r.model_call_count}: {r.trigger} · {r.strategy} · {b}→{a} {unit}",
-                    reduction_id=r.reduction_id,
+                    trigger=g.trigger,
+                    strategy=g.strategy,
+                    letter=STRATEGY_MARKS.get(g.strategy, (g.strategy[:1] or "?").upper()),
+                    title=g.title(name),
+                    reduction_id=g.first.reduction_id,
                 )
             )
         points.append((x_of(max(last_call, xs[-1] if xs else 0)), y_of(now)))
@@ -167,4 +231,41 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
         strategies=tuple((STRATEGY_MARKS.get(s, (s[:1] or "?").upper()), s) for s in strategies),
         calls=calls,
         reductions=len(reductions),
+        grouped=len(groups[0].members) if groups else 1,
     )
+
+
+def render_svg(chart: Chart, href: str, label: str) -> str:
+    """Draw ``chart`` as SVG markup (built here rather than in a template: thousands of elements, fast)."""
+    out = [f'<svg viewBox="0 0 {chart.width} {chart.height}" role="img" aria-label="{escape(label)}" class="timeline">']
+    link = escape(href)
+    for panel in chart.panels:
+        out.append(f'<g class="panel {panel.name}">')
+        for y, text in panel.y_ticks:
+            out.append(f'<line class="grid" x1="{chart.left}" x2="{chart.right}" y1="{y}" y2="{y}"/>')
+            out.append(f'<text class="tick" x="{chart.left - 6}" y="{y + 4}" text-anchor="end">{text}</text>')
+        out.append(f'<text class="axis-name" x="{chart.left + 6}" y="{panel.top + 12}">{panel.name} in context</text>')
+        out.append(f'<path class="series" d="{panel.path}"/>')
+        tokens = panel.name == "tokens"
+        for m in panel.markers:
+            out.append(
+                f'<a href="{link}#r-{m.reduction_id}" class="marker-link"><g class="marker t-{escape(m.trigger)}">'
+                f"<title>{escape(m.title)}</title>"
+                f'<line class="drop" x1="{m.x}" x2="{m.x}" y1="{m.y_before}" y2="{m.y_after}"/>'
+            )
+            if tokens:
+                out.append(
+                    f'<circle cx="{m.x}" cy="{m.y_before}" r="7"/>'
+                    f'<text x="{m.x}" y="{m.y_before + 3.5}" text-anchor="middle">{escape(m.letter)}</text>'
+                )
+            else:
+                out.append(f'<circle cx="{m.x}" cy="{m.y_after}" r="3"/>')
+            out.append("</g></a>")
+        out.append(f'<circle class="now" cx="{panel.last[0]}" cy="{panel.last[1]}" r="4"><title>now</title></circle>')
+        out.append("</g>")
+    for x, text in chart.x_ticks:
+        out.append(f'<text class="tick" x="{x}" y="{chart.height - 10}" text-anchor="middle">{text}</text>')
+    axis = f'x="{chart.right}" y="{chart.height - 10}" text-anchor="end" dy="-12"'
+    out.append(f'<text class="axis-name" {axis}>model calls →</text>')
+    out.append("</svg>")
+    return "".join(out)

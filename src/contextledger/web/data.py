@@ -108,6 +108,7 @@ class AgentPage:
     pin_history: bool
     chart: Chart
     previews: dict[str, str] = field(default_factory=dict)
+    full_history: bool = True
 
     @property
     def manager(self) -> str:
@@ -194,13 +195,21 @@ def sessions_page(ledger: Ledger, *, query: str = "", page: int = 1, per_page: i
 
 
 def _pin_rows(
-    ledger: Ledger, session_id: str, agent_id: str, history: Sequence[HistoryEntry]
+    ledger: Ledger,
+    session_id: str,
+    agent_id: str,
+    history: Sequence[HistoryEntry],
+    view: Sequence[ViewEntry],
 ) -> tuple[list[PinRow], bool]:
     """Pin events when the ledger records them; else the entries pinned now."""
-    previews = {h.message.message_id: describe(h.message, 80) for h in history}
+    previews = {e.entry_id: describe(e.message, 80) for e in view if e.pinned}
     reader = getattr(ledger, "pin_history", None)
     if callable(reader):
         events = reader(session_id, agent_id)
+        wanted = {e.entry_id for e in events} - previews.keys()
+        for h in history:
+            if h.message.message_id in wanted:
+                previews[h.message.message_id] = describe(h.message, 80)
         return [
             PinRow(
                 entry_id=e.entry_id,
@@ -211,16 +220,11 @@ def _pin_rows(
             )
             for e in events
         ], True
+    # A pinned entry is never evicted: the live view holds every pinned entry.
     return [
-        PinRow(
-            entry_id=h.message.message_id,
-            pinned=True,
-            at=fmt_time(h.created_at),
-            source="",
-            preview=previews[h.message.message_id],
-        )
-        for h in history
-        if h.pinned
+        PinRow(entry_id=e.entry_id, pinned=True, at="", source="", preview=previews[e.entry_id])
+        for e in view
+        if e.pinned
     ], False
 
 
@@ -233,8 +237,13 @@ def agent_page(
     per_page: int = 200,
     view_limit: int | None = 200,
     with_blocks: bool = False,
+    full_history: bool = True,
+    history: Sequence[HistoryEntry] | None = None,
 ) -> AgentPage:
     """Read one agent's conversation and derive what the session page draws.
+
+    Only the rows a page draws are turned into :class:`Row` records; the cost that
+    grows with the history is one read of it (and none without ``full_history``).
 
     Args:
         ledger: The ledger (only read).
@@ -244,6 +253,9 @@ def agent_page(
         per_page: History rows per page.
         view_limit: Draw only the newest this many entries of the live view (``None``: all).
         with_blocks: Attach every entry's content blocks (for the self-contained file).
+        full_history: Read the full history (the overview of a session does without it:
+            its page stays O(window + reductions)).
+        history: The history when the caller has read it already.
 
     Raises:
         SessionNotFound: The session has no such agent.
@@ -251,7 +263,8 @@ def agent_page(
     snapshot = ledger.store.load(session_id, agent_id)
     if snapshot is None:
         raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
-    history = ledger.history(session_id, agent_id)
+    if history is None:
+        history = ledger.history(session_id, agent_id) if full_history else []
     summaries = ledger.summaries(session_id, agent_id)
     reductions = ledger.reductions(session_id, agent_id)
     revisions = ledger.revisions(session_id, agent_id)
@@ -260,7 +273,8 @@ def agent_page(
     for s in summaries:
         for entry_id in s.replaces:
             replaced_by[entry_id] = s.summary_id
-    partners = _tool_partners(h.message for h in history)
+    needs_partners = with_blocks or bool(revisions)
+    partners = _tool_partners(h.message for h in history) if needs_partners else {}
 
     def history_row(h: HistoryEntry) -> Row:
         return Row(
@@ -296,21 +310,35 @@ def agent_page(
             blocks=(Block(kind="text", text=s.content),) if with_blocks else (),
         )
 
-    rows = [history_row(h) for h in history] + [summary_row(s) for s in summaries]
-    rows.sort(key=lambda r: (r.seq, r.kind == "message"))
-    total = len(rows)
+    items: list[HistoryEntry | SummaryEntry] = [*history, *(summaries if full_history else [])]
+    items.sort(key=lambda r: (r.seq, isinstance(r, HistoryEntry)))
+    total = len(items)
     pages = max(1, -(-total // per_page))
     if page is None:
-        shown, current = rows, 1
+        shown_items, current = items, 1
     else:
         current = min(max(page, 1), pages)
-        shown = rows[(current - 1) * per_page : current * per_page]
-    by_id = {r.entry_id: r for r in rows}
+        shown_items = items[(current - 1) * per_page : current * per_page]
+    by_id: dict[str, HistoryEntry | SummaryEntry] = {
+        (i.message.message_id if isinstance(i, HistoryEntry) else i.summary_id): i for i in items
+    }
+    summary_ids = {s.summary_id: s for s in summaries}
+    made: dict[str, Row] = {}
+
+    def row_of(entry_id: str) -> Row | None:
+        if entry_id not in made:
+            item = by_id.get(entry_id) or summary_ids.get(entry_id)
+            if item is None:
+                return None
+            made[entry_id] = history_row(item) if isinstance(item, HistoryEntry) else summary_row(item)
+        return made[entry_id]
+
+    shown = [row_of(i.message.message_id if isinstance(i, HistoryEntry) else i.summary_id) for i in shown_items]
     view_entries: Sequence[ViewEntry] = snapshot.entries
     if view_limit is not None:
         view_entries = view_entries[max(0, len(view_entries) - view_limit) :]
     view = [
-        by_id.get(e.entry_id)
+        row_of(e.entry_id)
         or Row(
             entry_id=e.entry_id,
             kind=e.kind,
@@ -321,14 +349,46 @@ def agent_page(
             tokens=e.tokens,
             preview=describe(e.message, PREVIEW),
             created_at="",
+            replaced_by=replaced_by.get(e.entry_id),
         )
         for e in view_entries
     ]
+    in_view = {e.entry_id: e for e in snapshot.entries}
     revised: dict[str, list[tuple[Revision, tuple[Block, ...]]]] = {}
     for rev in revisions:
         revised.setdefault(rev.message_id, []).append((rev, render_blocks(rev.original, partners)))
-    pins, recorded = _pin_rows(ledger, session_id, agent_id, history)
+    revised_rows = []
+    for message_id, revs in revised.items():
+        found = row_of(message_id)
+        if found is None and message_id in in_view:
+            e = in_view[message_id]
+            found = Row(
+                entry_id=e.entry_id,
+                kind=e.kind,
+                seq=e.seq,
+                role=e.message.role,
+                status="active",
+                pinned=e.pinned,
+                tokens=e.tokens,
+                preview=describe(e.message, PREVIEW),
+                created_at="",
+            )
+        if found is not None:
+            revised_rows.append((found, revs))
+    pins, recorded = _pin_rows(ledger, session_id, agent_id, history, snapshot.entries)
+    previews: dict[str, str] = {}
+    for s in summaries:
+        for entry_id in s.replaces:
+            item = by_id.get(entry_id) or summary_ids.get(entry_id)
+            if isinstance(item, HistoryEntry):
+                previews[entry_id] = describe(item.message, PREVIEW)
+            elif item is not None:
+                previews[entry_id] = "summary: " + " ".join(item.content.split())[:PREVIEW]
     tokens = sum(e.tokens for e in snapshot.entries)
+    if full_history:
+        evicted = sum(1 for i in items if i.status != "active" or (isinstance(i, SummaryEntry) and i.superseded_by))
+    else:
+        evicted = sum(len(r.evicted) for r in reductions)
     return AgentPage(
         session_id=session_id,
         agent_id=agent_id,
@@ -336,19 +396,20 @@ def agent_page(
         tokens=tokens,
         view=view,
         view_total=len(snapshot.entries),
-        history=shown,
+        history=[r for r in shown if r is not None],
         history_total=total,
         page=current,
         pages=pages,
-        evicted=sum(1 for r in rows if r.status != "active"),
+        evicted=evicted,
         summaries=summaries,
         summary_chains={s.summary_id: _chain(s, summaries) for s in summaries},
         reductions=reductions,
-        revisions=[(by_id[m], revs) for m, revs in revised.items() if m in by_id],
+        revisions=revised_rows,
         pins=pins,
         pin_history=recorded,
         chart=build_chart(reductions, snapshot.state.model_call_count, tokens, len(snapshot.entries)),
-        previews={r.entry_id: r.preview for r in rows},
+        previews=previews,
+        full_history=full_history,
     )
 
 
@@ -448,11 +509,11 @@ def entry_page(ledger: Ledger, session_id: str, agent_id: str, entry_id: str) ->
     """
     if agent_id not in ledger.agents(session_id):
         raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
-    whole = agent_page(ledger, session_id, agent_id, page=None, view_limit=0)
+    history = ledger.history(session_id, agent_id)
+    whole = agent_page(ledger, session_id, agent_id, page=None, view_limit=0, history=history)
     row = next((r for r in whole.history if r.entry_id == entry_id), None)
     if row is None:
         raise EntryNotFound(f"no entry {entry_id!r} in session {session_id!r}, agent {agent_id!r}")
-    history = ledger.history(session_id, agent_id)
     partners = _tool_partners(h.message for h in history)
     pins = [p for p in whole.pins if p.entry_id == entry_id]
     if row.kind == "summary":

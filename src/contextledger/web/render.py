@@ -70,6 +70,13 @@ class Links:
             params["page"] = page
         return f"{self.root}/session?{urlencode(params)}" + (f"#{anchor}" if anchor else "")
 
+    def reductions(self, session_id: str, agent_id: str) -> str:
+        """One agent's page listing every reduction."""
+        if self.standalone:
+            return f"#reductions-{agent_id}"
+        params = urlencode({"id": session_id, "agent": agent_id, "reductions": "all"})
+        return f"{self.root}/session?{params}#reductions-{agent_id}"
+
     def entry(self, session_id: str, agent_id: str, entry_id: str) -> str:
         """One entry whole."""
         if self.standalone:
@@ -94,6 +101,7 @@ def render_session(
     agent: str | None = None,
     page: int = 1,
     standalone: bool = False,
+    all_reductions: bool = False,
     links: Links | None = None,
 ) -> str:
     """A session page: every agent side by side, or one agent with its full history paged.
@@ -117,10 +125,9 @@ def render_session(
     elif agent is not None:
         pages = [agent_page(ledger, session_id, agent, page=page)]
     else:
-        # Side by side: each column draws the chart and the live view; history is one click away.
-        pages = [agent_page(ledger, session_id, a, page=None, per_page=1, view_limit=60) for a in agents]
-        for p in pages:
-            p.history = p.history[-40:]
+        # Side by side: each column draws the chart and the live view; the full history
+        # is one click away, so this page never reads it.
+        pages = [agent_page(ledger, session_id, a, view_limit=60, full_history=False) for a in agents]
     return (
         environment()
         .get_template("session.html")

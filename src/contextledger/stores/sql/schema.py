@@ -217,7 +217,10 @@ def verify(target: Target, *, absent_is_foreign: bool = False) -> None:
     found = current(target)
     expected = head()
     if found is None and absent_is_foreign:
-        raise NotALedger(f"{describe(_url_of(target))} is not a contextledger ledger (it has no ledger schema)")
+        raise NotALedger(
+            f"{describe(_url_of(target))} is not a contextledger ledger (it has no ledger tables; "
+            f"to keep a ledger in it, run `{upgrade_command(target)}`)"
+        )
     if found != expected:
         raise SchemaOutOfDate(found, expected, fix_command(target, found))
 

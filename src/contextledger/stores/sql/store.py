@@ -121,7 +121,7 @@ class SQLStore:
             connect_args: Extra driver ``connect`` arguments.
             read_only: Open for reading only (what the inspector and the web view do): the
                 schema is checked, never upgraded; a SQLite file is opened ``mode=ro`` and
-                never switched to WAL; a database without the ledger's tables is refused
+                never switched to WAL; a SQLite file without the ledger's tables is refused
                 with :class:`~contextledger.errors.NotALedger`.
             **engine_options: Passed to :func:`sqlalchemy.create_engine`.
 
@@ -131,7 +131,7 @@ class SQLStore:
             SchemaOutOfDate: The schema is not at this library's head (and was not upgraded).
             ConfigurationError: ``auto_upgrade`` is not a bool or ``None``, or asks for an
                 upgrade of a read-only store.
-            NotALedger: ``read_only`` and the database holds no ledger schema.
+            NotALedger: ``read_only`` and the SQLite file holds no ledger schema.
         """
         if auto_upgrade is not None and not isinstance(auto_upgrade, bool):
             raise ConfigurationError(f"auto_upgrade must be True, False or None, got {auto_upgrade!r}")
@@ -158,7 +158,9 @@ class SQLStore:
             if upgrade:
                 store.upgrade()
             else:
-                schema.verify(engine, absent_is_foreign=read_only)
+                # A SQLite file without the ledger's schema is some other application's file; an
+                # empty PostgreSQL database is a ledger waiting for its `db upgrade`.
+                schema.verify(engine, absent_is_foreign=read_only and is_sqlite(parsed))
         except BaseException:
             engine.dispose()
             raise
