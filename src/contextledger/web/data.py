@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contextledger.cli.render import describe, fmt_time
 from contextledger.errors import EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
 from contextledger.records import ConversationState, HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry
+from contextledger.text import describe, fmt_time
 from contextledger.web.chart import Chart, build_chart
 
 __all__ = [
