@@ -147,7 +147,7 @@ def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Text]], width:
 
     One-line columns get their widest value; the content column gets up to its widest
     value, never less than :data:`CONTENT_MIN` (or its widest value when shorter); other
-    wrapping columns share what is left, never less than :data:`WRAP_MIN`.
+    wrapping columns get what they need from the rest first, never less than :data:`WRAP_MIN`.
     """
     natural = {name: _natural(name, [row[i] for row in rows]) for i, name in enumerate(columns)}
     widths = {name: natural[name] for name in columns if name not in WRAPPING_COLUMNS}
@@ -160,7 +160,9 @@ def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Text]], width:
     room = width - 1 - 3 * len(columns) - sum(widths.values())
     if room < 0:
         return None
-    for name in content + wrapping:  # the content column widens first
+    # Short free text (a status, a list of agents) gets its width first, then the content
+    # column everything left: it already has its 30.
+    for name in wrapping + content:
         extra = min(room, natural[name] - widths[name])
         widths[name] += extra
         room -= extra
