@@ -38,14 +38,17 @@ from _servers import replace_section, versions
 
 SECTION = "## Strands turn: LedgerSessionManager vs FileSessionManager (`benchmarks/strands_turn.py`)"
 
+
 @dataclass
 class Series:
     name: str
     seconds: list[float] = field(default_factory=list)
 
+
 def _p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
 
 def run(turns: int, directory: Path) -> tuple[dict[str, Series], list[int]]:
     from strands import Agent
@@ -95,6 +98,7 @@ def run(turns: int, directory: Path) -> tuple[dict[str, Series], list[int]]:
         ledger.close()
     return series, per_turn_commits
 
+
 def report(series: dict[str, Series], commits: list[int], turns: int) -> list[str]:
     baseline = series["no session manager"].seconds
     lines = [
@@ -128,6 +132,7 @@ def report(series: dict[str, Series], commits: list[int], turns: int) -> list[st
     ]
     return lines
 
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300)
@@ -140,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join([SECTION, "", *lines]))
     if args.write_results:
         replace_section(SECTION, lines)
+
 
 _: Callable[..., Any] = main
 

@@ -5,76 +5,176 @@ active entries. Managers plan reductions, the :class:`Conversation` commits them
 atomically, and every eviction stays queryable.
 """
 
-from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation, Edit
-from contextledger.errors import (
-    CommitOutcomeUnknown,
-    ConcurrencyConflict,
-    ConfigurationError,
-    ContextLedgerError,
-    ContextWindowOverflowError,
-    DuplicateEntry,
-    EntryNotFound,
-    InvalidLedgerURL,
-    InvalidMessage,
-    LedgerClosed,
-    PinError,
-    ReductionFailed,
-    SchemaOutOfDate,
-    SessionDeleted,
-    SessionNotFound,
-    StoreError,
-    StoreUnavailable,
-)
-from contextledger.hooks import (
-    AfterInvocationEvent,
-    AfterModelCallEvent,
-    BeforeModelCallEvent,
-    HookEvent,
-    HookProvider,
-    HookRegistry,
-    MessageAddedEvent,
-)
-from contextledger.ledger import DEFAULT_URL, Ledger
-from contextledger.managers import (
-    DEFAULT_COMPRESSION_THRESHOLD,
-    NullConversationManager,
-    PolicyManager,
-    PolicyState,
-    ProactiveCompressionConfig,
-    SlidingWindowConversationManager,
-    SummarizingConversationManager,
-    TurnWindowConversationManager,
-)
-from contextledger.managers.base import ConversationManager, ManagerState, ProtectedMessages, ReductionRequest
-from contextledger.messages import ContentBlock, Message
-from contextledger.pinning import (
-    PIN_MESSAGE_TOOL_SPEC,
-    handle_pin_message_tool,
-    is_pinned,
-    pin_message,
-    unpin_message,
-)
-from contextledger.records import (
-    ConversationState,
-    Eviction,
-    HistoryEntry,
-    PinEvent,
-    Reduction,
-    Revision,
-    SessionInfo,
-    Snapshot,
-    SummaryEntry,
-    Trigger,
-    ViewEntry,
-)
-from contextledger.stores.base import LedgerStore
-from contextledger.stores.memory import MemoryStore
-from contextledger.summarizers import ExtractiveSummarizer, Summarizer
-from contextledger.tokens import CharTokenCounter, TokenCounter
-from contextledger.view import View
+from __future__ import annotations
 
-__version__ = "0.1.0"
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    __version__: str
+    from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
+    from contextledger.conversation import Conversation, Edit
+    from contextledger.errors import (
+        CommitOutcomeUnknown,
+        ConcurrencyConflict,
+        ConfigurationError,
+        ContextLedgerError,
+        ContextWindowOverflowError,
+        DuplicateEntry,
+        EntryNotFound,
+        InvalidLedgerURL,
+        InvalidMessage,
+        LedgerClosed,
+        PinError,
+        ReductionFailed,
+        SchemaOutOfDate,
+        SessionDeleted,
+        SessionNotFound,
+        StoreError,
+        StoreUnavailable,
+    )
+    from contextledger.hooks import (
+        AfterInvocationEvent,
+        AfterModelCallEvent,
+        BeforeModelCallEvent,
+        HookEvent,
+        HookProvider,
+        HookRegistry,
+        MessageAddedEvent,
+    )
+    from contextledger.ledger import DEFAULT_URL, Ledger
+    from contextledger.managers import (
+        DEFAULT_COMPRESSION_THRESHOLD,
+        NullConversationManager,
+        PolicyManager,
+        PolicyState,
+        ProactiveCompressionConfig,
+        SlidingWindowConversationManager,
+        SummarizingConversationManager,
+        TurnWindowConversationManager,
+    )
+    from contextledger.managers.base import ConversationManager, ManagerState, ProtectedMessages, ReductionRequest
+    from contextledger.messages import ContentBlock, Message
+    from contextledger.pinning import (
+        PIN_MESSAGE_TOOL_SPEC,
+        handle_pin_message_tool,
+        is_pinned,
+        pin_message,
+        unpin_message,
+    )
+    from contextledger.records import (
+        ConversationState,
+        Eviction,
+        HistoryEntry,
+        PinEvent,
+        Reduction,
+        Revision,
+        SessionInfo,
+        Snapshot,
+        SummaryEntry,
+        Trigger,
+        ViewEntry,
+    )
+    from contextledger.stores.base import LedgerStore
+    from contextledger.stores.memory import MemoryStore
+    from contextledger.summarizers import ExtractiveSummarizer, Summarizer
+    from contextledger.tokens import CharTokenCounter, TokenCounter
+    from contextledger.view import View
+
+# Names are imported on first use (PEP 562), so ``contextledger --version`` and the
+# inspector start without importing pydantic models, managers and stores they never touch.
+_EXPORTS: dict[str, str] = {
+    "Changeset": "contextledger.changeset",
+    "ContentRevision": "contextledger.changeset",
+    "ReductionPlan": "contextledger.changeset",
+    "SummaryDraft": "contextledger.changeset",
+    "Conversation": "contextledger.conversation",
+    "Edit": "contextledger.conversation",
+    "CommitOutcomeUnknown": "contextledger.errors",
+    "ConcurrencyConflict": "contextledger.errors",
+    "ConfigurationError": "contextledger.errors",
+    "ContextLedgerError": "contextledger.errors",
+    "ContextWindowOverflowError": "contextledger.errors",
+    "DuplicateEntry": "contextledger.errors",
+    "EntryNotFound": "contextledger.errors",
+    "InvalidLedgerURL": "contextledger.errors",
+    "InvalidMessage": "contextledger.errors",
+    "LedgerClosed": "contextledger.errors",
+    "PinError": "contextledger.errors",
+    "ReductionFailed": "contextledger.errors",
+    "SchemaOutOfDate": "contextledger.errors",
+    "SessionDeleted": "contextledger.errors",
+    "SessionNotFound": "contextledger.errors",
+    "StoreError": "contextledger.errors",
+    "StoreUnavailable": "contextledger.errors",
+    "AfterInvocationEvent": "contextledger.hooks",
+    "AfterModelCallEvent": "contextledger.hooks",
+    "BeforeModelCallEvent": "contextledger.hooks",
+    "HookEvent": "contextledger.hooks",
+    "HookProvider": "contextledger.hooks",
+    "HookRegistry": "contextledger.hooks",
+    "MessageAddedEvent": "contextledger.hooks",
+    "DEFAULT_URL": "contextledger.ledger",
+    "Ledger": "contextledger.ledger",
+    "DEFAULT_COMPRESSION_THRESHOLD": "contextledger.managers",
+    "NullConversationManager": "contextledger.managers",
+    "PolicyManager": "contextledger.managers",
+    "PolicyState": "contextledger.managers",
+    "ProactiveCompressionConfig": "contextledger.managers",
+    "SlidingWindowConversationManager": "contextledger.managers",
+    "SummarizingConversationManager": "contextledger.managers",
+    "TurnWindowConversationManager": "contextledger.managers",
+    "ConversationManager": "contextledger.managers.base",
+    "ManagerState": "contextledger.managers.base",
+    "ProtectedMessages": "contextledger.managers.base",
+    "ReductionRequest": "contextledger.managers.base",
+    "ContentBlock": "contextledger.messages",
+    "Message": "contextledger.messages",
+    "PIN_MESSAGE_TOOL_SPEC": "contextledger.pinning",
+    "handle_pin_message_tool": "contextledger.pinning",
+    "is_pinned": "contextledger.pinning",
+    "pin_message": "contextledger.pinning",
+    "unpin_message": "contextledger.pinning",
+    "ConversationState": "contextledger.records",
+    "Eviction": "contextledger.records",
+    "HistoryEntry": "contextledger.records",
+    "PinEvent": "contextledger.records",
+    "Reduction": "contextledger.records",
+    "Revision": "contextledger.records",
+    "SessionInfo": "contextledger.records",
+    "Snapshot": "contextledger.records",
+    "SummaryEntry": "contextledger.records",
+    "Trigger": "contextledger.records",
+    "ViewEntry": "contextledger.records",
+    "LedgerStore": "contextledger.stores.base",
+    "MemoryStore": "contextledger.stores.memory",
+    "ExtractiveSummarizer": "contextledger.summarizers",
+    "Summarizer": "contextledger.summarizers",
+    "CharTokenCounter": "contextledger.tokens",
+    "TokenCounter": "contextledger.tokens",
+    "View": "contextledger.view",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("contextledger")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+            value = "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'contextledger' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, "__version__"})
+
 
 __all__ = [
     "DEFAULT_COMPRESSION_THRESHOLD",

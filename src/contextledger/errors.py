@@ -20,6 +20,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidPlan",
     "LedgerClosed",
+    "NotALedger",
     "PinError",
     "ReductionFailed",
     "SchemaOutOfDate",
@@ -49,6 +50,10 @@ class InvalidMessage(ContextLedgerError, ValueError):
 
 class InvalidLedgerURL(ConfigurationError):
     """A ledger URL names no supported backend or is malformed."""
+
+
+class NotALedger(InvalidLedgerURL):
+    """The URL names a database that holds no contextledger ledger (another application's file)."""
 
 
 class StoreError(ContextLedgerError):
@@ -132,9 +137,15 @@ class SchemaOutOfDate(StoreError):
         self.current = current
         self.expected = expected
         self.command = command
+        if command.startswith("pip "):  # the schema is newer than this library: db upgrade cannot help
+            advice = (
+                f"the database was migrated by a newer contextledger: upgrade the contextledger package (`{command}`)"
+            )
+        else:
+            advice = f"run `{command}`"
         super().__init__(
             f"ledger schema is at revision {current or '<none>'} but this version of "
-            f"contextledger needs {expected or '<none>'}; run `{command}`"
+            f"contextledger needs {expected or '<none>'}; {advice}"
         )
 
 

@@ -90,7 +90,16 @@ def test_schema_out_of_date(invoke: Invoke, sqlite_url: str, tmp_path: Path) -> 
         db.execute("UPDATE contextledger_alembic_version SET version_num = 'ffffffffffff'")
     result = invoke("sessions", "--url", sqlite_url)
     assert result.exit_code == ExitCode.SCHEMA, result.stderr
-    assert "contextledger db upgrade" in _one_line_error(result.stderr)
+    error = _one_line_error(result.stderr)
+    # `db upgrade` cannot help (it would refuse the unknown revision): the advice must not loop
+    assert "upgrade the contextledger package" in error
+    assert "db upgrade" not in error
+    current = invoke("db", "current", "--url", sqlite_url)
+    assert current.exit_code == ExitCode.SCHEMA
+    assert "upgrade the contextledger package" in current.stdout
+    upgrade = invoke("db", "upgrade", "--url", sqlite_url)
+    assert upgrade.exit_code == ExitCode.SCHEMA
+    assert "db upgrade" not in _one_line_error(upgrade.stderr)
 
 
 def test_usage_error(invoke: Invoke) -> None:

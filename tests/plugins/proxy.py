@@ -182,9 +182,11 @@ class TcpProxy:
         pair.close()
 
     def _lost(self, pair: _Pair) -> None:
-        pair.close()
+        # The outage starts before the client sees the cut: otherwise a busy machine lets
+        # the client reconnect (and read back the outcome) before the proxy refuses it.
         if self.plan.then_down:
             self.plan.outage()
+        pair.close()
 
     def cut_all(self) -> None:
         """Close every open connection."""

@@ -10,9 +10,9 @@ import typer
 from typer.core import TyperGroup
 
 from contextledger import __version__
-from contextledger.cli import db, importer, inspector
+from contextledger.cli import db, entries, importer, inspector, server
 from contextledger.cli.demo import demo as demo_command
-from contextledger.cli.errors import MaskingFormatter, exit_code_for, mask_secrets, one_line
+from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
 
 __all__ = ["app"]
@@ -30,9 +30,12 @@ class LedgerGroup(TyperGroup):
     """Turns library errors into one line on stderr and a documented exit code."""
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the command; map :class:`ContextLedgerError` to :class:`ExitCode`."""
+        """Run the command; map :class:`ContextLedgerError` to :class:`ExitCode`, Ctrl-C to 130."""
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.echo("\ninterrupted", err=True)
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
         except ContextLedgerError as exc:
             code = exit_code_for(exc)
             logger.debug("exit_code=<%d> | command failed", code, exc_info=exc)
@@ -46,7 +49,7 @@ app = typer.Typer(
     help="Conversation state of LLM agents in a real database: run the demo, inspect any ledger, migrate its schema.",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -97,8 +100,12 @@ for _command in (
     inspector.evictions,
     inspector.summaries,
     inspector.reductions,
+    entries.revisions,
+    entries.message,
     inspector.export,
     inspector.delete,
+    server.serve,
+    server.timeline,
 ):
     app.command(_command.__name__, epilog=EXIT_CODES_HELP)(_command)
 

@@ -12,18 +12,14 @@ from typing import Annotated, Any
 
 import typer
 
-from contextledger.cli.options import JsonOption, UrlOption, open_ledger, sqlite_path
+from contextledger.cli.errors import ExitCode
+from contextledger.cli.options import JsonOption, UrlOption, is_sql_url, open_ledger, resolve_url, sqlite_path
 from contextledger.cli.render import console, dump_json
 from contextledger.errors import InvalidLedgerURL
 from contextledger.ledger import DEFAULT_URL
-from contextledger.urls import backend_of, mask
+from contextledger.urls import mask
 
 __all__ = ["current", "is_sql_url", "upgrade"]
-
-
-def is_sql_url(url: str) -> bool:
-    """Whether ``url`` names a SQL ledger (the only kind with a schema to migrate)."""
-    return backend_of(url) == "sql"
 
 
 def _sql() -> Any:
@@ -40,10 +36,11 @@ def _schemaless(url: str) -> str:
 
 
 def upgrade(
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Create or migrate the ledger schema to this version of contextledger (idempotent)."""
+    url = url or DEFAULT_URL
     if not is_sql_url(url):
         _schemaless(url)
         typer.echo(f"{url.split('://', 1)[0]} ledgers have no schema to migrate; nothing to do")
@@ -58,8 +55,24 @@ def upgrade(
         typer.echo(f"upgraded schema from {before or '<none>'} to {after}")
 
 
-def current(url: UrlOption = DEFAULT_URL, as_json: JsonOption = False) -> None:
-    """Show the schema revision of the ledger and the one this version of contextledger needs."""
+def _read_revision(url: str) -> str | None:
+    """The schema revision, read without writing anything (a SQLite file is opened read-only)."""
+    from contextledger.stores.sql.engine import build_engine, parse_url
+
+    engine = build_engine(parse_url(url), read_only=True)
+    try:
+        revision: str | None = _sql().current(engine)
+        return revision
+    finally:
+        engine.dispose()
+
+
+def current(url: UrlOption = None, as_json: JsonOption = False) -> None:
+    """Show the schema revision of the ledger and the one this version of contextledger needs.
+
+    Exits 6 when the schema is not the one this version needs (a CI gate, like ``alembic check``).
+    """
+    url = resolve_url(url)
     if not is_sql_url(url):
         masked = _schemaless(url)
         document: dict[str, Any] = {
@@ -74,7 +87,7 @@ def current(url: UrlOption = DEFAULT_URL, as_json: JsonOption = False) -> None:
         if path is not None and not path.is_file():
             raise InvalidLedgerURL(f"no ledger at {mask(url)}: the file {str(path)!r} does not exist")
         sql = _sql()
-        revision, head = sql.current(url), sql.head()
+        revision, head = _read_revision(url), sql.head()
         document = {
             "url": mask(url),
             "current": revision,
@@ -84,9 +97,21 @@ def current(url: UrlOption = DEFAULT_URL, as_json: JsonOption = False) -> None:
         }
     if as_json:
         dump_json(document)
-        return
-    if document["schemaless"]:
+    elif document["schemaless"]:
         console().print(f"{url.split('://', 1)[0]} ledgers are schemaless: nothing to migrate")
-        return
-    state = "up to date" if document["up_to_date"] else "out of date: run `contextledger db upgrade`"
-    console().print(f"current {document['current'] or '<none>'}  head {document['head']}  ({state})")
+    else:
+        if document["up_to_date"]:
+            state = "up to date"
+        elif document["current"] is not None and not _known(document["current"]):
+            state = "newer than this contextledger: upgrade the contextledger package"
+        else:
+            state = "out of date: run `contextledger db upgrade`"
+        console().print(f"current {document['current'] or '<none>'}  head {document['head']}  ({state})")
+    if not document["up_to_date"]:
+        raise typer.Exit(ExitCode.SCHEMA)
+
+
+def _known(revision: str) -> bool:
+    from contextledger.stores.sql.schema import is_known
+
+    return is_known(revision)

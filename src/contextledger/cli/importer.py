@@ -51,7 +51,7 @@ def strands(
         raise ConfigurationError(f"importing Strands sessions needs strands-agents: {exc}") from exc
     total = count_file_messages(directory, session)
     show = progress if progress is not None else total >= PROGRESS_THRESHOLD
-    with open_ledger(url, must_exist=False) as ledger:
+    with open_ledger(url, must_exist=False, read_only=False) as ledger:
         if show and not as_json:
             columns = (
                 TextColumn("importing"),

@@ -18,8 +18,8 @@ from rich.text import Text
 
 from contextledger.cli.errors import ExitCode
 from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
+from contextledger.cli.output import LastOption, LimitOption, NoPagerOption, paged, window
 from contextledger.cli.render import (
-    console,
     describe,
     dump_json,
     fmt_time,
@@ -31,7 +31,7 @@ from contextledger.cli.render import (
     view_entry_json,
 )
 from contextledger.errors import SessionNotFound
-from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.ledger import Ledger
 from contextledger.records import HistoryEntry, SummaryEntry, Trigger
 
 __all__ = [
@@ -97,10 +97,14 @@ def _agents(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:
 
 
 def sessions(
-    url: UrlOption = DEFAULT_URL,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many sessions.")] = 50,
+    url: UrlOption = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", "--last", min=1, help="At most this many sessions (the most recently updated)."),
+    ] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many (most recent first).")] = 0,
     as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
 ) -> None:
     """List sessions, most recently updated first."""
     with open_ledger(url) as ledger:
@@ -119,24 +123,33 @@ def sessions(
             )
             for i in infos
         ]
-        out = console()
-        out.print(
-            table(f"Sessions in {ledger.url}", ["session", "agents", "active", "total", "created", "updated"], rows)
-        )
-        if not infos:
-            out.print("no sessions" + (f" after offset {offset}" if offset else ""))
+        columns = ["session", "agents", "active", "total", "created", "updated"]
+        with paged(enabled=not no_pager) as out:
+            out.print(table(f"Sessions in {ledger.url}", columns, rows, drop=["created", "total", "active"]))
+            if not infos:
+                out.print("no sessions" + (f" after offset {offset}" if offset else ""))
 
 
 def show(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
+    entry: Annotated[
+        str | None, typer.Option("--entry", "-e", help="Print this one entry whole instead of the view.")
+    ] = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
     as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
 ) -> None:
-    """Show the live context window: the active view the model sees now."""
-    with open_ledger(url) as ledger:
+    """Show the live context window: the active view the model sees now (or one entry whole, with --entry)."""
+    if entry is not None:
+        from contextledger.cli.entries import print_entry
+
+        print_entry(entry, url=url, session_id=session_id, agent=agent, as_json=as_json, no_pager=no_pager)
+        return
+    with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
         documents: list[dict[str, Any]] = []
-        out = console()
         for agent_id in _agents(ledger, session_id, agent):
             snapshot = ledger.store.load(session_id, agent_id)
             if snapshot is None:  # deleted between listing and loading
@@ -153,7 +166,7 @@ def show(
                         "manager": manager,
                         "manager_state": state.manager_state,
                         "tokens": sum(e.tokens for e in snapshot.entries),
-                        "entries": [view_entry_json(e) for e in snapshot.entries],
+                        "entries": [view_entry_json(e) for e in window(snapshot.entries, limit, last)],
                     }
                 )
                 continue
@@ -167,31 +180,37 @@ def show(
                     str(e.tokens),
                     describe(e.message),
                 )
-                for i, e in enumerate(snapshot.entries)
+                for i, e in window(list(enumerate(snapshot.entries)), limit, last)
             ]
             title = (
                 f"{session_id} / {agent_id} — {len(snapshot.entries)} entries, "
                 f"~{sum(e.tokens for e in snapshot.entries)} tokens, model calls {state.model_call_count}, "
                 f"version {state.version}, manager {manager}"
             )
-            out.print(table(title, ["#", "seq", "kind", "role", "pin", "tokens", "content"], rows))
+            columns = ["#", "seq", "kind", "role", "pin", "tokens", "content"]
+            out.print(table(title, columns, rows, drop=["#", "kind", "tokens", "seq", "pin"]))
         if as_json:
             dump_json(documents)
 
 
 def history(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
     as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
 ) -> None:
     """Show every entry ever appended, evicted ones and every summary included."""
     with open_ledger(url) as ledger:
         rows: list[HistoryEntry | SummaryEntry] = []
-        for agent_id in _agents(ledger, session_id, agent):
+        agents = _agents(ledger, session_id, agent)
+        for agent_id in agents:
             rows += ledger.history(session_id, agent_id)
             rows += ledger.summaries(session_id, agent_id)
         rows.sort(key=lambda r: (r.agent_id, r.seq, isinstance(r, HistoryEntry)))
+        rows = window(rows, limit, last)
         if as_json:
             dump_json([history_row_json(r) for r in rows])
             return
@@ -214,7 +233,11 @@ def history(
             style = "dim" if status != "active" else ""
             lines.append([Text(c, style=style) for c in cells])
         columns = ["agent", "seq", "kind", "id", "role", "status", "pin", "revs", "content"]
-        console().print(table(f"History of {session_id}", columns, lines))
+        drop = ["revs", "kind", "id", "role", "pin", "seq"]
+        if len(agents) == 1:
+            drop.insert(0, "agent")
+        with paged(enabled=not no_pager) as out:
+            out.print(table(f"History of {session_id}", columns, lines, drop=drop))
 
 
 def describe_text(text: str) -> str:
@@ -225,14 +248,17 @@ def describe_text(text: str) -> str:
 
 def evictions(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     trigger: Annotated[TriggerName | None, typer.Option(help="Only evictions made by this trigger.")] = None,
     since: Annotated[
         str | None,
         typer.Option(help="Only evictions at or after this time: ISO-8601 (UTC if naive) or an age: 15m, 2h, 7d."),
     ] = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
     as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
 ) -> None:
     """What was evicted, when, why (trigger and strategy), and which summary replaced it."""
     since_at = parse_since(since)
@@ -242,6 +268,7 @@ def evictions(
         for agent_id in _agents(ledger, session_id, agent):
             found += ledger.evictions(session_id, agent_id, trigger=trig, since=since_at)
         found.sort(key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+        found = window(found, limit, last)
         if as_json:
             dump_json([record_json(e) for e in found])
             return
@@ -274,17 +301,21 @@ def evictions(
             "summary",
             "content",
         ]
-        out = console()
-        out.print(table(f"Evictions in {session_id}", columns, rows))
-        if not found:
-            out.print("no evictions match")
+        drop = ["reduction", "kind", "id", "summary", "agent", "role", "seq", "strategy", "evicted at"]
+        with paged(enabled=not no_pager) as out:
+            out.print(table(f"Evictions in {session_id}", columns, rows, drop=drop))
+            if not found:
+                out.print("no evictions match")
 
 
 def summaries(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
     as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
 ) -> None:
     """Every summary, superseded ones included, with what each replaced."""
     with open_ledger(url) as ledger:
@@ -292,6 +323,7 @@ def summaries(
         for agent_id in _agents(ledger, session_id, agent):
             found += ledger.summaries(session_id, agent_id)
         found.sort(key=lambda s: (s.created_at, s.agent_id))
+        found = window(found, limit, last)
         if as_json:
             dump_json([record_json(s) for s in found])
             return
@@ -312,17 +344,21 @@ def summaries(
                 )
             )
         columns = ["created", "agent", "id", "status", "replaces", "supersedes", "summarizer", "tokens", "content"]
-        out = console()
-        out.print(table(f"Summaries in {session_id}", columns, rows))
-        if not found:
-            out.print("no summaries")
+        drop = ["summarizer", "tokens", "supersedes", "agent", "created", "replaces", "id"]
+        with paged(enabled=not no_pager) as out:
+            out.print(table(f"Summaries in {session_id}", columns, rows, drop=drop))
+            if not found:
+                out.print("no summaries")
 
 
 def reductions(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
     as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
 ) -> None:
     """Every reduction in commit order: trigger, strategy, before/after, evictions, summary, error."""
     with open_ledger(url) as ledger:
@@ -330,6 +366,7 @@ def reductions(
         for agent_id in _agents(ledger, session_id, agent):
             found += ledger.reductions(session_id, agent_id)
         found.sort(key=lambda r: (r.created_at, r.agent_id))
+        found = window(found, limit, last)
         if as_json:
             dump_json([record_json(r) for r in found])
             return
@@ -364,15 +401,16 @@ def reductions(
             "summary",
             "why",
         ]
-        out = console()
-        out.print(table(f"Reductions in {session_id}", columns, rows))
-        if not found:
-            out.print("no reductions")
+        drop = ["id", "revised", "summary", "agent", "when", "evicted", "call", "messages", "strategy"]
+        with paged(enabled=not no_pager) as out:
+            out.print(table(f"Reductions in {session_id}", columns, rows, drop=drop))
+            if not found:
+                out.print("no reductions")
 
 
 def export(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     agent: AgentOption = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
@@ -408,11 +446,11 @@ def export(
 
 def delete(
     session_id: SessionArg,
-    url: UrlOption = DEFAULT_URL,
+    url: UrlOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session and everything it holds (asks first unless --yes)."""
-    with open_ledger(url) as ledger:
+    with open_ledger(url, read_only=False) as ledger:
         agents = ledger.require_session(session_id)
         entries = sum(len(ledger.history(session_id, a)) for a in agents)
         if not yes:

@@ -7,19 +7,26 @@ from typing import Annotated
 import typer
 
 from contextledger.errors import InvalidLedgerURL
-from contextledger.ledger import Ledger
-from contextledger.urls import mask, sqlite_path
+from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.urls import backend_of, mask, sqlite_path
 
-__all__ = ["AgentOption", "JsonOption", "UrlOption", "open_ledger", "sqlite_path"]
+__all__ = ["AgentOption", "JsonOption", "UrlOption", "open_ledger", "resolve_url", "sqlite_path"]
+
+DEMO_URL = "sqlite:///contextledger-demo.db"
+"""The demo's own ledger (``contextledger demo``), read when no other ledger is named or found."""
 
 UrlOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--url",
         "-u",
         envvar="CONTEXTLEDGER_URL",
-        help="Ledger URL: sqlite:///FILE, postgresql+psycopg://..., redis://..., memory://",
+        help=(
+            "Ledger URL: sqlite:///FILE, postgresql+psycopg://..., redis://..., memory:// "
+            "[default: sqlite:///contextledger.db, else the demo's sqlite:///contextledger-demo.db]"
+        ),
         show_envvar=True,
+        show_default=False,
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables (for scripts).")]
@@ -28,18 +35,49 @@ AgentOption = Annotated[
 ]
 
 
-def open_ledger(url: str, *, must_exist: bool = True) -> Ledger:
-    """Open the ledger at ``url``.
+def resolve_url(url: str | None) -> str:
+    """The URL to open: ``url`` when given; else the default file, else the demo's file when only it exists.
 
-    An inspector never creates a database by accident: with ``must_exist`` a SQLite URL
-    naming a missing file is refused instead of creating an empty ledger there.
+    So ``contextledger sessions`` right after ``contextledger demo`` shows the demo's sessions.
+    """
+    if url is not None:
+        return url
+    default = sqlite_path(DEFAULT_URL)
+    demo = sqlite_path(DEMO_URL)
+    if default is not None and not default.is_file() and demo is not None and demo.is_file():
+        return DEMO_URL
+    return DEFAULT_URL
+
+
+def is_sql_url(url: str) -> bool:
+    """Whether ``url`` names a SQL ledger (SQLite or PostgreSQL), the only kind with a schema.
+
+    Raises:
+        InvalidLedgerURL: The URL is malformed or names no supported backend.
+    """
+    return backend_of(url) == "sql"
+
+
+def open_ledger(url: str | None, *, must_exist: bool = True, read_only: bool = True) -> Ledger:
+    """Open the ledger at ``url`` (see :func:`resolve_url` for ``None``).
+
+    The inspector never changes a database: with ``read_only`` (the default) a SQL ledger
+    is opened for reading only -- a SQLite file ``mode=ro``, never switched to WAL, no
+    table created; a database without the ledger's tables is refused as "not a
+    contextledger ledger". With ``must_exist`` a SQLite URL naming a missing file is
+    refused instead of creating an empty ledger there.
 
     Raises:
         InvalidLedgerURL: The URL is malformed, unsupported, or names a missing SQLite file.
+        NotALedger: The database holds no ledger (another application's database).
         StoreUnavailable: The store could not be opened (unreachable, login refused, ...).
-        SchemaOutOfDate: The schema needs ``contextledger db upgrade``.
+        SchemaOutOfDate: The schema is behind (``contextledger db upgrade``) or ahead (upgrade
+            the contextledger package) of this library.
     """
+    url = resolve_url(url)
     path = sqlite_path(url)
     if must_exist and path is not None and not path.is_file():
         raise InvalidLedgerURL(f"no ledger at {mask(url)}: the file {str(path)!r} does not exist")
+    if read_only and is_sql_url(url):
+        return Ledger.connect(url, read_only=True)
     return Ledger.connect(url)

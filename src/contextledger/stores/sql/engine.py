@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
@@ -99,6 +101,7 @@ def build_engine(
     connect_args: dict[str, Any] | None = None,
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
     statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
+    read_only: bool = False,
     **engine_options: Any,
 ) -> Engine:
     """Create the engine for a parsed ledger URL (see :func:`parse_url`).
@@ -118,6 +121,8 @@ def build_engine(
             limit). A ``lock_timeout`` already in ``connect_args["options"]`` wins.
         statement_timeout: PostgreSQL: seconds a statement may run (``None``: no limit).
             A ``statement_timeout`` already in ``connect_args["options"]`` wins.
+        read_only: Never write: SQLite opens the file with ``mode=ro`` (no WAL switch, no
+            file created); PostgreSQL sessions default to read-only transactions.
         **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
 
     Raises:
@@ -137,19 +142,25 @@ def build_engine(
         options.setdefault("json_deserializer", encoding.tolerant_sqlite_loads)
         args.setdefault("timeout", busy_timeout)
         args.setdefault("check_same_thread", False)
+        if read_only and not _is_memory(url):
+            # SQLite's URI form is the only way to open a file read-only through pysqlite.
+            path = Path(url.database or "").resolve()
+            url = url.set(database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"})
         if _is_memory(url):
             # One shared connection: a private :memory: database per connection would be empty.
             options.setdefault("poolclass", StaticPool)
             for name in ("pool_size", "max_overflow", "pool_timeout"):
                 options.pop(name, None)
         engine = create_engine(url, connect_args=args, **options)
-        _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not _is_memory(url))
+        _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not (_is_memory(url) or read_only))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
     args["options"] = _timeout_options(str(args.get("options") or ""), lock_timeout, statement_timeout)
     # NUL in text and JSON(B) columns: see contextledger.stores.sql.encoding.
     options.setdefault("json_serializer", encoding.dumps)
     options.setdefault("json_deserializer", encoding.tolerant_loads)
+    if read_only:
+        args["options"] = f"{args.get('options', '')} -c default_transaction_read_only=on".strip()
     try:
         engine = create_engine(url, connect_args=args, **options)
         event.listen(engine, "connect", lambda dbapi_conn, _record: encoding.register_nul_adapters(dbapi_conn))
@@ -221,7 +232,10 @@ def _enable_wal(cursor: Any, timeout: float) -> None:
 def describe(url: URL) -> str:
     """Where a URL points, for error messages: ``host:port/db`` or the SQLite file."""
     if is_sqlite(url):
-        return f"SQLite database {url.database or ':memory:'}"
+        database = url.database or ":memory:"
+        if database.startswith("file:"):  # a read-only URI (see build_engine)
+            database = unquote(database.removeprefix("file:"))
+        return f"SQLite database {database}"
     host = url.host or "localhost"
     port = f":{url.port}" if url.port else ""
     return f"PostgreSQL server {host}{port}/{url.database or ''}"

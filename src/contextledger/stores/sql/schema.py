@@ -28,8 +28,8 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from contextledger.errors import ConfigurationError, SchemaOutOfDate
-from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, mask, parse_url, translate
+from contextledger.errors import ConfigurationError, NotALedger, SchemaOutOfDate
+from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, describe, mask, parse_url, translate
 from contextledger.stores.sql.models import Base
 
 __all__ = [
@@ -37,8 +37,10 @@ __all__ = [
     "Target",
     "current",
     "downgrade",
+    "fix_command",
     "head",
     "include_object",
+    "is_known",
     "migrations_dir",
     "upgrade",
     "upgrade_command",
@@ -187,16 +189,40 @@ def _known(revision: str) -> bool:
         return False
 
 
-def verify(target: Target) -> None:
+def is_known(revision: str) -> bool:
+    """Whether ``revision`` is one of this library's migrations (not one of a newer version)."""
+    return _known(revision)
+
+
+def fix_command(target: Target, found: str | None) -> str:
+    """What fixes a schema at ``found``: ``db upgrade``, or a newer library when ``found`` is unknown."""
+    if found is not None and not _known(found):
+        return "pip install --upgrade contextledger"
+    return upgrade_command(target)
+
+
+def verify(target: Target, *, absent_is_foreign: bool = False) -> None:
     """Check that the database is exactly at :func:`head`.
 
+    Args:
+        target: The database.
+        absent_is_foreign: Report a database without the ledger's schema as
+            :class:`NotALedger` (a reader must not offer to create tables in it).
+
     Raises:
-        SchemaOutOfDate: The schema is absent, behind or ahead of this library.
+        SchemaOutOfDate: The schema is absent, behind or ahead of this library (ahead:
+            the advice is to upgrade the contextledger package).
+        NotALedger: ``absent_is_foreign`` and the schema is absent.
     """
     found = current(target)
     expected = head()
+    if found is None and absent_is_foreign:
+        raise NotALedger(
+            f"{describe(_url_of(target))} is not a contextledger ledger (it has no ledger tables; "
+            f"to keep a ledger in it, run `{upgrade_command(target)}`)"
+        )
     if found != expected:
-        raise SchemaOutOfDate(found, expected, upgrade_command(target))
+        raise SchemaOutOfDate(found, expected, fix_command(target, found))
 
 
 def upgrade(target: Target, revision: str = "head") -> None:
@@ -213,7 +239,7 @@ def upgrade(target: Target, revision: str = "head") -> None:
     with _transaction(target, write=True) as connection:
         found = _current(connection)
         if found is not None and not _known(found):
-            raise SchemaOutOfDate(found, head(), upgrade_command(target))
+            raise SchemaOutOfDate(found, head(), fix_command(target, found))
         command.upgrade(alembic_config(connection), revision)
         reached = _current(connection)
         # Every SQLite open upgrades: only a real change is worth an info line.

@@ -115,6 +115,7 @@ class SQLStore:
         connect_args: dict[str, Any] | None = None,
         lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
         statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
+        read_only: bool = False,
         **engine_options: Any,
     ) -> SQLStore:
         """Open the ledger at ``url`` and check (or upgrade) its schema.
@@ -137,16 +138,24 @@ class SQLStore:
                 ``None``: wait forever).
             statement_timeout: PostgreSQL: seconds a statement may run before it fails
                 with ``StoreTimeout`` (default 30; ``None``: no limit).
+            read_only: Open for reading only (what the inspector and the web view do): the
+                schema is checked, never upgraded; a SQLite file is opened ``mode=ro`` and
+                never switched to WAL; a SQLite file without the ledger's tables is refused
+                with :class:`~contextledger.errors.NotALedger`.
             **engine_options: Passed to :func:`sqlalchemy.create_engine`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed or names an unsupported driver.
             StoreUnavailable: The database cannot be reached.
             SchemaOutOfDate: The schema is not at this library's head (and was not upgraded).
-            ConfigurationError: ``auto_upgrade`` is not a bool or ``None``.
+            ConfigurationError: ``auto_upgrade`` is not a bool or ``None``, or asks for an
+                upgrade of a read-only store.
+            NotALedger: ``read_only`` and the SQLite file holds no ledger schema.
         """
         if auto_upgrade is not None and not isinstance(auto_upgrade, bool):
             raise ConfigurationError(f"auto_upgrade must be True, False or None, got {auto_upgrade!r}")
+        if read_only and auto_upgrade:
+            raise ConfigurationError("a read-only ledger cannot be upgraded: auto_upgrade=True with read_only=True")
         parsed = parse_url(url)
         engine = build_engine(
             parsed,
@@ -161,15 +170,18 @@ class SQLStore:
             connect_args=connect_args,
             lock_timeout=lock_timeout,
             statement_timeout=statement_timeout,
+            read_only=read_only,
             **engine_options,
         )
         store = cls(engine, url=parsed, owns_engine=True)
-        upgrade = is_sqlite(parsed) if auto_upgrade is None else auto_upgrade
+        upgrade = not read_only and (is_sqlite(parsed) if auto_upgrade is None else auto_upgrade)
         try:
             if upgrade:
                 store.upgrade()
             else:
-                schema.verify(engine)
+                # A SQLite file without the ledger's schema is some other application's file; an
+                # empty PostgreSQL database is a ledger waiting for its `db upgrade`.
+                schema.verify(engine, absent_is_foreign=read_only and is_sqlite(parsed))
         except BaseException:
             engine.dispose()
             raise

@@ -1,0 +1,90 @@
+"""Long listings through a pager on a terminal (like ``git log``), never when piped; ``--limit`` / ``--last``.
+
+The pager is ``$CONTEXTLEDGER_PAGER``, else ``$PAGER``, else ``less -FRX`` (quits at
+once when the text fits one screen, keeps colours); an empty value or ``--no-pager``
+turns paging off. Output to a pipe or a file is never paged.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+
+from contextledger.cli.render import console
+
+__all__ = ["LastOption", "LimitOption", "NoPagerOption", "paged", "pager_command", "window"]
+
+T = TypeVar("T")
+
+LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Only the first N rows.")]
+LastOption = Annotated[int | None, typer.Option("--last", min=1, help="Only the last N rows (the newest).")]
+NoPagerOption = Annotated[bool, typer.Option("--no-pager", help="Never page the output, even on a terminal.")]
+
+
+def window(rows: Sequence[T], limit: int | None, last: int | None) -> list[T]:
+    """The rows ``--limit`` / ``--last`` select (both: the last N of the first M).
+
+    Raises:
+        typer.BadParameter: A count is below 1 (typer checks this for the options too).
+    """
+    for name, value in (("--limit", limit), ("--last", last)):
+        if value is not None and value < 1:
+            raise typer.BadParameter(f"{name} must be at least 1", param_hint=name)
+    selected = list(rows)
+    if limit is not None:
+        selected = selected[:limit]
+    if last is not None:
+        selected = selected[-last:]
+    return selected
+
+
+def pager_command() -> list[str] | None:
+    """The pager to run, or ``None`` when paging is turned off."""
+    for name in ("CONTEXTLEDGER_PAGER", "PAGER"):
+        if name in os.environ:
+            value = os.environ[name].strip()
+            return shlex.split(value) if value and value != "cat" else None
+    less = shutil.which("less")
+    return [less, "-FRX"] if less else None
+
+
+@contextmanager
+def paged(*, enabled: bool = True) -> Iterator[Console]:
+    """A console whose output goes through the pager when stdout is a terminal and it is taller than one.
+
+    On a pipe (or with ``enabled`` false) the console writes straight to stdout.
+    """
+    out = console()
+    command = pager_command() if enabled and sys.stdout.isatty() else None
+    if command is None:
+        yield out
+        return
+    with out.capture() as captured:
+        yield out
+    text = captured.get()
+    if text.count("\n") < out.height - 1:
+        sys.stdout.write(text)
+        return
+    env = dict(os.environ)
+    env.setdefault("LESS", "FRX")
+    try:
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
+    except OSError:  # no such pager: print instead of failing the command
+        sys.stdout.write(text)
+        return
+    try:
+        assert process.stdin is not None
+        process.stdin.write(text.encode("utf-8", errors="replace"))
+        process.stdin.close()
+    except BrokenPipeError:  # the reader quit early (q in less)
+        pass
+    process.wait()

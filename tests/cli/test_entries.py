@@ -1,0 +1,112 @@
+"""``message`` / ``show --entry`` (one entry whole), ``revisions``, and ``--limit`` / ``--last``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contextledger import Ledger
+from contextledger.cli import ExitCode
+
+from .conftest import Invoke, Populated
+
+
+def test_message_prints_one_entry_whole(invoke: Invoke, populated: Populated) -> None:
+    result = invoke("message", populated.image_id, "--url", populated.url)
+    assert result.exit_code == 0, result.stderr
+    assert populated.image_id in result.stdout
+    assert "a screenshot" in result.stdout
+    assert f"[image png, {len(populated.image_bytes)} bytes]" in result.stdout
+    assert "pinned" in result.stdout
+    same = invoke("show", "alpha", "--entry", populated.image_id, "--url", populated.url)
+    assert same.stdout == result.stdout
+    document = json.loads(invoke("message", populated.image_id, "--url", populated.url, "--json").stdout)
+    assert document["message"]["message_id"] == populated.image_id
+    assert document["kind"] == "message"
+
+
+def test_message_shows_tool_calls_originals_and_why_it_left(invoke: Invoke, populated: Populated) -> None:
+    with Ledger.connect(populated.url) as ledger:
+        revisions = ledger.revisions("alpha", "main")
+        history = {h.message.message_id: h for h in ledger.history("alpha", "main")}
+    revised = revisions[0]
+    result = invoke("message", revised.message_id, "--session", "alpha", "--url", populated.url)
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "[toolResult id=call-" in out
+    assert f"original #{revised.number}" in out
+    assert ("result line. " * 40).strip() in out  # the original is printed whole
+    evicted = next(h for h in history.values() if h.status == "evicted" and h.message.tool_use_ids)
+    gone = " ".join(invoke("message", evicted.message.message_id, "--url", populated.url).stdout.split())
+    assert "[toolUse search id=" in gone
+    assert '"q": "topic' in gone
+    assert "evicted at model call" in gone
+    assert "reduction" in gone
+
+
+def test_message_by_unique_prefix_and_errors(invoke: Invoke, populated: Populated) -> None:
+    prefix = invoke("message", populated.pinned_id[:12], "--url", populated.url)
+    assert prefix.exit_code == 0, prefix.stderr
+    assert "launch date is 3 March" in prefix.stdout
+    missing = invoke("message", "no-such-entry", "--url", populated.url)
+    assert missing.exit_code == ExitCode.NOT_FOUND
+    assert "no entry" in missing.stderr
+    with Ledger.connect(populated.url) as ledger:
+        ids = [h.message.message_id for h in ledger.history("alpha", "main")]
+    assert len(ids) > 16  # UUIDs start with one of 16 hex digits: two of them share it
+    common = next(i[:1] for i in ids if sum(j.startswith(i[:1]) for j in ids) > 1)
+    ambiguous = invoke("message", common, "--session", "alpha", "--agent", "main", "--url", populated.url)
+    assert ambiguous.exit_code == ExitCode.USAGE
+    assert "ENTRY_ID" in ambiguous.stderr
+
+
+def test_revisions_lists_every_rewrite(invoke: Invoke, populated: Populated) -> None:
+    with Ledger.connect(populated.url) as ledger:
+        expected = ledger.revisions("alpha", "main") + ledger.revisions("alpha", "helper")
+    assert expected
+    rows = json.loads(invoke("revisions", "alpha", "--url", populated.url, "--json").stdout)
+    assert sorted((r["message_id"], r["number"]) for r in rows) == sorted((r.message_id, r.number) for r in expected)
+    table = invoke("revisions", "alpha", "--url", populated.url)
+    assert table.exit_code == 0
+    assert "result line." in table.stdout
+    empty = invoke("revisions", "beta", "--url", populated.url)
+    assert "no revisions" in empty.stdout
+
+
+@pytest.mark.parametrize("command", ["history", "evictions", "summaries", "reductions", "revisions", "show"])
+def test_limit_and_last(invoke: Invoke, populated: Populated, command: str) -> None:
+    def rows(*args: str) -> list[object]:
+        result = invoke(
+            command,
+            "alpha",
+            "--agent",
+            "main" if command != "summaries" else "helper",
+            "--url",
+            populated.url,
+            "--json",
+            *args,
+        )
+        assert result.exit_code == 0, result.stderr
+        document = json.loads(result.stdout)
+        return document[0]["entries"] if command == "show" else document  # type: ignore[no-any-return]
+
+    everything = rows()
+    assert len(everything) >= 2, command
+    assert rows("--limit", "1") == everything[:1]
+    assert rows("--last", "2") == everything[-2:]
+    assert rows("-n", "2", "--last", "1") == everything[1:2]
+
+
+@pytest.mark.parametrize("ledger_url", ["sqlite"], indirect=True)
+def test_sessions_limit_and_last_agree(invoke: Invoke, populated: Populated) -> None:
+    first = json.loads(invoke("sessions", "--url", populated.url, "--json", "--last", "1").stdout)
+    assert first == json.loads(invoke("sessions", "--url", populated.url, "--json", "--limit", "1").stdout)
+    assert len(first) == 1
+
+
+@pytest.mark.parametrize(("args", "option"), [(["--limit", "0"], "--limit"), (["--last", "x"], "--last")])
+def test_usage_errors_name_the_option(invoke: Invoke, args: list[str], option: str) -> None:
+    result = invoke("history", "alpha", *args)
+    assert result.exit_code == ExitCode.USAGE
+    assert option in result.stderr

@@ -1,0 +1,215 @@
+"""Fixtures of the web tests: a demo ledger, the real server on a free loopback port, a real browser.
+
+The ledger is made by ``contextledger demo`` plus one multi-agent session written through
+the library (an image, a tool pair, pins, a summary chain). The server is
+``python -m contextledger serve`` in a subprocess; the browser is Debian's Chromium
+driven by Playwright. Under ``CI=true`` a missing browser fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from contextledger import ContextWindowOverflowError, Ledger, Message
+from contextledger.cli import app
+from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
+from tests.plugins import unavailable
+
+CHROMIUM = os.environ.get("CONTEXTLEDGER_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+MULTI = "research-42"
+
+
+def tiny_png(width: int = 24, height: int = 16) -> bytes:
+    """A real PNG (a blue-to-green gradient) so the browser can decode the inline image."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(
+        b"\x00" + b"".join(bytes((40, 80 + 7 * y, 255 - 9 * x)) for x in range(width)) for y in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+@dataclass(frozen=True)
+class DemoLedger:
+    """The demo's ledger file, plus ids of the multi-agent session the tests look for."""
+
+    path: Path
+    url: str
+    image_id: str
+    tool_use_id: str
+    tool_result_id: str
+    pinned_id: str
+
+
+def _multi_agent_session(url: str) -> dict[str, str]:
+    with Ledger.connect(url) as ledger:
+        lead = ledger.conversation(
+            MULTI, "lead", manager=SlidingWindowConversationManager(window_size=8, truncate_threshold=120)
+        )
+        (goal,) = lead.append(Message.user("[turn 1] Goal: compare three vector databases for the docs search."))
+        lead.pin(goal.message_id)
+        (shot,) = lead.append(
+            Message(
+                role="user",
+                content=[
+                    {"text": "the current latency chart"},
+                    {"image": {"format": "png", "source": {"bytes": tiny_png()}}},
+                ],
+            )
+        )
+        ids: dict[str, str] = {"pinned_id": goal.message_id, "image_id": shot.message_id}
+        for turn in range(2, 9):
+            lead.before_model_call()
+            use, result, _ = lead.append(
+                Message.tool_use(f"t{turn}", "search", {"q": f"benchmark {turn}"}, text=f"[turn {turn}] searching"),
+                Message.tool_result(f"t{turn}", f"result {turn}: " + "p99 latency figures. " * 30),
+                Message.assistant(f"Noted the figures of round {turn}."),
+            )
+            lead.after_model_call()
+            ids.setdefault("tool_use_id", use.message_id)
+            ids.setdefault("tool_result_id", result.message_id)
+            lead.append(Message.user(f"[turn {turn + 1}] next round"))
+            lead.after_invocation()
+        overflow = ContextWindowOverflowError("input is too long for the model")
+        lead.reduce("reactive", error=overflow)
+        writer = ledger.conversation(
+            MULTI, "writer", manager=SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
+        )
+        for turn in range(10):
+            writer.before_model_call()
+            writer.append(Message.user(f"draft section {turn}"), Message.assistant(f"Section {turn} drafted. " * 4))
+            writer.after_model_call()
+            if turn % 3 == 2:
+                writer.reduce("proactive")
+    return ids
+
+
+@pytest.fixture(scope="session")
+def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> DemoLedger:
+    """``contextledger demo`` run on a fresh file, plus the multi-agent session."""
+    path = tmp_path_factory.mktemp("web") / "demo.db"
+    url = f"sqlite:///{path}"
+    result = CliRunner().invoke(app, ["demo", "--url", url, "--turns", "12", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    ids = _multi_agent_session(url)
+    return DemoLedger(path=path, url=url, **ids)
+
+
+def free_port() -> int:
+    """A port free on loopback right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running ``contextledger serve``."""
+
+    base: str
+    process: subprocess.Popen[bytes]
+
+
+@pytest.fixture(scope="session")
+def server(demo_ledger: DemoLedger, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``python -m contextledger serve`` on a free loopback port, stopped at the end."""
+    port = free_port()
+    log = (tmp_path_factory.mktemp("serve") / "serve.log").open("wb")
+    # A relative URL from the ledger's folder: the pages (and the screenshots) show no machine path.
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "contextledger",
+            "serve",
+            "--url",
+            f"sqlite:///{demo_ledger.path.name}",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=demo_ledger.path.parent,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as reply:
+                if reply.status == 200:
+                    break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                log.close()
+                pytest.fail(f"the server did not start: {Path(log.name).read_text(errors='replace')}")
+            time.sleep(0.1)
+    yield Server(base=base, process=process)
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium through Playwright (Debian's binary; nothing downloaded)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed (pip install -e '.[dev]')")
+    executable = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if not executable:
+        unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: Server) -> Iterator[Any]:
+    """A fresh page 1400 px wide that records every request it makes."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.requested = []  # type: ignore[attr-defined]
+    page.on("request", lambda request: page.requested.append(request.url))  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+def screenshot_dir() -> Path | None:
+    """Where screenshots are also written for the docs (``CONTEXTLEDGER_SCREENSHOT_DIR``), if anywhere."""
+    value = os.environ.get("CONTEXTLEDGER_SCREENSHOT_DIR")
+    return Path(value) if value else None

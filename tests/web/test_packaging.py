@@ -1,0 +1,60 @@
+"""What a user installs: the wheel holds every asset of the web view, the license and honest metadata."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from email.parser import Parser
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    from hatchling.builders.wheel import WheelBuilder
+
+    out = tmp_path_factory.mktemp("dist")
+    (path,) = list(WheelBuilder(str(ROOT)).build(directory=str(out), versions=["standard"]))
+    return zipfile.ZipFile(path)
+
+
+def test_wheel_ships_templates_static_files_migrations_and_license(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    for template in ("base.html", "sessions.html", "session.html", "entry.html", "_macros.html"):
+        assert f"contextledger/web/templates/{template}" in names
+    assert "contextledger/web/static/style.css" in names
+    assert any(n.startswith("contextledger/migrations/versions/") for n in names)
+    assert "contextledger/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+
+
+def test_metadata_license_classifiers_urls_extras_bounds(wheel: zipfile.ZipFile) -> None:
+    (meta_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = Parser().parsestr(wheel.read(meta_name).decode())
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert "Apache License" in (ROOT / "LICENSE").read_text()
+    assert "Version 2.0" in (ROOT / "LICENSE").read_text()
+    classifiers = meta.get_all("Classifier")
+    assert "Typing :: Typed" in classifiers
+    assert any(c.startswith("Programming Language :: Python :: 3.11") for c in classifiers)
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL")} >= {"Homepage", "Source", "Issues"}
+    assert "web" in meta.get_all("Provides-Extra")
+    requires = meta.get_all("Requires-Dist")
+    for name in ("typer", "rich"):
+        (spec,) = [r for r in requires if r.startswith(name) and "extra" not in r]
+        assert "<" in spec, f"{name} needs an upper bound: {spec}"
+    assert any(r.startswith("starlette") and re.search(r"extra == .web.", r) for r in requires)
+    assert any(r.startswith("playwright") and re.search(r"extra == .dev.", r) for r in requires)
+
+
+def test_assets_fetch_nothing_from_elsewhere() -> None:
+    web = files("contextledger.web")
+    texts = [p.read_text() for folder in ("templates", "static") for p in (web / folder).iterdir()]  # type: ignore[attr-defined]
+    for text in texts:
+        assert not re.search(r"(src|href)=\"(https?:)?//", text)
+        assert "@import" not in text
+        assert not re.search(r"url\((['\"])?(https?:)?//", text)
