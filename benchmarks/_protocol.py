@@ -39,7 +39,7 @@ ANSWER_CHARS = 360
 MESSAGES_PER_TURN = 4
 
 
-class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+class NotApplicable(Exception):
     """The contender cannot do this workload; the message says why."""
 
 
@@ -62,7 +62,13 @@ def turn(session: str, n: int) -> list[dict[str, Any]]:
         {
             "role": "assistant",
             "content": [
-                {"toolUse": {"toolUseId": tool_id, "name": "lookup", "input": {"query": random_text(rng, TOOL_INPUT_CHARS)}}}
+                {
+                    "toolUse": {
+                        "toolUseId": tool_id,
+                        "name": "lookup",
+                        "input": {"query": random_text(rng, TOOL_INPUT_CHARS)},
+                    }
+                }
             ],
         },
         {

@@ -77,55 +77,104 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
         for engine in ("sqlite", "postgres", "redis"):
             cl, raw = _med(run, "append", f"cl-{engine}"), _med(run, "append", f"raw-{engine}")
             r = _ratio(cl, raw)
-            out.append((f"append, {engine}: within 2x of the raw driver", f"{_x(r)} ({_ms(cl)} vs {_ms(raw)} ms)",
-                        verdict(None if r is None else r <= 2)))
+            out.append(
+                (
+                    f"append, {engine}: within 2x of the raw driver",
+                    f"{_x(r)} ({_ms(cl)} vs {_ms(raw)} ms)",
+                    verdict(None if r is None else r <= 2),
+                )
+            )
         cl = _med(run, "append", "cl-sqlite")
         for peer, factor in (("strands-file", 3), ("adk", 10)):
             other = _med(run, "append", peer)
             r = _ratio(other, cl)
-            out.append((f"append msgs/s vs {_label(run, peer)}: at least {factor}x", _x(r),
-                        verdict(None if r is None else r >= factor)))
+            out.append(
+                (
+                    f"append msgs/s vs {_label(run, peer)}: at least {factor}x",
+                    _x(r),
+                    verdict(None if r is None else r >= factor),
+                )
+            )
     if "fresh_restore" in run.results:
         cl = _med(run, "fresh_restore", "cl-sqlite")
-        out.append((f"fresh-process restore of {run.sizes.window} over {run.sizes.history[-1]:,} entries "
-                    "(SQLite): under 150 ms", f"{_ms(cl)} ms", verdict(None if cl is None else cl < 0.150)))
+        out.append(
+            (
+                f"fresh-process restore of {run.sizes.window} over {run.sizes.history[-1]:,} entries "
+                "(SQLite): under 150 ms",
+                f"{_ms(cl)} ms",
+                verdict(None if cl is None else cl < 0.150),
+            )
+        )
     if "restore_window" in run.results:
         big, small = run.sizes.history[-1], run.sizes.history[0]
         for engine in ("sqlite", "postgres", "redis"):
-            r = _ratio(_med(run, "restore_window", f"cl-{engine}@{big}"), _med(run, "restore_window", f"cl-{engine}@{small}"))
-            out.append((f"in-process restore, {engine}: {run.sizes.window} active over {big:,} vs {small} in all "
-                        "within 1.5x", _x(r), verdict(None if r is None else r <= 1.5)))
+            r = _ratio(
+                _med(run, "restore_window", f"cl-{engine}@{big}"), _med(run, "restore_window", f"cl-{engine}@{small}")
+            )
+            out.append(
+                (
+                    f"in-process restore, {engine}: {run.sizes.window} active over {big:,} vs {small} in all "
+                    "within 1.5x",
+                    _x(r),
+                    verdict(None if r is None else r <= 1.5),
+                )
+            )
     if "restore_wide" in run.results:
         r = _ratio(_med(run, "restore_wide", "strands-file"), _med(run, "restore_wide", "cl-sqlite"))
-        out.append((f"restore of {run.sizes.wide:,} active messages: at least 10x faster than FileSessionManager",
-                    _x(r), verdict(None if r is None else r >= 10)))
+        out.append(
+            (
+                f"restore of {run.sizes.wide:,} active messages: at least 10x faster than FileSessionManager",
+                _x(r),
+                verdict(None if r is None else r >= 10),
+            )
+        )
     if "reduction" in run.results:
         big, small = run.sizes.reduction[-1], run.sizes.reduction[0]
         for engine in ("sqlite", "postgres", "redis"):
             r = _ratio(_med(run, "reduction", f"cl-{engine}@{big}"), _med(run, "reduction", f"cl-{engine}@{small}"))
-            out.append((f"reduction commit, {engine}: {big:,} vs {small:,} entries within 1.5x", _x(r),
-                        verdict(None if r is None else r <= 1.5)))
+            out.append(
+                (
+                    f"reduction commit, {engine}: {big:,} vs {small:,} entries within 1.5x",
+                    _x(r),
+                    verdict(None if r is None else r <= 1.5),
+                )
+            )
     if "storage" in run.results:
         hi, lo = run.sizes.storage[-1], run.sizes.storage[-2]
         for key in ("cl-sqlite", "langgraph-sqlite"):
             a, b = _get(run, "storage", f"{key}@{hi}"), _get(run, "storage", f"{key}@{lo}")
             r = a.value / b.value if a and b and a.ok and b.ok and b.value else None
             target = "<= 2.1" if key == "cl-sqlite" else "for comparison"
-            out.append((f"storage, {_label(run, key)}: bytes at {hi} / {lo} turns {target}", _fmt(r),
-                        verdict(None if r is None else r <= 2.1) if key == "cl-sqlite" else "-"))
+            out.append(
+                (
+                    f"storage, {_label(run, key)}: bytes at {hi} / {lo} turns {target}",
+                    _fmt(r),
+                    verdict(None if r is None else r <= 2.1) if key == "cl-sqlite" else "-",
+                )
+            )
     if "before_model_call" in run.results:
         for key in ("cl-memory", "cl-sqlite"):
             t = _med(run, "before_model_call", key)
-            out.append((f"before_model_call() when nothing fires, {_label(run, key)}: under 20 us",
-                        _fmt(None if t is None else t * 1e6, 1, " us"), verdict(None if t is None else t < 20e-6)))
+            out.append(
+                (
+                    f"before_model_call() when nothing fires, {_label(run, key)}: under 20 us",
+                    _fmt(None if t is None else t * 1e6, 1, " us"),
+                    verdict(None if t is None else t < 20e-6),
+                )
+            )
     if "concurrency" in run.results:
         for key in ("cl-postgres", "cl-redis"):
             curve = [(k, _get(run, "concurrency", f"{key}@{k}")) for k in run.sizes.ks]
             values = [(k, o.value) for k, o in curve if o is not None and o.ok]
             shown = ", ".join(f"K={k}: {v:,.0f}" for k, v in values) or "n/a"
             grows = len(values) > 1 and values[1][1] > values[0][1]
-            out.append((f"concurrency, {_label(run, key)}: appends/s grow with K up to the cores", shown,
-                        verdict(None if len(values) < 2 else grows)))
+            out.append(
+                (
+                    f"concurrency, {_label(run, key)}: appends/s grow with K up to the cores",
+                    shown,
+                    verdict(None if len(values) < 2 else grows),
+                )
+            )
     return out
 
 
@@ -145,7 +194,8 @@ def _timed_row(run: Run, workload: str, lane: str, label: str, extra: list[str])
 
 def append_table(run: Run) -> list[str]:
     lines = [
-        "| contender | median ms / turn | p95 ms | messages/s | vs raw driver (same engine) | contextledger (SQLite) is x faster |",
+        "| contender | median ms / turn | p95 ms | messages/s | vs raw driver (same engine) "
+        "| contextledger (SQLite) is x faster |",
         "|---|---|---|---|---|---|",
     ]
     cl = _med(run, "append", "cl-sqlite")
@@ -175,8 +225,9 @@ def sized_table(run: Run, workload: str, sizes: list[int], unit: str) -> list[st
         cells = [f"{ms(median(o.samples))} | {ms(p95(o.samples))}" for o in outcomes if o is not None]
         first, last = outcomes[0], outcomes[-1]
         assert first is not None and last is not None
-        lines.append(f"| {spec.label} | " + " | ".join(cells)
-                     + f" | {median(last.samples) / median(first.samples):.2f} |")
+        lines.append(
+            f"| {spec.label} | " + " | ".join(cells) + f" | {median(last.samples) / median(first.samples):.2f} |"
+        )
     return lines
 
 
@@ -192,23 +243,37 @@ def wide_table(run: Run) -> list[str]:
 
 
 def fresh_table(run: Run) -> list[str]:
-    labels = {"cl-sqlite": "contextledger (SQLite): import, connect, open, read", "raw-sqlite":
-              "python + sqlite3 reading the same window", "python": "python -c pass (interpreter start)"}
-    lines = ["| child process | median ms | p95 ms | modules imported | Alembic imported | CLI (typer) imported |",
-             "|---|---|---|---|---|---|"]
+    labels = {
+        "cl-sqlite": "contextledger (SQLite): import, connect, open, read",
+        "raw-sqlite": "python + sqlite3 reading the same window",
+        "python": "python -c pass (interpreter start)",
+    }
+    lines = [
+        "| child process | median ms | p95 ms | modules imported | Alembic imported | CLI (typer) imported |",
+        "|---|---|---|---|---|---|",
+    ]
     for key, label in labels.items():
         o = _get(run, "fresh_restore", key)
         info = o.info if o is not None else {}
-        lines.append(_timed_row(run, "fresh_restore", key, label, [str(info.get("modules", "-")),
-                                                                   str(info.get("alembic", "-")),
-                                                                   str(info.get("typer", "-"))]))
+        lines.append(
+            _timed_row(
+                run,
+                "fresh_restore",
+                key,
+                label,
+                [str(info.get("modules", "-")), str(info.get("alembic", "-")), str(info.get("typer", "-"))],
+            )
+        )
     return lines
 
 
 def storage_table(run: Run) -> list[str]:
     turns = run.sizes.storage
     head = " | ".join(f"{t} turns" for t in turns)
-    lines = [f"| contender | {head} | bytes/turn (last) | ratio {turns[-1]}/{turns[-2]} |", "|---" * (3 + len(turns)) + "|"]
+    lines = [
+        f"| contender | {head} | bytes/turn (last) | ratio {turns[-1]}/{turns[-2]} |",
+        "|---" * (3 + len(turns)) + "|",
+    ]
     for spec in run.specs:
         outs = [_get(run, "storage", f"{spec.key}@{t}") for t in turns]
         if not all(o is not None for o in outs):
@@ -219,8 +284,11 @@ def storage_table(run: Run) -> list[str]:
             continue
         values = [int(o.value) for o in outs if o is not None]
         per_turn = (values[-1] - values[-2]) / (turns[-1] - turns[-2])
-        lines.append(f"| {spec.label} | " + " | ".join(f"{v:,}" for v in values)
-                     + f" | {per_turn:,.0f} | {values[-1] / values[-2]:.2f} |")
+        lines.append(
+            f"| {spec.label} | "
+            + " | ".join(f"{v:,}" for v in values)
+            + f" | {per_turn:,.0f} | {values[-1] / values[-2]:.2f} |"
+        )
     return lines
 
 
@@ -261,7 +329,12 @@ def na_table(run: Run) -> list[str]:
         seen: set[tuple[str, str]] = set()
         for lane, outcome in lanes.items():
             key = lane.split("@", 1)[0]
-            if outcome.na and outcome.na not in SCOPE and (key, workload) not in seen and key in {s.key for s in run.specs}:
+            if (
+                outcome.na
+                and outcome.na not in SCOPE
+                and (key, workload) not in seen
+                and key in {s.key for s in run.specs}
+            ):
                 seen.add((key, workload))
                 lines.append(f"| {_label(run, key)} | {workload} | {outcome.na.removeprefix('n/a: ')} |")
     return lines
@@ -288,7 +361,8 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         "contender's own types; the timer covers the library call.",
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}. Versions: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items())) + ".",
+        + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
+        + ".",
         "",
         f"Durability, the same for every contender on an engine: SQLite {SQLITE_DURABILITY}; "
         + "; ".join(run.server_info.values())
@@ -310,23 +384,43 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         *(f"| {t} | {v} | {ok} |" for t, v, ok in targets(run)),
     ]
     if plots and _plots(run, out):
-        doc += ["", "![cost against history length](history.png)", "",
-                "![appends per second against processes](concurrency.png)", "",
-                "![messages appended per second](append.png)"]
+        doc += [
+            "",
+            "![cost against history length](history.png)",
+            "",
+            "![appends per second against processes](concurrency.png)",
+            "",
+            "![messages appended per second](append.png)",
+        ]
     sections: list[tuple[str, str, list[str]]] = [
         ("append", "Append one turn (one durable commit)", append_table(run) if "append" in run.results else []),
-        ("restore_window", f"Restore a {s.window}-message window in process (`ledger.conversation(...).messages`)",
-         sized_table(run, "restore_window", s.history, "entries")),
-        ("fresh_restore", f"Restore in a fresh process: {s.window} active over {s.history[-1]:,} entries, SQLite",
-         fresh_table(run)),
+        (
+            "restore_window",
+            f"Restore a {s.window}-message window in process (`ledger.conversation(...).messages`)",
+            sized_table(run, "restore_window", s.history, "entries"),
+        ),
+        (
+            "fresh_restore",
+            f"Restore in a fresh process: {s.window} active over {s.history[-1]:,} entries, SQLite",
+            fresh_table(run),
+        ),
         ("restore_wide", f"Restore {s.wide:,} active messages", wide_table(run)),
-        ("reduction", "Reduction commit (evict one turn) against history length",
-         sized_table(run, "reduction", s.reduction, "entries")),
+        (
+            "reduction",
+            "Reduction commit (evict one turn) against history length",
+            sized_table(run, "reduction", s.reduction, "entries"),
+        ),
         ("storage", "Bytes on disk against turns", storage_table(run)),
-        ("before_model_call", "`before_model_call()` when nothing fires (sliding window of 40, per turn)",
-         bmc_table(run)),
-        ("concurrency", "Aggregate turns appended per second, K processes on distinct conversations",
-         concurrency_table(run)),
+        (
+            "before_model_call",
+            "`before_model_call()` when nothing fires (sliding window of 40, per turn)",
+            bmc_table(run),
+        ),
+        (
+            "concurrency",
+            "Aggregate turns appended per second, K processes on distinct conversations",
+            concurrency_table(run),
+        ),
     ]
     for workload, title, table in sections:
         if workload in run.results:
@@ -344,6 +438,7 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         "versions": run.versions,
         "servers": run.server_info,
         "seconds": run.seconds,
+        "timings": run.timings,
         "targets": [{"target": t, "measured": v, "verdict": ok} for t, v, ok in targets(run)],
         "results": {w: {lane: asdict(o) for lane, o in lanes.items()} for w, lanes in run.results.items()},
     }
@@ -376,33 +471,36 @@ def _plots(run: Run, out: Path) -> bool:
         ax.set_xlabel(xlabel)
         ax.set_ylabel("median ms")
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     ax = axes[2]
     for spec in run.specs:
-        points = [(t, _get(run, "storage", f"{spec.key}@{t}")) for t in s.storage]
-        xs = [t for t, o in points if o is not None and o.ok]
-        ys = [o.value / 1e6 for _, o in points if o is not None and o.ok]
+        stored = [(t, _get(run, "storage", f"{spec.key}@{t}")) for t in s.storage]
+        xs = [t for t, o in stored if o is not None and o.ok]
+        ys = [o.value / 1e6 for _, o in stored if o is not None and o.ok]
         if xs:
             ax.plot(xs, ys, marker="o", label=spec.label)
-    ax.set_title("bytes on disk")
+    ax.set_title("bytes on disk (SQLite files, Strands' JSON files)")
     ax.set_xlabel("turns (4 messages each)")
     ax.set_ylabel("MB")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "history.png", dpi=90)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for spec in run.specs:
-        points = [(k, _get(run, "concurrency", f"{spec.key}@{k}")) for k in s.ks]
-        xs = [k for k, o in points if o is not None and o.ok]
+        curve = [(k, _get(run, "concurrency", f"{spec.key}@{k}")) for k in s.ks]
+        xs = [k for k, o in curve if o is not None and o.ok]
         if xs:
-            ax.plot(xs, [o.value for _, o in points if o is not None and o.ok], marker="o", label=spec.label)
+            ax.plot(xs, [o.value for _, o in curve if o is not None and o.ok], marker="o", label=spec.label)
     ax.set_xlabel("processes (K), distinct conversations")
     ax.set_ylabel("turns appended per second, all processes")
     ax.set_xticks(s.ks)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     ax.set_title("concurrency")
     fig.tight_layout()
     fig.savefig(out / "concurrency.png", dpi=90)

@@ -24,8 +24,8 @@ PEER_PACKAGES: dict[str, tuple[str, ...]] = {
     "strands": ("strands-agents",),
     "openai_agents": ("openai-agents[sqlalchemy]", "aiosqlite"),
     "langgraph": ("langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "psycopg[binary]"),
-    "langchain": ("langchain-community", "langchain-core", "sqlalchemy"),
-    "adk": ("google-adk", "aiosqlite"),
+    "langchain": ("langchain-community", "langchain-core", "sqlalchemy[asyncio]"),
+    "adk": ("google-adk[db]", "aiosqlite"),
 }
 
 

@@ -30,7 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,9 +80,23 @@ class Sizes:
     @classmethod
     def of(cls, quick: bool) -> Sizes:
         if quick:
-            return cls(12, 3, 40, [40, 2_000], 3, 200, 5, [200, 2_000], 8, [10, 20], 5, 200, [1, 2], 0.5)
-        return cls(200, 10, 40, [40, 10_000, 100_000], 20, 2_000, 30, [1_000, 10_000, 100_000], 100, [50, 100, 200],
-                   30, 1_000, [1, 2, 4, 8], 4.0)
+            return cls(8, 2, 40, [40, 1_000], 2, 100, 4, [100, 1_000], 6, [10, 20], 4, 200, [1, 2], 0.4)
+        return cls(
+            200,
+            10,
+            40,
+            [40, 10_000, 100_000],
+            20,
+            2_000,
+            30,
+            [1_000, 10_000, 100_000],
+            100,
+            [50, 100, 200],
+            30,
+            1_000,
+            [1, 2, 4, 8],
+            4.0,
+        )
 
 
 @dataclass
@@ -99,6 +113,7 @@ class Run:
     versions: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
 
     def put(self, workload: str, lane: str, outcome: Outcome) -> None:
         self.results.setdefault(workload, {})[lane] = outcome
@@ -225,7 +240,7 @@ class Harness:
         """Step every live lane ``warmup`` + ``rounds`` times, alternating, the order rotated each round."""
         live = [lane for lane in lanes if lane.worker is not None]
         for r in range(warmup + rounds):
-            order = live[r % len(live):] + live[: r % len(live)] if live else []
+            order = live[r % len(live) :] + live[: r % len(live)] if live else []
             if r % 2:
                 order.reverse()
             for lane in order:
@@ -243,7 +258,7 @@ class Harness:
             if lane.worker is not None:
                 lane.worker.close()
             self.run.put(workload, lane.name, lane.outcome)
-        print(f"{workload}: done", file=sys.stderr, flush=True)
+        print(f"{workload}: done at {time.strftime('%H:%M:%S')}", file=sys.stderr, flush=True)
 
     # -- the workloads ---------------------------------------------------------------------
 
@@ -290,7 +305,7 @@ class Harness:
             "import json, sqlite3, sys\n"
             f"conn = sqlite3.connect({str(raw)!r})\n"
             "rows = conn.execute(\"SELECT role, content FROM raw_msg WHERE session_id = ? AND status = 'active' "
-            f"ORDER BY seq\", ({session!r},)).fetchall()\n"
+            f'ORDER BY seq", ({session!r},)).fetchall()\n'
             "messages = [{'role': r, 'content': json.loads(c)} for r, c in rows]\n"
             f"assert len(messages) == {sizes.window}, len(messages)\nconn.close()\n"
             "print(len(sys.modules), 0, 0)\n"
@@ -314,9 +329,12 @@ class Harness:
                     outcomes[name].na = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
                 elif r:  # the first round warms the page cache and the bytecode caches
                     outcomes[name].samples.append(elapsed)
-                    modules, alembic, typer = (done.stdout.split() + ["0", "0", "0"])[:3]
-                    outcomes[name].info = {"modules": int(modules), "alembic": bool(int(alembic)),
-                                           "typer": bool(int(typer))}
+                    modules, alembic, typer = [*done.stdout.split(), "0", "0", "0"][:3]
+                    outcomes[name].info = {
+                        "modules": int(modules),
+                        "alembic": bool(int(alembic)),
+                        "typer": bool(int(typer)),
+                    }
         for name, outcome in outcomes.items():
             self.run.put("fresh_restore", name, outcome)
         print("fresh_restore: done", file=sys.stderr, flush=True)
@@ -346,8 +364,9 @@ class Harness:
         for spec in self.run.specs:
             for turns in self.run.sizes.storage:
                 directory = self.workdir / "storage" / f"{spec.key}-{turns}"
-                lane = self.open("storage", spec, f"{spec.key}@{turns}", {"session": "storage", "turns": turns},
-                                 directory)
+                lane = self.open(
+                    "storage", spec, f"{spec.key}@{turns}", {"session": "storage", "turns": turns}, directory
+                )
                 if lane.worker is not None:
                     reply = lane.worker.request(op="measure")
                     if "na" in reply:
@@ -360,8 +379,13 @@ class Harness:
     def before_model_call(self) -> None:
         sizes = self.run.sizes
         lanes = [
-            self.open("before_model_call", s, s.key, {"session": "bmc", "batch": sizes.bmc_batch},
-                      self.workdir / "bmc" / s.key)
+            self.open(
+                "before_model_call",
+                s,
+                s.key,
+                {"session": "bmc", "batch": sizes.bmc_batch},
+                self.workdir / "bmc" / s.key,
+            )
             for s in self.run.specs
         ]
         self.interleave(lanes, warmup=1, rounds=sizes.bmc_rounds)
@@ -375,8 +399,13 @@ class Harness:
                 workers = []
                 outcome = Outcome()
                 for i in range(k):
-                    lane = self.open("concurrency", spec, name, {"session": f"conc-{k}-{i}-{uuid.uuid4().hex[:6]}"},
-                                     self.workdir / "conc" / spec.key)
+                    lane = self.open(
+                        "concurrency",
+                        spec,
+                        name,
+                        {"session": f"conc-{k}-{i}-{uuid.uuid4().hex[:6]}"},
+                        self.workdir / "conc" / spec.key,
+                    )
                     if lane.worker is None:
                         outcome = lane.outcome
                         break
@@ -388,7 +417,9 @@ class Harness:
                     start = time.time() + 0.3
                     for w in workers:
                         assert w.process is not None and w.process.stdin is not None
-                        w.process.stdin.write(json.dumps({"op": "burst", "seconds": sizes.burst, "start": start}) + "\n")
+                        w.process.stdin.write(
+                            json.dumps({"op": "burst", "seconds": sizes.burst, "start": start}) + "\n"
+                        )
                         w.process.stdin.flush()
                     counts = []
                     for w in workers:
@@ -429,10 +460,8 @@ def own_versions() -> dict[str, str]:
 
     out = {}
     for name in ("contextledger", "sqlalchemy", "alembic", "pydantic", "psycopg", "redis", "matplotlib"):
-        try:
+        with suppress(PackageNotFoundError):
             out[name] = version(name)
-        except PackageNotFoundError:
-            pass
     import sqlite3
 
     out["SQLite"] = sqlite3.sqlite_version
@@ -470,7 +499,9 @@ def main(argv: list[str] | None = None) -> int:
             harness = Harness(run, workdir, install=not args.no_install)
             for workload in WORKLOADS:
                 if workload in workloads:
+                    began = time.perf_counter()
                     getattr(harness, workload)()
+                    run.timings[workload] = time.perf_counter() - began
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     run.seconds = time.perf_counter() - started

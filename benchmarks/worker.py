@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _protocol import Contender, NotApplicable, serve  # noqa: E402 - after the path is set
+from _protocol import Contender, NotApplicable, serve
 
 # name -> "module:class"
 CONTENDERS = {

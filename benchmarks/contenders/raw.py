@@ -185,9 +185,7 @@ class RawPostgres(Raw):
             conn.execute(statement.format(json="JSON"))
 
     def create(self) -> int:
-        self.conn.execute(
-            "INSERT INTO raw_conv VALUES (%s, 0) ON CONFLICT (session_id) DO NOTHING", (self.session,)
-        )
+        self.conn.execute("INSERT INTO raw_conv VALUES (%s, 0) ON CONFLICT (session_id) DO NOTHING", (self.session,))
         row = self.conn.execute("SELECT count(*) FROM raw_msg WHERE session_id = %s", (self.session,)).fetchone()
         return int(row[0])
 
@@ -205,7 +203,9 @@ class RawPostgres(Raw):
         return int(self.conn.execute(query, (self.session,)).fetchone()[0])
 
     def evict_before(self, seq: int) -> None:
-        self.conn.execute("UPDATE raw_msg SET status = 'evicted' WHERE session_id = %s AND seq < %s", (self.session, seq))
+        self.conn.execute(
+            "UPDATE raw_msg SET status = 'evicted' WHERE session_id = %s AND seq < %s", (self.session, seq)
+        )
         self.conn.execute("VACUUM ANALYZE raw_msg")
 
     def close(self) -> None:

@@ -12,10 +12,11 @@ import shutil
 import time
 from typing import Any
 
-from _protocol import Contender, NotApplicable, turn
-from contenders._files import tree_bytes
 from strands.session.file_session_manager import FileSessionManager
 from strands.types.session import SessionAgent, SessionMessage
+
+from _protocol import Contender, NotApplicable, turn
+from contenders._files import tree_bytes
 
 AGENT = "agent"
 

@@ -198,7 +198,8 @@ def start_postgres(
         shutil.rmtree(directory, ignore_errors=True)
         detail = exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else exc
         raise StoreUnavailable(f"initdb failed: {detail}") from exc
-    flags = [part for name, value in {**_NO_DURABILITY, **(settings or {})}.items() for part in ("-c", f"{name}={value}")]
+    merged = {**_NO_DURABILITY, **(settings or {})}
+    flags = [part for name, value in merged.items() for part in ("-c", f"{name}={value}")]
     error: StoreUnavailable | None = None
     for _ in range(attempts):
         port = _free_port()
