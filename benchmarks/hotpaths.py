@@ -28,15 +28,15 @@ from contextledger import Ledger, ReductionPlan
 def profile_import(top: int) -> None:
     code = "import contextledger.ledger, sys; print(len(sys.modules))"
     done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True)
-    rows = []
+    rows: list[tuple[int, int, str]] = []
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
         head, cumulative, name = line.split("|", 2)
         rows.append((int(cumulative), int(head.split(":", 1)[1]), name.rstrip()))
     print(f"{done.stdout.strip()} modules loaded")
-    for cumulative, self_us, name in sorted(rows, reverse=True)[:top]:
-        print(f"{cumulative / 1000:8.1f} ms cumulative {self_us / 1000:7.1f} ms self  {name}")
+    for total_us, own_us, module in sorted(rows, reverse=True)[:top]:
+        print(f"{total_us / 1000:8.1f} ms cumulative {own_us / 1000:7.1f} ms self  {module}")
 
 
 def main() -> None:
