@@ -48,7 +48,7 @@ class Spec:
     def params(self, workload: str, directory: Path, servers: dict[str, str | None]) -> dict[str, Any] | str:
         """The worker's setup parameters, or why it cannot run (a server is missing)."""
         directory.mkdir(parents=True, exist_ok=True)
-        params: dict[str, Any] = {"directory": str(directory / "files"), "key_prefix": f"bench-{workload}"}
+        params: dict[str, Any] = {"directory": str(directory / "files"), "key_prefix": "bench"}
         if self.engine in ("postgres", "redis"):
             url = servers.get(self.engine)
             if url is None:

@@ -360,7 +360,9 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         "the toolResult and the assistant's answer. Message objects are built outside the timer in each "
         "contender's own types; the timer covers the library call.",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}. Versions: "
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}; load average (1 min) "
+        f"{run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end (other work shares the machine: absolute "
+        "times carry its noise, ratios of interleaved runs much less). Versions: "
         + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
         + ".",
         "",
@@ -438,6 +440,7 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         "versions": run.versions,
         "servers": run.server_info,
         "seconds": run.seconds,
+        "load": run.load,
         "timings": run.timings,
         "targets": [{"target": t, "measured": v, "verdict": ok} for t, v, ok in targets(run)],
         "results": {w: {lane: asdict(o) for lane, o in lanes.items()} for w, lanes in run.results.items()},

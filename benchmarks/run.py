@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,23 +80,12 @@ class Sizes:
 
     @classmethod
     def of(cls, quick: bool) -> Sizes:
+        # The reduction runs on the conversations the restore loaded (history[1:]).
         if quick:
-            return cls(8, 2, 40, [40, 1_000], 2, 100, 4, [100, 1_000], 6, [10, 20], 4, 200, [1, 2], 0.4)
+            return cls(8, 2, 40, [40, 200, 1_000], 2, 100, 4, [200, 1_000], 6, [10, 20], 4, 200, [1, 2], 0.4)
         return cls(
-            200,
-            10,
-            40,
-            [40, 10_000, 100_000],
-            20,
-            2_000,
-            30,
-            [1_000, 10_000, 100_000],
-            100,
-            [50, 100, 200],
-            30,
-            1_000,
-            [1, 2, 4, 8],
-            4.0,
+            200, 10, 40, [40, 1_000, 10_000, 100_000], 20, 2_000, 30, [1_000, 10_000, 100_000], 100, [50, 100, 200],
+            30, 1_000, [1, 2, 4, 8], 4.0,
         )
 
 
@@ -114,6 +104,7 @@ class Run:
     notes: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    load: tuple[float, float] = (0.0, 0.0)
 
     def put(self, workload: str, lane: str, outcome: Outcome) -> None:
         self.results.setdefault(workload, {})[lane] = outcome
@@ -354,8 +345,9 @@ class Harness:
         lanes = []
         for spec in self.run.specs:
             for entries in sizes.reduction:
-                params = {"session": f"reduce-{entries}", "entries": entries, "active": 48}
-                lanes.append(self.open("reduction", spec, f"{spec.key}@{entries}", params, self.workdir / "reduce"))
+                # The conversations restore_window loaded (same files, servers and sessions).
+                params = {"session": f"window-{entries}", "entries": entries, "active": sizes.window}
+                lanes.append(self.open("reduction", spec, f"{spec.key}@{entries}", params, self.workdir / "window"))
         self.interleave(lanes, warmup=3, rounds=sizes.reduction_rounds)
         self.finish("reduction", lanes)
 
@@ -485,8 +477,11 @@ def main(argv: list[str] | None = None) -> int:
         specs = select(args.contenders)
     except ValueError as exc:
         parser.error(str(exc))
+    # A background run may only get SIGTERM: exit through the cleanup (servers stopped by pid).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     run = Run(args.quick, Sizes.of(args.quick), specs, versions=own_versions())
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     workdir = Path(tempfile.mkdtemp(prefix="contextledger-bench-"))
     try:
         with ExitStack() as stack:
@@ -505,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     run.seconds = time.perf_counter() - started
+    run.load = (load_before, os.getloadavg()[0])
 
     from _report import write_report
 

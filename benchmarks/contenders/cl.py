@@ -76,7 +76,8 @@ class ContextLedger(Contender):
         if workload == "reduction":
             total, active = int(params["entries"]), int(params["active"])
             self.conversation = conversation = ledger.conversation(self.session, AGENT)
-            bulk_load(conversation, total=total, active=active)
+            if len(conversation.view) != active:  # not loaded by restore_window
+                bulk_load(conversation, total=total, active=active)
             return {"entries": total, "active": len(conversation.view)}
         if workload == "storage":
             if self.path is None:
