@@ -395,7 +395,10 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
             "![messages appended per second](append.png)",
         ]
     sections: list[tuple[str, str, list[str]]] = [
-        ("append", "Append one turn (one durable commit)", append_table(run) if "append" in run.results else []),
+        ("append", "Append one turn (one durable commit)",
+         [f"contextledger keeps a {s.window}-message window here: after each timed append the oldest turn is "
+          "evicted, untimed, as a sliding window would (the cost of a wide window is in the restore tables). "
+          "The raw drivers and the peers only append.", "", *append_table(run)] if "append" in run.results else []),
         (
             "restore_window",
             f"Restore a {s.window}-message window in process (`ledger.conversation(...).messages`)",

@@ -256,7 +256,9 @@ class Harness:
     def append(self) -> None:
         sizes = self.run.sizes
         lanes = [
-            self.open("append", s, s.key, {"session": f"append-{s.key}"}, self.workdir / "append" / s.key)
+            self.open(
+                "append", s, s.key, {"session": f"append-{s.key}", "window": sizes.window}, self.workdir / "append" / s.key
+            )
             for s in self.run.specs
         ]
         self.interleave(lanes, warmup=sizes.warmup, rounds=sizes.rounds)

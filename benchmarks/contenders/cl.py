@@ -51,6 +51,7 @@ class ContextLedger(Contender):
         self.session = ""
         self.path: str | None = None
         self.batch = 1
+        self.window = 0
 
     def _connect(self, params: dict[str, Any]) -> Ledger:
         url = str(params["url"])
@@ -66,7 +67,8 @@ class ContextLedger(Contender):
         self.ledger = ledger = self._connect(params)
         if workload in ("append", "concurrency"):
             self.conversation = ledger.conversation(self.session, AGENT)
-            return {}
+            self.window = int(params.get("window", 0))
+            return {"window": self.window}
         if workload in ("restore_window", "restore_wide"):
             total, active = int(params["entries"]), int(params["active"])
             conversation = ledger.conversation(self.session, AGENT)
@@ -103,7 +105,14 @@ class ContextLedger(Contender):
             messages = native_turn(self.session, n)
             t0 = time.perf_counter()
             conversation.append(*messages)
-            return time.perf_counter() - t0
+            elapsed = time.perf_counter() - t0
+            if self.window and len(conversation.view) > self.window:
+                # What a sliding window would do, not timed: the window keeps its size.
+                conversation.apply_plan(
+                    lambda view: ReductionPlan(strategy="sliding_window", evict=tuple(view.ids[:4])),
+                    trigger="per_turn",
+                )
+            return elapsed
         if self.workload in ("restore_window", "restore_wide"):
             t0 = time.perf_counter()
             messages = ledger.conversation(self.session, AGENT).messages
