@@ -255,10 +255,9 @@ class Harness:
 
     def append(self) -> None:
         sizes = self.run.sizes
+        w = sizes.window
         lanes = [
-            self.open(
-                "append", s, s.key, {"session": f"append-{s.key}", "window": sizes.window}, self.workdir / "append" / s.key
-            )
+            self.open("append", s, s.key, {"session": f"append-{s.key}", "window": w}, self.workdir / "append" / s.key)
             for s in self.run.specs
         ]
         self.interleave(lanes, warmup=sizes.warmup, rounds=sizes.rounds)
