@@ -43,7 +43,7 @@ def items_of(session: str, n: int) -> list[Any]:
     ]
 
 
-class _NormalSync(SQLiteSession):  # type: ignore[misc] # untyped here: its environment is not ours
+class _NormalSync(SQLiteSession):
     """``SQLiteSession`` with ``synchronous=NORMAL`` on its connections (it sets WAL itself)."""
 
     @staticmethod
