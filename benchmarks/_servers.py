@@ -11,7 +11,7 @@
   connection class), and :func:`script_commands` what a Redis script ran (``MONITOR``).
 * :func:`bulk_load` builds a conversation of many entries, most of them evicted, in a
   few big commits.
-* :func:`replace_section` rewrites one benchmark's section of ``RESULTS.md``.
+* :func:`replace_section` rewrites one benchmark's section of ``DETAILS.md``.
 
 Everything listens and connects on 127.0.0.1 only.
 """
@@ -61,7 +61,7 @@ LABELS = {
     "redis": "Redis",
     "redis_cluster": "Redis Cluster (3 masters)",
 }
-RESULTS = Path(__file__).with_name("RESULTS.md")
+RESULTS = Path(__file__).with_name("DETAILS.md")
 
 
 # -- statistics --------------------------------------------------------------------------
@@ -507,7 +507,7 @@ def script_commands(url: str) -> Iterator[list[str]]:
 
 
 def versions(extra: Sequence[str] = ()) -> str:
-    """The machine/software line of RESULTS.md."""
+    """The machine/software line of DETAILS.md."""
     import importlib.metadata as md
 
     parts = [f"Python {platform.python_version()}", f"SQLite {sqlite3.sqlite_version}", *extra]
@@ -519,7 +519,7 @@ def versions(extra: Sequence[str] = ()) -> str:
 
 
 def replace_section(title: str, lines: Sequence[str]) -> None:
-    """Replace the section headed ``title`` in RESULTS.md (append it when missing), keeping the others."""
+    """Replace the section headed ``title`` in DETAILS.md (append it when missing), keeping the others."""
     current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
     body = "\n".join([title, "", *lines]).rstrip("\n") + "\n"
     if title in current:

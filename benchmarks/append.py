@@ -20,7 +20,7 @@ one more append per conversation is observed to count what it sends: SQL stateme
     python benchmarks/append.py                              # every backend that is available
     python benchmarks/append.py --history 100000 --repeats 1000
     python benchmarks/append.py --backends memory,sqlite     # no servers
-    python benchmarks/append.py --write-results              # also rewrite benchmarks/RESULTS.md
+    python benchmarks/append.py --write-results              # also rewrite benchmarks/DETAILS.md
 
 Servers come from the same places as for ``restore.py`` (environment URLs, else
 throwaway local servers that are stopped at the end).
@@ -243,7 +243,7 @@ def main() -> None:
     parser.add_argument("--wide", type=int, default=2_000, help="entries of the wide-window case (0: none)")
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--backends", type=backend_list, default=list(BACKENDS), help=",".join(BACKENDS))
-    parser.add_argument("--write-results", action="store_true", help="rewrite RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="rewrite DETAILS.md")
     args = parser.parse_args()
     if args.window < 2 or args.history < args.window:
         parser.error("need --window >= 2 and --history >= --window")

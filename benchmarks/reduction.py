@@ -20,7 +20,7 @@
     python benchmarks/reduction.py                         # both parts, every backend available
     python benchmarks/reduction.py --evicted 100000 --turns 1000
     python benchmarks/reduction.py --backends sqlite --no-strands
-    python benchmarks/reduction.py --write-results         # also rewrite benchmarks/RESULTS.md
+    python benchmarks/reduction.py --write-results         # also rewrite benchmarks/DETAILS.md
 """
 
 from __future__ import annotations
@@ -409,7 +409,7 @@ def main() -> None:
     parser.add_argument("--window-turns", type=int, default=50, help="turns per reported range")
     parser.add_argument("--no-strands", action="store_true")
     parser.add_argument("--no-reductions", action="store_true")
-    parser.add_argument("--write-results", action="store_true", help="rewrite RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="rewrite DETAILS.md")
     args = parser.parse_args()
     if args.window < 4:
         parser.error("need --window >= 4")

@@ -8,7 +8,7 @@ Engines: SQLite, PostgreSQL, Redis and Redis Cluster.
     python benchmarks/restore.py                      # every engine that is available
     python benchmarks/restore.py --entries 20000      # a quicker run
     python benchmarks/restore.py --no-postgres --no-redis --no-cluster   # SQLite only
-    python benchmarks/restore.py --write-results      # also rewrite benchmarks/RESULTS.md
+    python benchmarks/restore.py --write-results      # also rewrite benchmarks/DETAILS.md
 
 PostgreSQL runs on ``CONTEXTLEDGER_TEST_POSTGRES_URL`` when set (a scratch database is
 created and dropped there; the user needs CREATEDB), else on a throwaway server started
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-redis", action="store_true", help="skip standalone Redis")
     parser.add_argument("--no-cluster", action="store_true", help="skip Redis Cluster")
-    parser.add_argument("--write-results", action="store_true", help="rewrite RESULTS.md")
+    parser.add_argument("--write-results", action="store_true", help="rewrite DETAILS.md")
     args = parser.parse_args()
     skipped = {"postgres": args.no_postgres, "redis": args.no_redis, "redis_cluster": args.no_cluster}
 
@@ -153,7 +153,7 @@ SECTION = "## Restore cost (`benchmarks/restore.py`)"
 
 
 def write_results(results: list[Result], servers: list[str], args: argparse.Namespace) -> None:
-    """Replace this benchmark's section of RESULTS.md, keeping any other section."""
+    """Replace this benchmark's section of DETAILS.md, keeping any other section."""
     replace_section(
         SECTION,
         [

@@ -231,7 +231,20 @@ def _freeze_content(value: Any, what: str) -> Any:
     return _normalize(value, what, 0, True, True)
 
 
+# The JSON scalars: returned as they are by the codec and the copy below. Exact types
+# (not isinstance) are checked first because these walks run for every value of every
+# message on the append and restore paths; subclasses take the general branch.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _encode(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict or kind is FrozenDict:
+        return {_escape_key(k if type(k) is str else str(k)): _encode(v) for k, v in value.items()}
+    if kind is list or kind is FrozenList:
+        return [_encode(v) for v in value]
     if isinstance(value, bytes | bytearray | memoryview):
         return {_BYTES_TAG: base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, Mapping):
@@ -242,11 +255,15 @@ def _encode(value: Any) -> Any:
 
 
 def _escape_key(key: str) -> str:
-    return "~" + key if _ESCAPED_TAG.fullmatch(key) else key
+    # endswith first: this runs for every key written, and almost none is the tag.
+    return "~" + key if key.endswith(_BYTES_TAG) and _ESCAPED_TAG.fullmatch(key) else key
 
 
 def _decode(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         if len(value) == 1 and _BYTES_TAG in value:
             return _decode_bytes(value[_BYTES_TAG])
         return {(k[1:] if k.startswith("~") and _ESCAPED_TAG.fullmatch(k) else k): _decode(v) for k, v in value.items()}
@@ -262,6 +279,40 @@ def _decode_bytes(encoded: Any) -> bytes:
         return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise CorruptRecord(f"damaged bytes value in stored content: {exc}") from exc
+
+
+def _decode_shared(value: Any) -> Any:
+    """:func:`_decode` without copying: ``value`` itself when it holds no tagged bytes.
+
+    Only the containers on the way to a tagged value are rebuilt, so freshly parsed
+    JSON is walked once and not copied (the message validation copies the blocks).
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        if len(value) == 1 and _BYTES_TAG in value:
+            return _decode_bytes(value[_BYTES_TAG])
+        if any(k.startswith("~") and _ESCAPED_TAG.fullmatch(k) for k in value):
+            return _decode(value)  # an escaped user key: rebuild with the keys restored
+        changed: dict[Any, Any] | None = None
+        for key, item in value.items():
+            decoded = _decode_shared(item)
+            if decoded is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = decoded
+        return value if changed is None else changed
+    if kind is list or isinstance(value, list):
+        out: list[Any] | None = None
+        for index, item in enumerate(value):
+            decoded = _decode_shared(item)
+            if decoded is not item:
+                if out is None:
+                    out = list(value)
+                out[index] = decoded
+        return value if out is None else out
+    return value
 
 
 def encode_blocks(blocks: Sequence[ContentBlock]) -> list[ContentBlock]:
@@ -458,12 +509,18 @@ class Message(BaseModel):
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
-        """Rebuild a message stored with :meth:`to_record`."""
+        """Rebuild a message stored with :meth:`to_record`.
+
+        Like the constructor, the message takes the record's values as they are (its
+        blocks and metadata are new dicts; values nested in them may be the record's):
+        stores hand it freshly decoded JSON, which is then not copied a second time.
+        """
+        content = record["content"]
         return cls(
             message_id=record["message_id"],
             role=record["role"],
-            content=decode_blocks(record["content"]),
-            metadata=_decode(record.get("metadata") or {}),
+            content=_decode_shared(content) if type(content) is list else decode_blocks(content),
+            metadata=_decode_shared(record.get("metadata") or {}),
         )
 
     # -- views ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -148,12 +149,19 @@ def _wait_ready(server: PostgresServer, timeout: float) -> None:
     raise StoreUnavailable(f"PostgreSQL on {server.host}:{server.port} did not accept connections: {last}")
 
 
-def start_postgres(*, timeout: float = 60.0, attempts: int = 3) -> PostgresServer:
+_NO_DURABILITY = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def start_postgres(
+    *, timeout: float = 60.0, attempts: int = 3, settings: Mapping[str, str] | None = None
+) -> PostgresServer:
     """Initialise and start a throwaway server on a free loopback port.
 
     Args:
         timeout: Seconds to wait for the server to accept connections.
         attempts: Tries with a fresh port (another process may take the free port first).
+        settings: Server settings (``-c name=value``) that replace the defaults, e.g.
+            ``{"fsync": "on"}`` for a benchmark that wants durable commits.
 
     Raises:
         StoreUnavailable: No PostgreSQL binaries were found or the server did not start.
@@ -190,6 +198,8 @@ def start_postgres(*, timeout: float = 60.0, attempts: int = 3) -> PostgresServe
         shutil.rmtree(directory, ignore_errors=True)
         detail = exc.stderr.decode(errors="replace").strip() if isinstance(exc, subprocess.CalledProcessError) else exc
         raise StoreUnavailable(f"initdb failed: {detail}") from exc
+    merged = {**_NO_DURABILITY, **(settings or {})}
+    flags = [part for name, value in merged.items() for part in ("-c", f"{name}={value}")]
     error: StoreUnavailable | None = None
     for _ in range(attempts):
         port = _free_port()
@@ -207,13 +217,8 @@ def start_postgres(*, timeout: float = 60.0, attempts: int = 3) -> PostgresServe
                     "-c",
                     f"unix_socket_directories={directory}",
                     "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
-                    "-c",
-                    "full_page_writes=off",
-                    "-c",
                     "max_connections=200",
+                    *flags,
                 ],
                 user=user,
                 stdout=log,

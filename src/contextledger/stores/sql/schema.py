@@ -7,30 +7,35 @@ its own Alembic history in ``alembic_version``; neither touches the other's tabl
 The functions accept a URL (``str`` or :class:`sqlalchemy.engine.URL`), an
 :class:`~sqlalchemy.Engine` or a :class:`~sqlalchemy.Connection`. Given a URL they
 open and dispose a short-lived engine; given an engine or connection they leave it open.
+
+Alembic is imported only when a migration must run or a revision must be resolved:
+opening a ledger whose schema is current reads the version table with one plain
+``SELECT`` and compares it with the head named in the migration files, which keeps a
+fresh process's open cheap.
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from contextledger.errors import ConfigurationError, NotALedger, SchemaOutOfDate
+from contextledger.errors import ConfigurationError, ContextLedgerError, NotALedger, SchemaOutOfDate
 from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, describe, mask, parse_url, translate
 from contextledger.stores.sql.models import Base
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 __all__ = [
     "VERSION_TABLE",
@@ -94,6 +99,8 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
         connection: A connection (in a transaction) the migrations run on.
         url: The database URL for offline (``--sql``) mode.
     """
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     if url is not None:
@@ -105,7 +112,54 @@ def alembic_config(connection: Connection | None = None, url: str | None = None)
 
 @cache
 def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
+
+
+_REVISION = re.compile(r"^revision(?:\s*:[^=\n]+)?\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
+_DOWN_REVISION = re.compile(r"^down_revision(?:\s*:[^=\n]+)?\s*=\s*(.+)$", re.MULTILINE)
+
+
+@cache
+def _declared_head() -> str | None:
+    """The head revision as the migration files declare it, read without Alembic.
+
+    ``None`` when the files do not name exactly one head in the plain form used here
+    (then callers ask Alembic).
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (migrations_dir() / "versions").glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        found = _REVISION.search(source)
+        down = _DOWN_REVISION.search(source)
+        if found is None or down is None:
+            return None
+        revisions.add(found.group(1))
+        parents.update(re.findall(r"[\"']([^\"']+)[\"']", down.group(1)))
+    heads = revisions - parents
+    return next(iter(heads)) if len(heads) == 1 else None
+
+
+def _at_head(target: Target) -> bool:
+    """Whether the database is at the head, by one plain ``SELECT`` (no Alembic, no write).
+
+    ``False`` means "not known to be": the caller takes the full path, which raises the
+    right error or migrates. A connection the caller holds is never used here (a failed
+    statement would abort its PostgreSQL transaction).
+    """
+    if isinstance(target, Connection):
+        return False
+    expected = _declared_head()
+    if expected is None:
+        return False
+    try:
+        with _transaction(target, write=False) as connection:
+            found = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    except ContextLedgerError:
+        return False  # no version table yet, or the server is away: the full path says which
+    return found == [expected]
 
 
 def head() -> str:
@@ -168,6 +222,8 @@ def _transaction(target: Target, *, write: bool) -> Iterator[Connection]:
 
 
 def _current(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
     return context.get_current_revision()
 
@@ -183,6 +239,8 @@ def current(target: Target) -> str | None:
 
 
 def _known(revision: str) -> bool:
+    from alembic.util.exc import CommandError
+
     try:
         return _script().get_revision(revision) is not None
     except CommandError:
@@ -214,6 +272,8 @@ def verify(target: Target, *, absent_is_foreign: bool = False) -> None:
             the advice is to upgrade the contextledger package).
         NotALedger: ``absent_is_foreign`` and the schema is absent.
     """
+    if _at_head(target):
+        return
     found = current(target)
     expected = head()
     if found is None and absent_is_foreign:
@@ -236,6 +296,11 @@ def upgrade(target: Target, revision: str = "head") -> None:
             (it was migrated by a newer version).
         StoreUnavailable: The database could not be reached.
     """
+    if revision == "head" and _at_head(target):
+        logger.debug("url=<%s> | ledger schema already up to date", mask(_url_of(target)))
+        return
+    from alembic import command
+
     with _transaction(target, write=True) as connection:
         found = _current(connection)
         if found is not None and not _known(found):
@@ -255,6 +320,8 @@ def downgrade(target: Target, revision: str) -> None:
         SchemaOutOfDate: The database is at a revision this library does not know.
         StoreUnavailable: The database could not be reached.
     """
+    from alembic import command
+
     with _transaction(target, write=True) as connection:
         found = _current(connection)
         if found is not None and not _known(found):

@@ -1,0 +1,183 @@
+"""Who runs: every contender, where its worker runs and what it is pointed at."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# What a contender cannot do, and why (the report's "n/a" cells for peers).
+_NO_LEDGER = "keeps no ledger: no window over a longer history, no record of reductions"
+_NO_HOOKS = "has no model-call hooks"
+_NOT_HERE = "not in this workload (see the other rows)"
+_SQLITE_BYTES = "bytes are counted on SQLite files"
+_ONE_WRITER = "measured on PostgreSQL and Redis (SQLite has one writer at a time)"
+_BMC_WHERE = "measured on memory and SQLite"
+# Reasons that say where a workload is measured rather than what a contender cannot do:
+# the workload's table leaves such rows out.
+SCOPE = frozenset({_NOT_HERE, _SQLITE_BYTES, _ONE_WRITER, _BMC_WHERE, "measured on PostgreSQL and Redis only"})
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One contender.
+
+    Attributes:
+        key: Short id (``cl-sqlite``).
+        label: How the tables name it.
+        group: ``contextledger``, ``raw`` or ``peer``.
+        worker: Its name in ``worker.CONTENDERS``.
+        env: Peer environment under ``.data/venvs`` (``None``: the project's Python).
+        engine: ``sqlite``, ``postgres``, ``redis``, ``files`` or ``memory``.
+        does: Workloads it runs; any other gets ``reasons.get(w)`` as its n/a.
+        reasons: Why it does not do a workload.
+    """
+
+    key: str
+    label: str
+    group: str
+    worker: str
+    env: str | None
+    engine: str
+    does: frozenset[str]
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def reason(self, workload: str) -> str:
+        return self.reasons.get(workload, _NOT_HERE)
+
+    def params(self, workload: str, directory: Path, servers: dict[str, str | None]) -> dict[str, Any] | str:
+        """The worker's setup parameters, or why it cannot run (a server is missing)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        params: dict[str, Any] = {"directory": str(directory / "files"), "key_prefix": "bench"}
+        if self.engine in ("postgres", "redis"):
+            url = servers.get(self.engine)
+            if url is None:
+                return f"no {'PostgreSQL' if self.engine == 'postgres' else 'Redis'} server"
+            params["url"] = url
+        elif self.engine == "memory":
+            params["url"] = "memory://"
+        elif self.engine == "sqlite":
+            path = directory / f"{self.key}.db"
+            params["path"] = str(path)
+            params["url"] = f"sqlite:///{path}"
+        return params
+
+
+_CL_ALL = frozenset(
+    {"append", "restore_window", "restore_wide", "reduction", "storage", "before_model_call", "concurrency"}
+)
+_RAW_ALL = frozenset({"append", "restore_window", "restore_wide", "storage", "concurrency"})
+_RAW_WHY = {
+    "reduction": "no reductions: the raw schema keeps only messages",
+    "before_model_call": _NO_HOOKS,
+}
+_PEER_WHY = {"restore_window": _NO_LEDGER, "reduction": _NO_LEDGER, "before_model_call": _NO_HOOKS}
+
+
+def _peer(key: str, label: str, worker: str, env: str, engine: str, *, why: dict[str, str] | None = None) -> Spec:
+    does = frozenset({"append", "restore_wide", "storage"})
+    reasons = {**_PEER_WHY, "concurrency": "measured on PostgreSQL and Redis only", **(why or {})}
+    if engine != "sqlite" and engine != "files":
+        reasons["storage"] = _SQLITE_BYTES
+        does -= {"storage"}
+    return Spec(key, label, "peer", worker, env, engine, does, reasons)
+
+
+CONTENDERS: tuple[Spec, ...] = (
+    Spec(
+        "cl-sqlite",
+        "contextledger (SQLite)",
+        "contextledger",
+        "cl",
+        None,
+        "sqlite",
+        _CL_ALL - {"concurrency"},
+        {"concurrency": _ONE_WRITER},
+    ),
+    Spec(
+        "cl-postgres",
+        "contextledger (PostgreSQL)",
+        "contextledger",
+        "cl",
+        None,
+        "postgres",
+        _CL_ALL - {"storage", "before_model_call"},
+        {"storage": _SQLITE_BYTES, "before_model_call": _BMC_WHERE},
+    ),
+    Spec(
+        "cl-redis",
+        "contextledger (Redis)",
+        "contextledger",
+        "cl",
+        None,
+        "redis",
+        _CL_ALL - {"storage", "before_model_call"},
+        {"storage": _SQLITE_BYTES, "before_model_call": _BMC_WHERE},
+    ),
+    Spec(
+        "cl-memory", "contextledger (memory)", "contextledger", "cl", None, "memory", frozenset({"before_model_call"})
+    ),
+    Spec(
+        "cl-async",
+        "contextledger async API",
+        "contextledger",
+        "cl",
+        None,
+        "sqlite",
+        frozenset(),
+        {w: "n/a: no async API yet" for w in _CL_ALL},
+    ),
+    Spec(
+        "raw-sqlite",
+        "sqlite3 (raw driver)",
+        "raw",
+        "raw-sqlite",
+        None,
+        "sqlite",
+        _RAW_ALL - {"concurrency"},
+        {**_RAW_WHY, "concurrency": _ONE_WRITER},
+    ),
+    Spec(
+        "raw-postgres",
+        "psycopg (raw driver)",
+        "raw",
+        "raw-postgres",
+        None,
+        "postgres",
+        _RAW_ALL - {"storage"},
+        {**_RAW_WHY, "storage": _SQLITE_BYTES},
+    ),
+    Spec(
+        "raw-redis",
+        "redis-py pipeline (raw driver)",
+        "raw",
+        "raw-redis",
+        None,
+        "redis",
+        _RAW_ALL - {"storage"},
+        {**_RAW_WHY, "storage": _SQLITE_BYTES},
+    ),
+    _peer("strands-file", "Strands FileSessionManager", "strands-file", "strands", "files"),
+    _peer("oai-sqlite", "OpenAI Agents SQLiteSession", "oai-sqlite", "openai_agents", "sqlite"),
+    _peer("oai-sqlalchemy", "OpenAI Agents SQLAlchemySession (SQLite)", "oai-sqlalchemy", "openai_agents", "sqlite"),
+    _peer("adk", "Google ADK DatabaseSessionService (SQLite)", "adk", "adk", "sqlite"),
+    _peer("langgraph-sqlite", "LangGraph SqliteSaver", "langgraph", "langgraph", "sqlite"),
+    _peer("langgraph-postgres", "LangGraph PostgresSaver", "langgraph", "langgraph", "postgres"),
+    _peer("langchain", "LangChain SQLChatMessageHistory (SQLite)", "langchain", "langchain", "sqlite"),
+)
+
+GROUPS = ("contextledger", "raw", "peer")
+
+
+def select(names: str) -> list[Spec]:
+    """``--contenders cl,raw`` / ``contextledger,raw,peer`` / keys; ``all`` for everyone."""
+    wanted = {n.strip() for n in names.split(",") if n.strip()}
+    if "all" in wanted:
+        return list(CONTENDERS)
+    aliases = {"cl": "contextledger", "peers": "peer"}
+    wanted = {aliases.get(n, n) for n in wanted}
+    known = {s.key for s in CONTENDERS} | set(GROUPS)
+    unknown = wanted - known
+    if unknown:
+        raise ValueError(f"unknown contenders {sorted(unknown)}; choose from {', '.join(sorted(known))}")
+    return [s for s in CONTENDERS if s.key in wanted or s.group in wanted]

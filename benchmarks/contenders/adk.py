@@ -1,0 +1,119 @@
+"""Google ADK's ``DatabaseSessionService`` on SQLite (aiosqlite), through its public API.
+
+A turn is four events appended with ``append_event`` (the user's content, the model's
+function call, the function response and the model's answer), each its own commit as
+ADK makes it; a restore is ``get_session`` (all its events). The service is given an
+engine with WAL and ``synchronous=NORMAL`` (plus the ``foreign_keys`` pragma ADK sets
+on its own engines), as every SQLite contender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from google.adk.events import Event
+from google.adk.sessions import DatabaseSessionService
+from google.genai import types
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from _protocol import Contender, NotApplicable, text_of, tool_result, tool_use, turn
+from contenders._files import tree_bytes
+
+APP, USER = "bench", "user"
+
+
+def events_of(session: str, n: int) -> list[Event]:
+    """Turn ``n`` as ADK events."""
+    user, call, result, answer = turn(session, n)
+    use, res = tool_use(call), tool_result(result)
+    assert use is not None and res is not None
+    invocation = f"inv-{n}"
+    call_part = types.Part(function_call=types.FunctionCall(id=use["toolUseId"], name=use["name"], args=use["input"]))
+    response_part = types.Part(
+        function_response=types.FunctionResponse(
+            id=res["toolUseId"], name=use["name"], response={"result": res["content"][0]["text"]}
+        )
+    )
+    return [
+        Event(
+            invocation_id=invocation,
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text=text_of(user))]),
+        ),
+        Event(invocation_id=invocation, author="agent", content=types.Content(role="model", parts=[call_part])),
+        Event(invocation_id=invocation, author="agent", content=types.Content(role="user", parts=[response_part])),
+        Event(
+            invocation_id=invocation,
+            author="agent",
+            content=types.Content(role="model", parts=[types.Part(text=text_of(answer))]),
+        ),
+    ]
+
+
+class DatabaseSessionContender(Contender):
+    """``DatabaseSessionService`` on a SQLite file."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.engine: Any = None
+        self.service: Any = None
+        self.session: Any = None
+        self.workload = ""
+        self.session_id = ""
+        self.path = ""
+
+    def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
+        if workload not in ("append", "restore_wide", "storage"):
+            raise NotApplicable(f"no {workload} workload")
+        self.workload = workload
+        self.session_id = str(params["session"])
+        self.path = str(params["path"])
+        self.engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
+
+        @event.listens_for(self.engine.sync_engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.close()
+
+        self.service = DatabaseSessionService(db_engine=self.engine)
+        self.session = self.run(self.service.create_session(app_name=APP, user_id=USER, session_id=self.session_id))
+        count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
+        for n in range(count):
+            for e in events_of(self.session_id, n):
+                self.run(self.service.append_event(self.session, e))
+        return {}
+
+    def run(self, coroutine: Any) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    def step(self, n: int) -> float:
+        if self.workload == "append":
+            events = events_of(self.session_id, n)
+            t0 = time.perf_counter()
+            for e in events:
+                self.run(self.service.append_event(self.session, e))
+            return time.perf_counter() - t0
+        if self.workload == "restore_wide":
+            t0 = time.perf_counter()
+            session = self.run(self.service.get_session(app_name=APP, user_id=USER, session_id=self.session_id))
+            elapsed = time.perf_counter() - t0
+            assert session is not None and session.events
+            return elapsed
+        raise NotApplicable(f"nothing to time in {self.workload}")
+
+    def measure(self) -> Any:
+        if self.workload != "storage":
+            raise NotApplicable("bytes are counted on the storage workload")
+        self.close()
+        return tree_bytes(self.path)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.run(self.engine.dispose())
+            self.engine = None

@@ -1,0 +1,88 @@
+"""LangChain's ``SQLChatMessageHistory`` on SQLite (SQLAlchemy), through its public API.
+
+A turn is ``add_messages`` of four messages (one commit); a restore is ``.messages``.
+The engine it is given runs SQLite in WAL with ``synchronous=NORMAL``, as every SQLite
+contender.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_community.chat_message_histories import SQLChatMessageHistory
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from sqlalchemy import create_engine, event
+
+from _protocol import Contender, NotApplicable, text_of, tool_result, tool_use, turn
+from contenders._files import tree_bytes
+
+
+def messages_of(session: str, n: int) -> list[Any]:
+    """Turn ``n`` as LangChain messages."""
+    user, call, result, answer = turn(session, n)
+    use, res = tool_use(call), tool_result(result)
+    assert use is not None and res is not None
+    return [
+        HumanMessage(content=text_of(user)),
+        AIMessage(content="", tool_calls=[{"name": use["name"], "args": use["input"], "id": use["toolUseId"]}]),
+        ToolMessage(content=res["content"][0]["text"], tool_call_id=res["toolUseId"]),
+        AIMessage(content=text_of(answer)),
+    ]
+
+
+class SQLChatHistoryContender(Contender):
+    """``SQLChatMessageHistory`` on a SQLite file."""
+
+    def __init__(self) -> None:
+        self.engine: Any = None
+        self.history: Any = None
+        self.workload = ""
+        self.session = ""
+        self.path = ""
+
+    def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
+        if workload not in ("append", "restore_wide", "storage"):
+            raise NotApplicable(f"no {workload} workload")
+        self.workload = workload
+        self.session = str(params["session"])
+        self.path = str(params["path"])
+        self.engine = create_engine(f"sqlite:///{self.path}")
+
+        @event.listens_for(self.engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.close()
+
+        self.history = SQLChatMessageHistory(session_id=self.session, connection=self.engine)
+        count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
+        for n in range(count):
+            self.history.add_messages(messages_of(self.session, n))
+        return {}
+
+    def step(self, n: int) -> float:
+        if self.workload == "append":
+            messages = messages_of(self.session, n)
+            t0 = time.perf_counter()
+            self.history.add_messages(messages)
+            return time.perf_counter() - t0
+        if self.workload == "restore_wide":
+            t0 = time.perf_counter()
+            messages = self.history.messages
+            elapsed = time.perf_counter() - t0
+            assert messages
+            return elapsed
+        raise NotApplicable(f"nothing to time in {self.workload}")
+
+    def measure(self) -> Any:
+        if self.workload != "storage":
+            raise NotApplicable("bytes are counted on the storage workload")
+        self.close()
+        return tree_bytes(self.path)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
+            self.engine = None

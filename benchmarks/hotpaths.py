@@ -1,0 +1,82 @@
+"""Profile the hot paths with cProfile: append, restore, reduction (SQLite), and import.
+
+    python benchmarks/hotpaths.py append          # 300 four-message turns
+    python benchmarks/hotpaths.py restore         # 50 restores of 2,000 active messages
+    python benchmarks/hotpaths.py reduction       # 200 reductions at 10,000 entries
+    python benchmarks/hotpaths.py import          # what `from contextledger import Ledger` imports
+    python benchmarks/hotpaths.py append --sort cumulative --top 40
+
+Prints the top entries of the profile (by own time unless ``--sort`` says otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from contenders.cl import bulk_load, native_turn
+from contextledger import Ledger, ReductionPlan
+
+
+def profile_import(top: int) -> None:
+    code = "import contextledger.ledger, sys; print(len(sys.modules))"
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True)
+    rows: list[tuple[int, int, str]] = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        head, cumulative, name = line.split("|", 2)
+        rows.append((int(cumulative), int(head.split(":", 1)[1]), name.rstrip()))
+    print(f"{done.stdout.strip()} modules loaded")
+    for total_us, own_us, module in sorted(rows, reverse=True)[:top]:
+        print(f"{total_us / 1000:8.1f} ms cumulative {own_us / 1000:7.1f} ms self  {module}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("path", choices=("append", "restore", "reduction", "import"))
+    parser.add_argument("--sort", default="tottime")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    if args.path == "import":
+        profile_import(args.top)
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        ledger = Ledger.connect(f"sqlite:///{directory}/profile.db")
+        conversation = ledger.conversation("profile", "agent")
+        profiler = cProfile.Profile()
+        if args.path == "append":
+            turns = [native_turn("profile", n) for n in range(300)]
+            profiler.enable()
+            for messages in turns:
+                conversation.append(*messages)
+            profiler.disable()
+        elif args.path == "restore":
+            bulk_load(conversation, total=2_000, active=2_000)
+            profiler.enable()
+            for _ in range(50):
+                ledger.conversation("profile", "agent").messages  # noqa: B018 - the read is the point
+            profiler.disable()
+        else:
+            bulk_load(conversation, total=10_000, active=48)
+            for n in range(200):
+                profiler.enable()
+                conversation.apply_plan(
+                    lambda view: ReductionPlan(strategy="sliding_window", evict=tuple(view.ids[:4])),
+                    trigger="per_turn",
+                )
+                profiler.disable()
+                conversation.append(*native_turn("profile", 10_000 + n))
+        ledger.close()
+    pstats.Stats(profiler).strip_dirs().sort_stats(args.sort).print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The benchmark harness runs end to end (`scripts/bench --quick`) and writes a report of the right shape.
+
+Only contextledger and the raw drivers run here (no peer is installed in the test
+suite), and no timing is asserted: speed is measured in benchmarks/, not in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = (
+    "append",
+    "restore_window",
+    "fresh_restore",
+    "restore_wide",
+    "reduction",
+    "storage",
+    "before_model_call",
+    "concurrency",
+)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, "VENV": str(Path(sys.executable).parent.parent)}
+    done = subprocess.run(
+        [
+            str(ROOT / "scripts" / "bench"),
+            "--quick",
+            "--contenders",
+            "contextledger,raw",
+            "--no-install",
+            "--workloads",
+            ",".join(WORKLOADS),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_every_contextledger_and_raw_lane_ran_or_says_why_not(report: Path) -> None:
+    payload = json.loads((report / "results.json").read_text())
+    assert payload["quick"] is True
+    assert set(payload["results"]) == set(WORKLOADS)
+    for workload, lanes in payload["results"].items():
+        for lane, outcome in lanes.items():
+            if outcome["na"] is not None:
+                assert outcome["na"].strip(), (workload, lane)
+                # Backends are there in this suite: only scope and "no async API" may be n/a.
+                assert not outcome["na"].startswith(("failed", "worker", "no PostgreSQL", "no Redis")), (
+                    workload,
+                    lane,
+                    outcome["na"],
+                )
+            elif workload in ("storage", "concurrency"):
+                assert outcome["value"] > 0, (workload, lane)
+            else:
+                assert outcome["samples"], (workload, lane)
+                assert all(t > 0 for t in outcome["samples"]), (workload, lane)
+    assert payload["results"]["append"]["cl-async"]["na"] == "n/a: no async API yet"
+    ran = {lane for lane, o in payload["results"]["append"].items() if o["na"] is None}
+    assert {"cl-sqlite", "cl-postgres", "cl-redis", "raw-sqlite", "raw-postgres", "raw-redis"} <= ran
+
+
+@pytest.mark.slow
+def test_results_md_states_the_setup_and_every_target(report: Path) -> None:
+    text = (report / "RESULTS.md").read_text()
+    for needle in (
+        "# Benchmark results",
+        "Machine:",
+        "Durability",
+        "synchronous=NORMAL",
+        "fsync=on",
+        "appendonly=yes",
+        "## Targets",
+        "## Append one turn",
+        "## Restore in a fresh process",
+        "## Reduction commit",
+        "## Bytes on disk",
+        "## Not applicable",
+    ):
+        assert needle in text, needle
+    targets = json.loads((report / "results.json").read_text())["targets"]
+    assert len(targets) >= 14
+    assert {t["verdict"] for t in targets} <= {"met", "**missed**", "not measured", "-"}
+    rows = [line for line in text.splitlines() if line.startswith("| append, sqlite: within 2x")]
+    assert len(rows) == 1
+    assert rows[0].count("|") == 4
+
+
+@pytest.mark.slow
+def test_plots_are_pngs(report: Path) -> None:
+    for name in ("history.png", "concurrency.png", "append.png"):
+        assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
