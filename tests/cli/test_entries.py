@@ -74,7 +74,32 @@ def test_revisions_lists_every_rewrite(invoke: Invoke, populated: Populated) -> 
     assert "no revisions" in empty.stdout
 
 
-@pytest.mark.parametrize("command", ["history", "evictions", "summaries", "reductions", "revisions", "show"])
+def test_pins_lists_every_pin_change_with_who_asked(invoke: Invoke, populated: Populated) -> None:
+    with Ledger.connect(populated.url) as ledger:
+        conv = ledger.conversation("alpha", "main")
+        conv.unpin(populated.image_id, source="model")
+        expected = ledger.pin_history("alpha")
+    assert [(e.entry_id, e.pinned, e.source) for e in expected][-3:] == [
+        (populated.pinned_id, True, "api"),
+        (populated.image_id, True, "api"),
+        (populated.image_id, False, "model"),
+    ]
+    rows = json.loads(invoke("pins", "alpha", "--url", populated.url, "--json").stdout)
+    assert [(r["entry_id"], r["pinned"], r["source"]) for r in rows] == [
+        (e.entry_id, e.pinned, e.source) for e in expected
+    ]
+    listing = invoke("pins", "alpha", "--url", populated.url, env={"COLUMNS": "200"})
+    assert listing.exit_code == 0
+    assert "Remember: the launch date" in listing.stdout
+    assert "unpin" in listing.stdout
+    assert "model" in listing.stdout
+    only_helper = invoke("pins", "alpha", "--agent", "helper", "--url", populated.url)
+    assert "no pin changes" in only_helper.stdout
+    missing = invoke("pins", "nope", "--url", populated.url)
+    assert missing.exit_code == ExitCode.NOT_FOUND
+
+
+@pytest.mark.parametrize("command", ["history", "evictions", "summaries", "reductions", "revisions", "pins", "show"])
 def test_limit_and_last(invoke: Invoke, populated: Populated, command: str) -> None:
     def rows(*args: str) -> list[object]:
         result = invoke(

@@ -43,6 +43,7 @@ LISTINGS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "revisions": (["alpha"], ["when", "agent", "message", "#", "reason", "reduction", "original"]),
+    "pins": (["alpha"], ["when", "agent", "change", "by", "entry", "content"]),
 }
 
 

@@ -101,6 +101,7 @@ for _command in (
     inspector.summaries,
     inspector.reductions,
     entries.revisions,
+    entries.pins,
     entries.message,
     inspector.export,
     inspector.delete,

@@ -1,6 +1,6 @@
-"""``contextledger message`` (one entry whole) and ``contextledger revisions`` (rewritten contents).
+"""``contextledger message`` (one entry whole), ``revisions`` (rewritten contents) and ``pins``.
 
-Both only read the ledger.
+All of them only read the ledger.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from contextledger.cli.render import describe, dump_json, fmt_time, record_json,
 from contextledger.errors import EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
-from contextledger.records import HistoryEntry, Reduction, Revision, SummaryEntry
+from contextledger.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry
 
-__all__ = ["find_entry", "message", "print_entry", "revisions"]
+__all__ = ["find_entry", "message", "pins", "print_entry", "revisions"]
 
 SESSION_PAGE = 500
 
@@ -260,3 +260,43 @@ def revisions(
             )
             if not found:
                 out.print("no revisions")
+
+
+def pins(
+    session_id: Annotated[str, typer.Argument(help="The session id.", show_default=False)],
+    url: UrlOption = None,
+    agent: AgentOption = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
+    as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
+) -> None:
+    """Every pin and unpin, oldest first: when, which entry, and who asked (api, model, host)."""
+    with open_ledger(url) as ledger:
+        _agents(ledger, session_id, agent)  # an unknown session or agent exits 5
+        found: list[PinEvent] = window(ledger.pin_history(session_id, agent), limit, last)
+        if as_json:
+            dump_json([record_json(e) for e in found])
+            return
+        texts: dict[tuple[str, str], str] = {}
+        for agent_id in sorted({e.agent_id for e in found}):
+            wanted = {e.entry_id for e in found if e.agent_id == agent_id}
+            for h in ledger.history(session_id, agent_id):
+                if h.message.message_id in wanted:
+                    texts[agent_id, h.message.message_id] = describe(h.message)
+        rows = [
+            (
+                fmt_time(e.at),
+                e.agent_id,
+                "pin" if e.pinned else "unpin",
+                e.source,
+                short(e.entry_id),
+                texts.get((e.agent_id, e.entry_id), ""),
+            )
+            for e in found
+        ]
+        columns = ["when", "agent", "change", "by", "entry", "content"]
+        with paged(enabled=not no_pager) as out:
+            out.print(table(f"Pin changes in {session_id}", columns, rows, drop=["agent", "when", "by"]))
+            if not found:
+                out.print("no pin changes")
