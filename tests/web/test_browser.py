@@ -114,6 +114,19 @@ def test_entry_page_draws_images_and_links_tool_pairs(page: Any, server: Server,
     assert "pinned" in page.locator(".pin.big").inner_text()
 
 
+def test_pins_show_when_and_who_asked(page: Any, server: Server, demo_ledger: DemoLedger) -> None:
+    with Ledger.connect(demo_ledger.url) as ledger:
+        events = ledger.pin_history(MULTI, "lead")
+    assert events
+    page.goto(f"{server.base}/session?id={MULTI}&agent=lead")
+    rows = page.locator("#pins-lead tbody tr")
+    assert rows.count() == len(events)
+    first = rows.first.locator("td").all_inner_texts()
+    assert first[1] == ("📌 pinned" if events[0].pinned else "unpinned")
+    assert first[2] == events[0].source
+    assert "Goal: compare three vector databases" in first[3]
+
+
 def test_truncated_tool_results_keep_their_originals(page: Any, server: Server) -> None:
     page.goto(f"{server.base}/session?id={MULTI}&agent=lead")
     revisions = page.locator("#revisions-lead article.revision")

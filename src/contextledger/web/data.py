@@ -76,7 +76,7 @@ class Row:
 
 @dataclass(frozen=True)
 class PinRow:
-    """A pin or unpin of an entry, or an entry pinned now when no history is recorded."""
+    """A pin or unpin of an entry: when, by whom (``api``, ``model``, ``host``, ...)."""
 
     entry_id: str
     pinned: bool
@@ -105,7 +105,6 @@ class AgentPage:
     reductions: list[Reduction]
     revisions: list[tuple[Row, list[tuple[Revision, tuple[Block, ...]]]]]
     pins: list[PinRow]
-    pin_history: bool
     chart: Chart
     previews: dict[str, str] = field(default_factory=dict)
     full_history: bool = True
@@ -200,32 +199,24 @@ def _pin_rows(
     agent_id: str,
     history: Sequence[HistoryEntry],
     view: Sequence[ViewEntry],
-) -> tuple[list[PinRow], bool]:
-    """Pin events when the ledger records them; else the entries pinned now."""
+) -> list[PinRow]:
+    """Every pin change of the agent, oldest first, with a preview of the entry."""
     previews = {e.entry_id: describe(e.message, 80) for e in view if e.pinned}
-    reader = getattr(ledger, "pin_history", None)
-    if callable(reader):
-        events = reader(session_id, agent_id)
-        wanted = {e.entry_id for e in events} - previews.keys()
-        for h in history:
-            if h.message.message_id in wanted:
-                previews[h.message.message_id] = describe(h.message, 80)
-        return [
-            PinRow(
-                entry_id=e.entry_id,
-                pinned=e.pinned,
-                at=fmt_time(e.at),
-                source=e.source,
-                preview=previews.get(e.entry_id, ""),
-            )
-            for e in events
-        ], True
-    # A pinned entry is never evicted: the live view holds every pinned entry.
+    events = ledger.pin_history(session_id, agent_id)
+    wanted = {e.entry_id for e in events} - previews.keys()
+    for h in history:
+        if h.message.message_id in wanted:
+            previews[h.message.message_id] = describe(h.message, 80)
     return [
-        PinRow(entry_id=e.entry_id, pinned=True, at="", source="", preview=previews[e.entry_id])
-        for e in view
-        if e.pinned
-    ], False
+        PinRow(
+            entry_id=e.entry_id,
+            pinned=e.pinned,
+            at=fmt_time(e.at),
+            source=e.source,
+            preview=previews.get(e.entry_id, ""),
+        )
+        for e in events
+    ]
 
 
 def agent_page(
@@ -375,7 +366,7 @@ def agent_page(
             )
         if found is not None:
             revised_rows.append((found, revs))
-    pins, recorded = _pin_rows(ledger, session_id, agent_id, history, snapshot.entries)
+    pins = _pin_rows(ledger, session_id, agent_id, history, snapshot.entries)
     previews: dict[str, str] = {}
     for s in summaries:
         for entry_id in s.replaces:
@@ -406,7 +397,6 @@ def agent_page(
         reductions=reductions,
         revisions=revised_rows,
         pins=pins,
-        pin_history=recorded,
         chart=build_chart(reductions, snapshot.state.model_call_count, tokens, len(snapshot.entries)),
         previews=previews,
         full_history=full_history,
