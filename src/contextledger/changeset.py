@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contextledger.errors import EntryNotFound, InvalidMessage
+from contextledger.errors import EntryNotFound, InvalidMessage, PinError
 from contextledger.messages import ContentBlock, Message
 from contextledger.records import ConversationState, Reduction, SummaryEntry, Trigger, ViewEntry, new_id
 from contextledger.tokens import TokenCounter
@@ -28,6 +28,8 @@ __all__ = [
     "ReductionRequest",
     "SummaryDraft",
     "build_changeset",
+    "describe_error",
+    "pin_edit",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -256,6 +258,32 @@ class Changeset(BaseModel):
     def appended_messages(self) -> list[Message]:
         """The appended messages, in order."""
         return [e.message for e in self.appends]
+
+    def state_after(self, state: ConversationState, version: int) -> ConversationState:
+        """``state`` as this changeset leaves it, committed at ``version``."""
+        updates: dict[str, Any] = {"version": version}
+        for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
+            value = getattr(self, name)
+            if value is not None:
+                updates[name] = value
+        return state.model_copy(update=updates)
+
+
+def describe_error(error: BaseException | None) -> str | None:
+    """The text a reduction row records for the model error that caused it."""
+    return None if error is None else f"{type(error).__name__}: {error}"
+
+
+def pin_edit(view: View, entry_id: str, pinned: bool, source: str) -> Edit:
+    """The edit pinning (or unpinning) ``entry_id`` of ``view``, as asked by ``source``.
+
+    Raises:
+        PinError: ``entry_id`` is not an active message of ``view`` (summaries cannot be pinned).
+    """
+    index = view.index_of(entry_id)
+    if index is None or view[index].kind != "message":
+        raise PinError(f"{entry_id} is not an active message of this conversation")
+    return Edit(pins={entry_id: pinned}, pin_source=source)
 
 
 def build_changeset(

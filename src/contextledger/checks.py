@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from contextledger.errors import ConfigurationError
-from contextledger.messages import check_id
+from collections.abc import Mapping
+from typing import Any
+
+from contextledger.errors import ConfigurationError, InvalidMessage
+from contextledger.messages import check_id, normalize_json
 from contextledger.records import TRIGGERS
 
-__all__ = ["check_conversation_options", "check_limit", "check_trigger"]
+__all__ = ["check_agent_state", "check_conversation_options", "check_limit", "check_trigger"]
 
 
 def check_limit(limit: object) -> None:
@@ -65,3 +68,19 @@ def check_conversation_options(
     check_limit(context_window_limit)
     if not all(isinstance(e, type) and issubclass(e, BaseException) for e in overflow_errors):
         raise ConfigurationError(f"overflow_errors must be exception types, got {overflow_errors!r}")
+
+
+def check_agent_state(state: object) -> dict[str, Any]:
+    """The host key/value ``state`` as it will be stored (JSON-normalized).
+
+    Raises:
+        InvalidMessage: ``state`` is not a mapping, has a key that is not a string, or
+            holds a value JSON cannot store.
+    """
+    if not isinstance(state, Mapping):
+        raise InvalidMessage(f"agent state must be a mapping, got {type(state).__name__}")
+    for key in state:
+        if not isinstance(key, str):
+            raise InvalidMessage(f"agent state keys are strings, got {type(key).__name__} {key!r:.40}")
+    snapshot: dict[str, Any] = normalize_json(dict(state), "agent state", coerce_keys=True)
+    return snapshot

@@ -9,20 +9,21 @@ it survives a round trip through the host. Pins made through a
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, overload
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, overload
 
+from contextledger.changeset import Edit, pin_edit
 from contextledger.errors import ContextLedgerError, PinError
 from contextledger.messages import Message
-from contextledger.records import ViewEntry
+from contextledger.reading import ConversationReader
+from contextledger.records import Reduction, ViewEntry
 from contextledger.view import View
-
-if TYPE_CHECKING:
-    from contextledger.conversation import Conversation
 
 __all__ = [
     "PIN_MESSAGE_TOOL_NAME",
     "PIN_MESSAGE_TOOL_SPEC",
+    "ConversationPins",
     "handle_pin_message_tool",
     "is_pinned",
     "pin_message",
@@ -119,8 +120,54 @@ def is_pinned(
     return view.is_pinned(index % size)
 
 
+class ConversationPins(ConversationReader):
+    """The pin API of a :class:`~contextledger.Conversation`: each call is one :meth:`edit`.
+
+    A mixin so that the conversation module keeps only its transaction loop and hook
+    dispatch; the commit itself is the conversation's.
+    """
+
+    _lock: threading.RLock
+
+    def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
+        """Commit ``build(view)`` (the conversation's transaction)."""
+        raise NotImplementedError  # pragma: no cover - Conversation implements it
+
+    def pin(self, entry_id: str, *, source: str = "api") -> None:
+        """Pin an active message (persisted at once, recorded as a pin event from ``source``).
+
+        Raises:
+            PinError: ``entry_id`` is not an active message (summaries cannot be pinned).
+        """
+        self._set_pin(entry_id, True, source)
+
+    def unpin(self, entry_id: str, *, source: str = "api") -> None:
+        """Unpin an active message (persisted at once, recorded as a pin event from ``source``).
+
+        Raises:
+            PinError: ``entry_id`` is not an active message.
+        """
+        self._set_pin(entry_id, False, source)
+
+    def pin_index(self, index: int, pinned: bool = True, *, source: str = "api") -> str:
+        """Pin or unpin the message at ``index`` of the view and return its id.
+
+        ``source`` says who asked (``api``, ``model`` for the ``pin_message`` tool, ``host``).
+
+        Raises:
+            PinError: ``index`` is not an int, is out of range or names a summary.
+        """
+        with self._lock:
+            entry_id = self._view.id_at(index)
+            self._set_pin(entry_id, pinned, source)
+            return entry_id
+
+    def _set_pin(self, entry_id: str, pinned: bool, source: str = "api") -> None:
+        self.edit(lambda view: pin_edit(view, entry_id, pinned, source))
+
+
 def handle_pin_message_tool(
-    conversation: Conversation,
+    conversation: ConversationPins,
     tool_input: Mapping[str, Any] | Any,
     *,
     tool_use_id: str | None = None,

@@ -10,6 +10,7 @@ and plan again -- reusing the text when the summarized entries did not change.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,12 +19,27 @@ from pydantic import BaseModel
 from contextledger.changeset import Edit, Planned, ReductionRequest, Summarize
 from contextledger.errors import ReductionFailed
 from contextledger.managers.base import ConversationManager, as_planned
-from contextledger.records import ViewEntry
+from contextledger.records import Reduction, ViewEntry
 from contextledger.tokens import TokenCounter
 from contextledger.view import View
 from contextledger.viewrules import estimate_tokens, fit_plan
 
-__all__ = ["SummaryNeeded", "Written", "plan_reduction", "reduction_edit", "write_summary"]
+__all__ = [
+    "MAX_SUMMARIES",
+    "SummaryNeeded",
+    "Written",
+    "log_committed",
+    "log_skipped",
+    "plan_reduction",
+    "reduction_edit",
+    "write_summary",
+]
+
+# The conversation writes these lines; applications filter on its logger's name.
+logger = logging.getLogger("contextledger.conversation")
+
+MAX_SUMMARIES = 3
+"""Summarizer calls per reduction at most (the first, plus re-plans whose entries changed)."""
 
 Written = list[tuple[tuple[ViewEntry, ...], str]]
 """Summaries written during one reduction: the entries each covers, and its text."""
@@ -96,6 +112,33 @@ def write_summary(need: SummaryNeeded) -> str:
         raise
     except Exception as exc:
         raise ReductionFailed(f"the summarizer failed on {len(need.entries)} entries: {exc}") from exc
+
+
+def log_committed(session_id: str, agent_id: str, reduction: Reduction) -> None:
+    """Log a committed reduction (one structured line)."""
+    logger.info(
+        "session_id=<%s>, agent_id=<%s>, trigger=<%s>, strategy=<%s>, evicted=<%d>, revised=<%d> | committed reduction",
+        session_id,
+        agent_id,
+        reduction.trigger,
+        reduction.strategy,
+        len(reduction.evicted),
+        len(reduction.revised),
+    )
+
+
+def log_skipped(session_id: str, agent_id: str, manager: str | None, trigger: str, reason: str, exc_info: bool) -> None:
+    """Warn that a best-effort reduction came to nothing and the turn goes on."""
+    logger.warning(
+        "session_id=<%s>, agent_id=<%s>, manager=<%s>, trigger=<%s>, reason=<%s>"
+        " | best-effort reduction skipped, the turn goes on",
+        session_id,
+        agent_id,
+        manager,
+        trigger,
+        reason,
+        exc_info=exc_info,
+    )
 
 
 def _as_dict(state: Mapping[str, Any] | None) -> dict[str, Any] | None:

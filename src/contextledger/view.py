@@ -7,6 +7,7 @@ from functools import cached_property
 from itertools import chain
 from typing import Any, Protocol
 
+from contextledger.errors import PinError
 from contextledger.messages import Message
 from contextledger.records import SummaryEntry, ViewEntry
 
@@ -107,6 +108,30 @@ class View:
         """Whether the entry or any tool-pair partner of it is pinned."""
         return any(self.entries[i].pinned for i in self.group_of(index))
 
+    def id_at(self, index: int) -> str:
+        """The id of the entry at ``index`` (negative counts from the end).
+
+        Raises:
+            PinError: ``index`` is not an int or is out of range.
+        """
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise PinError(f"index must be an int, got {index!r}")
+        if not -len(self) <= index < len(self):
+            raise PinError(f"index {index} is out of range: the conversation has {len(self)} messages")
+        return self.entries[index].entry_id
+
+    def stored_as(self, messages: Sequence[Message]) -> list[Message] | None:
+        """The active messages ``messages`` were committed as, or ``None`` when any is not.
+
+        A message counts as committed when its id is active with the same role, content
+        and metadata (pins may have changed since): appending it again is a retry.
+        """
+        found = [self.index_of(m.message_id) for m in messages]
+        if any(i is None for i in found):
+            return None
+        stored = [self.entries[i].message for i in found if i is not None]
+        return stored if all(map(_same_message, messages, stored)) else None
+
     def dangling_tool_uses(self) -> list[str]:
         """Return the toolUseIds called in the view that have no result in it."""
         results = {tid for e in self.entries for tid in e.message.tool_result_ids}
@@ -116,6 +141,14 @@ class View:
         """Return the toolUseIds answered in the view whose call is not in it."""
         uses = {tid for e in self.entries for tid in e.message.tool_use_ids}
         return [tid for e in self.entries for tid in e.message.tool_result_ids if tid not in uses]
+
+
+def _same_message(new: Message, stored: Message) -> bool:
+    return (new.role, new.content, new.with_pin(False).metadata) == (
+        stored.role,
+        stored.content,
+        stored.with_pin(False).metadata,
+    )
 
 
 def is_prompt(entry: ViewEntry) -> bool:

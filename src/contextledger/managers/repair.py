@@ -16,7 +16,7 @@ from contextledger.changeset import ContentRevision, Edit, ReductionPlan
 from contextledger.messages import Message
 from contextledger.view import View
 
-__all__ = ["INTERRUPTED_TOOL_TEXT", "needs_repair", "plan_repair"]
+__all__ = ["INTERRUPTED_TOOL_TEXT", "REPAIR_STRATEGY", "needs_repair", "plan_repair", "with_repair"]
 
 INTERRUPTED_TOOL_TEXT = "Tool execution was interrupted before it returned a result."
 
@@ -80,6 +80,19 @@ def plan_repair(view: View) -> Edit | None:
         )
     plan = ReductionPlan(strategy=REPAIR_STRATEGY, revisions=tuple(revisions), detail="interrupted tool call")
     return Edit(appends=appends, plan=plan if revisions else None, trigger="restore", strategy=REPAIR_STRATEGY)
+
+
+def with_repair(view: View, edit: Edit) -> Edit:
+    """``edit`` (appends, pins, agent state; no reduction) with the repair of ``view`` in front of it.
+
+    The repair and the write that made it due go into one changeset.
+    """
+    repair = plan_repair(view)
+    if repair is None:
+        return edit
+    return repair.model_copy(
+        update={"appends": (*repair.appends, *edit.appends), "pins": edit.pins, "agent_state": edit.agent_state}
+    )
 
 
 def _block_tool_id(block: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,130 @@
+"""The model-call cycle of a :class:`~contextledger.Conversation` and its reduction contract.
+
+A host announces each model call (:meth:`ModelCallCycle.before_model_call`), reports
+how it ended (:meth:`~ModelCallCycle.after_model_call`) and the end of an invocation
+(:meth:`~ModelCallCycle.after_invocation`). Each fires its hook event through the
+conversation's dispatch; what the callbacks requested then runs under one of two
+contracts (DESIGN semantics 3): a per-turn, proactive or end-of-invocation reduction
+is best-effort and never breaks the turn (a skipped one is logged), a reactive one
+(after a context overflow) reduces or raises :class:`~contextledger.errors.ReductionFailed`,
+at most once per model call.
+
+The conversation owns the transaction and the dispatch; this mixin only decides what
+the cycle asks of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from contextledger.changeset import Edit, ReductionRequest
+from contextledger.errors import ContextLedgerError, InvalidPlan, ReductionFailed
+from contextledger.hooks import AfterInvocationEvent, AfterModelCallEvent, BeforeModelCallEvent, HookEvent
+from contextledger.managers.base import ConversationManager
+from contextledger.reading import ConversationReader
+from contextledger.records import Reduction
+from contextledger.reduction import log_skipped
+from contextledger.view import View
+
+__all__ = ["ModelCallCycle"]
+
+_E = TypeVar("_E", bound=HookEvent)
+
+
+class ModelCallCycle(ConversationReader):
+    """Counting model calls, firing the cycle's events, and running what they requested."""
+
+    manager: ConversationManager | None
+    _lock: threading.RLock
+    _reactive_call: int | None
+    _note: str | None
+
+    def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
+        """Commit ``build(view)`` (the conversation's transaction)."""
+        raise NotImplementedError  # pragma: no cover - Conversation implements it
+
+    def _dispatch(self, event: _E) -> _E:
+        raise NotImplementedError  # pragma: no cover - Conversation implements it
+
+    def _reduce(self, request: ReductionRequest) -> Reduction | None:
+        raise NotImplementedError  # pragma: no cover - Conversation implements it
+
+    def before_model_call(
+        self, *, context_window_limit: int | None = None, projected_input_tokens: int | None = None
+    ) -> BeforeModelCallEvent:
+        """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
+
+        The first commit (a requested reduction, else the count alone) carries the new
+        count; requested reductions are best-effort and never break the turn.
+        """
+        with self._lock:
+            self._pending_calls += 1
+            context = self.context(projected=projected_input_tokens, limit=context_window_limit)
+        try:
+            return self._dispatch(BeforeModelCallEvent(context))
+        finally:
+            if self._pending_calls:
+                self.edit(lambda _view: None)
+
+    def after_model_call(self, error: BaseException | None = None) -> bool:
+        """Fire :class:`AfterModelCallEvent`; return whether the model call should be retried.
+
+        A reactive reduction a callback requested runs once per model call: committed,
+        it asks for the retry; impossible, it raises without asking.
+
+        Raises:
+            ReductionFailed: A reactive reduction was requested and nothing could be
+                reduced without breaking the view rules (or the summarizer failed).
+            BaseException: ``error`` itself when it is a context overflow that no callback
+                handled (the null manager re-raises this way).
+        """
+        event = self._dispatch(AfterModelCallEvent(self.context(error=error)))
+        reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
+        if reactive is not None and error is not None:
+            self._reduce_reactive(reactive, error)
+            event.retry_model_call = True
+        if event.retry_model_call:
+            return True
+        if error is not None and self.is_overflow(error):
+            raise error
+        return False
+
+    def after_invocation(self) -> None:
+        """Fire :class:`AfterInvocationEvent` (end-of-invocation management)."""
+        self._dispatch(AfterInvocationEvent(self.context()))
+
+    def _reduce_best_effort(self, request: ReductionRequest) -> bool:
+        try:
+            reduction = self._reduce(request)
+        except Exception as exc:  # best-effort by contract: the turn must go on
+            self._warn(
+                request.trigger, f"{type(exc).__name__}: {exc}", exc_info=not isinstance(exc, ContextLedgerError)
+            )
+            return False
+        if reduction is None and self._note:
+            self._warn(request.trigger, self._note)
+        return reduction is not None
+
+    def _reduce_reactive(self, request: ReductionRequest, error: BaseException) -> None:
+        call = self.model_call_count
+        if self._reactive_call == call:
+            raise ReductionFailed(
+                f"session_id={self.session_id} agent_id={self.agent_id}: model call {call} was already reduced once;"
+                " count the retried call with before_model_call()"
+            ) from error
+        try:
+            reduction = self._reduce(request)
+        except InvalidPlan as exc:
+            raise ReductionFailed(f"session_id={self.session_id} agent_id={self.agent_id}: {exc}") from exc
+        if reduction is None:
+            raise ReductionFailed(
+                f"session_id={self.session_id} agent_id={self.agent_id}: the context window overflowed and the"
+                f" {getattr(self.manager, 'name', 'manager')} manager found nothing left to reduce"
+                f" ({len(self._view)} entries: {self._note or 'all protected, pinned or too recent'})"
+            ) from error
+        self._reactive_call = call
+
+    def _warn(self, trigger: str, reason: str, *, exc_info: bool = False) -> None:
+        log_skipped(self.session_id, self.agent_id, getattr(self.manager, "name", None), trigger, reason, exc_info)

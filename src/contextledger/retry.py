@@ -1,0 +1,24 @@
+"""The conflict retry policy of a :class:`~contextledger.Conversation`, in one place.
+
+A commit that meets :class:`~contextledger.errors.ConcurrencyConflict` re-reads,
+re-plans and retries after a random wait (full jitter) that grows per attempt up to
+a cap, so writers that collided spread out instead of colliding again in lockstep.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["BACKOFF_BASE", "BACKOFF_CAP", "MAX_RETRIES", "backoff_delay"]
+
+MAX_RETRIES = 8
+"""Conflict retries per commit by default (``Conversation(max_retries=...)`` overrides)."""
+BACKOFF_BASE = 0.002
+"""Seconds: the first conflict retry waits up to this long, doubling per retry."""
+BACKOFF_CAP = 0.1
+"""Seconds: no single wait is drawn from a longer range than this."""
+
+
+def backoff_delay(attempt: int) -> float:
+    """Seconds to wait before retry ``attempt + 1`` (``attempt`` counts from 0): full jitter."""
+    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
