@@ -180,6 +180,10 @@ class Edit(BaseModel):
         error: The error that caused a reactive reduction.
         strategy: Overrides ``plan.strategy`` for a reduction without a plan (e.g. a repair).
         agent_state: New host key/value state.
+        as_given: Record ``plan`` exactly as given, without holding it to the view rules:
+            it mirrors a reduction a host already made to its own copy of the messages
+            (a Strands manager, an import), so the ledger must match the host, and the
+            host answers for the view. Every other plan is held to the rules.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -192,6 +196,7 @@ class Edit(BaseModel):
     error: str | None = None
     strategy: str | None = None
     agent_state: dict[str, Any] | None = None
+    as_given: bool = False
 
     @property
     def is_empty(self) -> bool:

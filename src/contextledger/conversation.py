@@ -67,6 +67,7 @@ from contextledger.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter
 from contextledger.view import View
+from contextledger.viewrules import fit_edit
 
 # The retry and summary constants stay importable here, where they were first defined.
 __all__ = [
@@ -245,24 +246,31 @@ class Conversation(ModelCallCycle, ConversationPins):
         return self._reduce(self.request(trigger, error))
 
     def apply_plan(
-        self, planner: Callable[[View], ReductionPlan | None], *, trigger: Trigger, error: BaseException | None = None
+        self,
+        planner: Callable[[View], ReductionPlan | None],
+        *,
+        trigger: Trigger,
+        error: BaseException | None = None,
+        as_given: bool = False,
     ) -> Reduction | None:
-        """Commit exactly the plan ``planner`` makes for the current view (re-planned on conflict).
+        """Commit the plan ``planner`` makes for the current view (re-planned on conflict).
 
-        The plan is taken as given -- a host mirroring its own reductions, a test -- so the
-        caller answers for the view rules; managers' plans go through :meth:`reduce` and
-        the hooks, which enforce them.
+        The plan is held to the view rules like a manager's (:func:`~contextledger.viewrules.fit_plan`):
+        corrected where that is safe, else refused. ``as_given=True`` records it exactly
+        instead, for a host mirroring a reduction it already made (see :class:`Edit`).
 
         Raises:
             ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The plan breaks the view rules beyond correction; nothing is committed.
+            EntryNotFound: The plan names an entry that is not in the view.
         """
         check_trigger(trigger)
 
         def build(view: View) -> Edit | None:
             plan = planner(view)
-            return (
-                None if plan is None or plan.is_empty else Edit(plan=plan, trigger=trigger, error=describe_error(error))
-            )
+            if plan is None or plan.is_empty:
+                return None
+            return Edit(plan=plan, trigger=trigger, error=describe_error(error), as_given=as_given)
 
         return self.edit(build)
 
@@ -300,17 +308,19 @@ class Conversation(ModelCallCycle, ConversationPins):
         """Turn ``build(view)`` into one changeset and commit it.
 
         ``build`` is called again on a fresh view after each concurrency conflict; it
-        returns ``None`` (or an empty edit) when there is nothing to do. A pending
-        model-call increment rides along with the first commit that happens, and so
-        does the repair of a view left mid-tool (see ``repair``).
+        returns ``None`` (or an empty edit) when there is nothing to do. A plan it carries
+        is held to the view rules (corrected where safe, else refused) unless the edit is
+        ``as_given``. A pending model-call increment rides along with the first commit
+        that happens, and so does the repair of a view left mid-tool (see ``repair``).
 
         Returns:
             The reduction row committed, if the edit carried one.
 
         Raises:
             ConcurrencyConflict: Still conflicting after ``max_retries`` re-plans.
+            InvalidPlan: The plan breaks the view rules beyond correction; nothing is committed.
         """
-        return self._transact(lambda view: (build(view), None))
+        return self._transact(lambda view: (fit_edit(view, build(view)), None))
 
     def _transact(self, build: _Build, *, repair: bool = True) -> Reduction | None:
         for attempt in range(self.max_retries + 1):

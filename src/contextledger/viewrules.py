@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from contextledger.changeset import ReductionPlan
+from contextledger.changeset import Edit, ReductionPlan
 from contextledger.errors import EntryNotFound, InvalidPlan
 from contextledger.messages import Message
 from contextledger.tokens import TokenCounter
 from contextledger.view import View, is_prompt, is_turn_opener_violation
 
-__all__ = ["estimate_tokens", "fit_plan", "newest_prompt"]
+__all__ = ["estimate_tokens", "fit_edit", "fit_plan", "newest_prompt"]
 
 
 def newest_prompt(view: View) -> int | None:
@@ -63,6 +63,28 @@ def fit_plan(view: View, plan: ReductionPlan | None, *, keep: Collection[int] = 
         return None
     fitter = _Fitter(view, plan, frozenset(keep))
     return fitter.fit()
+
+
+def fit_edit(view: View, edit: Edit | None) -> Edit | None:
+    """``edit`` with its plan held to the view rules by :func:`fit_plan` (pure).
+
+    An edit without a plan, or marked ``as_given`` (a host's own reduction mirrored),
+    passes unchanged.
+
+    Raises:
+        EntryNotFound: The plan names an entry that is not in the view.
+        InvalidPlan: The plan breaks the rules beyond correction, or nothing of it
+            would be left once corrected (it only removed what must stay).
+    """
+    if edit is None or edit.as_given or edit.plan is None or edit.plan.is_empty:
+        return edit
+    plan = fit_plan(view, edit.plan)
+    if plan is None:
+        raise InvalidPlan(
+            f"the {edit.plan.strategy} plan would only remove what must stay (pinned entries, tool-pair partners"
+            " of them, the newest user prompt or the last entries of the view): nothing was committed"
+        )
+    return edit if plan == edit.plan else edit.model_copy(update={"plan": plan})
 
 
 def estimate_tokens(view: View, plan: ReductionPlan, counter: TokenCounter) -> ReductionPlan:

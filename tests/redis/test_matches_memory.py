@@ -73,7 +73,9 @@ def _run(conv: Conversation, ops: list[tuple[str, int]]) -> None:
                 conv.pin_index(arg % size, name == "pin")
         elif name == "evict" and size:
             victim = conv.view[arg % size].entry_id
-            conv.apply_plan(lambda v, victim=victim: ReductionPlan(strategy="w", evict=(victim,)), trigger="per_turn")
+            conv.apply_plan(
+                lambda v, victim=victim: ReductionPlan(strategy="w", evict=(victim,)), trigger="per_turn", as_given=True
+            )
         elif name == "summarize" and size >= arg:
             conv.apply_plan(
                 lambda v, k=arg, text=f"summary {n}": ReductionPlan(
@@ -82,6 +84,7 @@ def _run(conv: Conversation, ops: list[tuple[str, int]]) -> None:
                 ),
                 trigger="proactive",
                 error=RuntimeError("overflow") if n % 2 else None,
+                as_given=True,  # store equivalence over any plan, not the view rules
             )
         elif name == "revise" and size:
             entry = conv.view[arg % size]

@@ -83,7 +83,9 @@ def test_postgres_transactions_still_send_begin_and_commit(postgres_store: SQLSt
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(*_turn(0))
     with wire(postgres_store.engine, tmp_path / "reduce.trace") as reduce:
-        conversation.apply_plan(lambda v: ReductionPlan(strategy="w", evict=(v.ids[0],)), trigger="manual")
+        conversation.apply_plan(
+            lambda v: ReductionPlan(strategy="w", evict=(v.ids[0],)), trigger="manual", as_given=True
+        )
     assert reduce.queries[0].startswith("BEGIN")
     assert reduce.queries[-1] == "COMMIT"
     assert reduce.round_trips >= 4

@@ -116,7 +116,9 @@ def _step(rng: random.Random, conv: Conversation) -> None:
         conv.pin(rng.choice(messages)) if rng.random() < 0.6 else conv.unpin(rng.choice(messages))
     elif op < 0.6:
         victims = tuple(rng.sample(ids, rng.randrange(1, min(4, len(ids)))))
-        conv.apply_plan(lambda v: ReductionPlan(strategy="sliding_window", evict=victims), trigger="per_turn")
+        conv.apply_plan(
+            lambda v: ReductionPlan(strategy="sliding_window", evict=victims), trigger="per_turn", as_given=True
+        )
     elif op < 0.72:
         replaced = tuple(ids[: rng.randrange(1, min(5, len(ids)))])
         extra = tuple(i for i in ids[len(replaced) : len(replaced) + 1] if rng.random() < 0.3)
@@ -128,6 +130,7 @@ def _step(rng: random.Random, conv: Conversation) -> None:
             ),
             trigger=rng.choice(["proactive", "reactive"]),
             error=RuntimeError("overflow") if rng.random() < 0.5 else None,
+            as_given=True,  # store equivalence over any plan, not the view rules
         )
     elif op < 0.82 and messages:
         target = rng.choice(messages)

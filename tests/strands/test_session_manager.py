@@ -268,3 +268,41 @@ def test_switching_the_strands_manager_between_runs_restores_the_view(memory_led
     model_of(restored).extend([Reply("go on")])
     restored("next")
     assert restored.messages[-1]["content"] == [{"text": "go on"}]
+
+
+def test_restoring_a_conversation_left_mid_tool_writes_nothing_and_the_next_write_repairs(
+    memory_ledger: Ledger,
+) -> None:
+    from contextledger import Message as LedgerMessage
+
+    conversation = memory_ledger.conversation("s")
+    conversation.append(LedgerMessage.user("Look alpha up."), LedgerMessage.tool_use("tu-lost", "look", {"k": "a"}))
+    version = conversation.version
+    agent = build_agent(LedgerSessionManager("s", ledger=memory_ledger), NullConversationManager(), [Reply("ok")])
+    # Restored: the agent sees the call answered by an error result, the ledger is untouched.
+    [result] = [b["toolResult"] for b in agent.messages[-1]["content"]]
+    assert (result["toolUseId"], result["status"]) == ("tu-lost", "error")
+    assert memory_ledger.conversation("s").version == version
+    assert memory_ledger.reductions("s") == []
+    spy: list[Any] = []
+    commit = memory_ledger.store.commit
+
+    def spying(changeset: Any) -> int:
+        spy.append(changeset)
+        return commit(changeset)
+
+    memory_ledger.store.commit = spying  # type: ignore[method-assign]
+    agent("Go on.")
+    first = spy[0]
+    # The repair rides with the first write: the error result and the prompt in one changeset.
+    assert first.reduction is not None
+    assert (first.reduction.trigger, first.reduction.strategy) == ("restore", "tool_pair_repair")
+    assert [e.message.message_id for e in first.appends] == [tracking for tracking in _ids(agent)[2:4]]
+    stored = memory_ledger.conversation("s")
+    assert stored.view.ids == _ids(agent)
+    assert stored.view.dangling_tool_uses() == []
+    assert len(memory_ledger.reductions("s")) == 1
+
+
+def _ids(agent: Any) -> list[str]:
+    return [m["tracking_id"] for m in agent.messages]

@@ -175,7 +175,8 @@ class TurnWindowOptions(PolicyOptions):
 
 
 class _HasOptions(Protocol):
-    options: BaseModel
+    @property
+    def options(self) -> BaseModel: ...  # read-only here, so a subclass's own options model matches
 
 
 GetT = TypeVar("GetT")

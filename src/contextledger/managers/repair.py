@@ -9,6 +9,7 @@ changeset, recorded as a ``restore``/``tool_pair_repair`` reduction.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -51,6 +52,9 @@ def plan_repair(view: View) -> Edit | None:
     if tail:
         appends = (
             Message(
+                # Derived from the interrupted message, so a host that shows the repair before
+                # the next write commits it (a restored Strands agent) shows the same entry.
+                message_id="repair-" + hashlib.sha256(view[-1].entry_id.encode()).hexdigest()[:32],
                 role="user",
                 content=[
                     {
@@ -91,7 +95,12 @@ def with_repair(view: View, edit: Edit) -> Edit:
     if repair is None:
         return edit
     return repair.model_copy(
-        update={"appends": (*repair.appends, *edit.appends), "pins": edit.pins, "agent_state": edit.agent_state}
+        update={
+            "appends": (*repair.appends, *edit.appends),
+            "pins": edit.pins,
+            "pin_source": edit.pin_source,
+            "agent_state": edit.agent_state,
+        }
     )
 
 

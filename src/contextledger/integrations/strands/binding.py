@@ -31,7 +31,7 @@ from strands.hooks import BeforeModelCallEvent as StrandsBeforeModelCallEvent
 from strands.types.content import Message as StrandsMessage
 from strands.types.exceptions import ContextWindowOverflowException
 
-from contextledger.changeset import ContentRevision, ReductionPlan
+from contextledger.changeset import ContentRevision, ReductionPlan, build_changeset
 from contextledger.conversation import Conversation, Edit
 from contextledger.errors import EntryNotFound, ReductionFailed
 from contextledger.hooks import BeforeModelCallEvent
@@ -42,8 +42,9 @@ from contextledger.integrations.strands.errors import StrandsReductionFailed
 from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
+from contextledger.managers.repair import needs_repair, plan_repair
 from contextledger.pinning import handle_pin_message_tool
-from contextledger.records import Reduction, Trigger
+from contextledger.records import Reduction, Trigger, ViewEntry
 from contextledger.tokens import TokenCounter
 from contextledger.view import View
 
@@ -122,9 +123,10 @@ class AgentBinding:
 
         A new conversation stores the agent's initial messages and state in one commit.
         An existing one is restored exactly: the active view (pins, summary, revised
-        content), the agent state, the Strands manager and internal state. A view left
-        between a toolUse and its toolResult is repaired first, and the repair is
-        recorded as a ``restore`` reduction.
+        content), the agent state, the Strands manager and internal state. Restoring
+        never writes: a view left between a toolUse and its toolResult is shown to the
+        agent repaired, and the repair is committed inside the next write (recorded as a
+        ``restore``/``tool_pair_repair`` reduction), as the core does for every host.
         """
         with self.lock:
             self._agent = weakref.ref(agent)
@@ -138,16 +140,16 @@ class AgentBinding:
                 )
                 return
             internal = self.state.strands_internal_state()
-            if self.repair and not _compat.interrupt_activated(internal):
-                repaired = self.conversation.repair_interrupted_tools()
-                if repaired is not None:
-                    logger.warning(
-                        "session_id=<%s>, agent_id=<%s>, reduction_id=<%s> | conversation was interrupted mid-tool;"
-                        " repaired and recorded",
-                        self.conversation.session_id,
-                        self.conversation.agent_id,
-                        repaired.reduction_id,
-                    )
+            # A call paused on a Strands interrupt is legitimately open: it is resumed, not repaired.
+            due = self.repair and not _compat.interrupt_activated(internal) and needs_repair(self.conversation.view)
+            self.conversation.repair = due
+            if due:
+                logger.warning(
+                    "session_id=<%s>, agent_id=<%s> | conversation was interrupted mid-tool; the agent sees it"
+                    " repaired, the repair is recorded with the next write",
+                    self.conversation.session_id,
+                    self.conversation.agent_id,
+                )
             self._restore(agent, internal)
 
     def _restore(self, agent: Agent, internal: dict[str, Any] | None) -> None:
@@ -177,7 +179,7 @@ class AgentBinding:
                 "agent_id=<%s> | model keeps the conversation server-side, messages not restored", agent.agent_id
             )
         else:
-            agent.messages = [self._render(entry_index, summary) for entry_index in range(len(conversation.view))]
+            agent.messages = [self._render(entry, summary) for entry in self.shown_view()]
         self._capture(agent)
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, messages=<%d>, model_call_count=<%d> | restored agent",
@@ -187,8 +189,29 @@ class AgentBinding:
             conversation.model_call_count,
         )
 
-    def _render(self, index: int, summary: Mapping[str, Any] | None) -> StrandsMessage:
-        entry = self.conversation.view[index]
+    def shown_view(self, view: View | None = None) -> View:
+        """The view the agent holds: the stored one, repaired in memory while a repair waits.
+
+        The repair is the one the next write commits (:func:`~contextledger.managers.repair.plan_repair`
+        gives it stable ids), so the agent and the ledger agree once it is committed.
+        """
+        conversation = self.conversation
+        view = conversation.view if view is None else view
+        repair = plan_repair(view) if conversation.repair else None
+        if repair is None:
+            return view
+        _, entries = build_changeset(
+            conversation.state,
+            view,
+            repair,
+            counter=conversation.token_counter,
+            model_call_count=conversation.model_call_count,
+            count_changed=False,
+            manager_state=None,
+        )
+        return View(entries)
+
+    def _render(self, entry: ViewEntry, summary: Mapping[str, Any] | None) -> StrandsMessage:
         if entry.kind == "summary" and summary is not None and summary.get("tracking_id") == entry.entry_id:
             # The Strands summarizing manager holds this very dict as its summary message.
             return cast(StrandsMessage, summary)
@@ -250,7 +273,7 @@ class AgentBinding:
                 if stateful:
                     return Edit(agent_state=agent_state) if changed_state else None
                 return plan_sync(
-                    view,
+                    self.shown_view(view),
                     cast(list[Mapping[str, Any]], messages),
                     trigger=trigger,
                     strategy=strategy,
@@ -270,6 +293,8 @@ class AgentBinding:
             else:
                 reduction = self.conversation.edit(build)
             self._synced_shape = shape
+            if self.conversation.repair and not needs_repair(self.conversation.view):
+                self.conversation.repair = False  # committed: this conversation needs no more
             return reduction
 
     def _commit_counted(self, build: Callable[[View], Edit | None]) -> Reduction | None:
@@ -455,7 +480,7 @@ class AgentBinding:
                 return
             current = {tracking_id(m): m for m in agent.messages if m.get("tracking_id")}
             rendered: list[StrandsMessage] = []
-            for entry in self.conversation.view:
+            for entry in self.shown_view():
                 existing = current.get(entry.entry_id)
                 if existing is not None and (
                     entry.kind == "summary"

@@ -132,7 +132,14 @@ def plan_sync(
             detail=f"synced from the Strands agent ({trigger})",
         )
     edit = Edit(
-        appends=appends, pins=pins, pin_source="host", plan=plan, trigger=trigger, error=error, agent_state=agent_state
+        appends=appends,
+        pins=pins,
+        pin_source="host",
+        plan=plan,
+        trigger=trigger,
+        error=error,
+        agent_state=agent_state,
+        as_given=True,  # what the Strands agent already holds: the ledger mirrors it
     )
     return None if edit.is_empty else edit
 

@@ -289,7 +289,8 @@ def _import_agent(
     if plan is not None:
         if conversation is None:  # an import interrupted after its first commit: complete it
             conversation = ledger.conversation(session_id, agent_id, manager=StrandsState())
-        conversation.edit(lambda _view: Edit(plan=plan, trigger="import"))
+        # The Strands manager already made this view: recorded as it is.
+        conversation.edit(lambda _view: Edit(plan=plan, trigger="import", as_given=True))
         outcome = "imported"
     logger.debug(
         "session_id=<%s>, agent_id=<%s>, messages=<%d>, evicted=<%d>, outcome=<%s> | Strands agent",

@@ -68,7 +68,8 @@ class LedgerSessionManager(SessionManager):
       restored too, so ``per_turn`` continues in step. No ``removed_message_count``
       offset is involved.
     * **Crash-safe tool pairs.** A conversation interrupted between a toolUse and its
-      toolResult is repaired on restore and the repair is recorded in the ledger.
+      toolResult is shown to the restored agent repaired; restoring writes nothing, and the
+      repair is recorded in the ledger with the next write (a ``restore`` reduction).
     * **Several agents** (different ``agent_id``) share a session, each with its own
       conversation; all methods are thread-safe.
     * **Swarm and Graph.** ``Swarm(..., session_manager=LedgerSessionManager("s1", url=...))``
@@ -87,7 +88,8 @@ class LedgerSessionManager(SessionManager):
         url: A ledger URL to open (e.g. ``sqlite:///agents.db``); not with ``ledger``.
         token_counter: Per-message token estimates stored with the entries.
         context_window_limit: Used when the agent's model reports none.
-        repair: Repair conversations left mid-tool when an agent is restored.
+        repair: Repair conversations left mid-tool when an agent is restored (shown at once,
+            committed with the next write).
         **options: Passed to :meth:`Ledger.connect` with ``url``.
 
     Raises:
