@@ -180,8 +180,8 @@ def test_pins_a_strands_agent_makes_are_recorded_as_host_pins(memory_store: Ledg
     from strands.agent.conversation_manager.compression.pin_message import pin_message, unpin_message
 
     from contextledger.integrations.strands import LedgerSessionManager
+    from contextledger.integrations.strands.scripted import Reply
     from tests.strands.scenarios import build_agent, play
-    from tests.strands.scripted_model import Reply
 
     ledger = Ledger(memory_store)
     session_manager = LedgerSessionManager("s", ledger=ledger)

@@ -153,7 +153,7 @@ def test_malformed_content_is_an_invalid_message(content: Any, match: str) -> No
 
 def test_constructor_errors_are_typed_and_one_line() -> None:
     with pytest.raises(InvalidMessage, match=r"role: Input should be 'system', 'user' or 'assistant' \(got 'robot'\)"):
-        Message(role="robot", content=[{"text": "x"}])  # type: ignore[arg-type]
+        Message(role="robot", content=[{"text": "x"}])
     with pytest.raises(InvalidMessage, match=r"not a Strands message: role: .*'robot'") as error:
         Message.from_strands({"role": "robot", "content": [{"text": "x"}]})
     assert "\n" not in str(error.value)

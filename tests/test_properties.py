@@ -73,7 +73,7 @@ custom_specs = st.tuples(
     ),
 )
 # The null manager is one case among many: weight the managers that reduce.
-manager_specs = st.one_of(
+manager_specs: st.SearchStrategy[tuple[str, dict[str, Any]]] = st.one_of(
     policy_specs, policy_specs, policy_specs, custom_specs, st.tuples(st.just("null"), st.just({}))
 )
 content_steps = st.one_of(
@@ -207,7 +207,7 @@ class Run:
         new = self.store.reductions(self.session_id, "default")[done:]
         if len(new) != 1 or new[0].strategy == "tool_pair_repair":
             return
-        summary_id, replaces = new[0].summary_id, ()
+        summary_id, replaces = new[0].summary_id, tuple[str, ...]()
         if summary_id is not None:
             (summary,) = [s for s in self.store.summaries(self.session_id, "default") if s.summary_id == summary_id]
             replaces = summary.replaces
@@ -354,5 +354,5 @@ def test_plans_are_deterministic(spec: tuple[str, dict[str, Any]], script: list[
     manager = build_manager(spec)
     assert isinstance(manager, PolicyManager)
     for trigger in TRIGGERS:
-        request = ReductionRequest(trigger=trigger)  # type: ignore[arg-type]
+        request = ReductionRequest(trigger=trigger)
         assert manager.make_plan(run.conv.view, request) == manager.make_plan(run.conv.view, request)

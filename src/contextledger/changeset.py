@@ -30,6 +30,8 @@ __all__ = [
     "build_changeset",
     "describe_error",
     "pin_edit",
+    "projected",
+    "ride_with",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -272,6 +274,51 @@ class Changeset(BaseModel):
             if value is not None:
                 updates[name] = value
         return state.model_copy(update=updates)
+
+
+def projected(state: ConversationState, view: View, edit: Edit | None, counter: TokenCounter) -> View:
+    """The view ``edit`` would leave, computed without committing anything (pure)."""
+    if edit is None or edit.is_empty:
+        return view
+    _, entries = build_changeset(
+        state,
+        view,
+        edit,
+        counter=counter,
+        model_call_count=state.model_call_count,
+        count_changed=False,
+        manager_state=None,
+    )
+    return View(entries)
+
+
+def ride_with(ride: Edit, edit: Edit | None) -> Edit | None:
+    """``ride`` (a host's pending write) and ``edit`` (planned on the view ``ride`` leaves) as one edit.
+
+    Returns ``None`` when they cannot share a changeset: both carry a reduction (one
+    reduction row per changeset), or ``edit``'s plan evicts, revises or summarizes what
+    ``ride`` appends (the store applies a plan to the entries it already holds).
+    """
+    if edit is None or edit.is_empty:
+        return ride
+    appended = {m.message_id for m in ride.appends}
+    plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
+    if plan is not None and (plan.removed_ids() | {r.message_id for r in plan.revisions}) & appended:
+        return None
+    if (plan is not None or edit.strategy) and ((ride.plan is not None and not ride.plan.is_empty) or ride.strategy):
+        return None
+    reducing = edit if plan is not None or edit.strategy else ride
+    return Edit(
+        appends=(*ride.appends, *edit.appends),
+        pins={**ride.pins, **edit.pins},
+        pin_source=edit.pin_source if edit.pins else ride.pin_source,
+        plan=reducing.plan,
+        trigger=reducing.trigger,
+        error=reducing.error,
+        strategy=reducing.strategy,
+        agent_state=edit.agent_state if edit.agent_state is not None else ride.agent_state,
+        as_given=True,  # each part was held to the rules (or given) on its own
+    )
 
 
 def describe_error(error: BaseException | None) -> str | None:

@@ -4,19 +4,20 @@ One straight line: dispatch hooks -> plan what the callbacks requested -> write 
 summary once (outside the lock) -> build one changeset -> commit, re-planning on a
 version conflict after a short randomized back-off.
 
-Only the loop and the dispatch live here. The pure steps sit next to what they belong
-to: reads of the committed state in :mod:`contextledger.reading`, changeset building in
-:mod:`contextledger.changeset`, planning and summary reuse in
-:mod:`contextledger.reduction`, the view rules in :mod:`contextledger.viewrules`, the
-repair of an interrupted tool call in :mod:`contextledger.managers.repair`, and the
-back-off in :mod:`contextledger.retry`. The two outside calls each happen in one place:
-the summarizer in :meth:`Conversation._reduce` and the back-off sleep in
-:meth:`Conversation._transact`.
+Only the loop and the dispatch live here. The model-call cycle and the reductions a
+caller asks for are in :mod:`contextledger.modelcalls`, the pin API in
+:mod:`contextledger.pinning` (mixins: each of their writes is one :meth:`Conversation.edit`),
+reads of the committed state in :mod:`contextledger.reading`. The pure steps sit next
+to what they belong to: changeset building in :mod:`contextledger.changeset`, planning
+and summary reuse in :mod:`contextledger.reduction`, the view rules in
+:mod:`contextledger.viewrules`, the repair of an interrupted tool call in
+:mod:`contextledger.managers.repair`, and the back-off in :mod:`contextledger.retry`.
+The two outside calls each happen in one place: the summarizer in
+:meth:`Conversation._reduce` and the back-off sleep in :meth:`Conversation._transact`.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,9 +30,12 @@ from contextledger.changeset import (
     ReductionRequest,
     build_changeset,
     describe_error,
+    projected,
+    ride_with,
 )
 from contextledger.checks import check_agent_state, check_conversation_options, check_trigger
 from contextledger.errors import (
+    CommitOutcomeUnknown,
     ConcurrencyConflict,
     ContextWindowOverflowError,
     DuplicateEntry,
@@ -46,6 +50,7 @@ from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import (
     INTERRUPTED_TOOL_TEXT,
     REPAIR_STRATEGY,
+    log_repair,
     needs_repair,
     plan_repair,
     with_repair,
@@ -63,7 +68,7 @@ from contextledger.reduction import (
     reduction_edit,
     write_summary,
 )
-from contextledger.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_delay
+from contextledger.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_delay, log_conflict
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter
 from contextledger.view import View
@@ -80,8 +85,6 @@ __all__ = [
     "Edit",
 ]
 
-logger = logging.getLogger(__name__)
-
 Planner = Callable[[View], Edit | None]
 _E = TypeVar("_E", bound=HookEvent)
 _Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
@@ -94,7 +97,10 @@ class Conversation(ModelCallCycle, ConversationPins):
     changeset with the version this object read. On a
     :class:`~contextledger.errors.ConcurrencyConflict` it waits a random, growing
     moment, re-reads, re-plans and retries up to ``max_retries`` times; then the
-    conflict propagates. Opening and reading never write. Methods are thread-safe.
+    conflict propagates. A commit whose outcome stayed unknown
+    (:class:`~contextledger.errors.CommitOutcomeUnknown`) is settled by the next write:
+    sent again under its changeset id, it applies at most once. Opening and reading
+    never write. Methods are thread-safe.
 
     Args:
         store: Where the ledger lives.
@@ -151,6 +157,9 @@ class Conversation(ModelCallCycle, ConversationPins):
         self._lock = threading.RLock()
         self._pending_calls = 0
         self._reactive_call: int | None = None
+        self._riding: Planner | None = None  # a host's pending write, committed with the next commit
+        self._defer_count = False  # the pending count waits for a commit with something else in it
+        self._unknown: Changeset | None = None  # a commit whose reply was lost
         self._note: str | None = None  # why the last planned reduction came to nothing
         self._state = ConversationState(session_id=session_id, agent_id=agent_id)
         self._view = View(())
@@ -218,32 +227,6 @@ class Conversation(ModelCallCycle, ConversationPins):
         self.edit(lambda _view: Edit(agent_state=snapshot))
 
     # -- reductions ----------------------------------------------------------------------
-
-    def preview(self, trigger: Trigger = "manual") -> ReductionPlan | None:
-        """The plan :meth:`reduce` would commit now (tokens estimated), or ``None``; writes nothing.
-
-        A summary the manager would write is named (``removed_ids()``) but not written.
-
-        Raises:
-            ConfigurationError: ``trigger`` is not a known trigger.
-            InvalidPlan: The manager's plan breaks the view rules beyond correction.
-        """
-        check_trigger(trigger)
-        if self.manager is None:
-            return None
-        with self._lock:
-            return plan_reduction(self.manager, self._view, self.request(trigger), self.token_counter).plan
-
-    def reduce(self, trigger: Trigger = "manual", *, error: BaseException | None = None) -> Reduction | None:
-        """Ask the manager for a plan now and commit it; ``None`` when nothing changed.
-
-        Raises:
-            ConfigurationError: ``trigger`` is not a known trigger.
-            InvalidPlan: The manager's plan breaks the view rules beyond correction.
-            ReductionFailed: The summarizer failed.
-        """
-        check_trigger(trigger)
-        return self._reduce(self.request(trigger, error))
 
     def apply_plan(
         self,
@@ -325,8 +308,19 @@ class Conversation(ModelCallCycle, ConversationPins):
     def _transact(self, build: _Build, *, repair: bool = True) -> Reduction | None:
         for attempt in range(self.max_retries + 1):
             with self._lock:
-                edit, manager_state = build(self._view)
-                if (edit is None or edit.is_empty) and not self._pending_calls:
+                if self._unknown is not None:
+                    self._settle(self._unknown)
+                riding = self._riding
+                ride = fit_edit(self._view, riding(self._view)) if riding is not None else None
+                edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
+                if riding is not None and ride is not None and not ride.is_empty:
+                    merged = ride_with(ride, edit)
+                    if merged is None:  # they cannot share a changeset: the host's write commits first
+                        self._riding = None
+                        self.edit(riding)
+                        continue
+                    edit = merged
+                if (edit is None or edit.is_empty) and (not self._pending_calls or self._defer_count):
                     return None
                 edit = edit or Edit()
                 real_write = bool(edit.appends or self._pending_calls)
@@ -335,12 +329,7 @@ class Conversation(ModelCallCycle, ConversationPins):
                         # One reduction row per changeset: the repair commits first, alone.
                         self._transact(lambda view: (plan_repair(view), None), repair=False)
                         continue
-                    logger.warning(
-                        "session_id=<%s>, agent_id=<%s> | conversation was interrupted mid-tool;"
-                        " repaired in this write",
-                        self.session_id,
-                        self.agent_id,
-                    )
+                    log_repair(self.session_id, self.agent_id)
                     edit = with_repair(self._view, edit)
                 if manager_state is None and self.manager is not None:
                     manager_state = self.manager.export_state()
@@ -359,22 +348,32 @@ class Conversation(ModelCallCycle, ConversationPins):
                     if attempt == self.max_retries:
                         raise
                     self.refresh()
+                except CommitOutcomeUnknown:
+                    self._unknown = changeset  # settled by the next write
+                    raise
                 else:
                     self._after_commit(changeset, entries, version)
                     return changeset.reduction
-            logger.info(
-                "session_id=<%s>, agent_id=<%s>, attempt=<%d> | version conflict, re-planning",
-                self.session_id,
-                self.agent_id,
-                attempt + 1,
-            )
+            log_conflict(self.session_id, self.agent_id, attempt)
             time.sleep(backoff_delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _settle(self, changeset: Changeset) -> None:
+        """Learn the outcome of a commit whose reply was lost: sent again under its id, it applies once at most."""
+        calls = self.model_call_count
+        try:
+            self.store.commit(changeset)
+        except ConcurrencyConflict:  # it never applied, and others wrote since: what it carried is still due
+            changeset = changeset.model_copy(update={"model_call_count": None})
+        self._unknown = None
+        self.refresh()
+        if changeset.model_call_count is not None:  # counted now: only calls announced since stay pending
+            self._pending_calls = max(0, calls - changeset.model_call_count)
 
     def _after_commit(self, changeset: Changeset, entries: list[ViewEntry], version: int) -> None:
         self._state = changeset.state_after(self._state, version)
         self._view = View(entries)
-        self._pending_calls = 0
+        self._pending_calls, self._riding, self._defer_count = 0, None, False
         if changeset.reduction is not None:
             if self.manager is not None:
                 self.manager.restore_state(self._state.manager_state)

@@ -4,7 +4,8 @@ A :class:`Message` keeps its content blocks as dictionaries so that every block 
 including ones this library does not know -- survives a round trip unchanged. Binary
 payloads (``image``/``document``/``video`` bytes, redacted reasoning) stay ``bytes`` in
 memory; :func:`encode_blocks` / :func:`decode_blocks` turn them into a JSON-safe form
-losslessly for storage.
+losslessly for storage (the JSON value rules live in :mod:`contextledger.jsonvalues`;
+their names stay importable from here).
 
 A message is immutable and holds what a store gives back: on construction its content
 and metadata are normalised the way JSON stores them (tuples become lists, non-string
@@ -18,20 +19,35 @@ always equal.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from contextledger.errors import ConfigurationError, CorruptRecord, InvalidMessage
+from contextledger.errors import InvalidMessage
+from contextledger.jsonvalues import (
+    MAX_DEPTH,
+    MAX_ID_LENGTH,
+    ContentBlock,
+    FrozenDict,
+    FrozenList,
+    check_id,
+    check_text,
+    decode_blocks,
+    decode_shared,
+    encode_blocks,
+    encode_value,
+    freeze_value,
+    normalize_json,
+    thaw,
+    too_long,
+)
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_ID_LENGTH",
     "ContentBlock",
     "FrozenDict",
     "FrozenList",
@@ -49,16 +65,6 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant"]
-ContentBlock = dict[str, Any]
-"""One content block: a single-key mapping such as ``{"text": "hi"}``."""
-
-_BYTES_TAG = "__contextledger_bytes__"
-# A user key that the codec would read as its own tag is written with one more "~" in
-# front (and read back with one less), so user data round-trips whatever keys it holds.
-_ESCAPED_TAG = re.compile(r"~*" + re.escape(_BYTES_TAG))
-
-MAX_DEPTH = 100
-"""Deepest nesting of lists and mappings a message, its metadata or host state may hold."""
 
 
 class ToolUseBlock(TypedDict):
@@ -80,249 +86,6 @@ class ToolResultBlock(TypedDict):
 def new_message_id() -> str:
     """Return a fresh message id (a canonical UUID v4, as Strands uses)."""
     return str(uuid.uuid4())
-
-
-class FrozenDict(dict[str, Any]):
-    """A ``dict`` that refuses every change (content and metadata of a :class:`Message`).
-
-    It is still a ``dict`` (``json.dumps``, ``isinstance`` and equality work unchanged);
-    ``copy.deepcopy`` returns an ordinary mutable ``dict`` to edit and build a new
-    message from.
-    """
-
-    __slots__ = ()
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("message content is read-only: build a new Message (e.g. with_content())")
-
-    __setitem__ = __delitem__ = __ior__ = _read_only
-    clear = pop = popitem = setdefault = update = _read_only
-
-    def __copy__(self) -> dict[str, Any]:
-        return dict(self)
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> dict[str, Any]:
-        return thaw(self)  # type: ignore[no-any-return]
-
-    def __reduce__(self) -> Any:
-        return (dict, (thaw(self),))
-
-
-class FrozenList(list[Any]):
-    """A ``list`` that refuses every change; see :class:`FrozenDict`."""
-
-    __slots__ = ()
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("message content is read-only: build a new Message (e.g. with_content())")
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
-    append = extend = insert = pop = remove = clear = sort = reverse = _read_only
-
-    def __copy__(self) -> list[Any]:
-        return list(self)
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> list[Any]:
-        return thaw(self)  # type: ignore[no-any-return]
-
-    def __reduce__(self) -> Any:
-        return (list, (thaw(self),))
-
-
-def thaw(value: Any) -> Any:
-    """A mutable deep copy of ``value`` (read-only containers become ``dict``/``list``)."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [thaw(v) for v in value]
-    return value
-
-
-def check_text(value: str, what: str = "text") -> str:
-    """``value`` as every backend stores it, or :class:`InvalidMessage`.
-
-    A surrogate pair written as two code points becomes the one character JSON reads it
-    as; a lone surrogate (a truncated emoji, ``surrogateescape`` output) cannot be
-    stored as UTF-8 and is refused. NUL characters are kept (every backend stores them).
-
-    Raises:
-        InvalidMessage: ``value`` holds a lone surrogate.
-    """
-    if type(value) is not str:
-        value = str.__str__(value)
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        pass
-    try:
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    except UnicodeDecodeError as exc:
-        position = next(i for i, c in enumerate(value) if 0xD800 <= ord(c) <= 0xDFFF)
-        raise InvalidMessage(
-            f"{what} holds a lone surrogate {value[position]!r} at position {position}: it is not valid "
-            "Unicode text and cannot be stored (decode with errors='replace' first)"
-        ) from exc
-
-
-def check_id(value: str, what: str = "id") -> str:
-    """``value`` if it can serve as a session, agent or entry id on every backend.
-
-    Raises:
-        ConfigurationError: ``value`` holds a surrogate code point (not valid Unicode text).
-    """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ConfigurationError(
-            f"{what} {value!r:.80} holds a lone surrogate: it is not valid Unicode text and cannot be stored"
-        ) from exc
-    return value
-
-
-def _key(key: Any, what: str, coerce: bool) -> str:
-    if isinstance(key, str):
-        return check_text(key, what)
-    if coerce and (key is None or isinstance(key, int | float)):
-        return str(key)  # what the storage codec has always written for such keys
-    raise InvalidMessage(f"{what} has a {type(key).__name__} key {key!r:.40}; keys must be strings")
-
-
-def _normalize(value: Any, what: str, depth: int, coerce: bool, freeze: bool) -> Any:
-    if isinstance(value, str):
-        return check_text(value, what)
-    if value is None or value is True or value is False:
-        return value
-    if isinstance(value, int):
-        return value if type(value) is int else int(value)
-    if isinstance(value, float):
-        return value if type(value) is float else float(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if depth >= MAX_DEPTH:
-        raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, Mapping):
-        items = {_key(k, what, coerce): _normalize(v, what, depth + 1, coerce, freeze) for k, v in value.items()}
-        return FrozenDict(items) if freeze else items
-    if isinstance(value, list | tuple):
-        seq = [_normalize(v, what, depth + 1, coerce, freeze) for v in value]
-        return FrozenList(seq) if freeze else seq
-    # Anything else (a set, an object) is kept so the store's JSON check names it.
-    return value
-
-
-def normalize_json(value: Any, what: str = "value", *, coerce_keys: bool = False, freeze: bool = False) -> Any:
-    """``value`` as a JSON store gives it back: lists for tuples, checked text.
-
-    Args:
-        value: The value to normalise.
-        what: What it is, for error messages.
-        coerce_keys: Turn number keys into strings (as JSON does) instead of refusing them.
-        freeze: Build read-only containers (:class:`FrozenDict`, :class:`FrozenList`).
-
-    Raises:
-        InvalidMessage: A key is not a string (or a number, with ``coerce_keys``), a
-            string holds a lone surrogate, or the nesting is deeper than :data:`MAX_DEPTH`.
-    """
-    return _normalize(value, what, 0, coerce_keys, freeze)
-
-
-def _freeze_content(value: Any, what: str) -> Any:
-    return _normalize(value, what, 0, True, True)
-
-
-# The JSON scalars: returned as they are by the codec and the copy below. Exact types
-# (not isinstance) are checked first because these walks run for every value of every
-# message on the append and restore paths; subclasses take the general branch.
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _encode(value: Any) -> Any:
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict or kind is FrozenDict:
-        return {_escape_key(k if type(k) is str else str(k)): _encode(v) for k, v in value.items()}
-    if kind is list or kind is FrozenList:
-        return [_encode(v) for v in value]
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {_BYTES_TAG: base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Mapping):
-        return {_escape_key(str(k)): _encode(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_encode(v) for v in value]
-    return value
-
-
-def _escape_key(key: str) -> str:
-    # endswith first: this runs for every key written, and almost none is the tag.
-    return "~" + key if key.endswith(_BYTES_TAG) and _ESCAPED_TAG.fullmatch(key) else key
-
-
-def _decode(value: Any) -> Any:
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict or isinstance(value, Mapping):
-        if len(value) == 1 and _BYTES_TAG in value:
-            return _decode_bytes(value[_BYTES_TAG])
-        return {(k[1:] if k.startswith("~") and _ESCAPED_TAG.fullmatch(k) else k): _decode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value
-
-
-def _decode_bytes(encoded: Any) -> bytes:
-    if not isinstance(encoded, str):
-        raise CorruptRecord(f"damaged bytes value in stored content: not base64 text but {type(encoded).__name__}")
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise CorruptRecord(f"damaged bytes value in stored content: {exc}") from exc
-
-
-def _decode_shared(value: Any) -> Any:
-    """:func:`_decode` without copying: ``value`` itself when it holds no tagged bytes.
-
-    Only the containers on the way to a tagged value are rebuilt, so freshly parsed
-    JSON is walked once and not copied (the message validation copies the blocks).
-    """
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict or isinstance(value, Mapping):
-        if len(value) == 1 and _BYTES_TAG in value:
-            return _decode_bytes(value[_BYTES_TAG])
-        if any(k.startswith("~") and _ESCAPED_TAG.fullmatch(k) for k in value):
-            return _decode(value)  # an escaped user key: rebuild with the keys restored
-        changed: dict[Any, Any] | None = None
-        for key, item in value.items():
-            decoded = _decode_shared(item)
-            if decoded is not item:
-                if changed is None:
-                    changed = dict(value)
-                changed[key] = decoded
-        return value if changed is None else changed
-    if kind is list or isinstance(value, list):
-        out: list[Any] | None = None
-        for index, item in enumerate(value):
-            decoded = _decode_shared(item)
-            if decoded is not item:
-                if out is None:
-                    out = list(value)
-                out[index] = decoded
-        return value if out is None else out
-    return value
-
-
-def encode_blocks(blocks: Sequence[ContentBlock]) -> list[ContentBlock]:
-    """Return a JSON-safe deep copy of ``blocks`` with every ``bytes`` value tagged."""
-    return [_encode(b) for b in blocks]
-
-
-def decode_blocks(blocks: Sequence[Mapping[str, Any]]) -> list[ContentBlock]:
-    """Invert :func:`encode_blocks` exactly."""
-    return [_decode(b) for b in blocks]
 
 
 class Message(BaseModel):
@@ -376,17 +139,21 @@ class Message(BaseModel):
     @field_validator("content", mode="after")
     @classmethod
     def _freeze_content(cls, value: list[ContentBlock]) -> list[ContentBlock]:
-        return _freeze_content(value, "message content")  # type: ignore[no-any-return]
+        return freeze_value(value, "message content")  # type: ignore[no-any-return]
 
     @field_validator("metadata", mode="after")
     @classmethod
     def _freeze_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _freeze_content(value, "message metadata")  # type: ignore[no-any-return]
+        return freeze_value(value, "message metadata")  # type: ignore[no-any-return]
 
     @field_validator("message_id", mode="before")
     @classmethod
     def _check_id(cls, value: Any) -> Any:
-        return check_text(value, "message_id") if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        if len(value) > MAX_ID_LENGTH:
+            raise InvalidMessage(too_long("message_id", value))
+        return check_text(value, "message_id")
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Message:
         # Immutable all the way down: a deep copy can share the frozen content.
@@ -504,7 +271,7 @@ class Message(BaseModel):
             "message_id": self.message_id,
             "role": self.role,
             "content": encode_blocks(self.content),
-            "metadata": _encode(self.metadata),
+            "metadata": encode_value(self.metadata),
         }
 
     @classmethod
@@ -519,8 +286,8 @@ class Message(BaseModel):
         return cls(
             message_id=record["message_id"],
             role=record["role"],
-            content=_decode_shared(content) if type(content) is list else decode_blocks(content),
-            metadata=_decode_shared(record.get("metadata") or {}),
+            content=decode_shared(content) if type(content) is list else decode_blocks(content),
+            metadata=decode_shared(record.get("metadata") or {}),
         )
 
     # -- views ---------------------------------------------------------------------------
@@ -542,7 +309,7 @@ class Message(BaseModel):
         metadata["custom"] = custom
         if not custom:
             metadata.pop("custom")
-        return self.model_copy(update={"metadata": _freeze_content(metadata, "message metadata")})
+        return self.model_copy(update={"metadata": freeze_value(metadata, "message metadata")})
 
     def with_content(self, content: Sequence[ContentBlock]) -> Message:
         """Return a copy with ``content`` replaced (the id is kept)."""

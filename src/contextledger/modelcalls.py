@@ -9,8 +9,9 @@ is best-effort and never breaks the turn (a skipped one is logged), a reactive o
 (after a context overflow) reduces or raises :class:`~contextledger.errors.ReductionFailed`,
 at most once per model call.
 
-The conversation owns the transaction and the dispatch; this mixin only decides what
-the cycle asks of them.
+A caller's own requests live here too: :meth:`ModelCallCycle.reduce` (plan and commit
+now) and :meth:`ModelCallCycle.preview` (the plan, written nowhere). The conversation
+owns the transaction and the dispatch; this mixin only decides what is asked of them.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from contextledger.changeset import Edit, ReductionRequest
+from contextledger.changeset import Edit, ReductionPlan, ReductionRequest
+from contextledger.checks import check_trigger
 from contextledger.errors import ContextLedgerError, InvalidPlan, ReductionFailed
 from contextledger.hooks import AfterInvocationEvent, AfterModelCallEvent, BeforeModelCallEvent, HookEvent
 from contextledger.managers.base import ConversationManager
 from contextledger.reading import ConversationReader
-from contextledger.records import Reduction
-from contextledger.reduction import log_skipped
+from contextledger.records import Reduction, Trigger
+from contextledger.reduction import log_skipped, plan_reduction
 from contextledger.view import View
 
 __all__ = ["ModelCallCycle"]
@@ -34,11 +36,13 @@ _E = TypeVar("_E", bound=HookEvent)
 
 
 class ModelCallCycle(ConversationReader):
-    """Counting model calls, firing the cycle's events, and running what they requested."""
+    """Reductions asked for: by the cycle's events (counting model calls), by a caller, or previewed."""
 
     manager: ConversationManager | None
     _lock: threading.RLock
     _reactive_call: int | None
+    _riding: Callable[[View], Edit | None] | None
+    _defer_count: bool
     _note: str | None
 
     def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
@@ -51,21 +55,57 @@ class ModelCallCycle(ConversationReader):
     def _reduce(self, request: ReductionRequest) -> Reduction | None:
         raise NotImplementedError  # pragma: no cover - Conversation implements it
 
+    # -- reductions a caller asks for ---------------------------------------------------------
+
+    def preview(self, trigger: Trigger = "manual") -> ReductionPlan | None:
+        """The plan :meth:`reduce` would commit now (tokens estimated), or ``None``; writes nothing.
+
+        A summary the manager would write is named (``removed_ids()``) but not written.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The manager's plan breaks the view rules beyond correction.
+        """
+        check_trigger(trigger)
+        if self.manager is None:
+            return None
+        with self._lock:
+            return plan_reduction(self.manager, self._view, self.request(trigger), self.token_counter).plan
+
+    def reduce(self, trigger: Trigger = "manual", *, error: BaseException | None = None) -> Reduction | None:
+        """Ask the manager for a plan now and commit it; ``None`` when nothing changed.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The manager's plan breaks the view rules beyond correction.
+            ReductionFailed: The summarizer failed.
+        """
+        check_trigger(trigger)
+        return self._reduce(self.request(trigger, error))
+
     def before_model_call(
-        self, *, context_window_limit: int | None = None, projected_input_tokens: int | None = None
+        self,
+        *,
+        context_window_limit: int | None = None,
+        projected_input_tokens: int | None = None,
+        defer_count: bool = False,
     ) -> BeforeModelCallEvent:
         """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
 
         The first commit (a requested reduction, else the count alone) carries the new
-        count; requested reductions are best-effort and never break the turn.
+        count; requested reductions are best-effort and never break the turn. With
+        ``defer_count`` a count nothing committed waits for the next commit (the host's
+        next message) instead of a commit of its own: one commit fewer per turn, and a
+        crash during the model call loses that call's count.
         """
         with self._lock:
             self._pending_calls += 1
+            self._defer_count = defer_count
             context = self.context(projected=projected_input_tokens, limit=context_window_limit)
         try:
             return self._dispatch(BeforeModelCallEvent(context))
         finally:
-            if self._pending_calls:
+            if self._pending_calls and not defer_count:
                 self.edit(lambda _view: None)
 
     def after_model_call(self, error: BaseException | None = None) -> bool:
@@ -91,9 +131,21 @@ class ModelCallCycle(ConversationReader):
             raise error
         return False
 
-    def after_invocation(self) -> None:
-        """Fire :class:`AfterInvocationEvent` (end-of-invocation management)."""
-        self._dispatch(AfterInvocationEvent(self.context()))
+    def after_invocation(self, pending: Callable[[View], Edit | None] | None = None) -> None:
+        """Fire :class:`AfterInvocationEvent` (end-of-invocation management).
+
+        ``pending`` builds a write the host still owes (the final answer) for a view: the
+        reductions requested plan on the view it leaves, and it is committed with the
+        first of them -- one commit for the answer and the management -- or alone when
+        none commits (or when a reduction would touch what it appends).
+        """
+        self._riding = pending
+        try:
+            self._dispatch(AfterInvocationEvent(self.context()))
+        finally:
+            riding, self._riding = self._riding, None
+            if riding is not None:
+                self.edit(riding)
 
     def _reduce_best_effort(self, request: ReductionRequest) -> bool:
         try:

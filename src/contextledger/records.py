@@ -10,9 +10,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from contextledger.messages import Message
+from contextledger.messages import Message, normalize_json
 
 __all__ = [
     "TRIGGERS",
@@ -203,6 +203,13 @@ class Revision(BaseModel):
     reason: str
     reduction_id: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("original", mode="after")
+    @classmethod
+    def _freeze_original(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # History: read-only all the way down, like a message's content.
+        frozen: list[dict[str, Any]] = normalize_json(value, "revision original", coerce_keys=True, freeze=True)
+        return frozen
 
 
 class Eviction(BaseModel):

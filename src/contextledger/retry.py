@@ -7,18 +7,32 @@ a cap, so writers that collided spread out instead of colliding again in lockste
 
 from __future__ import annotations
 
+import logging
 import random
 
-__all__ = ["BACKOFF_BASE", "BACKOFF_CAP", "MAX_RETRIES", "backoff_delay"]
+__all__ = ["BACKOFF_BASE", "BACKOFF_CAP", "MAX_RETRIES", "backoff_delay", "log_conflict"]
 
-MAX_RETRIES = 8
+# The conversation writes these lines; applications filter on its logger's name.
+logger = logging.getLogger("contextledger.conversation")
+
+MAX_RETRIES = 12
 """Conflict retries per commit by default (``Conversation(max_retries=...)`` overrides)."""
 BACKOFF_BASE = 0.002
 """Seconds: the first conflict retry waits up to this long, doubling per retry."""
-BACKOFF_CAP = 0.1
+BACKOFF_CAP = 0.25
 """Seconds: no single wait is drawn from a longer range than this."""
 
 
 def backoff_delay(attempt: int) -> float:
     """Seconds to wait before retry ``attempt + 1`` (``attempt`` counts from 0): full jitter."""
     return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+
+
+def log_conflict(session_id: str, agent_id: str, attempt: int) -> None:
+    """Log that commit ``attempt`` (from 0) met a version conflict and is re-planned."""
+    logger.info(
+        "session_id=<%s>, agent_id=<%s>, attempt=<%d> | version conflict, re-planning",
+        session_id,
+        agent_id,
+        attempt + 1,
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,14 +17,14 @@ from contextledger.records import Trigger
 from .conftest import Invoke, Populated
 
 
-def _json(stdout: str) -> object:
+def _json(stdout: str) -> Any:
     return json.loads(stdout)
 
 
 def test_sessions_lists_what_the_ledger_holds(invoke: Invoke, populated: Populated) -> None:
     result = invoke("sessions", "--url", populated.url, "--json")
     assert result.exit_code == 0, result.stderr
-    listed = {s["session_id"]: s for s in _json(result.stdout)}  # type: ignore[union-attr]
+    listed = {s["session_id"]: s for s in _json(result.stdout)}
     with Ledger.connect(populated.url) as ledger:
         expected = {s.session_id: s for s in ledger.sessions()}
     assert {"alpha", "beta"} <= set(listed)
@@ -50,7 +51,7 @@ def test_sessions_pages(invoke: Invoke, populated: Populated) -> None:
 def test_url_from_environment(invoke: Invoke, populated: Populated) -> None:
     result = invoke("sessions", "--json", env={"CONTEXTLEDGER_URL": populated.url})
     assert result.exit_code == 0, result.stderr
-    assert "alpha" in {s["session_id"] for s in _json(result.stdout)}  # type: ignore[union-attr]
+    assert "alpha" in {s["session_id"] for s in _json(result.stdout)}
 
 
 def test_show_is_the_live_view(invoke: Invoke, populated: Populated) -> None:
@@ -77,7 +78,7 @@ def test_show_is_the_live_view(invoke: Invoke, populated: Populated) -> None:
     assert restored.content[1]["image"]["source"]["bytes"] == populated.image_bytes
 
     only = _json(invoke("show", "alpha", "--url", populated.url, "--json", "--agent", "main").stdout)
-    assert [d["agent_id"] for d in only] == ["main"]  # type: ignore[union-attr]
+    assert [d["agent_id"] for d in only] == ["main"]
     table = invoke("show", "alpha", "--url", populated.url, "--agent", "main")
     assert table.exit_code == 0
     assert "pinned" in table.stdout
@@ -123,7 +124,7 @@ def test_evictions_with_filters(invoke: Invoke, populated: Populated) -> None:
     assert all(e["replaced_by_summary"] for e in summarized)
 
     recent = _json(invoke("evictions", "alpha", "--url", populated.url, "--json", "--since", "1h").stdout)
-    assert len(recent) == len(everything)  # type: ignore[arg-type]
+    assert len(recent) == len(everything)
     future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     none = _json(invoke("evictions", "alpha", "--url", populated.url, "--json", "--since", future).stdout)
     assert none == []

@@ -20,7 +20,11 @@ class ScriptedManager:
 
     def register_hooks(self, registry: HookRegistry) -> None:
         registry.add_callback(AfterModelCallEvent, self._after_model_call)
-        registry.add_callback(AfterInvocationEvent, lambda event: event.request_reduction("end_of_invocation"))
+        registry.add_callback(AfterInvocationEvent, self._after_invocation)
+
+    @staticmethod
+    def _after_invocation(event: AfterInvocationEvent) -> None:
+        event.request_reduction("end_of_invocation")
 
     @staticmethod
     def _after_model_call(event: AfterModelCallEvent) -> None:
@@ -86,8 +90,8 @@ def _summary_violations(before: View, after: View, summary_id: str, replaces: tu
     at = after.index_of(summary_id)
     if at is None:
         return ["the summary is not in the view"]
-    spots = [before.index_of(r) for r in replaces if before.index_of(r) is not None]
-    low, high = min(spots), max(spots)  # type: ignore[type-var]
+    spots = [i for i in (before.index_of(r) for r in replaces) if i is not None]
+    low, high = min(spots), max(spots)
     kept_after = [e.entry_id for e in before.entries[high + 1 :] if after.index_of(e.entry_id) is not None]
     if kept_after and (at + 1 >= len(after) or after[at + 1].entry_id != kept_after[0]):
         found.append("the summary does not stand right before the oldest kept entry after what it replaced")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -101,7 +102,7 @@ class _Conflicting(MemoryStore):
 
 def test_conflicts_back_off_with_jitter_and_reuse_the_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     sleeps: list[float] = []
-    monkeypatch.setattr(conversation_module.time, "sleep", sleeps.append)
+    monkeypatch.setattr(time, "sleep", sleeps.append)
     calls: list[int] = []
 
     def summarizer(messages: list[Message]) -> str:

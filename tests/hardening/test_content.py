@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from contextledger import Conversation, Message, SummarizingConversationManager
+from contextledger import Conversation, Message, ReductionPlan, SummarizingConversationManager
+from contextledger.changeset import ContentRevision
 from contextledger.errors import ConfigurationError, ContextWindowOverflowError, InvalidMessage
-from contextledger.messages import MAX_DEPTH
+from contextledger.messages import MAX_DEPTH, MAX_ID_LENGTH
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter
 
@@ -247,3 +248,45 @@ def test_token_counter_settings_are_checked(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError):
         CharTokenCounter(**options)
     assert CharTokenCounter(per_message=0).count(Message.user("")) == 0
+
+
+def test_a_revision_original_is_not_mutable_in_place(store: LedgerStore) -> None:
+    conv = Conversation(store, "s")
+    conv.append(Message.tool_use("t", "n", {"q": ["a"]}), Message.tool_result("t", "long output " * 20))
+    result_id = conv.view[1].entry_id
+    conv.apply_plan(
+        lambda view: ReductionPlan(
+            strategy="trim", revisions=(ContentRevision(message_id=result_id, content=[{"text": "cut"}]),)
+        ),
+        trigger="manual",
+    )
+    (revision,) = store.revisions("s", "default", result_id)
+    before = copy.deepcopy(revision.original)
+    attempts: list[Callable[[], object]] = [
+        lambda: revision.original.append({"text": "x"}),
+        lambda: revision.original[0].__setitem__("text", "x"),
+        lambda: revision.original[0]["toolResult"]["content"].clear(),
+    ]
+    for attempt in attempts:
+        with pytest.raises(TypeError):
+            attempt()
+    assert revision.original == before
+    assert store.revisions("s", "default", result_id)[0].original == before
+
+
+@pytest.mark.parametrize("length", [MAX_ID_LENGTH, 10_000])
+def test_long_ids_behave_the_same_on_every_backend(store: LedgerStore, length: int) -> None:
+    long = "i" * length
+    if length > MAX_ID_LENGTH:
+        for session, agent in ((long, "a"), ("s", long)):
+            with pytest.raises(ConfigurationError, match="at most 255"):
+                Conversation(store, session, agent)
+        with pytest.raises(InvalidMessage, match="at most 255"):
+            Message.user("hi", message_id=long)
+        assert store.sessions() == []
+        return
+    conv = Conversation(store, long, long)
+    conv.append(Message.user("hi", message_id=long))
+    restored = Conversation(store, long, long)
+    assert restored.view.ids == [long]
+    assert [h.message.message_id for h in store.history(long, long)] == [long]

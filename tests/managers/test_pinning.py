@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ def test_is_pinned_rejects_mixed_up_arguments() -> None:
 
 # -- pins in managers ----------------------------------------------------------------------------
 
-FACTORIES = {
+FACTORIES: dict[str, Callable[[dict[str, int]], PolicyManager]] = {
     "sliding_window": lambda protected: SlidingWindowConversationManager(window_size=2, protected_messages=protected),
     "summarizing": lambda protected: SummarizingConversationManager(
         summary_ratio=1.0, preserve_recent_messages=0, protected_messages=protected

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 from tests.managers.helpers import chat, model_call, triggers
 
-MANAGERS: dict[str, Callable[[object], PolicyManager]] = {
+MANAGERS: dict[str, Callable[[Any], PolicyManager]] = {
     "sliding_window": lambda pc: SlidingWindowConversationManager(window_size=40, proactive_compression=pc),
     "summarizing": lambda pc: SummarizingConversationManager(preserve_recent_messages=2, proactive_compression=pc),
     "turn_window": lambda pc: TurnWindowConversationManager(max_user_turns=10, proactive_compression=pc),

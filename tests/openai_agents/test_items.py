@@ -97,7 +97,7 @@ def test_parallel_calls_pair_by_call_id_not_by_position() -> None:
 
 
 def test_a_pinned_call_pins_its_output() -> None:
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {
             "type": "computer_call",
@@ -250,7 +250,7 @@ def test_a_truncated_tool_output_comes_back_truncated_with_its_other_fields() ->
         store, "s", manager=SlidingWindowConversationManager(window_size=50, truncate_threshold=100)
     )
     big = "x" * 5000
-    items = [
+    items: list[dict[str, Any]] = [
         {"role": "user", "content": "read it"},
         {
             "type": "function_call",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from agents import Agent, RunHooks, Runner, SQLiteSession, function_tool
@@ -45,6 +45,11 @@ def get_time(city: str) -> str:
     return f"noon in {city}"
 
 
+def stored_items(session: Any) -> list[dict[str, Any]]:
+    """The session's items as plain dicts (the SDK types them as a union of TypedDicts)."""
+    return cast(list[dict[str, Any]], asyncio.run(session.get_items()))
+
+
 def triage_pair() -> tuple[Agent[Any], Agent[Any], ScriptedModel, ScriptedModel]:
     billing_model = ScriptedModel(["Billing here: your refund is on its way."], name="billing")
     billing = Agent(name="Billing", instructions="Handle refunds.", model=billing_model)
@@ -77,7 +82,7 @@ def test_a_real_run_with_tools_and_a_handoff_round_trips_through_the_ledger(tmp_
     assert first.final_output == "Paris is sunny; it is noon in Rome."
     assert second.last_agent.name == "Billing"
     assert second.final_output == "Billing here: your refund is on its way."
-    items = asyncio.run(session.get_items())
+    items = stored_items(session)
     kinds = [i.get("type", "message") for i in items]
     assert kinds.count("function_call") == 3  # two tools, one transfer_to_billing
     assert kinds.count("function_call_output") == 3
@@ -100,7 +105,7 @@ def test_a_real_run_with_tools_and_a_handoff_round_trips_through_the_ledger(tmp_
 def test_a_handoff_is_a_tool_pair_in_the_ledger() -> None:
     session = SQLiteSession("s2")
     asyncio.run(two_runs(session))
-    items = asyncio.run(session.get_items())
+    items = stored_items(session)
     transfer = next(i for i in items if i.get("name") == "transfer_to_billing")
     output = next(i for i in items if i.get("type") == "function_call_output" and i["call_id"] == transfer["call_id"])
     conversation = Conversation(MemoryStore(), "s2")
@@ -111,7 +116,7 @@ def test_a_handoff_is_a_tool_pair_in_the_ledger() -> None:
 
 def test_an_image_input_round_trips_as_the_session_stored_it() -> None:
     session = SQLiteSession("image")
-    user = {
+    user: Any = {
         "role": "user",
         "content": [
             {"type": "input_text", "text": "What is in this picture?"},
@@ -120,7 +125,7 @@ def test_an_image_input_round_trips_as_the_session_stored_it() -> None:
     }
     model = ScriptedModel(["A tiny image."], name="img")
     asyncio.run(Runner.run(Agent(name="A", model=model), [user], session=session))
-    items = asyncio.run(session.get_items())
+    items = stored_items(session)
     assert items[0] == user
     messages = items_to_messages(items)
     assert any("image" in block for block in messages[0].content), "managers and token counters see an image"
@@ -155,7 +160,7 @@ def assert_pairs_whole(items: list[dict[str, Any]]) -> None:
 def test_a_sliding_window_over_real_items_never_splits_a_call_from_its_output(window: int) -> None:
     session = SQLiteSession("long")
     asyncio.run(long_tool_run(session, turns=5))
-    items = asyncio.run(session.get_items())
+    items = stored_items(session)
     store = MemoryStore()
     conversation = Conversation(store, "long", manager=SlidingWindowConversationManager(window_size=window))
     conversation.append(*items_to_messages(items))
@@ -173,7 +178,7 @@ def test_a_sliding_window_over_real_items_never_splits_a_call_from_its_output(wi
     assert kept[0].get("role") == "user"
     # ... and the SDK accepts it as the history of a new run.
     reduced = SQLiteSession("reduced")
-    asyncio.run(reduced.add_items(kept))
+    asyncio.run(reduced.add_items(cast(Any, kept)))
     model = ScriptedModel(["fine"], name="after")
     result = asyncio.run(
         Runner.run(Agent(name="A", model=model, tools=[get_weather, get_time]), "go on", session=reduced)
@@ -186,7 +191,7 @@ def test_a_sliding_window_over_real_items_never_splits_a_call_from_its_output(wi
 def test_a_summary_over_real_items_takes_or_leaves_each_tool_pair_whole(ratio: float) -> None:
     session = SQLiteSession("summary")
     asyncio.run(long_tool_run(session, turns=4))
-    items = asyncio.run(session.get_items())
+    items = stored_items(session)
     store = MemoryStore()
     manager = SummarizingConversationManager(summary_ratio=ratio, preserve_recent_messages=2)
     conversation = Conversation(store, "summary", manager=manager)
@@ -205,7 +210,7 @@ def test_a_summary_over_real_items_takes_or_leaves_each_tool_pair_whole(ratio: f
 def test_a_pinned_function_call_keeps_its_output_through_a_reduction() -> None:
     session = SQLiteSession("pins")
     asyncio.run(long_tool_run(session, turns=4))
-    items = asyncio.run(session.get_items())
+    items = stored_items(session)
     first_call = next(i for i in items if i.get("type") == "function_call")
     store = MemoryStore()
     conversation = Conversation(store, "pins", manager=SlidingWindowConversationManager(window_size=1))

@@ -26,7 +26,7 @@ def monitored(url: str) -> Iterator[list[dict[str, Any]]]:
     poker = Redis.from_url(url)
     poker.ping()  # connect now, so its handshake is not seen inside the block
     try:
-        with watcher.monitor() as monitor:
+        with watcher.monitor() as monitor:  # type: ignore[no-untyped-call]
             yield seen
             sentinel = f"end-of-block-{uuid.uuid4().hex}"
             poker.echo(sentinel)
@@ -46,7 +46,7 @@ def monitored_cluster(url: str) -> Iterator[list[dict[str, Any]]]:
     scheme, _, rest = url.partition("://")
     probe = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
     try:
-        nodes = [f"redis://{node.host}:{node.port}" for node in probe.get_primaries()]
+        nodes = [f"redis://{node.host}:{node.port}" for node in probe.get_primaries()]  # type: ignore[no-untyped-call]
     finally:
         probe.close()
     seen: list[dict[str, Any]] = []

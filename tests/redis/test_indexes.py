@@ -14,6 +14,7 @@ from contextledger.errors import ConfigurationError, DuplicateEntry
 from contextledger.messages import Message
 from contextledger.records import ViewEntry
 from contextledger.stores.redis import RedisStore
+from contextledger.stores.redis.index import most_recent
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 from tests.redis.conftest import Backend
 
@@ -209,7 +210,7 @@ def test_merging_sorted_sets_reads_only_what_can_rank(backend: Backend) -> None:
             best[member] = max(best.get(member, score), score)
     everything = [m.decode() for m, _ in sorted(best.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
     for n in (*range(1, 40), 50, 100, len(everything), len(everything) + 5):
-        assert backend.store._most_recent(keys, n) == everything[:n], n
+        assert most_recent(backend.client, keys, n) == everything[:n], n
 
 
 def test_merging_reads_on_through_ties_at_the_threshold(backend: Backend) -> None:
@@ -219,4 +220,4 @@ def test_merging_reads_on_through_ties_at_the_threshold(backend: Backend) -> Non
     sets = [["z", "y", "x", "w", "v", "u"], ["b", "a"], ["c"], ["d"]]
     for key, members in zip(keys, sets, strict=True):
         backend.client.zadd(key, dict.fromkeys(members, 5.0))
-    assert backend.store._most_recent(keys, 8) == ["z", "y", "x", "w", "v", "u", "d", "c"]
+    assert most_recent(backend.client, keys, 8) == ["z", "y", "x", "w", "v", "u", "d", "c"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -80,7 +81,7 @@ def test_written_keys_of_a_conversation_live_in_one_slot(backend: Backend) -> No
     if backend.cluster:
         # the server agrees with the client-side slot computation
         for key in conversation_keys:
-            assert backend.client.cluster_keyslot(key) == key_slot(key.encode())
+            assert cast(RedisCluster, backend.client).cluster_keyslot(key) == key_slot(key.encode())
     # state, msg, content, mut, active, sum, red, cs, pins per conversation (no revisions were made)
     assert len(conversation_keys) == 3 * 9
 

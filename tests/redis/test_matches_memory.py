@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from functools import partial
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +21,7 @@ from contextledger.errors import PinError
 from contextledger.messages import Message
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
+from contextledger.view import View
 from tests.redis.conftest import Backend
 
 
@@ -73,15 +75,10 @@ def _run(conv: Conversation, ops: list[tuple[str, int]]) -> None:
                 conv.pin_index(arg % size, name == "pin")
         elif name == "evict" and size:
             victim = conv.view[arg % size].entry_id
-            conv.apply_plan(
-                lambda v, victim=victim: ReductionPlan(strategy="w", evict=(victim,)), trigger="per_turn", as_given=True
-            )
+            conv.apply_plan(partial(_evict, victim), trigger="per_turn", as_given=True)
         elif name == "summarize" and size >= arg:
             conv.apply_plan(
-                lambda v, k=arg, text=f"summary {n}": ReductionPlan(
-                    strategy="summarizing",
-                    summary=SummaryDraft(content=text, summarizer="t", replaces=tuple(v.ids[:k])),
-                ),
+                partial(_summarize, arg, f"summary {n}"),
                 trigger="proactive",
                 error=RuntimeError("overflow") if n % 2 else None,
                 as_given=True,  # store equivalence over any plan, not the view rules
@@ -90,17 +87,30 @@ def _run(conv: Conversation, ops: list[tuple[str, int]]) -> None:
             entry = conv.view[arg % size]
             if entry.kind == "message":
                 revision = ContentRevision(message_id=entry.entry_id, content=[{"text": f"cut {n}"}])
-                conv.apply_plan(
-                    lambda v, r=revision: ReductionPlan(strategy="trim", revisions=(r,)), trigger="reactive"
-                )
+                conv.apply_plan(partial(_revise, revision), trigger="reactive")
         elif name == "call":
             conv.before_model_call()
         elif name == "state":
             conv.set_agent_state({"step": arg, "nested": {"k": [arg]}})
 
 
+def _evict(victim: str, view: View) -> ReductionPlan:
+    return ReductionPlan(strategy="w", evict=(victim,))
+
+
+def _summarize(count: int, text: str, view: View) -> ReductionPlan:
+    return ReductionPlan(
+        strategy="summarizing", summary=SummaryDraft(content=text, summarizer="t", replaces=tuple(view.ids[:count]))
+    )
+
+
+def _revise(revision: ContentRevision, view: View) -> ReductionPlan:
+    return ReductionPlan(strategy="trim", revisions=(revision,))
+
+
 def _without(record: Any, *names: str) -> dict[str, Any]:
-    return record.model_dump(exclude=set(names))
+    dumped: dict[str, Any] = record.model_dump(exclude=set(names))
+    return dumped
 
 
 def _compare(memory: MemoryStore, redis_store: RedisStore, sid: str) -> None:

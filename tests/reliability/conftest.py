@@ -1,7 +1,7 @@
 """Fixtures of the reliability suite: durable servers it may crash, and a figures report.
 
-``CONTEXTLEDGER_SOAK=1`` runs the long mode (100 kills per backend instead of 20, more
-examples and rounds); the default mode stays within a few minutes on two cores.
+``CONTEXTLEDGER_SOAK=1`` runs the long mode (100 kills per backend instead of 8, more
+examples, rounds and appends); the default mode stays well under three minutes.
 Every figure a test measures is printed in pytest's terminal summary (and recorded in
 RELIABILITY.md).
 """

@@ -29,7 +29,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter
 from tests.reliability.conftest import SOAK, Report
 
-EXAMPLES = 400 if SOAK else 60
+EXAMPLES = 400 if SOAK else 30
 
 NASTY = [
     "",

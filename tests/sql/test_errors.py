@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from contextledger import Changeset, Ledger, Message, ViewEntry
+from contextledger import Changeset, Ledger, Message, ReductionPlan, ViewEntry
 from contextledger.conversation import Conversation
 from contextledger.errors import (
     ConfigurationError,
@@ -153,7 +153,7 @@ def test_bad_changesets_lose_nothing(sql_store: SQLStore) -> None:
             agent_id="a",
             expected_version=v,
             appends=(new,),
-            revisions=({"message_id": "nope", "content": [{"text": "x"}]},),  # type: ignore[arg-type]
+            revisions=({"message_id": "nope", "content": [{"text": "x"}]},),
             reduction=_reduction(),
         ),
         # a summary replacing an evicted entry
@@ -182,9 +182,7 @@ def test_bad_changesets_lose_nothing(sql_store: SQLStore) -> None:
     assert len(sql_store.reductions("s")) == 1
 
 
-def _plan_evict(entry_id: str) -> object:
-    from contextledger import ReductionPlan
-
+def _plan_evict(entry_id: str) -> ReductionPlan:
     return ReductionPlan(strategy="w", evict=(entry_id,))
 
 

@@ -37,7 +37,7 @@ class Mirror:
         return self.reference.load(session_id, agent_id)
 
     def commit(self, changeset: Changeset) -> int:
-        outcomes = []
+        outcomes: list[int | type[ContextLedgerError]] = []
         for target in (self.reference, self.store):
             try:
                 outcomes.append(target.commit(changeset))

@@ -128,7 +128,7 @@ def test_delete_session_removes_every_row_and_only_that_session(sql_store: SQLSt
             conversation.apply_plan(
                 lambda v: ReductionPlan(
                     strategy="w",
-                    revisions=({"message_id": v.ids[-1], "content": [{"text": "cut"}]},),  # type: ignore[arg-type]
+                    revisions=({"message_id": v.ids[-1], "content": [{"text": "cut"}]},),
                 ),
                 trigger="reactive",
             )

@@ -43,7 +43,7 @@ def _write_as_0001(url: str) -> list[Message]:
                     created_at=WHEN,
                     updated_at=WHEN,
                 )
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
             for seq, message in enumerate(messages):
                 values = entry_values(ViewEntry(entry_id=message.message_id, seq=seq, message=message, tokens=5))
                 evicted = seq == 1

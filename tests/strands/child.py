@@ -19,8 +19,8 @@ from strands.session.file_session_manager import FileSessionManager
 from strands.session.session_manager import SessionManager
 
 from contextledger.integrations.strands import LedgerSessionManager
+from contextledger.integrations.strands.scripted import CallTool, Reply, Step
 from tests.strands.scenarios import MANAGERS, build_agent, dumps, model_of, remember, snapshot
-from tests.strands.scripted_model import CallTool, Reply, Step
 
 CRASH_EXIT = 17
 

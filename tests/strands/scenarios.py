@@ -23,8 +23,8 @@ from strands.hooks import (
 from strands.session.session_manager import SessionManager
 from strands.types.exceptions import ContextWindowOverflowException
 
+from contextledger.integrations.strands.scripted import CallTool, Overflow, Reply, ScriptedModel, Step
 from contextledger.messages import decode_blocks, encode_blocks
-from tests.strands.scripted_model import CallTool, Overflow, Reply, ScriptedModel, Step
 
 CONTEXT_WINDOW = 4000
 THRESHOLD = 0.7

@@ -17,10 +17,10 @@ from contextledger.integrations.strands import (
     StrandsReductionFailed,
     pin_message_tool,
 )
+from contextledger.integrations.strands.scripted import CallTool, Overflow, Reply, Step
 from contextledger.ledger import Ledger
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from tests.strands.scenarios import build_agent, lookup, model_of, play, remember
-from tests.strands.scripted_model import CallTool, Overflow, Reply, Step
 
 TOOLS = (lookup, remember, pin_message_tool)
 

@@ -110,3 +110,36 @@ def test_a_crash_during_the_model_call_keeps_the_prompt_and_loses_only_that_call
         texts = [e.message.plain_text for e in conversation.view]
         assert texts == [*child["committed"], "the question it died on"]
         assert conversation.model_call_count == 2  # the two answered calls; the fatal one was never counted
+
+
+def test_with_the_adapter_a_plain_turn_is_two_commits_too(memory_ledger: Ledger) -> None:
+    from contextledger import SlidingWindowConversationManager as LedgerSlidingWindow
+    from contextledger.integrations.strands import StrandsConversationManager
+
+    spy = CommitSpy(memory_ledger)
+    agent = Agent(
+        model=ScriptedModel(),
+        callback_handler=None,
+        session_manager=LedgerSessionManager("s", ledger=memory_ledger),
+        conversation_manager=StrandsConversationManager(LedgerSlidingWindow(window_size=4)),
+    )
+    spy.take()
+    for turn in range(5):
+        agent.model.extend([f"answer {turn}"])  # type: ignore[attr-defined]
+        agent(f"question {turn}")
+        prompt, answer = spy.take()
+        assert _texts(prompt) == [f"question {turn}"]
+        assert prompt.model_call_count is None
+        # the answer carries the model-call count and the end-of-invocation reduction
+        assert _texts(answer) == [f"answer {turn}"]
+        assert answer.model_call_count == turn + 1
+        if turn >= 2:
+            assert answer.reduction is not None
+            assert answer.reduction.trigger == "end_of_invocation"
+            assert len(answer.evict) == 2
+        else:
+            assert answer.reduction is None
+    conversation = memory_ledger.conversation("s")
+    assert conversation.model_call_count == 5
+    assert [e.message.plain_text for e in conversation.view] == [m["content"][0]["text"] for m in agent.messages]
+    assert len(agent.messages) == 4

@@ -26,11 +26,11 @@ from strands.session.file_session_manager import FileSessionManager
 from strands.session.session_manager import SessionManager
 
 from contextledger.integrations.strands import LedgerSessionManager
+from contextledger.integrations.strands.scripted import CallTool, Overflow, ProviderValidationError, Reply, Step
 from contextledger.ledger import Ledger
 from tests.strands.child import CRASH_EXIT
 from tests.strands.conftest import run_child
 from tests.strands.scenarios import build_agent, model_of
-from tests.strands.scripted_model import CallTool, Overflow, ProviderValidationError, Reply, Step
 
 Run = Sequence[tuple[str, list[Step]]]
 

@@ -15,10 +15,10 @@ from strands.types.content import Message
 
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, InvalidMessage
 from contextledger.integrations.strands import LedgerSessionManager
+from contextledger.integrations.strands.scripted import CallTool, Reply, Step
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.stores.base import LedgerStore
 from tests.strands.scenarios import build_agent, model_of, play
-from tests.strands.scripted_model import CallTool, Reply, Step
 
 
 def test_default_is_the_embedded_sqlite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -203,8 +203,8 @@ def page(browser: Any, server: Server) -> Iterator[Any]:
     """A fresh page 1400 px wide that records every request it makes."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.requested = []  # type: ignore[attr-defined]
-    page.on("request", lambda request: page.requested.append(request.url))  # type: ignore[attr-defined]
+    page.requested = []
+    page.on("request", lambda request: page.requested.append(request.url))
     yield page
     context.close()
 

@@ -38,12 +38,12 @@ def test_metadata_license_classifiers_urls_extras_bounds(wheel: zipfile.ZipFile)
     assert meta["License-Expression"] == "Apache-2.0"
     assert "Apache License" in (ROOT / "LICENSE").read_text()
     assert "Version 2.0" in (ROOT / "LICENSE").read_text()
-    classifiers = meta.get_all("Classifier")
+    classifiers = meta.get_all("Classifier") or []
     assert "Typing :: Typed" in classifiers
     assert any(c.startswith("Programming Language :: Python :: 3.11") for c in classifiers)
-    assert {u.split(",")[0] for u in meta.get_all("Project-URL")} >= {"Homepage", "Source", "Issues"}
-    assert "web" in meta.get_all("Provides-Extra")
-    requires = meta.get_all("Requires-Dist")
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Source", "Issues"}
+    assert "web" in (meta.get_all("Provides-Extra") or [])
+    requires = meta.get_all("Requires-Dist") or []
     for name in ("typer", "rich"):
         (spec,) = [r for r in requires if r.startswith(name) and "extra" not in r]
         assert "<" in spec, f"{name} needs an upper bound: {spec}"
@@ -53,7 +53,7 @@ def test_metadata_license_classifiers_urls_extras_bounds(wheel: zipfile.ZipFile)
 
 def test_assets_fetch_nothing_from_elsewhere() -> None:
     web = files("contextledger.web")
-    texts = [p.read_text() for folder in ("templates", "static") for p in (web / folder).iterdir()]  # type: ignore[attr-defined]
+    texts = [p.read_text() for folder in ("templates", "static") for p in (web / folder).iterdir()]
     for text in texts:
         assert not re.search(r"(src|href)=\"(https?:)?//", text)
         assert "@import" not in text

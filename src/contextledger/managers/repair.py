@@ -10,6 +10,7 @@ changeset, recorded as a ``restore``/``tool_pair_repair`` reduction.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,7 +18,10 @@ from contextledger.changeset import ContentRevision, Edit, ReductionPlan
 from contextledger.messages import Message
 from contextledger.view import View
 
-__all__ = ["INTERRUPTED_TOOL_TEXT", "REPAIR_STRATEGY", "needs_repair", "plan_repair", "with_repair"]
+__all__ = ["INTERRUPTED_TOOL_TEXT", "REPAIR_STRATEGY", "log_repair", "needs_repair", "plan_repair", "with_repair"]
+
+# The conversation writes this line; applications filter on its logger's name.
+logger = logging.getLogger("contextledger.conversation")
 
 INTERRUPTED_TOOL_TEXT = "Tool execution was interrupted before it returned a result."
 
@@ -101,6 +105,15 @@ def with_repair(view: View, edit: Edit) -> Edit:
             "pin_source": edit.pin_source,
             "agent_state": edit.agent_state,
         }
+    )
+
+
+def log_repair(session_id: str, agent_id: str) -> None:
+    """Warn that a write also repairs a conversation a crash left mid-tool."""
+    logger.warning(
+        "session_id=<%s>, agent_id=<%s> | conversation was interrupted mid-tool; repaired in this write",
+        session_id,
+        agent_id,
     )
 
 

@@ -40,6 +40,11 @@ class StrandsConversationManager(StrandsManagerBase):
     * at the end of each invocation :meth:`apply_management` runs its
       ``end_of_invocation`` management.
 
+    A plain turn is two commits: the prompt, then the answer together with the
+    model-call count and the end-of-invocation reduction (planned on the view that holds
+    the answer). A crash during the model call loses that call's count, never the prompt;
+    a reduction made before a model call is committed at once, carrying the count.
+
     With a :class:`~contextledger.integrations.strands.LedgerSessionManager` on the agent
     the adapter works on that session's conversation, so every reduction is committed
     atomically and restored exactly. Without one it keeps the conversation in ``ledger``

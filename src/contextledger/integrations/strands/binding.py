@@ -15,6 +15,14 @@ standalone :class:`~contextledger.integrations.strands.StrandsConversationManage
 
 Every public method takes the binding's lock (then the conversation's), so the session
 manager can be called from Strands' worker threads.
+
+Why one module of about 550 lines: the pure parts already live beside it (the diff in
+:mod:`~contextledger.integrations.strands.diff`, conversion in ``convert``, Strands
+internals in ``_compat``, the state in ``state``). What is left -- restore, sync, the
+model-call cycle and the adapter's reductions -- shares the binding's lock and one
+turn's state (uncounted model calls, the counted edit, the synced shape, a pending
+overflow), and each part calls the others mid-turn; split into mixins they would share
+private state across modules without becoming easier to read.
 """
 
 from __future__ import annotations
@@ -243,6 +251,27 @@ class AgentBinding:
             InvalidMessage: A message of the agent is not a valid Strands message.
         """
         with self.lock:
+            build, shape = self._sync_builder(agent, trigger, error=error, force=force)
+            if self._uncounted and self._counted_edit is None:
+                if build(self.conversation.view) is None:
+                    self._synced_shape = shape
+                    return None  # nothing to write: the count waits for the next commit
+                reduction = self._commit_counted(build)
+            else:
+                reduction = self.conversation.edit(build)
+            self._synced(shape)
+            return reduction
+
+    def _synced(self, shape: list[tuple[int, int]]) -> None:
+        self._synced_shape = shape
+        if self.conversation.repair and not needs_repair(self.conversation.view):
+            self.conversation.repair = False  # committed: this conversation needs no more
+
+    def _sync_builder(
+        self, agent: Agent, trigger: Trigger, *, error: BaseException | None = None, force: bool = False
+    ) -> tuple[Callable[[View], Edit | None], list[tuple[int, int]]]:
+        """What a sync of ``agent`` would write, as a builder for a view, and the shape it syncs."""
+        with self.lock:
             self._agent = weakref.ref(agent)
             self._capture(agent)
             stateful = agent.model.stateful
@@ -284,18 +313,7 @@ class AgentBinding:
                     agent_state=agent_state if changed_state else None,
                 )
 
-            shape = _shape(messages)
-            if self._uncounted and self._counted_edit is None:
-                if build(self.conversation.view) is None:
-                    self._synced_shape = shape
-                    return None  # nothing to write: the count waits for the next commit
-                reduction = self._commit_counted(build)
-            else:
-                reduction = self.conversation.edit(build)
-            self._synced_shape = shape
-            if self.conversation.repair and not needs_repair(self.conversation.view):
-                self.conversation.repair = False  # committed: this conversation needs no more
-            return reduction
+            return build, _shape(messages)
 
     def _commit_counted(self, build: Callable[[View], Edit | None]) -> Reduction | None:
         """Commit ``build``'s edit together with one uncounted model call.
@@ -372,9 +390,11 @@ class AgentBinding:
                 return
             self._before_call_trigger = trigger
             try:
+                # The count rides with the next message's commit (two commits per plain turn).
                 self.conversation.before_model_call(
                     projected_input_tokens=event.projected_input_tokens,
                     context_window_limit=agent.model.context_window_limit,
+                    defer_count=True,
                 )
             finally:
                 self._before_call_trigger = None
@@ -463,10 +483,15 @@ class AgentBinding:
             self.reconcile(agent)
 
     def manage(self, agent: Agent) -> None:
-        """End-of-invocation management through the ledger, written back to the agent."""
+        """End-of-invocation management through the ledger, written back to the agent.
+
+        The final answer (and the pending model-call count) commit together with the
+        end-of-invocation reduction, planned on the view that holds the answer.
+        """
         with self.lock:
-            self.sync(agent, "manual")
-            self.conversation.after_invocation()
+            build, shape = self._sync_builder(agent, "manual")
+            self.conversation.after_invocation(pending=build)
+            self._synced(shape)
             self.reconcile(agent)
 
     def reconcile(self, agent: Agent) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -130,30 +131,25 @@ class LedgerSessionManager(SessionManager):
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         """Subscribe to the agent's lifecycle (every callback routes to the agent's binding)."""
         registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent))
-        registry.add_callback(BeforeInvocationEvent, self._before_invocation)
+        registry.add_callback(BeforeInvocationEvent, lambda e: self.binding(e.agent.agent_id).before_invocation())
         registry.add_callback(MessageAddedEvent, lambda event: self.append_message(event.message, event.agent))
-        registry.add_callback(BeforeModelCallEvent, self._before_model_call_first, order=HookOrder.SDK_FIRST)
-        registry.add_callback(BeforeModelCallEvent, self._before_model_call_last, order=HookOrder.SDK_LAST)
-        registry.add_callback(AfterModelCallEvent, self._after_model_call)
-        registry.add_callback(AfterInvocationEvent, self._after_invocation)
+        registry.add_callback(
+            BeforeModelCallEvent,
+            lambda e: self.binding(e.agent.agent_id).before_model_call_first(e.agent, e),
+            order=HookOrder.SDK_FIRST,
+        )
+        registry.add_callback(
+            BeforeModelCallEvent,
+            lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e),
+            order=HookOrder.SDK_LAST,
+        )
+        registry.add_callback(
+            AfterModelCallEvent, lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e)
+        )
+        registry.add_callback(AfterInvocationEvent, lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
         registry.add_callback(MultiAgentInitializedEvent, lambda event: self.initialize_multi_agent(event.source))
         registry.add_callback(AfterNodeCallEvent, lambda event: self.sync_multi_agent(event.source))
         registry.add_callback(AfterMultiAgentInvocationEvent, lambda event: self.sync_multi_agent(event.source))
-
-    def _before_invocation(self, event: BeforeInvocationEvent) -> None:
-        self.binding(event.agent.agent_id).before_invocation()
-
-    def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
-        self.binding(event.agent.agent_id).before_model_call_first(event.agent, event)
-
-    def _before_model_call_last(self, event: BeforeModelCallEvent) -> None:
-        self.binding(event.agent.agent_id).before_model_call_last(event.agent, event)
-
-    def _after_model_call(self, event: AfterModelCallEvent) -> None:
-        self.binding(event.agent.agent_id).after_model_call(event.agent, event)
-
-    def _after_invocation(self, event: AfterInvocationEvent) -> None:
-        self.binding(event.agent.agent_id).after_invocation(event.agent)
 
     # -- SessionManager ----------------------------------------------------------------------
 
@@ -175,14 +171,14 @@ class LedgerSessionManager(SessionManager):
         cm = agent.conversation_manager
         adapter = cm if isinstance(cm, StrandsConversationManager) else None
         with self._lock:
-            current = self._bindings.get(agent.agent_id)
-            if current is not None:
-                bound = current.agent()
-                if bound is not None and bound is not agent:
-                    raise ConfigurationError(
-                        f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r};"
-                        " each agent of a session needs its own agent_id"
-                    )
+            _claim(
+                self._bindings.get(agent.agent_id),
+                agent,
+                lambda _bound: (
+                    f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r};"
+                    " each agent of a session needs its own agent_id"
+                ),
+            )
             binding = AgentBinding(
                 self.ledger,
                 self.session_id,
@@ -229,14 +225,14 @@ class LedgerSessionManager(SessionManager):
         """
         binding = MultiAgentBinding(self.ledger, self.session_id, source)
         with self._lock:
-            current = self._multi_agents.get(binding.orchestrator_id)
-            if current is not None:
-                bound = current.source()
-                if bound is not None and bound is not source:
-                    raise ConfigurationError(
-                        f"a {type(bound).__name__} with id {binding.orchestrator_id!r} is already bound in session"
-                        f" {self.session_id!r}; give each orchestrator of a session its own id"
-                    )
+            _claim(
+                self._multi_agents.get(binding.orchestrator_id),
+                source,
+                lambda bound: (
+                    f"a {type(bound).__name__} with id {binding.orchestrator_id!r} is already bound in"
+                    f" session {self.session_id!r}; give each orchestrator of a session its own id"
+                ),
+            )
             self._multi_agents[binding.orchestrator_id] = binding
         binding.restore(source)
 
@@ -290,3 +286,16 @@ class LedgerSessionManager(SessionManager):
     ) -> None:
         """Close the ledger if this manager opened it."""
         self.close()
+
+
+def _claim(current: AgentBinding | MultiAgentBinding | None, claimant: object, taken: Callable[[object], str]) -> None:
+    """Refuse to bind ``claimant`` where another live agent or orchestrator is bound.
+
+    Raises:
+        ConfigurationError: ``current`` is bound to another object that is still alive.
+    """
+    if current is None:
+        return
+    bound = current.agent() if isinstance(current, AgentBinding) else current.source()
+    if bound is not None and bound is not claimant:
+        raise ConfigurationError(taken(bound))

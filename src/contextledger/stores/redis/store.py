@@ -5,28 +5,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from redis import Redis
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import (
-    ClusterDownError,
     RedisClusterException,
     RedisError,
     ResponseError,
-    SlotNotCoveredError,
 )
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contextledger.changeset import Changeset
 from contextledger.errors import (
     ConcurrencyConflict,
     ConfigurationError,
-    ContextLedgerError,
-    CorruptRecord,
     DuplicateEntry,
     EntryNotFound,
     InvalidLedgerURL,
@@ -35,19 +28,11 @@ from contextledger.errors import (
     StoreUnavailable,
 )
 from contextledger.records import (
-    Eviction,
-    HistoryEntry,
-    PinEvent,
-    Reduction,
-    Revision,
     SessionInfo,
     Snapshot,
-    SummaryEntry,
-    Trigger,
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.redis import scripts
@@ -55,41 +40,23 @@ from contextledger.stores.redis.codec import (
     MessageRow,
     commit_args,
     decode_state,
-    epoch_micros,
     flat_hash,
-    reduction_from,
-    revision_from,
     summary_from,
     text,
 )
-from contextledger.stores.redis.events import pin_event_from, tail_args
+from contextledger.stores.redis.connect import UNAVAILABLE, RedisClient, connect, mask_password, one_line, translated
+from contextledger.stores.redis.events import tail_args
+from contextledger.stores.redis.index import most_recent, relist_recreated, session_infos
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
-from contextledger.urls import mask, mask_text, parse_redis
+from contextledger.stores.redis.queries import RedisQueries
+from contextledger.urls import mask, parse_redis
 
 __all__ = ["RedisStore", "mask_password"]
 
 logger = logging.getLogger(__name__)
 
-RedisClient = Redis | RedisCluster
 
-_UNAVAILABLE: tuple[type[BaseException], ...] = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    ClusterDownError,
-    SlotNotCoveredError,
-)
-
-
-def mask_password(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***`` (see :func:`contextledger.urls.mask`)."""
-    return mask(url)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-class RedisStore:
+class RedisStore(RedisQueries):
     """A :class:`~contextledger.stores.base.LedgerStore` on Redis 7 or Redis Cluster.
 
     Layout and atomicity: every key of one conversation shares one hash tag (see
@@ -100,26 +67,9 @@ class RedisStore:
     its cost is O(window) whatever the evicted history.
 
     Session indexes: ``sessions()``, ``agents()``, ``delete_session()`` and the
-    cross-agent queries use index keys beside the conversations. On a single server the
-    commit script updates them in the same atomic step: the session's agent set and the
-    sorted set of sessions by last update. On Cluster the ordering index is split by hash
-    slot: the script updates the sorted set of its *own* slot (a key whose hash tag maps
-    to the conversation's slot), so an append is still that one script, one round trip,
-    and the order of sessions is exact; :meth:`sessions` merges the sets of the slots in
-    use. Only two index keys are written outside the script, and only when a conversation
-    is created (its first commit costs those extra round trips): the session's agent set,
-    and the set of slots that hold an ordering index (at most 16,384 slot numbers; never
-    shrunk). Both get an idempotent ``SADD`` before the first commit, and the agent set
-    another one after it.
-
-    That is safe because an index is never the source of truth for a conversation -- its
-    keys are. An agent set may at worst list an agent whose creating commit failed
-    (filtered out on read), and it never misses a conversation that exists, so
-    ``delete_session`` finds every key to remove. Against a deletion racing with the
-    creation of a new agent's conversation in the same session: the deletion removes
-    only the agents it read and re-lists any whose conversation exists again after its
-    keys were removed, and the creator lists its agent again after its commit, so a
-    conversation that outlives the deletion stays listed.
+    cross-agent queries use index keys beside the conversations, updated by the commit
+    script itself except when a conversation is created on Cluster; why that is safe is
+    told in :mod:`contextledger.stores.redis.index`.
 
     Errors: connection failures raise :class:`~contextledger.errors.StoreUnavailable`
     naming host:port, every other driver error :class:`~contextledger.errors.StoreError`,
@@ -178,30 +128,8 @@ class RedisStore:
             ConfigurationError: ``key_prefix`` is empty or holds braces.
             StoreUnavailable: The server (or no cluster node) did not answer.
         """
-        parsed = parse_redis(url)
         check_prefix(key_prefix)
-        driver_url = parsed.driver_url
-        options["decode_responses"] = False
-        options.setdefault("socket_connect_timeout", 5.0)
-        endpoint = parsed.endpoint
-        try:
-            client: RedisClient
-            if parsed.cluster:
-                client = RedisCluster.from_url(driver_url, **options)
-            else:
-                client = Redis.from_url(driver_url, **options)
-            client.ping()
-        except (RedisError, RedisClusterException) as exc:
-            raise StoreUnavailable(f"cannot reach Redis at {endpoint}: {mask_text(_one_line(exc), url)}") from exc
-        except ValueError as exc:  # redis-py rejects malformed URLs this way
-            raise InvalidLedgerURL(f"invalid Redis URL {parsed.masked!r}: {mask_text(str(exc), url)}") from None
-        except TypeError as exc:  # an option the client does not know
-            raise ConfigurationError(f"unsupported Redis store option: {exc}") from exc
-        logger.info(
-            "url=<%s>, cluster=<%s> | connected redis ledger store",
-            parsed.masked,
-            isinstance(client, RedisCluster),
-        )
+        client = connect(url, **options)
         try:
             return cls(client, key_prefix=key_prefix, url=url)
         except BaseException:
@@ -215,21 +143,8 @@ class RedisStore:
 
     @contextmanager
     def _driver(self, action: str) -> Iterator[None]:
-        try:
-            with self._gate.call():
-                yield
-        except ContextLedgerError:
-            raise
-        except _UNAVAILABLE as exc:
-            raise StoreUnavailable(f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}") from exc
-        except RedisClusterException as exc:
-            if "cannot be connected" in str(exc):  # no node answered while rediscovering the cluster
-                raise StoreUnavailable(
-                    f"Redis at {self._endpoint} is unavailable ({action}): {_one_line(exc)}"
-                ) from exc
-            raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
-        except RedisError as exc:
-            raise StoreError(f"Redis at {self._endpoint} failed ({action}): {_one_line(exc)}") from exc
+        with self._gate.call(), translated(self._endpoint, action):
+            yield
 
     def _conversation(self, session_id: str, agent_id: str) -> ConversationKeys:
         return ConversationKeys.of(self.key_prefix, session_id, agent_id)
@@ -279,101 +194,6 @@ class RedisStore:
                 )
         return Snapshot(state=state, entries=tuple(entries))
 
-    def _rows(
-        self, records: dict[str, bytes], contents: dict[str, bytes], mut: dict[str, bytes], where: str
-    ) -> list[MessageRow]:
-        rows = []
-        for entry_id, record in records.items():
-            content = contents.get(entry_id)
-            if content is None:
-                raise StoreError(f"entry {entry_id} has no stored content")
-            rows.append(MessageRow.decode(entry_id, record, content, mut, where))
-        return sorted(rows, key=lambda r: r.seq)
-
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order (reads the whole ledger: O(history))."""
-        keys = self._conversation(session_id, agent_id)
-        with self._driver("history"):
-            records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
-        rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)
-        return [r.history_entry(session_id, agent_id) for r in rows if include_evicted or r.evicted_by is None]
-
-    def _agent_ids(self, session_id: str, agent_id: str | None) -> list[str]:
-        return [agent_id] if agent_id is not None else self.agents(session_id)
-
-    def evictions(
-        self,
-        session_id: str,
-        agent_id: str | None = None,
-        *,
-        trigger: Trigger | None = None,
-        since: datetime | None = None,
-    ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them."""
-        out: list[Eviction] = []
-        for aid in self._agent_ids(session_id, agent_id):
-            keys = self._conversation(session_id, aid)
-            with self._driver("evictions"):
-                records, contents, mut_raw, sums, reds = self._snapshot(
-                    [keys.msg, keys.content, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
-                )
-            mut = flat_hash(mut_raw)
-            reductions = {r.reduction_id: r for r in (reduction_from(raw, keys.red) for raw in reds)}
-            summaries = _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
-            evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
-            candidates = [
-                EvictedCandidate(r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
-                for r in self._rows(evicted_records, flat_hash(contents), mut, keys.msg)
-            ]
-            candidates += [
-                EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
-                for s in summaries
-                if s.status == "evicted"
-            ]
-            out += assemble_evictions(session_id, aid, candidates, reductions, summaries, trigger=trigger, since=since)
-        return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
-
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
-        out: list[Reduction] = []
-        for aid in self._agent_ids(session_id, agent_id):
-            keys = self._conversation(session_id, aid)
-            with self._driver("reductions"):
-                (reds,) = self._snapshot([keys.red], ["l"])
-            out += [reduction_from(raw, keys.red) for raw in reds]
-        return sorted(out, key=lambda r: r.created_at)
-
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """All summaries, superseded included, oldest first."""
-        out: list[SummaryEntry] = []
-        for aid in self._agent_ids(session_id, agent_id):
-            keys = self._conversation(session_id, aid)
-            with self._driver("summaries"):
-                sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
-            mut = flat_hash(mut_raw)
-            out += _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
-        return sorted(out, key=lambda s: s.created_at)
-
-    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
-        """Original contents kept by revisions, oldest first."""
-        keys = self._conversation(session_id, agent_id)
-        with self._driver("revisions"):
-            (rows,) = self._snapshot([keys.rev], ["l"])
-        revisions = [revision_from(raw, keys.rev) for raw in rows]
-        return [r for r in revisions if message_id is None or r.message_id == message_id]
-
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or one agent), in commit order."""
-        events: list[tuple[datetime, str, int, PinEvent]] = []
-        for aid in self._agent_ids(session_id, agent_id):
-            keys = self._conversation(session_id, aid)
-            with self._driver("pin_history"):
-                (rows,) = self._snapshot([keys.pins], ["l"])
-            for n, raw in enumerate(rows):
-                event = pin_event_from(raw, session_id, aid)
-                events.append((event.at, aid, n, event))
-        return [e for *_, e in sorted(events, key=lambda t: t[:3])]
-
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session (index entries checked against the data)."""
         with self._driver("agents"):
@@ -412,93 +232,14 @@ class RedisStore:
                 index_keys = [SessionKeys.index(self.key_prefix)]
             depth = wanted
             while True:
-                ranked = self._most_recent(index_keys, depth)
-                found = self._session_infos(ranked)
+                ranked = most_recent(self._client, index_keys, depth)
+                found = session_infos(self._client, self.key_prefix, ranked)
                 # a listed session without conversations (deleted meanwhile) is skipped:
                 # read deeper until the page is full or the indexes are exhausted
                 if len(found) >= wanted or len(ranked) < depth:
                     break
                 depth += wanted - len(found)
         return found[offset:wanted]
-
-    def _most_recent(self, index_keys: Sequence[str], n: int) -> list[str]:
-        """The ``n`` most recently updated session ids over sorted sets of sessions.
-
-        A session in several sets (agents in several slots) ranks by its latest score.
-        Each set is read from the top, in rounds, until what it has not yet returned
-        scores below the ``n``-th best session found: no such entry can change the answer.
-        """
-        best: dict[bytes, float] = {}
-        read = dict.fromkeys(index_keys, 0)
-        pending = list(index_keys)
-        batch = min(n, max(4, -(-2 * n // max(len(index_keys), 1))))
-        ranked: list[tuple[bytes, float]] = []
-        while pending:
-            pipe = self._client.pipeline(transaction=False)
-            for key in pending:
-                pipe.zrevrange(key, read[key], read[key] + batch - 1, withscores=True)
-            last: dict[str, float] = {}
-            for key, page in zip(pending, pipe.execute(), strict=True):
-                read[key] += len(page)
-                for member, score in page:
-                    best[member] = max(best.get(member, score), score)
-                if len(page) == batch:  # it may hold more
-                    last[key] = page[-1][1]
-            # ties order as ZREVRANGE orders them: by member, descending
-            ranked = sorted(best.items(), key=lambda item: (item[1], item[0]), reverse=True)
-            threshold = ranked[n - 1][1] if len(ranked) >= n else float("-inf")
-            pending = [key for key, score in last.items() if score >= threshold]
-            batch = min(batch * 2, n)
-        return [text(member) for member, _ in ranked[:n]]
-
-    def _session_infos(self, session_ids: list[str]) -> list[SessionInfo]:
-        pipe = self._client.pipeline(transaction=False)
-        for sid in session_ids:
-            pipe.smembers(SessionKeys.of(self.key_prefix, sid).agents)
-        agent_sets = pipe.execute()
-        pairs = [
-            (sid, aid)
-            for sid, members in zip(session_ids, agent_sets, strict=True)
-            for aid in sorted(text(m) for m in members)
-        ]
-        pipe = self._client.pipeline(transaction=False)
-        for sid, aid in pairs:
-            keys = self._conversation(sid, aid)
-            pipe.hgetall(keys.state)
-            pipe.zcard(keys.active)
-            pipe.hlen(keys.msg)
-            pipe.hlen(keys.sum)
-        replies = pipe.execute()
-        by_session: dict[str, list[tuple[str, datetime, datetime, int, int, bool]]] = {}
-        for n, (sid, aid) in enumerate(pairs):
-            state_raw, active, messages, summaries = replies[4 * n : 4 * n + 4]
-            if not state_raw:
-                continue
-            keys = self._conversation(sid, aid)
-            try:
-                state = decode_state(sid, aid, {text(k): v for k, v in state_raw.items()}, keys.state)
-                created, updated, damaged = state.created_at, state.updated_at, False
-            except CorruptRecord as exc:
-                # One damaged conversation must not hide the others: list it, marked.
-                logger.warning("session_id=<%s>, agent_id=<%s> | %s", sid, aid, exc)
-                created = updated = datetime.fromtimestamp(0, UTC)
-                damaged = True
-            by_session.setdefault(sid, []).append(
-                (aid, created, updated, int(active), int(messages) + int(summaries), damaged)
-            )
-        return [
-            SessionInfo(
-                session_id=sid,
-                agents=tuple(c[0] for c in convs),
-                created_at=min(c[1] for c in convs if not c[5]) if not all(c[5] for c in convs) else convs[0][1],
-                updated_at=max(c[2] for c in convs),
-                active_entries=sum(c[3] for c in convs),
-                total_entries=sum(c[4] for c in convs),
-                damaged=tuple(c[0] for c in convs if c[5]),
-            )
-            for sid in session_ids
-            if (convs := by_session.get(sid))
-        ]
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -569,7 +310,7 @@ class RedisStore:
                     "session_id=<%s>, agent_id=<%s>, error=<%s> | created but could not list the agent again",
                     cs.session_id,
                     cs.agent_id,
-                    _one_line(exc),
+                    one_line(exc),
                 )
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset", cs.session_id, cs.agent_id, version
@@ -580,7 +321,7 @@ class RedisStore:
         try:
             return int(cast(int, self._commit_script(keys=keys, args=args)))
         except ResponseError as exc:
-            if isinstance(exc, _UNAVAILABLE):
+            if isinstance(exc, UNAVAILABLE):
                 raise
             code, _, detail = str(exc).partition(" ")
             if code == "CLDELETED":
@@ -636,28 +377,7 @@ class RedisStore:
     def _relist_recreated(
         self, session_id: str, index: SessionKeys, agents: list[str], conversations: list[ConversationKeys]
     ) -> None:
-        """After a deletion: list again the agent and session of any conversation that exists again."""
-        pipe = self._client.pipeline(transaction=False)
-        for keys in conversations:
-            pipe.hget(keys.state, "updated_at")
-        recreated = [
-            (aid, keys, epoch_micros(datetime.fromisoformat(text(stamp))))
-            for aid, keys, stamp in zip(agents, conversations, pipe.execute(), strict=True)
-            if stamp is not None
-        ]
-        if not recreated:
-            return
-        logger.info(
-            "session_id=<%s>, agents=<%d> | listing conversations created during the deletion",
-            session_id,
-            len(recreated),
-        )
-        pipe = self._client.pipeline(transaction=False)
-        pipe.sadd(index.agents, *(aid for aid, _, _ in recreated))
-        for _, keys, score in recreated:
-            key = SessionKeys.slot_index(self.key_prefix, keys.slot) if self._cluster else index.sessions
-            pipe.zadd(key, {session_id: score}, gt=True)
-        pipe.execute()
+        relist_recreated(self._client, self.key_prefix, self._cluster, session_id, index, agents, conversations)
 
     def close(self) -> None:
         """Refuse further calls, let running ones finish, then release the client's connections."""
@@ -667,7 +387,7 @@ class RedisStore:
         try:
             self._client.close()
         except (RedisError, RedisClusterException) as exc:
-            logger.warning("url=<%s>, error=<%s> | closing the Redis client failed", self.url, _one_line(exc))
+            logger.warning("url=<%s>, error=<%s> | closing the Redis client failed", self.url, one_line(exc))
 
 
 def _deleted(cs: Changeset) -> SessionDeleted:
@@ -675,7 +395,3 @@ def _deleted(cs: Changeset) -> SessionDeleted:
         f"session_id={cs.session_id} agent_id={cs.agent_id}: the conversation was deleted "
         f"(expected version {cs.expected_version}); it is not re-created"
     )
-
-
-def _by_creation(summaries: Iterator[SummaryEntry] | Sequence[SummaryEntry]) -> list[SummaryEntry]:
-    return sorted(summaries, key=lambda s: (s.created_at, s.seq))

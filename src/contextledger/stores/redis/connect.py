@@ -1,0 +1,106 @@
+"""Reaching Redis: opening the client, and translating its errors at the boundary.
+
+:func:`connect` opens a ``redis.Redis`` or ``redis.cluster.RedisCluster`` from a ledger
+URL (parsed and masked by :mod:`contextledger.urls`) and checks that it answers;
+:func:`translated` turns every redis-py error raised inside it into the library's
+errors: :class:`~contextledger.errors.StoreUnavailable` when the server cannot be
+reached, :class:`~contextledger.errors.StoreError` otherwise, chained to the driver's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from redis import Redis
+from redis.cluster import RedisCluster
+from redis.exceptions import (
+    ClusterDownError,
+    RedisClusterException,
+    RedisError,
+    SlotNotCoveredError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from contextledger.errors import (
+    ConfigurationError,
+    ContextLedgerError,
+    InvalidLedgerURL,
+    StoreError,
+    StoreUnavailable,
+)
+from contextledger.urls import mask, mask_text, parse_redis
+
+__all__ = ["UNAVAILABLE", "RedisClient", "connect", "mask_password", "one_line", "translated"]
+
+logger = logging.getLogger("contextledger.stores.redis.store")
+
+RedisClient = Redis | RedisCluster
+
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterDownError,
+    SlotNotCoveredError,
+)
+
+
+def mask_password(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***`` (see :func:`contextledger.urls.mask`)."""
+    return mask(url)
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc``'s message on one line (its type name when it has none)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def connect(url: str, **options: Any) -> RedisClient:
+    """A client for ``redis://``, ``rediss://`` or ``redis+cluster://host:port``, checked to answer.
+
+    ``decode_responses`` is always off (the store decodes values itself so bytes stay
+    exact); other options go to redis-py's ``from_url``.
+
+    Raises:
+        InvalidLedgerURL: The scheme is not a Redis one, or the URL is malformed.
+        ConfigurationError: An option the client does not know.
+        StoreUnavailable: The server (or no cluster node) did not answer.
+    """
+    parsed = parse_redis(url)
+    options["decode_responses"] = False
+    options.setdefault("socket_connect_timeout", 5.0)
+    try:
+        client: RedisClient
+        if parsed.cluster:
+            client = RedisCluster.from_url(parsed.driver_url, **options)
+        else:
+            client = Redis.from_url(parsed.driver_url, **options)
+        client.ping()
+    except (RedisError, RedisClusterException) as exc:
+        raise StoreUnavailable(f"cannot reach Redis at {parsed.endpoint}: {mask_text(one_line(exc), url)}") from exc
+    except ValueError as exc:  # redis-py rejects malformed URLs this way
+        raise InvalidLedgerURL(f"invalid Redis URL {parsed.masked!r}: {mask_text(str(exc), url)}") from None
+    except TypeError as exc:  # an option the client does not know
+        raise ConfigurationError(f"unsupported Redis store option: {exc}") from exc
+    logger.info("url=<%s>, cluster=<%s> | connected redis ledger store", parsed.masked, parsed.cluster)
+    return client
+
+
+@contextmanager
+def translated(endpoint: str, action: str) -> Iterator[None]:
+    """Raise the library's errors for redis-py's inside the block (``action`` names what failed)."""
+    try:
+        yield
+    except ContextLedgerError:
+        raise
+    except UNAVAILABLE as exc:
+        raise StoreUnavailable(f"Redis at {endpoint} is unavailable ({action}): {one_line(exc)}") from exc
+    except RedisClusterException as exc:
+        if "cannot be connected" in str(exc):  # no node answered while rediscovering the cluster
+            raise StoreUnavailable(f"Redis at {endpoint} is unavailable ({action}): {one_line(exc)}") from exc
+        raise StoreError(f"Redis at {endpoint} failed ({action}): {one_line(exc)}") from exc
+    except RedisError as exc:
+        raise StoreError(f"Redis at {endpoint} failed ({action}): {one_line(exc)}") from exc

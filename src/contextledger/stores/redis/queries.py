@@ -1,0 +1,145 @@
+"""The Redis ledger's queries over history: entries, evictions, reductions, summaries, revisions, pins.
+
+A mixin of :class:`~contextledger.stores.redis.store.RedisStore`: each query reads the
+keys of the conversations it names through the store's read-only snapshot script and
+decodes the rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
+:class:`~contextledger.errors.CorruptRecord` naming the key and the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+from contextledger.errors import StoreError
+from contextledger.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
+from contextledger.stores.base import EvictedCandidate, assemble_evictions
+from contextledger.stores.redis.codec import (
+    MessageRow,
+    flat_hash,
+    reduction_from,
+    revision_from,
+    summary_from,
+)
+from contextledger.stores.redis.events import pin_event_from
+from contextledger.stores.redis.keys import ConversationKeys
+
+__all__ = ["RedisQueries"]
+
+
+class RedisQueries:
+    """History queries; the store provides the driver boundary, the keys and the snapshot script."""
+
+    def _driver(self, action: str) -> AbstractContextManager[None]:
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def _conversation(self, session_id: str, agent_id: str) -> ConversationKeys:
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def agents(self, session_id: str) -> list[str]:
+        """Agent ids with a conversation in the session."""
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def _rows(
+        self, records: dict[str, bytes], contents: dict[str, bytes], mut: dict[str, bytes], where: str
+    ) -> list[MessageRow]:
+        rows = []
+        for entry_id, record in records.items():
+            content = contents.get(entry_id)
+            if content is None:
+                raise StoreError(f"entry {entry_id} has no stored content")
+            rows.append(MessageRow.decode(entry_id, record, content, mut, where))
+        return sorted(rows, key=lambda r: r.seq)
+
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """Every message entry in seq order (reads the whole ledger: O(history))."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("history"):
+            records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
+        rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)
+        return [r.history_entry(session_id, agent_id) for r in rows if include_evicted or r.evicted_by is None]
+
+    def _agent_ids(self, session_id: str, agent_id: str | None) -> list[str]:
+        return [agent_id] if agent_id is not None else self.agents(session_id)
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """Evicted entries with when, why and which summary replaced them."""
+        out: list[Eviction] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("evictions"):
+                records, contents, mut_raw, sums, reds = self._snapshot(
+                    [keys.msg, keys.content, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
+                )
+            mut = flat_hash(mut_raw)
+            reductions = {r.reduction_id: r for r in (reduction_from(raw, keys.red) for raw in reds)}
+            summaries = _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
+            evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
+            candidates = [
+                EvictedCandidate(r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
+                for r in self._rows(evicted_records, flat_hash(contents), mut, keys.msg)
+            ]
+            candidates += [
+                EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
+                for s in summaries
+                if s.status == "evicted"
+            ]
+            out += assemble_evictions(session_id, aid, candidates, reductions, summaries, trigger=trigger, since=since)
+        return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """Reductions in commit order."""
+        out: list[Reduction] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("reductions"):
+                (reds,) = self._snapshot([keys.red], ["l"])
+            out += [reduction_from(raw, keys.red) for raw in reds]
+        return sorted(out, key=lambda r: r.created_at)
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """All summaries, superseded included, oldest first."""
+        out: list[SummaryEntry] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("summaries"):
+                sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
+            mut = flat_hash(mut_raw)
+            out += _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
+        return sorted(out, key=lambda s: s.created_at)
+
+    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
+        """Original contents kept by revisions, oldest first."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("revisions"):
+            (rows,) = self._snapshot([keys.rev], ["l"])
+        revisions = [revision_from(raw, keys.rev) for raw in rows]
+        return [r for r in revisions if message_id is None or r.message_id == message_id]
+
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order."""
+        events: list[tuple[datetime, str, int, PinEvent]] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("pin_history"):
+                (rows,) = self._snapshot([keys.pins], ["l"])
+            for n, raw in enumerate(rows):
+                event = pin_event_from(raw, session_id, aid)
+                events.append((event.at, aid, n, event))
+        return [e for *_, e in sorted(events, key=lambda t: t[:3])]
+
+
+def _by_creation(summaries: Iterator[SummaryEntry] | Sequence[SummaryEntry]) -> list[SummaryEntry]:
+    return sorted(summaries, key=lambda s: (s.created_at, s.seq))
