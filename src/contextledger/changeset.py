@@ -229,6 +229,12 @@ class Changeset(BaseModel):
             is recorded as a :class:`~contextledger.records.PinEvent`.
         changeset_id: A client-generated id stored with what the changeset wrote, so a
             commit whose reply was lost is resolved by reading it back (exactly once).
+        from_call: The first model call whose input reflects this changeset: the call
+            being prepared when it commits before that call's request is sent (the
+            model-call count it announces, reductions a ``before_model_call`` requested),
+            else the next call. Stores keep it with every appended entry and pin event
+            (reductions carry it themselves) so :func:`contextledger.travel.view_at` can
+            rebuild the input of any call without a write per call.
         model_call_count / next_seq / manager_state / agent_state: New state values;
             ``None`` keeps the stored one.
     """
@@ -246,6 +252,7 @@ class Changeset(BaseModel):
     pins: dict[str, bool] = Field(default_factory=dict)
     pin_source: str = Field(default="api", min_length=1, max_length=32)
     changeset_id: str = Field(default_factory=new_id, min_length=1, max_length=64)
+    from_call: int = Field(default=0, ge=0)
     model_call_count: int | None = None
     next_seq: int | None = None
     manager_state: dict[str, Any] | None = None
@@ -326,8 +333,11 @@ def describe_error(error: BaseException | None) -> str | None:
     return None if error is None else f"{type(error).__name__}: {error}"
 
 
-def pin_edit(view: View, entry_id: str, pinned: bool, source: str) -> Edit:
+def pin_edit(view: View, entry_id: str, pinned: bool, source: str) -> Edit | None:
     """The edit pinning (or unpinning) ``entry_id`` of ``view``, as asked by ``source``.
+
+    ``None`` when the entry already is: a pin that changes nothing commits nothing and
+    records no pin event.
 
     Raises:
         PinError: ``entry_id`` is not an active message of ``view`` (summaries cannot be pinned).
@@ -335,6 +345,8 @@ def pin_edit(view: View, entry_id: str, pinned: bool, source: str) -> Edit:
     index = view.index_of(entry_id)
     if index is None or view[index].kind != "message":
         raise PinError(f"{entry_id} is not an active message of this conversation")
+    if view[index].message.pinned == pinned:
+        return None
     return Edit(pins={entry_id: pinned}, pin_source=source)
 
 
@@ -347,6 +359,7 @@ def build_changeset(
     model_call_count: int,
     count_changed: bool,
     manager_state: dict[str, Any] | None,
+    before_call: bool = False,
 ) -> tuple[Changeset, list[ViewEntry]]:
     """The changeset that applies ``edit`` to ``view`` and the view it leaves (pure).
 
@@ -359,6 +372,8 @@ def build_changeset(
             ``count_changed``).
         count_changed: Whether the changeset carries a new ``model_call_count``.
         manager_state: The manager state to commit (``None`` keeps the stored one).
+        before_call: The changeset commits while model call ``model_call_count`` is being
+            prepared (its request not sent yet), so that call sees it.
 
     Raises:
         EntryNotFound: A revision names an entry that is not an active message.
@@ -369,6 +384,16 @@ def build_changeset(
         for i, m in enumerate(edit.appends)
     )
     plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
+    # Only what commits while the call is prepared reaches it: a count deferred to ride
+    # with the answer (the Strands adapter) commits after the call, like the answer.
+    from_call = model_call_count if before_call else model_call_count + 1
+    # A pin that changes nothing is not a change: no pin event, so the pin history of an
+    # entry alternates and every event tells the state before it (time travel needs that).
+    pins = {
+        entry_id: pinned
+        for entry_id, pinned in edit.pins.items()
+        if (i := view.index_of(entry_id)) is None or view[i].message.pinned != pinned
+    }
     removed = plan.removed_ids() if plan else set()
     reduction_id = new_id()
     summary = _summary_entry(state, view, plan, reduction_id, counter, state.next_seq + len(appends))
@@ -376,7 +401,7 @@ def build_changeset(
         r.model_copy(update={"tokens": counter.count(_revised(view, r))}) for r in (plan.revisions if plan else ())
     )
     revised = {r.message_id: r for r in revisions}
-    entries = project_view(view, appends, removed, revised, edit.pins, summary)
+    entries = project_view(view, appends, removed, revised, pins, summary)
     reduction: Reduction | None = None
     if plan is not None or edit.strategy is not None:
         reduction = Reduction(
@@ -395,6 +420,8 @@ def build_changeset(
             model_call_count=model_call_count,
             error=edit.error,
             detail=plan.detail if plan else None,
+            from_call=from_call,
+            version=state.version + 1,
         )
     changeset = Changeset(
         session_id=state.session_id,
@@ -405,8 +432,9 @@ def build_changeset(
         revisions=revisions,
         summary=summary,
         reduction=reduction,
-        pins=dict(edit.pins),
+        pins=pins,
         pin_source=edit.pin_source,
+        from_call=from_call,
         model_call_count=model_call_count if count_changed else None,
         next_seq=state.next_seq + len(appends) if appends else None,
         manager_state=manager_state,

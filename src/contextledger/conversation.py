@@ -156,6 +156,7 @@ class Conversation(ModelCallCycle, ConversationPins):
         self.hooks = HookRegistry()
         self._lock = threading.RLock()
         self._pending_calls = 0
+        self._preparing_call = False  # inside before_model_call: commits reach this call's input
         self._reactive_call: int | None = None
         self._riding: Planner | None = None  # a host's pending write, committed with the next commit
         self._defer_count = False  # the pending count waits for a commit with something else in it
@@ -341,6 +342,7 @@ class Conversation(ModelCallCycle, ConversationPins):
                     model_call_count=self.model_call_count,
                     count_changed=bool(self._pending_calls),
                     manager_state=manager_state,
+                    before_call=self._preparing_call,
                 )
                 try:
                     version = self.store.commit(changeset)

@@ -20,9 +20,11 @@ __all__ = [
     "InvalidMessage",
     "InvalidPlan",
     "LedgerClosed",
+    "ModelCallNotFound",
     "NotALedger",
     "PinError",
     "ReductionFailed",
+    "ReductionNotFound",
     "SchemaOutOfDate",
     "SessionDeleted",
     "SessionNotFound",
@@ -194,3 +196,11 @@ class InvalidPlan(ContextLedgerError, ValueError):
 
 class ReductionFailed(ContextWindowOverflowError):
     """A reactive reduction was required but nothing could be reduced any further."""
+
+
+class ReductionNotFound(EntryNotFound):
+    """No reduction of the conversation has the requested id."""
+
+
+class ModelCallNotFound(ContextLedgerError, LookupError):
+    """The conversation made no model call with the requested number (calls count from 1)."""

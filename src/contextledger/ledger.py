@@ -25,6 +25,7 @@ from contextledger.records import (
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import TokenCounter
 from contextledger.urls import backend_of, mask, scheme_of
+from contextledger.view import View
 
 __all__ = ["DEFAULT_URL", "Ledger", "open_store"]
 
@@ -226,6 +227,31 @@ class Ledger:
             The pin events in commit order; empty for an unknown session.
         """
         return self.store.pin_history(session_id, agent_id)
+
+    def view_at(
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        model_call: int | None = None,
+        at: datetime | None = None,
+        reduction: str | None = None,
+    ) -> View:
+        """Exactly the view the model received at ``model_call`` (or the view at ``at``, or after ``reduction``).
+
+        Reconstructed from the rows the ledger keeps, with no write per model call; see
+        :func:`contextledger.travel.view_at` for what it reads (the active view, reduction
+        and pin rows, and the entries evicted after the cut -- never the whole history).
+
+        Raises:
+            SessionNotFound: The conversation does not exist.
+            ConfigurationError: Not exactly one of ``model_call``, ``at``, ``reduction``.
+            ModelCallNotFound: No model call ``model_call`` was made (calls count from 1).
+            ReductionNotFound: No reduction of the conversation has the id ``reduction``.
+        """
+        from contextledger.travel import view_at
+
+        return view_at(self.store, session_id, agent_id, model_call=model_call, at=at, reduction=reduction)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""

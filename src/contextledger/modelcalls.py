@@ -44,6 +44,7 @@ class ModelCallCycle(ConversationReader):
     _riding: Callable[[View], Edit | None] | None
     _defer_count: bool
     _note: str | None
+    _preparing_call: bool  # inside before_model_call: commits reach this call's input
 
     def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
         """Commit ``build(view)`` (the conversation's transaction)."""
@@ -101,12 +102,16 @@ class ModelCallCycle(ConversationReader):
         with self._lock:
             self._pending_calls += 1
             self._defer_count = defer_count
+            self._preparing_call = True
             context = self.context(projected=projected_input_tokens, limit=context_window_limit)
         try:
             return self._dispatch(BeforeModelCallEvent(context))
         finally:
-            if self._pending_calls and not defer_count:
-                self.edit(lambda _view: None)
+            try:
+                if self._pending_calls and not defer_count:
+                    self.edit(lambda _view: None)
+            finally:
+                self._preparing_call = False
 
     def after_model_call(self, error: BaseException | None = None) -> bool:
         """Fire :class:`AfterModelCallEvent`; return whether the model call should be retried.

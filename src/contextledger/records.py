@@ -133,6 +133,10 @@ class HistoryEntry(BaseModel):
     created_at: datetime
     evicted_by: str | None = None
     revision_count: int = 0
+    from_call: int = 0
+    """The first model call whose input could hold this entry (see :mod:`contextledger.travel`)."""
+    version: int = 0
+    """The conversation version the commit that appended it produced (0: written before 0.2)."""
 
 
 class SummaryEntry(BaseModel):
@@ -188,6 +192,12 @@ class Reduction(BaseModel):
     model_call_count: int = 0
     error: str | None = None
     detail: str | None = None
+    restored: tuple[str, ...] = ()
+    """Entries (messages and summaries) made active again (an ``undo`` reduction)."""
+    from_call: int = 0
+    """The first model call whose input reflects this reduction (see :mod:`contextledger.travel`)."""
+    version: int = 0
+    """The conversation version its commit produced (0: written before 0.2)."""
 
 
 class Revision(BaseModel):
@@ -274,3 +284,7 @@ class PinEvent(BaseModel):
     source: PinSource
     at: datetime
     changeset_id: str
+    from_call: int = 0
+    """The first model call whose input reflects the change (see :mod:`contextledger.travel`)."""
+    version: int = 0
+    """The conversation version its commit produced (0: written before 0.2)."""

@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 
 from contextledger import __version__
 from contextledger.cli import db, entries, importer, inspector, server
+from contextledger.cli import travel as travel_cli
 from contextledger.cli.demo import demo as demo_command
 from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
@@ -95,7 +96,7 @@ def _configure_logging(verbose: int) -> None:
 app.command("demo", epilog=EXIT_CODES_HELP)(demo_command)
 for _command in (
     inspector.sessions,
-    inspector.show,
+    travel_cli.show,
     inspector.history,
     inspector.evictions,
     inspector.summaries,

@@ -75,6 +75,13 @@ class LedgerStore(Protocol):
         """Every message entry of the conversation in seq order."""
         ...
 
+    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        Reads those rows only, whatever the length of the history (time travel uses it).
+        """
+        ...
+
     def evictions(
         self,
         session_id: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -49,6 +50,8 @@ class _Row:
     status: EntryStatus = "active"
     evicted_by: str | None = None
     revision_count: int = 0
+    from_call: int = 0
+    version: int = 0
 
 
 @dataclass
@@ -116,11 +119,42 @@ class MemoryStore:
                     created_at=r.created_at,
                     evicted_by=r.evicted_by,
                     revision_count=r.revision_count,
+                    from_call=r.from_call,
+                    version=r.version,
                 )
                 for r in conv.rows.values()
                 if include_evicted or r.status == "active"
             ]
             return sorted(out, key=lambda h: h.seq)
+
+    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+        with self._gate.call(), self._lock:
+            conv = self._data.get((session_id, agent_id))
+            if conv is None:
+                return []
+            return self._history_of(conv, session_id, agent_id, set(ids))
+
+    def _history_of(self, conv: _Conversation, session_id: str, agent_id: str, ids: set[str]) -> list[HistoryEntry]:
+        out = [
+            HistoryEntry(
+                session_id=session_id,
+                agent_id=agent_id,
+                seq=r.seq,
+                message=r.message.model_copy(deep=True),
+                status=r.status,
+                pinned=r.message.pinned,
+                tokens=r.tokens,
+                created_at=r.created_at,
+                evicted_by=r.evicted_by,
+                revision_count=r.revision_count,
+                from_call=r.from_call,
+                version=r.version,
+            )
+            for mid, r in conv.rows.items()
+            if mid in ids
+        ]
+        return sorted(out, key=lambda h: h.seq)
 
     def _conversations(self, session_id: str, agent_id: str | None) -> list[_Conversation]:
         return [
@@ -341,7 +375,12 @@ def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
     now = utcnow()
     for entry in cs.appends:
         conv.rows[entry.entry_id] = _Row(
-            seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, created_at=now
+            seq=entry.seq,
+            message=entry.message.stored_copy(),
+            tokens=entry.tokens,
+            created_at=now,
+            from_call=cs.from_call,
+            version=cs.new_version,
         )
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]
@@ -355,6 +394,8 @@ def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
                 source=cs.pin_source,
                 at=now,
                 changeset_id=cs.changeset_id,
+                from_call=cs.from_call,
+                version=cs.new_version,
             )
         )
     reduction_id = cs.reduction.reduction_id if cs.reduction else None

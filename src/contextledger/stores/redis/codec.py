@@ -119,7 +119,9 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
     for entry in cs.appends:
         record = entry.message.to_record()
         content = record.pop("content")
-        record.update(seq=entry.seq, tokens=entry.tokens, created_at=stamp)
+        record.update(
+            seq=entry.seq, tokens=entry.tokens, created_at=stamp, from_call=cs.from_call, version=cs.new_version
+        )
         args += [
             _check_id("entry id", entry.entry_id),
             str(view_score(entry.seq, summary=False)),
@@ -196,6 +198,8 @@ class MessageRow:
     created_at: datetime
     evicted_by: str | None
     revision_count: int
+    from_call: int = 0
+    version: int = 0
 
     @classmethod
     def decode(
@@ -231,6 +235,8 @@ class MessageRow:
             created_at=datetime.fromisoformat(base["created_at"]),
             evicted_by=text(evicted_by) if evicted_by is not None else None,
             revision_count=int(mut.get(f"r|{entry_id}", b"0")),
+            from_call=int(base.get("from_call", 0)),
+            version=int(base.get("version", 0)),
         )
 
     def view_entry(self) -> ViewEntry:
@@ -250,6 +256,8 @@ class MessageRow:
             created_at=self.created_at,
             evicted_by=self.evicted_by,
             revision_count=self.revision_count,
+            from_call=self.from_call,
+            version=self.version,
         )
 
 

@@ -28,6 +28,8 @@ def tail_args(changeset: Changeset, now: datetime) -> list[str]:
                 "source": changeset.pin_source,
                 "changeset_id": changeset.changeset_id,
                 "at": stamp,
+                "from_call": changeset.from_call,
+                "version": changeset.new_version,
             },
             separators=(",", ":"),
         )

@@ -28,6 +28,7 @@ from contextledger.errors import (
     StoreUnavailable,
 )
 from contextledger.records import (
+    HistoryEntry,
     SessionInfo,
     Snapshot,
     ViewEntry,
@@ -35,7 +36,7 @@ from contextledger.records import (
 )
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import scripts
+from contextledger.stores.redis import scripts, travel
 from contextledger.stores.redis.codec import (
     MessageRow,
     commit_args,
@@ -113,6 +114,7 @@ class RedisStore(RedisQueries):
         self._load_script: Script = client.register_script(scripts.LOAD)
         self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
         self._read_back_script: Script = client.register_script(scripts.READ_BACK)
+        self._entries_script: Script = client.register_script(travel.ENTRIES)
         self._gate = Gate(self.url)
 
     @classmethod
@@ -193,6 +195,17 @@ class RedisStore(RedisQueries):
                     )
                 )
         return Snapshot(state=state, entries=tuple(entries))
+
+    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        One read-only script reads those entries only, whatever the length of the history.
+        """
+        keys = self._conversation(session_id, agent_id)
+        wanted = sorted(set(ids))
+        with self._driver("entries"):
+            reply = self._entries_script(keys=[keys.msg, keys.content, keys.mut], args=wanted)
+        return travel.decode_entries(session_id, agent_id, wanted, cast(list[Any], reply), keys.msg)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session (index entries checked against the data)."""

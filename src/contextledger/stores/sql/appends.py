@@ -160,12 +160,23 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
             null(),
             literal_column("0"),
             bindparam("p_now", type_=UTCDateTime()),
+            bindparam("p_from_call", type_=BigInteger()),
+            bindparam("p_new_version", type_=BigInteger()),
         )
         .select_from(bumped)
         .join(rows, true())
         .order_by(rows.c.ordinality)  # ids follow the order of the appends, as an executemany's do
     )
-    target = ["conversation_id", *_ENTRY_COLUMNS, "status", "evicted_by", "revision_count", "created_at"]
+    target = [
+        "conversation_id",
+        *_ENTRY_COLUMNS,
+        "status",
+        "evicted_by",
+        "revision_count",
+        "created_at",
+        "from_call",
+        "version",
+    ]
     inserted = insert(EntryRow).from_select(target, source).returning(EntryRow.id).cte("inserted")
     return select(
         select(logged.c.conversation_id).scalar_subquery().label("conversation_id"),
@@ -199,6 +210,7 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
         "p_expected": cs.expected_version,
         "p_new_version": cs.new_version,
         "p_changeset_id": cs.changeset_id,
+        "p_from_call": cs.from_call,
     }
     params.update({f"p_{name}": getattr(cs, name) for name in fields})
     if not cs.appends:

@@ -164,6 +164,8 @@ def _insert_entries(conn: Connection, conversation_id: int, cs: Changeset, now: 
             "evicted_by": None,
             "revision_count": 0,
             "created_at": now,
+            "from_call": cs.from_call,
+            "version": cs.new_version,
         }
         for entry in cs.appends
     ]
@@ -283,6 +285,8 @@ def _apply_pins_and_revisions(
                     "source": cs.pin_source,
                     "changeset_id": cs.changeset_id,
                     "created_at": now,
+                    "from_call": cs.from_call,
+                    "version": cs.new_version,
                 }
                 for entry_id, pinned in cs.pins.items()
             ],

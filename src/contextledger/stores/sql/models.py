@@ -173,6 +173,10 @@ class EntryRow(Base):
     tokens: Mapped[int] = mapped_column(Integer)
     revision_count: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime]
+    # Time travel (0003): the first model call that could see the entry, and the version
+    # of the commit that appended it; 0 for rows written before.
+    from_call: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    version: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class RevisionRow(Base):
@@ -223,6 +227,9 @@ class ReductionRow(Base):
     model_call_count: Mapped[int] = mapped_column(BigInteger)
     error: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[str | None] = mapped_column(Text)
+    restored: Mapped[list[str] | None] = mapped_column(_id_list())
+    from_call: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    version: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class SummaryRow(Base):
@@ -304,3 +311,5 @@ class PinEventRow(Base):
     source: Mapped[str] = mapped_column(String(PIN_SOURCE_LENGTH))
     changeset_id: Mapped[str] = mapped_column(String(CHANGESET_ID_LENGTH))
     created_at: Mapped[datetime]
+    from_call: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    version: Mapped[int] = mapped_column(BigInteger, server_default="0")

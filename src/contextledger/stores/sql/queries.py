@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -51,6 +51,7 @@ from contextledger.stores.sql.models import (
 
 __all__ = [
     "agents",
+    "entries",
     "evictions",
     "history",
     "load",
@@ -140,6 +141,8 @@ def history(conn: Connection, session_id: str, agent_id: str, *, include_evicted
             EntryRow.created_at,
             EntryRow.evicted_by,
             EntryRow.revision_count,
+            EntryRow.from_call,
+            EntryRow.version,
         )
         .join(ConversationRow, ConversationRow.id == EntryRow.conversation_id)
         .where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
@@ -147,6 +150,38 @@ def history(conn: Connection, session_id: str, agent_id: str, *, include_evicted
     )
     if not include_evicted:
         stmt = stmt.where(EntryRow.status == "active")
+    return _history_rows(conn, stmt, session_id, agent_id)
+
+
+def entries(conn: Connection, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+    """The message entries of ``ids`` (active or evicted) in seq order: indexed reads of those rows only."""
+    conversation = conn.execute(
+        select(ConversationRow.id).where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
+    ).scalar()
+    if conversation is None:
+        return []
+    out: list[HistoryEntry] = []
+    for batch in chunks(sorted(set(ids))):
+        stmt = select(
+            EntryRow.message_id,
+            EntryRow.seq,
+            EntryRow.role,
+            EntryRow.content,
+            EntryRow.metadata_.label("meta"),
+            EntryRow.status,
+            EntryRow.pinned,
+            EntryRow.tokens,
+            EntryRow.created_at,
+            EntryRow.evicted_by,
+            EntryRow.revision_count,
+            EntryRow.from_call,
+            EntryRow.version,
+        ).where(EntryRow.conversation_id == conversation, EntryRow.message_id.in_(batch))
+        out += _history_rows(conn, stmt, session_id, agent_id)
+    return sorted(out, key=lambda h: h.seq)
+
+
+def _history_rows(conn: Connection, stmt: Any, session_id: str, agent_id: str) -> list[HistoryEntry]:
     return [
         HistoryEntry(
             session_id=session_id,
@@ -159,6 +194,8 @@ def history(conn: Connection, session_id: str, agent_id: str, *, include_evicted
             created_at=r.created_at,
             evicted_by=r.evicted_by,
             revision_count=r.revision_count,
+            from_call=r.from_call,
+            version=r.version,
         )
         for r in conn.execute(stmt)
     ]
@@ -311,7 +348,7 @@ def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[
         .where(*_conversation_filter(session_id, agent_id))
         .order_by(ReductionRow.created_at, ReductionRow.id)
     )
-    return [_record(Reduction, row._mapping, session_id=session_id) for row in rows]
+    return [_record(Reduction, row._mapping, session_id=session_id, restored=tuple(row.restored or ())) for row in rows]
 
 
 def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[SummaryEntry]:
@@ -417,6 +454,8 @@ def pin_history(conn: Connection, session_id: str, agent_id: str | None) -> list
             PinEventRow.source,
             PinEventRow.changeset_id,
             PinEventRow.created_at,
+            PinEventRow.from_call,
+            PinEventRow.version,
         )
         .join(ConversationRow, ConversationRow.id == PinEventRow.conversation_id)
         .where(*_conversation_filter(session_id, agent_id))
@@ -431,6 +470,8 @@ def pin_history(conn: Connection, session_id: str, agent_id: str | None) -> list
             source=row.source,
             at=row.created_at,
             changeset_id=row.changeset_id,
+            from_call=row.from_call,
+            version=row.version,
         )
         for row in rows
     ]

@@ -13,7 +13,7 @@ translated to the library's errors here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -304,6 +304,11 @@ class SQLStore:
         """Every message entry in seq order."""
         with self._transaction() as conn:
             return queries.history(conn, session_id, agent_id, include_evicted=include_evicted)
+
+    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+        with self._transaction() as conn:
+            return queries.entries(conn, session_id, agent_id, ids)
 
     def evictions(
         self,

@@ -1,0 +1,79 @@
+"""Time travel in the inspector: ``contextledger show SESSION --at-call N``.
+
+Read-only like every inspector command: the past view is rebuilt from the ledger's rows
+(:func:`contextledger.travel.view_at`), nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from contextledger.cli import inspector
+from contextledger.cli.errors import ExitCode, one_line
+from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
+from contextledger.cli.output import LastOption, LimitOption, NoPagerOption, paged, window
+from contextledger.cli.render import describe, dump_json, table, view_entry_json
+from contextledger.errors import ModelCallNotFound
+
+__all__ = ["show"]
+
+AtCallOption = Annotated[
+    int | None,
+    typer.Option(
+        "--at-call",
+        min=1,
+        help="Show exactly the input of model call N (1 = the first), rebuilt from the ledger.",
+        show_default=False,
+    ),
+]
+
+
+def show(
+    session_id: inspector.SessionArg,
+    url: UrlOption = None,
+    agent: AgentOption = None,
+    entry: Annotated[
+        str | None, typer.Option("--entry", "-e", help="Print this one entry whole instead of the view.")
+    ] = None,
+    limit: LimitOption = None,
+    last: LastOption = None,
+    as_json: JsonOption = False,
+    no_pager: NoPagerOption = False,
+    at_call: AtCallOption = None,
+) -> None:
+    """Show the live context window: the active view the model sees now (or one entry whole, with --entry).
+
+    With --at-call N: exactly the input of model call N, rebuilt from the ledger (read only).
+    """
+    if at_call is None or entry is not None:
+        inspector.show(session_id, url, agent, entry, limit, last, as_json, no_pager)
+        return
+    with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
+        documents: list[dict[str, Any]] = []
+        for agent_id in inspector._agents(ledger, session_id, agent):
+            try:
+                view = ledger.view_at(session_id, agent_id, model_call=at_call)
+            except ModelCallNotFound as exc:
+                typer.echo(f"error: {one_line(str(exc))}", err=True)
+                raise typer.Exit(ExitCode.NOT_FOUND) from None
+            if as_json:
+                documents.append(
+                    {
+                        "session_id": session_id,
+                        "agent_id": agent_id,
+                        "model_call": at_call,
+                        "entries": [view_entry_json(e) for e in window(list(view), limit, last)],
+                    }
+                )
+                continue
+            rows = [
+                (str(i), str(e.seq), e.kind, e.message.role, "pinned" if e.pinned else "", describe(e.message))
+                for i, e in window(list(enumerate(view)), limit, last)
+            ]
+            title = f"{session_id} / {agent_id} — input of model call {at_call}: {len(view)} entries"
+            columns = ["#", "seq", "kind", "role", "pin", "content"]
+            out.print(table(title, columns, rows, drop=["#", "kind", "seq", "pin"]))
+        if as_json:
+            dump_json(documents)
