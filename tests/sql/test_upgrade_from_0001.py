@@ -15,6 +15,7 @@ from contextledger.conversation import Conversation
 from contextledger.stores.sql import SQLStore, current, upgrade
 from contextledger.stores.sql.changes import entry_values
 from contextledger.stores.sql.engine import build_engine, parse_url
+from contextledger.travel import view_at
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -85,7 +86,7 @@ def test_a_0001_ledger_reads_after_the_upgrade_and_goes_on(empty_url: str) -> No
     upgrade(empty_url, "0001")
     messages = _write_as_0001(empty_url)
     upgrade(empty_url)
-    assert current(empty_url) == "0002"
+    assert current(empty_url) == "0003"
     store = SQLStore.from_url(empty_url, auto_upgrade=False)
     try:
         snap = store.load("old", "a")
@@ -97,6 +98,14 @@ def test_a_0001_ledger_reads_after_the_upgrade_and_goes_on(empty_url: str) -> No
         assert [r.reduction_id for r in store.reductions("old")] == ["r1"]
         assert [e.entry_id for e in store.evictions("old")] == ["m1"]
         assert store.pin_history("old") == []  # 0.1 kept no pin events
+        # 0003 stamps: old entries count as reached at call 0, the old reduction gets the
+        # call it reached from its count and trigger; time travel reads the old rows.
+        assert [h.from_call for h in store.history("old", "a")] == [0, 0, 0]
+        (old,) = store.reductions("old")
+        assert old.from_call in (old.model_call_count, old.model_call_count + 1)
+        assert old.restored == ()
+        past = [e.message.message_id for e in view_at(store, "old", "a", model_call=2)]
+        assert set(past) >= {"m0", "m2"} and set(past) <= {"m0", "m1", "m2"}  # noqa: PT018
 
         # The conversation goes on: commits are logged and pins recorded from now on.
         conversation = Conversation(store, "old", "a")
