@@ -186,6 +186,7 @@ class Edit(BaseModel):
             it mirrors a reduction a host already made to its own copy of the messages
             (a Strands manager, an import), so the ledger must match the host, and the
             host answers for the view. Every other plan is held to the rules.
+        restore: Evicted entries made active again, as the view will show them (undo).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -199,12 +200,14 @@ class Edit(BaseModel):
     strategy: str | None = None
     agent_state: dict[str, Any] | None = None
     as_given: bool = False
+    restore: tuple[ViewEntry, ...] = ()
 
     @property
     def is_empty(self) -> bool:
         """True when the edit changes nothing."""
         return not (
-            self.appends
+            self.restore
+            or self.appends
             or self.pins
             or (self.plan is not None and not self.plan.is_empty)
             or self.agent_state is not None
@@ -237,6 +240,9 @@ class Changeset(BaseModel):
             rebuild the input of any call without a write per call.
         model_call_count / next_seq / manager_state / agent_state: New state values;
             ``None`` keeps the stored one.
+        restore: Evicted entries (messages or summaries) made active again by
+            ``reduction`` (an undo); applied before revisions, so a restored message can
+            be revised in the same commit.
     """
 
     model_config = _FROZEN
@@ -257,10 +263,11 @@ class Changeset(BaseModel):
     next_seq: int | None = None
     manager_state: dict[str, Any] | None = None
     agent_state: dict[str, Any] | None = None
+    restore: tuple[ViewEntry, ...] = ()
 
     @model_validator(mode="after")
     def _reduction_required(self) -> Changeset:
-        if (self.evict or self.revisions or self.summary) and self.reduction is None:
+        if (self.evict or self.revisions or self.summary or self.restore) and self.reduction is None:
             raise ValueError("evictions, revisions and summaries need a reduction row")
         return self
 
@@ -397,11 +404,13 @@ def build_changeset(
     removed = plan.removed_ids() if plan else set()
     reduction_id = new_id()
     summary = _summary_entry(state, view, plan, reduction_id, counter, state.next_seq + len(appends))
+    restored = {e.entry_id: e for e in edit.restore}
     revisions = tuple(
-        r.model_copy(update={"tokens": counter.count(_revised(view, r))}) for r in (plan.revisions if plan else ())
+        r.model_copy(update={"tokens": counter.count(_revised(view, r, restored))})
+        for r in (plan.revisions if plan else ())
     )
     revised = {r.message_id: r for r in revisions}
-    entries = project_view(view, appends, removed, revised, pins, summary)
+    entries = project_view(view, (*edit.restore, *appends), removed, revised, pins, summary)
     reduction: Reduction | None = None
     if plan is not None or edit.strategy is not None:
         reduction = Reduction(
@@ -411,6 +420,7 @@ def build_changeset(
             trigger=edit.trigger,
             strategy=edit.strategy or (plan.strategy if plan else "manual"),
             messages_before=len(view) + len(appends),
+            restored=tuple(restored),
             messages_after=len(entries),
             tokens_before=view.tokens + sum(a.tokens for a in appends),
             tokens_after=sum(e.tokens for e in entries),
@@ -439,6 +449,7 @@ def build_changeset(
         next_seq=state.next_seq + len(appends) if appends else None,
         manager_state=manager_state,
         agent_state=edit.agent_state,
+        restore=edit.restore,
     )
     return changeset, entries
 
@@ -473,8 +484,10 @@ def _summary_entry(
     )
 
 
-def _revised(view: View, revision: ContentRevision) -> Message:
+def _revised(view: View, revision: ContentRevision, restored: Mapping[str, ViewEntry]) -> Message:
     index = view.index_of(revision.message_id)
     if index is None:
+        if revision.message_id in restored:
+            return restored[revision.message_id].message.with_content(revision.content)
         raise EntryNotFound(f"cannot revise {revision.message_id}: not an active message")
     return view[index].message.with_content(revision.content)

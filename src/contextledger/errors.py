@@ -27,10 +27,12 @@ __all__ = [
     "ReductionNotFound",
     "SchemaOutOfDate",
     "SessionDeleted",
+    "SessionExists",
     "SessionNotFound",
     "StoreError",
     "StoreTimeout",
     "StoreUnavailable",
+    "UndoConflict",
 ]
 
 
@@ -204,3 +206,22 @@ class ReductionNotFound(EntryNotFound):
 
 class ModelCallNotFound(ContextLedgerError, LookupError):
     """The conversation made no model call with the requested number (calls count from 1)."""
+
+
+class UndoConflict(ContextLedgerError):
+    """A reduction cannot be undone alone: later reductions depend on what it produced.
+
+    Undo those first, or pass ``cascade=True`` to revert them in the same commit.
+
+    Attributes:
+        dependents: The ids of the later reductions that depend on it, oldest first.
+    """
+
+    def __init__(self, message: str, *, dependents: tuple[str, ...] = ()) -> None:
+        """Carry the dependents' ids."""
+        super().__init__(message)
+        self.dependents = dependents
+
+
+class SessionExists(ContextLedgerError, ValueError):
+    """The session named as new (a fork's target, an import's) already has a conversation."""

@@ -6,7 +6,7 @@ import importlib
 import logging
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
@@ -26,6 +26,9 @@ from contextledger.stores.base import LedgerStore
 from contextledger.tokens import TokenCounter
 from contextledger.urls import backend_of, mask, scheme_of
 from contextledger.view import View
+
+if TYPE_CHECKING:
+    from contextledger.fork import ForkOrigin
 
 __all__ = ["DEFAULT_URL", "Ledger", "open_store"]
 
@@ -252,6 +255,35 @@ class Ledger:
         from contextledger.travel import view_at
 
         return view_at(self.store, session_id, agent_id, model_call=model_call, at=at, reduction=reduction)
+
+    def fork(
+        self, session_id: str, new_session_id: str, *, at_call: int | None = None, agent_id: str | None = None
+    ) -> list[ForkOrigin]:
+        """A new session that starts from the view (and history) of ``session_id`` at model call ``at_call``.
+
+        Each agent's fork is one atomic commit; the new conversation records where it came
+        from (:meth:`fork_origin`, shown by ``contextledger show``). See :mod:`contextledger.fork`.
+
+        Args:
+            session_id: The session to fork.
+            new_session_id: The new session (must not exist).
+            at_call: Start from the input of this model call (default: the current view).
+            agent_id: Fork only this agent (default: every agent of the session).
+
+        Raises:
+            SessionNotFound: The session (or agent) does not exist.
+            SessionExists: ``new_session_id`` already exists.
+            ModelCallNotFound: An agent made no model call ``at_call``.
+        """
+        from contextledger.fork import fork
+
+        return fork(self.store, session_id, new_session_id, at_call=at_call, agent_id=agent_id)
+
+    def fork_origin(self, session_id: str, agent_id: str = "default") -> ForkOrigin | None:
+        """Where the conversation was forked from, or ``None`` when it is not a fork."""
+        from contextledger.fork import fork_origin
+
+        return fork_origin(self.store.reductions(session_id, agent_id))
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""

@@ -49,6 +49,8 @@ def show(
     """
     if at_call is None or entry is not None:
         inspector.show(session_id, url, agent, entry, limit, last, as_json, no_pager)
+        if entry is None and not as_json:
+            _print_origins(session_id, url, agent)
         return
     with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
         documents: list[dict[str, Any]] = []
@@ -77,3 +79,16 @@ def show(
             out.print(table(title, columns, rows, drop=["#", "kind", "seq", "pin"]))
         if as_json:
             dump_json(documents)
+
+
+def _print_origins(session_id: str, url: str | None, agent: str | None) -> None:
+    """One line per forked agent: where its conversation was forked from."""
+    with open_ledger(url) as ledger:
+        for agent_id in inspector._agents(ledger, session_id, agent):
+            origin = ledger.fork_origin(session_id, agent_id)
+            if origin is not None:
+                where = "its view then" if origin.at_call is None else f"model call {origin.at_call}"
+                typer.echo(
+                    f"{session_id} / {agent_id} was forked from {origin.session_id} / {origin.agent_id}"
+                    f" at {where} (version {origin.version})"
+                )

@@ -353,11 +353,23 @@ def _validate(conv: _Conversation | None, cs: Changeset) -> set[str]:
             raise DuplicateEntry(f"entry {entry_id} already exists in this conversation")
 
     def active_message(entry_id: str) -> bool:
-        return (entry_id in rows and rows[entry_id].status == "active") or entry_id in appended
+        return (
+            (entry_id in rows and rows[entry_id].status == "active")
+            or entry_id in appended
+            or (entry_id in restored and entry_id in rows)
+        )
 
     def active_entry(entry_id: str) -> bool:
-        return active_message(entry_id) or (entry_id in summaries and summaries[entry_id].status == "active")
+        return active_message(entry_id) or (
+            entry_id in summaries and (summaries[entry_id].status == "active" or entry_id in restored)
+        )
 
+    for entry in cs.restore:
+        row = rows.get(entry.entry_id)
+        summary = summaries.get(entry.entry_id)
+        if (row is None or row.status != "evicted") and (summary is None or summary.status != "evicted"):
+            raise EntryNotFound(f"cannot restore {entry.entry_id}: not an evicted entry")
+    restored = {e.entry_id for e in cs.restore}
     evicted = set(cs.evict) | (set(cs.summary.replaces) if cs.summary else set())
     for entry_id in evicted:
         if not active_entry(entry_id):
@@ -373,6 +385,15 @@ def _validate(conv: _Conversation | None, cs: Changeset) -> set[str]:
 
 def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
     now = utcnow()
+    for entry in cs.restore:  # first: a restored message may be revised by the same changeset
+        if entry.entry_id in conv.rows:
+            conv.rows[entry.entry_id].status = "active"
+            conv.rows[entry.entry_id].evicted_by = None
+        else:
+            old = conv.summaries[entry.entry_id]
+            conv.summaries[entry.entry_id] = old.model_copy(
+                update={"status": "active", "superseded_by": None, "evicted_by": None}
+            )
     for entry in cs.appends:
         conv.rows[entry.entry_id] = _Row(
             seq=entry.seq,

@@ -156,6 +156,11 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
         ]
     if cs.reduction is not None:
         args.append(cs.reduction.model_dump_json())
+    args.append(str(len(cs.restore)))
+    for entry in cs.restore:
+        is_summary = entry.kind == "summary"
+        score = str(view_score(entry.seq, summary=is_summary))
+        args += [_check_id("entry id", entry.entry_id), "s" if is_summary else "m", score]
     return args
 
 

@@ -41,6 +41,7 @@ COMMIT = r"""#!lua
 --   revisions: id tokens|'' content row
 --   summary:   id score active json #replaces replaces...
 --   reduction: json
+--   restore:   #restore, then id kind(m|s) score   (per entry made active again; always sent)
 --   and last (read from the end): one pin event row (JSON) per pin, the changeset id.
 -- Exactly once: the cs hash maps each version to the changeset that produced it; a
 -- changeset sent again after it applied (its reply was lost, or the client retried)
@@ -104,6 +105,12 @@ end
 local reduction = nil
 if ARGV[16] == '1' then reduction = take() end
 local reduction_id = ARGV[6]
+local restore, restored = {}, {}
+for _ = 1, tonumber(take()) do
+  local r = {take(), take(), take()}
+  restore[#restore + 1] = r
+  restored[r[2] .. ':' .. r[1]] = true
+end
 
 -- validate everything before the first write
 if duplicate then
@@ -114,15 +121,21 @@ for _, a in ipairs(appends) do
     return redis.error_reply('CLDUPLICATE entry ' .. a[1] .. ' already exists in this conversation')
   end
 end
+for _, r in ipairs(restore) do
+  local key = (r[2] == 'm') and K_MSG or K_SUM
+  if redis.call('HEXISTS', key, r[1]) == 0 or redis.call('ZSCORE', K_ACTIVE, r[2] .. ':' .. r[1]) ~= false then
+    return redis.error_reply('CLNOTFOUND cannot restore ' .. r[1] .. ': not an evicted entry')
+  end
+end
 local function active_message(id)
-  return appended[id] or redis.call('ZSCORE', K_ACTIVE, 'm:' .. id) ~= false
+  return appended[id] or restored['m:' .. id] or redis.call('ZSCORE', K_ACTIVE, 'm:' .. id) ~= false
 end
 local evicted, seen = {}, {}
 for _, id in ipairs(evict) do
   if not seen[id] then
     seen[id] = true
     evicted[#evicted + 1] = id
-    if not (active_message(id) or redis.call('ZSCORE', K_ACTIVE, 's:' .. id) ~= false) then
+    if not (active_message(id) or restored['s:' .. id] or redis.call('ZSCORE', K_ACTIVE, 's:' .. id) ~= false) then
       return redis.error_reply('CLNOTFOUND cannot evict ' .. id .. ': not an active entry')
     end
   end
@@ -138,7 +151,15 @@ for _, p in ipairs(pins) do
   end
 end
 
--- apply, in the order the reference store does
+-- apply, in the order the reference store does (restores first: a restored message may be revised)
+for _, r in ipairs(restore) do
+  redis.call('ZADD', K_ACTIVE, r[3], r[2] .. ':' .. r[1])
+  if r[2] == 'm' then
+    redis.call('HDEL', K_MUT, 'e|' .. r[1])
+  else
+    redis.call('HDEL', K_MUT, 'se|' .. r[1], 'ss|' .. r[1])
+  end
+end
 for _, a in ipairs(appends) do
   redis.call('HSET', K_MSG, a[1], a[3])
   redis.call('HSET', K_CONTENT, a[1], a[4])

@@ -122,6 +122,10 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
     conn.execute(insert(_table(ChangesetRow)), log_values(conversation_id, cs, now))
     if cs.appends:
         _insert_entries(conn, conversation_id, cs, now)
+    if cs.restore:
+        from contextledger.stores.sql.restore import restore_entries
+
+        restore_entries(conn, conversation_id, cs)
     evicted = set(cs.evict) | (set(cs.summary.replaces) if cs.summary else set())
     messages, summaries = _check_evictions(conn, conversation_id, evicted)
     touched = _load_touched(conn, conversation_id, cs)
