@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,9 @@ from contextledger.records import (
     Revision,
     SessionInfo,
     SummaryEntry,
+    Tombstone,
     Trigger,
+    ViewEntry,
 )
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import TokenCounter
@@ -284,6 +287,47 @@ class Ledger:
         from contextledger.fork import fork_origin
 
         return fork_origin(self.store.reductions(session_id, agent_id))
+
+    def erase(
+        self,
+        session_id: str,
+        entry_id: str,
+        *,
+        reason: str,
+        summarizer: Callable[[Sequence[ViewEntry]], str] | None = None,
+        agent_id: str | None = None,
+    ) -> Tombstone:
+        """Erase one message for good: its content, its revisions and the text of summaries covering it.
+
+        Leaves a tombstone (entry id, when, why); see :func:`contextledger.lifecycle.erase`.
+
+        Raises:
+            ConfigurationError: ``reason`` is empty.
+            SessionNotFound: The session (or agent) does not exist.
+            EntryNotFound: No message of the session has that id.
+        """
+        from contextledger.lifecycle import erase
+
+        return erase(self.store, session_id, entry_id, reason=reason, summarizer=summarizer, agent_id=agent_id)
+
+    def prune(
+        self, *, older_than: timedelta | datetime, keep_summaries: bool = True, session_id: str | None = None
+    ) -> list[Tombstone]:
+        """Delete evicted history older than ``older_than``, never the active view.
+
+        Each pruned entry leaves a tombstone (reason ``prune``); see
+        :func:`contextledger.lifecycle.prune`.
+
+        Raises:
+            ConfigurationError: ``older_than`` is not a non-negative timedelta or a datetime.
+        """
+        from contextledger.lifecycle import prune
+
+        return prune(self.store, older_than=older_than, keep_summaries=keep_summaries, session_id=session_id)
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """What was erased or pruned in the session: which entry, when, why."""
+        return self.store.tombstones(session_id, agent_id)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""

@@ -28,6 +28,7 @@ __all__ = [
     "SessionInfo",
     "Snapshot",
     "SummaryEntry",
+    "Tombstone",
     "Trigger",
     "ViewEntry",
     "new_id",
@@ -288,3 +289,25 @@ class PinEvent(BaseModel):
     """The first model call whose input reflects the change (see :mod:`contextledger.travel`)."""
     version: int = 0
     """The conversation version its commit produced (0: written before 0.2)."""
+
+
+class Tombstone(BaseModel):
+    """What is left of an erased (or pruned) entry: which, when, and why.
+
+    Attributes:
+        session_id: The session.
+        agent_id: The agent.
+        entry_id: The message erased (or the entry pruned).
+        reason: Why, as given (``prune`` for retention).
+        erased_at: When.
+        summaries: Summaries whose text was redacted or re-written because they covered it.
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    entry_id: str
+    reason: str
+    erased_at: datetime = Field(default_factory=utcnow)
+    summaries: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 
 from contextledger import __version__
 from contextledger.cli import db, entries, importer, inspector, server
+from contextledger.cli import lifecycle as lifecycle_cli
 from contextledger.cli import travel as travel_cli
 from contextledger.cli.demo import demo as demo_command
 from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, mask_secrets, one_line
@@ -108,6 +109,7 @@ for _command in (
     inspector.delete,
     server.serve,
     server.timeline,
+    lifecycle_cli.prune,
 ):
     app.command(_command.__name__, epilog=EXIT_CODES_HELP)(_command)
 

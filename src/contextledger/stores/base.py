@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage
-from contextledger.messages import encode_blocks
+from contextledger.messages import Message, encode_blocks
 from contextledger.records import (
     EntryKind,
     Eviction,
@@ -21,6 +21,7 @@ from contextledger.records import (
     SessionInfo,
     Snapshot,
     SummaryEntry,
+    Tombstone,
     Trigger,
 )
 
@@ -80,6 +81,26 @@ class LedgerStore(Protocol):
 
         Reads those rows only, whatever the length of the history (time travel uses it).
         """
+        ...
+
+    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+        """Erase one entry atomically and keep ``tombstone``.
+
+        The entry's content and metadata become ``erased``'s, its revisions are deleted
+        and each summary in ``summaries`` gets that text. The old bytes leave the store
+        (see :mod:`contextledger.lifecycle`).
+        """
+        ...
+
+    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
+        """Delete the evicted entries among ``entry_ids`` atomically; return how many were.
+
+        Never an active one; their revisions go with them, their tombstones stay.
+        """
+        ...
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """Erased and pruned entries of the session (or one agent), oldest first."""
         ...
 
     def evictions(

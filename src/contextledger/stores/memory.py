@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -28,6 +28,7 @@ from contextledger.records import (
     SessionInfo,
     Snapshot,
     SummaryEntry,
+    Tombstone,
     Trigger,
     ViewEntry,
     utcnow,
@@ -64,6 +65,7 @@ class _Conversation:
     pins: list[PinEvent] = field(default_factory=list)
     # version -> id of the changeset that produced it (the commit log, for exactly-once)
     log: dict[int, str] = field(default_factory=dict)
+    tombstones: list[Tombstone] = field(default_factory=list)
 
 
 class MemoryStore:
@@ -306,6 +308,54 @@ class MemoryStore:
         with self._gate.call(), self._lock:
             events = [(e.at, n, e) for c in self._conversations(session_id, agent_id) for n, e in enumerate(c.pins)]
             return [e for _, _, e in sorted(events, key=lambda t: (t[0], t[2].agent_id, t[1]))]
+
+    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+        """Replace an entry's content by ``erased``, drop its revisions, rewrite ``summaries``, keep ``tombstone``.
+
+        Raises:
+            EntryNotFound: The entry or a summary is not in the conversation (nothing changes).
+        """
+        with self._gate.call(), self._lock:
+            conv = self._data.get((tombstone.session_id, tombstone.agent_id))
+            if conv is None or tombstone.entry_id not in conv.rows:
+                raise EntryNotFound(f"no message {tombstone.entry_id} in this conversation")
+            missing = [s for s in summaries if s not in conv.summaries]
+            if missing:
+                raise EntryNotFound(f"no summary {missing[0]} in this conversation")
+            row = conv.rows[tombstone.entry_id]
+            row.message = erased.with_pin(row.message.pinned)
+            row.revision_count = 0
+            conv.revisions = [r for r in conv.revisions if r.message_id != tombstone.entry_id]
+            for summary_id, text in summaries.items():
+                conv.summaries[summary_id] = conv.summaries[summary_id].model_copy(update={"content": text})
+            conv.tombstones.append(tombstone)
+
+    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
+        """Delete the evicted entries (messages or summaries) ``entry_ids``; keep ``tombstones``.
+
+        Active entries are skipped, never deleted. Returns how many entries were deleted.
+        """
+        with self._gate.call(), self._lock:
+            conv = self._data.get((session_id, agent_id))
+            if conv is None:
+                return 0
+            gone: set[str] = set()
+            for entry_id in entry_ids:
+                if entry_id in conv.rows and conv.rows[entry_id].status == "evicted":
+                    del conv.rows[entry_id]
+                    gone.add(entry_id)
+                elif entry_id in conv.summaries and conv.summaries[entry_id].status == "evicted":
+                    del conv.summaries[entry_id]
+                    gone.add(entry_id)
+            conv.revisions = [r for r in conv.revisions if r.message_id not in gone]
+            conv.tombstones += [t for t in tombstones if t.entry_id in gone]
+            return len(gone)
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """Erased and pruned entries of the session (or one agent), oldest first."""
+        with self._gate.call(), self._lock:
+            out = [t for c in self._conversations(session_id, agent_id) for t in c.tombstones]
+            return sorted(out, key=lambda t: t.erased_at)
 
     def delete_session(self, session_id: str) -> bool:
         """Drop every conversation of the session."""

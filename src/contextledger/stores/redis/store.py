@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -27,21 +27,26 @@ from contextledger.errors import (
     StoreError,
     StoreUnavailable,
 )
+from contextledger.messages import Message
 from contextledger.records import (
     HistoryEntry,
     SessionInfo,
     Snapshot,
+    SummaryEntry,
+    Tombstone,
     ViewEntry,
     utcnow,
 )
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import scripts, travel
+from contextledger.stores.redis import erasure, scripts, travel
 from contextledger.stores.redis.codec import (
     MessageRow,
     commit_args,
     decode_state,
     flat_hash,
+    loads,
+    revision_from,
     summary_from,
     text,
 )
@@ -115,6 +120,8 @@ class RedisStore(RedisQueries):
         self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
         self._read_back_script: Script = client.register_script(scripts.READ_BACK)
         self._entries_script: Script = client.register_script(travel.ENTRIES)
+        self._erase_script: Script = client.register_script(erasure.ERASE)
+        self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._gate = Gate(self.url)
 
     @classmethod
@@ -206,6 +213,74 @@ class RedisStore(RedisQueries):
         with self._driver("entries"):
             reply = self._entries_script(keys=[keys.msg, keys.content, keys.mut], args=wanted)
         return travel.decode_entries(session_id, agent_id, wanted, cast(list[Any], reply), keys.msg)
+
+    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+        """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one script.
+
+        The old values leave the keys (Redis keeps no old versions); persistence files
+        written before (RDB snapshots, AOF) hold them until they are rewritten.
+
+        Raises:
+            EntryNotFound: The entry or a summary is not in the conversation (nothing changes).
+            ConcurrencyConflict: Its revisions moved while the erase was prepared (retry).
+        """
+        keys = self._conversation(tombstone.session_id, tombstone.agent_id)
+        entry_id = tombstone.entry_id
+        with self._driver("erase"):
+            record = self._client.hget(keys.msg, entry_id)
+            revisions = cast(list[bytes], self._client.lrange(keys.rev, 0, -1))
+            stored = cast(list[bytes | None], self._client.hmget(keys.sum, list(summaries))) if summaries else []
+        if record is None:
+            raise EntryNotFound(f"no message {entry_id} in this conversation")
+        if any(raw is None for raw in stored):
+            raise EntryNotFound("a summary to redact is not in this conversation")
+        positions = [i for i, raw in enumerate(revisions) if revision_from(raw, keys.rev).message_id == entry_id]
+        rewritten = {
+            summary_id: SummaryEntry.model_validate_json(raw).model_copy(update={"content": summaries[summary_id]})
+            for summary_id, raw in zip(summaries, stored, strict=True)
+            if raw is not None
+        }
+        args = erasure.erase_args(entry_id, loads(record), erased, tombstone, positions, rewritten)
+        with self._driver("erase"), _script_errors():
+            self._erase_script(keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum], args=args)
+
+    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
+        """Delete the evicted entries among ``entry_ids`` (never an active one) in one script."""
+        keys = self._conversation(session_id, agent_id)
+        wanted = set(entry_ids)
+        with self._driver("prune"):
+            revisions = cast(list[bytes], self._client.lrange(keys.rev, 0, -1))
+            messages = [
+                i
+                for i, known in zip(sorted(wanted), self._client.hmget(keys.msg, sorted(wanted)), strict=True)
+                if known
+            ]
+        summaries = sorted(wanted - set(messages))
+        positions = [i for i, raw in enumerate(revisions) if revision_from(raw, keys.rev).message_id in set(messages)]
+        args = [str(len(messages)), *messages, str(len(summaries)), *summaries, str(len(positions))]
+        args += [str(p) for p in positions]
+        args.append(str(len(tombstones)))
+        for t in tombstones:
+            args += [t.entry_id, erasure.tombstone_json(t)]
+        with self._driver("prune"), _script_errors():
+            count = self._prune_script(
+                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active], args=args
+            )
+        return int(count)
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """Erased and pruned entries of the session (or one agent), oldest first."""
+        out: list[Tombstone] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("tombstones"):
+                (mut,) = self._snapshot([keys.mut], ["h"])
+            out += [
+                erasure.tombstone_from(raw, session_id, aid)
+                for field, raw in flat_hash(mut).items()
+                if field.startswith("x|")
+            ]
+        return sorted(out, key=lambda t: t.erased_at)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session (index entries checked against the data)."""
@@ -401,6 +476,20 @@ class RedisStore(RedisQueries):
             self._client.close()
         except (RedisError, RedisClusterException) as exc:
             logger.warning("url=<%s>, error=<%s> | closing the Redis client failed", self.url, one_line(exc))
+
+
+@contextmanager
+def _script_errors() -> Iterator[None]:
+    """Map the typed error replies of the erase and prune scripts."""
+    try:
+        yield
+    except ResponseError as exc:
+        message = str(exc)
+        if message.startswith("CLNOTFOUND"):
+            raise EntryNotFound(message.removeprefix("CLNOTFOUND ")) from exc
+        if message.startswith("CLCONFLICT"):
+            raise ConcurrencyConflict(message.removeprefix("CLCONFLICT ")) from exc
+        raise
 
 
 def _deleted(cs: Changeset) -> SessionDeleted:

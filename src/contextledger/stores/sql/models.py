@@ -50,6 +50,7 @@ __all__ = [
     "SessionRow",
     "SummaryRow",
     "SummarySourceRow",
+    "TombstoneRow",
     "UTCDateTime",
 ]
 
@@ -313,3 +314,17 @@ class PinEventRow(Base):
     created_at: Mapped[datetime]
     from_call: Mapped[int] = mapped_column(BigInteger, server_default="0")
     version: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+
+class TombstoneRow(Base):
+    """What is left of an erased or pruned entry: which, when, why, and the summaries redacted."""
+
+    __tablename__ = "cl_tombstones"
+    __table_args__ = (Index("ix_cl_tombstones_conversation_id_entry_id", "conversation_id", "entry_id"),)
+
+    id: Mapped[int] = mapped_column(_PK, primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(_PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"))
+    entry_id: Mapped[str] = mapped_column(_ID)
+    reason: Mapped[str] = mapped_column(Text)
+    summaries: Mapped[list[str] | None] = mapped_column(_id_list())
+    created_at: Mapped[datetime]

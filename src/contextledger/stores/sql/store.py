@@ -13,7 +13,7 @@ translated to the library's errors here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, StoreUnavailable
+from contextledger.messages import Message
 from contextledger.records import (
     Eviction,
     HistoryEntry,
@@ -33,13 +34,14 @@ from contextledger.records import (
     SessionInfo,
     Snapshot,
     SummaryEntry,
+    Tombstone,
     Trigger,
     utcnow,
 )
 from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.sql import queries, schema
+from contextledger.stores.sql import erasure, queries, schema
 from contextledger.stores.sql.appends import apply_append, is_append_only
 from contextledger.stores.sql.changes import apply_changeset, read_back
 from contextledger.stores.sql.engine import (
@@ -304,6 +306,43 @@ class SQLStore:
         """Every message entry in seq order."""
         with self._transaction() as conn:
             return queries.history(conn, session_id, agent_id, include_evicted=include_evicted)
+
+    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+        """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one transaction.
+
+        On SQLite the transaction runs with ``secure_delete`` and the WAL is checkpointed
+        afterwards, so the erased bytes leave both files (see :mod:`.erasure`).
+
+        Raises:
+            EntryNotFound: The entry or a summary is not in the conversation (nothing changes).
+        """
+        with self._transaction(write=True) as conn:
+            erasure.secure(conn)
+            erasure.erase(conn, tombstone, erased, summaries)
+        self._checkpoint()
+
+    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
+        """Delete the evicted entries among ``entry_ids`` (never an active one) in one transaction."""
+        with self._transaction(write=True) as conn:
+            erasure.secure(conn)
+            count = erasure.prune(conn, session_id, agent_id, entry_ids, tombstones)
+        self._checkpoint()
+        return count
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """Erased and pruned entries of the session (or one agent), oldest first."""
+        with self._transaction() as conn:
+            return erasure.tombstones(conn, session_id, agent_id)
+
+    def vacuum(self, *, full: bool = False) -> None:
+        """Reclaim the space (and bytes) of erased and pruned rows: ``VACUUM`` (``full``: ``VACUUM FULL``)."""
+        with self._autocommit() as conn:
+            erasure.vacuum(conn, full=full)
+
+    def _checkpoint(self) -> None:
+        if self._sqlite:
+            with self._autocommit() as conn:
+                erasure.checkpoint(conn)
 
     def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
         """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""

@@ -1,0 +1,142 @@
+"""Erase and prune on Redis: one script each, so the change is atomic on one server and on Cluster.
+
+Tombstones live in the conversation's ``mut`` hash as ``x|<entry id>`` fields (JSON), so
+no key is added to a conversation's layout. The scripts never parse JSON: the client
+reads what it needs, builds the new records, and the script checks (the entry is there;
+for a prune, it is not active; each revision position still holds a revision of that
+entry) before it writes anything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from contextledger.messages import Message
+from contextledger.records import SummaryEntry, Tombstone
+
+__all__ = ["ERASE", "PRUNE", "erase_args", "tombstone_from", "tombstone_json"]
+
+ERASE = r"""#!lua
+-- Erase one message entry. KEYS: msg content mut rev sum
+-- ARGV: 1 id  2 record json  3 content json  4 tombstone json  5 #revision positions
+--   then positions (0-based), then #summaries, then (summary id, summary json) pairs
+local id = ARGV[1]
+if redis.call('HEXISTS', KEYS[1], id) == 0 then
+  return redis.error_reply('CLNOTFOUND no message ' .. id .. ' in this conversation')
+end
+local pos = 5
+local function take() pos = pos + 1 return ARGV[pos] end
+local positions = {}
+for _ = 1, tonumber(ARGV[5]) do positions[#positions + 1] = tonumber(take()) end
+local summaries = {}
+for _ = 1, tonumber(take()) do summaries[#summaries + 1] = {take(), take()} end
+local needle = '"message_id":"' .. id .. '"'
+for _, p in ipairs(positions) do
+  local row = redis.call('LINDEX', KEYS[4], p)
+  if not row or not string.find(row, needle, 1, true) then
+    return redis.error_reply('CLCONFLICT the revisions of ' .. id .. ' moved; retry')
+  end
+end
+for _, s in ipairs(summaries) do
+  if redis.call('HEXISTS', KEYS[5], s[1]) == 0 then
+    return redis.error_reply('CLNOTFOUND no summary ' .. s[1] .. ' in this conversation')
+  end
+end
+redis.call('HSET', KEYS[1], id, ARGV[2])
+redis.call('HSET', KEYS[2], id, ARGV[3])
+redis.call('HDEL', KEYS[3], 'r|' .. id)
+for _, p in ipairs(positions) do redis.call('LSET', KEYS[4], p, '__erased__') end
+if #positions > 0 then redis.call('LREM', KEYS[4], 0, '__erased__') end
+for _, s in ipairs(summaries) do redis.call('HSET', KEYS[5], s[1], s[2]) end
+redis.call('HSET', KEYS[3], 'x|' .. id, ARGV[4])
+return 1
+"""
+
+PRUNE = r"""#!lua
+-- Delete evicted entries. KEYS: msg content mut rev sum active
+-- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
+--   #tombstones, (id, json) pairs. Active entries are skipped; returns how many went.
+local pos = 0
+local function take() pos = pos + 1 return ARGV[pos] end
+local messages, summaries, positions, tombs = {}, {}, {}, {}
+for _ = 1, tonumber(take()) do messages[#messages + 1] = take() end
+for _ = 1, tonumber(take()) do summaries[#summaries + 1] = take() end
+for _ = 1, tonumber(take()) do positions[#positions + 1] = tonumber(take()) end
+for _ = 1, tonumber(take()) do tombs[#tombs + 1] = {take(), take()} end
+local gone = {}
+for _, id in ipairs(messages) do
+  if redis.call('HEXISTS', KEYS[1], id) == 1 and redis.call('ZSCORE', KEYS[6], 'm:' .. id) == false then
+    gone[id] = true
+  end
+end
+for _, p in ipairs(positions) do
+  local row = redis.call('LINDEX', KEYS[4], p)
+  local ok = false
+  if row then
+    for id, _ in pairs(gone) do
+      if string.find(row, '"message_id":"' .. id .. '"', 1, true) then ok = true end
+    end
+  end
+  if not ok then return redis.error_reply('CLCONFLICT the revisions moved; retry') end
+end
+local count = 0
+for id, _ in pairs(gone) do
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('HDEL', KEYS[3], 'p|' .. id, 't|' .. id, 'e|' .. id, 'r|' .. id)
+  count = count + 1
+end
+for _, p in ipairs(positions) do redis.call('LSET', KEYS[4], p, '__pruned__') end
+if #positions > 0 then redis.call('LREM', KEYS[4], 0, '__pruned__') end
+for _, id in ipairs(summaries) do
+  if redis.call('HEXISTS', KEYS[5], id) == 1 and redis.call('ZSCORE', KEYS[6], 's:' .. id) == false then
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('HDEL', KEYS[3], 'se|' .. id, 'ss|' .. id)
+    gone[id] = true
+    count = count + 1
+  end
+end
+for _, t in ipairs(tombs) do
+  if gone[t[1]] then redis.call('HSET', KEYS[3], 'x|' .. t[1], t[2]) end
+end
+return count
+"""
+
+
+def tombstone_json(tombstone: Tombstone) -> str:
+    """A tombstone as stored (session and agent are in the key)."""
+    return tombstone.model_dump_json(exclude={"session_id", "agent_id"})
+
+
+def tombstone_from(raw: bytes | str, session_id: str, agent_id: str) -> Tombstone:
+    """A stored tombstone."""
+    data = json.loads(raw)
+    return Tombstone.model_validate({**data, "session_id": session_id, "agent_id": agent_id})
+
+
+def erase_args(
+    entry_id: str,
+    record: Mapping[str, Any],
+    erased: Message,
+    tombstone: Tombstone,
+    positions: Sequence[int],
+    summaries: Mapping[str, SummaryEntry],
+) -> list[str]:
+    """ARGV of :data:`ERASE` (the record keeps seq, tokens, stamps; its metadata is the erased one's)."""
+    new_record = dict(record)
+    erased_record = erased.to_record()
+    new_record["metadata"] = erased_record["metadata"]
+    args = [
+        entry_id,
+        json.dumps(new_record, separators=(",", ":"), ensure_ascii=False),
+        json.dumps(erased_record["content"], separators=(",", ":"), ensure_ascii=False),
+        tombstone_json(tombstone),
+        str(len(positions)),
+        *(str(p) for p in positions),
+        str(len(summaries)),
+    ]
+    for summary_id, summary in summaries.items():
+        args += [summary_id, summary.model_dump_json()]
+    return args

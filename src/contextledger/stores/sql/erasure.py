@@ -1,0 +1,182 @@
+"""Erase and prune on SQL: one transaction each; the SQLite bytes leave the file.
+
+SQLite keeps the content of a deleted or overwritten cell in free pages until they are
+reused; with ``PRAGMA secure_delete`` it zeroes them, and a WAL checkpoint
+(``TRUNCATE``) moves the new pages into the database file and empties the WAL, so the
+erased text is in neither file afterwards. PostgreSQL keeps dead row versions until
+``VACUUM`` reclaims them; :func:`vacuum` runs it on the ledger's tables (``full=True``
+rewrites them, so the old bytes leave the data files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import Connection, delete, insert, select, text, update
+
+from contextledger.errors import EntryNotFound
+from contextledger.messages import Message
+from contextledger.records import Tombstone
+from contextledger.stores.sql.changes import chunks
+from contextledger.stores.sql.models import ConversationRow, EntryRow, RevisionRow, SummaryRow, TombstoneRow
+
+__all__ = ["LEDGER_TABLES", "erase", "prune", "tombstones"]
+
+LEDGER_TABLES = ("cl_entries", "cl_revisions", "cl_summaries", "cl_summary_sources", "cl_tombstones")
+"""The tables an erase or a prune rewrites (what :func:`vacuum` cleans)."""
+
+
+def _conversation(conn: Connection, session_id: str, agent_id: str) -> int | None:
+    found: int | None = conn.execute(
+        select(ConversationRow.id).where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
+    ).scalar()
+    return found
+
+
+def secure(conn: Connection) -> None:
+    """On SQLite, zero deleted content (``secure_delete``) for this connection."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("PRAGMA secure_delete = ON")
+
+
+def erase(conn: Connection, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+    """Overwrite the entry, delete its revisions, rewrite ``summaries``, insert the tombstone.
+
+    Raises:
+        EntryNotFound: The entry or a summary is not in the conversation (the caller's
+            transaction is rolled back).
+    """
+    conversation = _conversation(conn, tombstone.session_id, tombstone.agent_id)
+    if conversation is None:
+        raise EntryNotFound(f"no conversation {tombstone.session_id}/{tombstone.agent_id}")
+    record = erased.to_record()
+    changed = conn.execute(
+        update(EntryRow)
+        .where(EntryRow.conversation_id == conversation, EntryRow.message_id == tombstone.entry_id)
+        .values(content=record["content"], metadata_=record["metadata"], revision_count=0)
+    ).rowcount
+    if changed != 1:
+        raise EntryNotFound(f"no message {tombstone.entry_id} in this conversation")
+    conn.execute(
+        delete(RevisionRow).where(
+            RevisionRow.conversation_id == conversation, RevisionRow.message_id == tombstone.entry_id
+        )
+    )
+    for summary_id, content in summaries.items():
+        done = conn.execute(
+            update(SummaryRow)
+            .where(SummaryRow.conversation_id == conversation, SummaryRow.summary_id == summary_id)
+            .values(content=content)
+        ).rowcount
+        if done != 1:
+            raise EntryNotFound(f"no summary {summary_id} in this conversation")
+    _insert(conn, conversation, [tombstone])
+
+
+def prune(
+    conn: Connection, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]
+) -> int:
+    """Delete the evicted entries among ``entry_ids`` (never an active one); keep their tombstones."""
+    conversation = _conversation(conn, session_id, agent_id)
+    if conversation is None:
+        return 0
+    gone: set[str] = set()
+    for batch in chunks(sorted(set(entry_ids))):
+        messages = set(
+            conn.execute(
+                select(EntryRow.message_id).where(
+                    EntryRow.conversation_id == conversation,
+                    EntryRow.status == "evicted",
+                    EntryRow.message_id.in_(batch),
+                )
+            ).scalars()
+        )
+        summaries = set(
+            conn.execute(
+                select(SummaryRow.summary_id).where(
+                    SummaryRow.conversation_id == conversation,
+                    SummaryRow.status == "evicted",
+                    SummaryRow.summary_id.in_(batch),
+                )
+            ).scalars()
+        )
+        if messages:
+            # Revisions go with their entry (ON DELETE CASCADE), deleted first for engines
+            # that do not enforce foreign keys.
+            conn.execute(
+                delete(RevisionRow).where(
+                    RevisionRow.conversation_id == conversation, RevisionRow.message_id.in_(messages)
+                )
+            )
+            conn.execute(
+                delete(EntryRow).where(EntryRow.conversation_id == conversation, EntryRow.message_id.in_(messages))
+            )
+        if summaries:
+            conn.execute(
+                delete(SummaryRow).where(
+                    SummaryRow.conversation_id == conversation, SummaryRow.summary_id.in_(summaries)
+                )
+            )
+        gone |= messages | summaries
+    _insert(conn, conversation, [t for t in tombstones if t.entry_id in gone])
+    return len(gone)
+
+
+def _insert(conn: Connection, conversation: int, rows: Sequence[Tombstone]) -> None:
+    if not rows:
+        return
+    conn.execute(
+        insert(TombstoneRow),
+        [
+            {
+                "conversation_id": conversation,
+                "entry_id": t.entry_id,
+                "reason": t.reason,
+                "summaries": list(t.summaries),
+                "created_at": t.erased_at,
+            }
+            for t in rows
+        ],
+    )
+
+
+def tombstones(conn: Connection, session_id: str, agent_id: str | None) -> list[Tombstone]:
+    """The tombstones of the session (or one agent), oldest first."""
+    stmt = (
+        select(ConversationRow.agent_id, TombstoneRow)
+        .join(ConversationRow, ConversationRow.id == TombstoneRow.conversation_id)
+        .where(ConversationRow.session_id == session_id)
+        .order_by(TombstoneRow.created_at, TombstoneRow.id)
+    )
+    if agent_id is not None:
+        stmt = stmt.where(ConversationRow.agent_id == agent_id)
+    return [
+        Tombstone(
+            session_id=session_id,
+            agent_id=row.agent_id,
+            entry_id=row.entry_id,
+            reason=row.reason,
+            erased_at=row.created_at,
+            summaries=tuple(row.summaries or ()),
+        )
+        for row in conn.execute(stmt)
+    ]
+
+
+def checkpoint(conn: Connection) -> None:
+    """On SQLite, move the WAL into the database file and empty the WAL (outside a transaction)."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def vacuum(conn: Connection, *, full: bool = False) -> None:
+    """Reclaim dead row versions of the ledger's tables (autocommit connection).
+
+    On PostgreSQL ``VACUUM`` (``full``: ``VACUUM FULL``, which rewrites the tables so the
+    old bytes leave the data files); on SQLite ``VACUUM`` rebuilds the file.
+    """
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("VACUUM")
+        return
+    verb = "VACUUM FULL" if full else "VACUUM"
+    conn.execute(text(f"{verb} {', '.join(LEDGER_TABLES)}"))

@@ -1,0 +1,90 @@
+"""Contract: erase and prune are atomic, typed, and leave tombstones on every store."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.conversation import Conversation
+from contextledger.errors import EntryNotFound
+from contextledger.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT
+from contextledger.messages import Message
+from contextledger.records import Tombstone
+from contextledger.stores.base import LedgerStore
+
+__all__ = ["RetentionContract"]
+
+
+class RetentionContract:
+    """Erase overwrites one entry, its revisions and summaries at once; prune deletes evicted rows only."""
+
+    def test_erase_is_all_or_nothing(self, store: LedgerStore) -> None:
+        """An erase naming a summary the conversation lacks changes nothing."""
+        conv = Conversation(store, "s", "a")
+        (msg,) = conv.append(Message.user("secret words"))
+        conv.append(Message.assistant("ok"))
+        tombstone = Tombstone(session_id="s", agent_id="a", entry_id=msg.message_id, reason="x")
+        erased = Message(message_id=msg.message_id, role="user", content=[{"text": ERASED_TEXT}])
+        with pytest.raises(EntryNotFound):
+            store.erase(tombstone, erased, {"no-such-summary": REDACTED_TEXT})
+        assert store.entries("s", "a", [msg.message_id])[0].message.plain_text == "secret words"
+        assert store.tombstones("s") == []
+        with pytest.raises(EntryNotFound):
+            store.erase(tombstone.model_copy(update={"entry_id": "nope"}), erased, {})
+
+    def test_erase_overwrites_entry_revisions_and_summaries(self, store: LedgerStore) -> None:
+        """The entry, its revisions and the summaries named change in one operation, with a tombstone."""
+        conv = Conversation(store, "s", "a")
+        (msg,) = conv.append(Message.user("secret words"))
+        conv.append(Message.assistant("ok"), Message.user("next"))
+        conv.apply_plan(
+            lambda _v: ReductionPlan(
+                strategy="t", revisions=(ContentRevision(message_id=msg.message_id, content=[{"text": "secret"}]),)
+            ),
+            trigger="manual",
+        )
+        red = conv.apply_plan(
+            lambda _v: ReductionPlan(
+                strategy="s",
+                summary=SummaryDraft(content="about secret words", summarizer="x", replaces=(msg.message_id,)),
+            ),
+            trigger="manual",
+        )
+        assert red is not None
+        assert red.summary_id is not None
+        tombstone = Tombstone(
+            session_id="s", agent_id="a", entry_id=msg.message_id, reason="asked", summaries=(red.summary_id,)
+        )
+        erased = Message(message_id=msg.message_id, role="user", content=[{"text": ERASED_TEXT}])
+        store.erase(tombstone, erased, {red.summary_id: REDACTED_TEXT})
+        (row,) = store.entries("s", "a", [msg.message_id])
+        assert row.message.plain_text == ERASED_TEXT
+        assert row.status == "evicted"
+        assert store.revisions("s", "a", msg.message_id) == []
+        assert [s.content for s in store.summaries("s", "a")] == [REDACTED_TEXT]
+        (kept,) = store.tombstones("s")
+        assert (kept.entry_id, kept.reason, kept.summaries) == (msg.message_id, "asked", (red.summary_id,))
+        assert store.tombstones("s", "other") == []
+        assert Conversation(store, "s", "a").view[0].message.plain_text == REDACTED_TEXT
+
+    def test_prune_never_deletes_an_active_entry(self, store: LedgerStore) -> None:
+        """Only evicted entries named are deleted (with their revisions); active ones are skipped."""
+        conv = Conversation(store, "s", "a")
+        msgs = conv.append(Message.user("u0"), Message.assistant("a1"), Message.user("u2"))
+        conv.apply_plan(
+            lambda _v: ReductionPlan(
+                strategy="t",
+                revisions=(ContentRevision(message_id=msgs[0].message_id, content=[{"text": "u"}]),),
+            ),
+            trigger="manual",
+        )
+        conv.apply_plan(lambda _v: ReductionPlan(strategy="t", evict=(msgs[0].message_id,)), trigger="manual")
+        tombstones = [
+            Tombstone(session_id="s", agent_id="a", entry_id=m.message_id, reason=PRUNE_REASON) for m in msgs[:2]
+        ]
+        assert store.prune("s", "a", [m.message_id for m in msgs[:2]], tombstones) == 1
+        assert [h.message.message_id for h in store.history("s", "a")] == [m.message_id for m in msgs[1:]]
+        assert store.revisions("s", "a") == []
+        assert [t.entry_id for t in store.tombstones("s", "a")] == [msgs[0].message_id]
+        assert [e.entry_id for e in Conversation(store, "s", "a").view] == [m.message_id for m in msgs[1:]]
+        assert store.prune("nope", "a", [msgs[1].message_id], []) == 0
