@@ -212,13 +212,18 @@ def test_prune_deletes_old_evicted_history_only(store: LedgerStore) -> None:
 def test_cli_prune(invoke: Invoke, sqlite_url: str) -> None:
     with Ledger.connect(sqlite_url) as ledger:
         chat = ledger.conversation("s")
-        msgs = chat.append(Message.user("a"), Message.assistant("b"), Message.user("c"))
-        chat.apply_plan(lambda _v: ReductionPlan(strategy="s", evict=(msgs[0].message_id,)), trigger="manual")
+        msgs = chat.append(Message.user("a"), Message.assistant("b"), Message.user("c"), Message.assistant("d"))
+        red = chat.apply_plan(
+            lambda _v: ReductionPlan(strategy="s", evict=(msgs[0].message_id, msgs[1].message_id)), trigger="manual"
+        )
+        assert red is not None
+        assert red.evicted == (msgs[0].message_id, msgs[1].message_id)
     kept = invoke("prune", "--older-than", "1d", "--url", sqlite_url)
     assert kept.exit_code == 0, kept.output
     assert "pruned 0 evicted entries" in kept.stdout
     done = invoke("prune", "--older-than", "0s", "--url", sqlite_url)
     assert done.exit_code == 0, done.output
-    assert "pruned 1 evicted entries in 1 session(s)" in done.stdout
+    assert "pruned 2 evicted entries in 1 session(s)" in done.stdout
     with Ledger.connect(sqlite_url) as ledger:
-        assert [t.entry_id for t in ledger.tombstones("s")] == [msgs[0].message_id]
+        assert {t.entry_id for t in ledger.tombstones("s")} == {msgs[0].message_id, msgs[1].message_id}
+        assert [h.message.plain_text for h in ledger.history("s")] == ["c", "d"]

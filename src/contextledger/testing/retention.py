@@ -42,6 +42,7 @@ class RetentionContract:
                 strategy="t", revisions=(ContentRevision(message_id=msg.message_id, content=[{"text": "secret"}]),)
             ),
             trigger="manual",
+            as_given=True,
         )
         red = conv.apply_plan(
             lambda _v: ReductionPlan(
@@ -49,6 +50,7 @@ class RetentionContract:
                 summary=SummaryDraft(content="about secret words", summarizer="x", replaces=(msg.message_id,)),
             ),
             trigger="manual",
+            as_given=True,
         )
         assert red is not None
         assert red.summary_id is not None
@@ -77,8 +79,11 @@ class RetentionContract:
                 revisions=(ContentRevision(message_id=msgs[0].message_id, content=[{"text": "u"}]),),
             ),
             trigger="manual",
+            as_given=True,
         )
-        conv.apply_plan(lambda _v: ReductionPlan(strategy="t", evict=(msgs[0].message_id,)), trigger="manual")
+        conv.apply_plan(
+            lambda _v: ReductionPlan(strategy="t", evict=(msgs[0].message_id,)), trigger="manual", as_given=True
+        )
         tombstones = [
             Tombstone(session_id="s", agent_id="a", entry_id=m.message_id, reason=PRUNE_REASON) for m in msgs[:2]
         ]
