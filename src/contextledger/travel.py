@@ -16,9 +16,10 @@ at the cut (pin events alternate, so each tells the state before it).
 
 Cost: one read of the active view, one of the conversation's reduction rows and pin
 events (small rows, no message content), and the message rows of the active entries plus
-those the reductions after the cut evicted -- never the rest of the history. Revisions are
-read only when a reduction after the cut revised something, summaries only when one
-touched a summary.
+those the reductions after the cut evicted -- never the history evicted before the cut.
+So a cut near the present costs about one window, and a cut at the start of a long
+conversation reads what was evicted since. Revisions are read only when a reduction
+after the cut revised something, summaries only when one touched a summary.
 """
 
 from __future__ import annotations
