@@ -12,6 +12,7 @@ from sqlalchemy.engine import make_url
 from contextledger import Changeset, Ledger, Message, ReductionPlan, SummaryDraft, ViewEntry
 from contextledger.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict
+from contextledger.lifecycle import erase
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.engine import build_engine, parse_url
 from contextledger.stores.sql.models import Base
@@ -132,6 +133,8 @@ def test_delete_session_removes_every_row_and_only_that_session(sql_store: SQLSt
                 ),
                 trigger="reactive",
             )
+            # An erased entry leaves a tombstone row, deleted with its session too.
+            erase(sql_store, session, conversation.view.ids[-2], reason="t", agent_id=agent)
     before = _row_counts(sql_store)
     assert all(count > 0 for count in before.values()), before
     assert sql_store.delete_session("gone") is True
