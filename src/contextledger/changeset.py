@@ -17,7 +17,7 @@ from contextledger.errors import EntryNotFound, InvalidMessage, PinError
 from contextledger.messages import ContentBlock, Message
 from contextledger.records import ConversationState, Reduction, SummaryEntry, Trigger, ViewEntry, new_id
 from contextledger.tokens import TokenCounter
-from contextledger.view import View, project_view
+from contextledger.view import View
 
 __all__ = [
     "Changeset",
@@ -347,8 +347,11 @@ def build_changeset(
     model_call_count: int,
     count_changed: bool,
     manager_state: dict[str, Any] | None,
-) -> tuple[Changeset, list[ViewEntry]]:
+) -> tuple[Changeset, View]:
     """The changeset that applies ``edit`` to ``view`` and the view it leaves (pure).
+
+    The view left is ``view`` itself when the changeset changes no entry (a state-only
+    commit such as the model-call count), so what ``view`` has computed stays cached.
 
     Args:
         state: The conversation state ``view`` was read with (its version is expected).
@@ -376,7 +379,7 @@ def build_changeset(
         r.model_copy(update={"tokens": counter.count(_revised(view, r))}) for r in (plan.revisions if plan else ())
     )
     revised = {r.message_id: r for r in revisions}
-    entries = project_view(view, appends, removed, revised, edit.pins, summary)
+    entries = view.project(appends, removed, revised, edit.pins, summary)
     reduction: Reduction | None = None
     if plan is not None or edit.strategy is not None:
         reduction = Reduction(
@@ -388,7 +391,7 @@ def build_changeset(
             messages_before=len(view) + len(appends),
             messages_after=len(entries),
             tokens_before=view.tokens + sum(a.tokens for a in appends),
-            tokens_after=sum(e.tokens for e in entries),
+            tokens_after=entries.tokens,
             evicted=tuple(sorted(removed, key=lambda r: view.index_of(r) or 0)),
             revised=tuple(revised),
             summary_id=summary.summary_id if summary else None,
