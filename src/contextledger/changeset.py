@@ -373,7 +373,8 @@ def build_changeset(
     )
     plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
     removed = plan.removed_ids() if plan else set()
-    reduction_id = new_id()
+    # Only a changeset with a reduction row needs an id for it (a plain append makes none).
+    reduction_id = new_id() if plan is not None or edit.strategy is not None else ""
     summary = _summary_entry(state, view, plan, reduction_id, counter, state.next_seq + len(appends))
     revisions = tuple(
         r.model_copy(update={"tokens": counter.count(_revised(view, r))}) for r in (plan.revisions if plan else ())
