@@ -332,10 +332,7 @@ class Conversation(ModelCallCycle, ConversationPins):
                     log_repair(self.session_id, self.agent_id)
                     edit = with_repair(self._view, edit)
                 if manager_state is None and self.manager is not None:
-                    exported = self.manager.export_state()
-                    # The stored state (the one this version holds) is not sent again:
-                    # a commit of the model-call count alone stays small.
-                    manager_state = None if exported == self._state.manager_state else exported
+                    manager_state = self.manager.export_state()
                 changeset, entries = build_changeset(
                     self._state,
                     self._view,
