@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger.errors import InvalidMessage
-from contextledger.messages import FrozenDict, FrozenList, Message, _decode_shared, decode_blocks
+from contextledger.jsonvalues import decode_shared
+from contextledger.messages import FrozenDict, FrozenList, Message, decode_blocks
 from contextledger.records import ViewEntry
 from contextledger.view import View
 
@@ -68,8 +69,8 @@ def _validated(record: dict[str, Any]) -> Message:
     return Message(
         message_id=record["message_id"],
         role=record["role"],
-        content=_decode_shared(content) if type(content) is list else decode_blocks(content),
-        metadata=_decode_shared(record.get("metadata") or {}),
+        content=decode_shared(content) if type(content) is list else decode_blocks(content),
+        metadata=decode_shared(record.get("metadata") or {}),
     )
 
 
@@ -94,7 +95,7 @@ def test_from_record_equals_the_validating_constructor(message: Message) -> None
     assert type(fast.metadata) is FrozenDict
     assert fast.model_fields_set == slow.model_fields_set
     with pytest.raises(TypeError):
-        fast.content[0]["text"] = "changed"  # type: ignore[index]
+        fast.content[0]["text"] = "changed"
 
 
 @pytest.mark.parametrize(

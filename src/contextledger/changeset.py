@@ -289,7 +289,7 @@ def projected(state: ConversationState, view: View, edit: Edit | None, counter: 
         count_changed=False,
         manager_state=None,
     )
-    return View(entries)
+    return entries
 
 
 def ride_with(ride: Edit, edit: Edit | None) -> Edit | None:

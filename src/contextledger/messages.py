@@ -27,12 +27,15 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contextledger.errors import InvalidMessage
-from contextledger.jsonvalues import (
+from contextledger.jsonvalues import (  # the codec's private parts: the fast restore path below
+    _BYTES_TAG,
+    _ESCAPED_TAG,
     MAX_DEPTH,
     MAX_ID_LENGTH,
     ContentBlock,
     FrozenDict,
     FrozenList,
+    _decode_bytes,
     check_id,
     check_text,
     decode_blocks,
