@@ -442,7 +442,11 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
     turn = _get(run, "strands_turn", "strands")
     if turn is not None:
         doc += ["", "## A Strands turn (`benchmarks/strands_turn.py`)", ""]
-        doc += [str(turn.value).strip()] if turn.ok else [_na(turn)]
+        # The script's output starts with its own heading: the section keeps the one above.
+        body = str(turn.value).strip().split("\n")
+        if body and body[0].startswith("## "):
+            body = body[1:]
+        doc += ["\n".join(body).strip()] if turn.ok else [_na(turn)]
     doc += ["", "## Not applicable", "", *na_table(run), ""]
     (out / "RESULTS.md").write_text("\n".join(doc))
     payload = {

@@ -4,6 +4,8 @@
     python benchmarks/hotpaths.py restore         # 50 restores of 2,000 active messages
     python benchmarks/hotpaths.py reduction       # 200 reductions at 10,000 entries
     python benchmarks/hotpaths.py import          # what `from contextledger import Ledger` imports
+    python benchmarks/hotpaths.py model_call      # 2,000 before_model_call() that reduce nothing (memory)
+    python benchmarks/hotpaths.py model_call --url sqlite   # the same on SQLite
     python benchmarks/hotpaths.py append --sort cumulative --top 40
 
 Prints the top entries of the profile (by own time unless ``--sort`` says otherwise).
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from contenders.cl import bulk_load, native_turn
-from contextledger import Ledger, ReductionPlan
+from contextledger import Ledger, ReductionPlan, SlidingWindowConversationManager
 
 
 def profile_import(top: int) -> None:
@@ -41,18 +43,32 @@ def profile_import(top: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("path", choices=("append", "restore", "reduction", "import"))
+    parser.add_argument("path", choices=("append", "restore", "reduction", "import", "model_call"))
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--url", choices=("sqlite", "memory"), default=None, help="model_call: the store")
     args = parser.parse_args()
     if args.path == "import":
         profile_import(args.top)
         return
     with tempfile.TemporaryDirectory() as directory:
-        ledger = Ledger.connect(f"sqlite:///{directory}/profile.db")
+        memory = args.path == "model_call" and args.url != "sqlite"
+        ledger = Ledger.connect("memory://" if memory else f"sqlite:///{directory}/profile.db")
         conversation = ledger.conversation("profile", "agent")
         profiler = cProfile.Profile()
-        if args.path == "append":
+        if args.path == "model_call":
+            # The benchmark's case: a sliding window of 40 checked before every call, 20
+            # messages in the view, so the per-turn reduction finds nothing to do.
+            conversation = ledger.conversation(
+                "profile", "agent", manager=SlidingWindowConversationManager(window_size=40, per_turn=True)
+            )
+            for n in range(5):
+                conversation.append(*native_turn("profile", n))
+            profiler.enable()
+            for _ in range(2_000):
+                conversation.before_model_call()
+            profiler.disable()
+        elif args.path == "append":
             turns = [native_turn("profile", n) for n in range(300)]
             profiler.enable()
             for messages in turns:

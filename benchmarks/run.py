@@ -327,12 +327,16 @@ class Harness:
             children["raw-sqlite"] = (rawspec, [sys.executable, "-c", raw_code], "")
         children["python"] = (None, [sys.executable, "-c", "import sys; print(len(sys.modules), 0, 0)"], "")
         outcomes = {name: Outcome(na=why or None) for name, (_, argv, why) in children.items()}
+        # An installed package has its bytecode compiled (pip does it); with
+        # PYTHONDONTWRITEBYTECODE inherited from the caller, every child would compile the
+        # package's modules from source again, and the warm-up round could not warm anything.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         for r in range(1 + sizes.fresh_rounds):
             for name, (_, argv, _) in children.items() if r % 2 else reversed(children.items()):
                 if argv is None or outcomes[name].na:
                     continue
                 t0 = time.perf_counter()
-                done = subprocess.run(argv, capture_output=True, text=True, check=False)
+                done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
                 elapsed = time.perf_counter() - t0
                 if done.returncode != 0:
                     outcomes[name].na = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]

@@ -18,6 +18,7 @@ ledger made per turn (counted at the store).
 
     python benchmarks/strands_turn.py                  # 300 turns
     python benchmarks/strands_turn.py --turns 1000     # a longer conversation
+    python benchmarks/strands_turn.py --quick          # 60 turns
     python benchmarks/strands_turn.py --write-results  # also rewrite its section of RESULTS.md
 """
 
@@ -136,8 +137,11 @@ def report(series: dict[str, Series], commits: list[int], turns: int) -> list[st
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="60 turns (what scripts/bench --quick runs)")
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.turns = min(args.turns, 60)
     warnings.simplefilter("ignore")
     with tempfile.TemporaryDirectory() as scratch:
         series, commits = run(args.turns, Path(scratch))

@@ -17,7 +17,7 @@ from contextledger.errors import EntryNotFound, InvalidMessage, PinError
 from contextledger.messages import ContentBlock, Message
 from contextledger.records import ConversationState, Reduction, SummaryEntry, Trigger, ViewEntry, new_id
 from contextledger.tokens import TokenCounter
-from contextledger.view import View, project_view
+from contextledger.view import View
 
 __all__ = [
     "Changeset",
@@ -303,7 +303,7 @@ def projected(state: ConversationState, view: View, edit: Edit | None, counter: 
         count_changed=False,
         manager_state=None,
     )
-    return View(entries)
+    return entries
 
 
 def ride_with(ride: Edit, edit: Edit | None) -> Edit | None:
@@ -367,8 +367,11 @@ def build_changeset(
     count_changed: bool,
     manager_state: dict[str, Any] | None,
     before_call: bool = False,
-) -> tuple[Changeset, list[ViewEntry]]:
+) -> tuple[Changeset, View]:
     """The changeset that applies ``edit`` to ``view`` and the view it leaves (pure).
+
+    The view left is ``view`` itself when the changeset changes no entry (a state-only
+    commit such as the model-call count), so what ``view`` has computed stays cached.
 
     Args:
         state: The conversation state ``view`` was read with (its version is expected).
@@ -402,7 +405,8 @@ def build_changeset(
         if (i := view.index_of(entry_id)) is None or view[i].message.pinned != pinned
     }
     removed = plan.removed_ids() if plan else set()
-    reduction_id = new_id()
+    # Only a changeset with a reduction row needs an id for it (a plain append makes none).
+    reduction_id = new_id() if plan is not None or edit.strategy is not None else ""
     summary = _summary_entry(state, view, plan, reduction_id, counter, state.next_seq + len(appends))
     restored = {e.entry_id: e for e in edit.restore}
     revisions = tuple(
@@ -410,7 +414,7 @@ def build_changeset(
         for r in (plan.revisions if plan else ())
     )
     revised = {r.message_id: r for r in revisions}
-    entries = project_view(view, (*edit.restore, *appends), removed, revised, pins, summary)
+    entries = view.project((*edit.restore, *appends), removed, revised, pins, summary)
     reduction: Reduction | None = None
     if plan is not None or edit.strategy is not None:
         reduction = Reduction(
@@ -423,7 +427,7 @@ def build_changeset(
             restored=tuple(restored),
             messages_after=len(entries),
             tokens_before=view.tokens + sum(a.tokens for a in appends),
-            tokens_after=sum(e.tokens for e in entries),
+            tokens_after=entries.tokens,
             evicted=tuple(sorted(removed, key=lambda r: view.index_of(r) or 0)),
             revised=tuple(revised),
             summary_id=summary.summary_id if summary else None,

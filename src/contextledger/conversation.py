@@ -58,7 +58,7 @@ from contextledger.managers.repair import (
 from contextledger.messages import Message
 from contextledger.modelcalls import ModelCallCycle
 from contextledger.pinning import ConversationPins
-from contextledger.records import ConversationState, Reduction, Trigger, ViewEntry
+from contextledger.records import ConversationState, Reduction, Trigger
 from contextledger.reduction import (
     MAX_SUMMARIES,
     SummaryNeeded,
@@ -412,9 +412,9 @@ class Conversation(ModelCallCycle, ConversationPins):
         if changeset.model_call_count is not None:  # counted now: only calls announced since stay pending
             self._pending_calls = max(0, calls - changeset.model_call_count)
 
-    def _after_commit(self, changeset: Changeset, entries: list[ViewEntry], version: int) -> None:
+    def _after_commit(self, changeset: Changeset, view: View, version: int) -> None:
         self._state = changeset.state_after(self._state, version)
-        self._view = View(entries)
+        self._view = view
         self._pending_calls, self._riding, self._defer_count = 0, None, False
         if changeset.reduction is not None:
             if self.manager is not None:

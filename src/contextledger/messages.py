@@ -26,13 +26,16 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from contextledger.errors import InvalidMessage
-from contextledger.jsonvalues import (
+from contextledger.errors import ContextLedgerError, InvalidMessage
+from contextledger.jsonvalues import (  # the codec's private parts: the fast restore path below
+    _BYTES_TAG,
+    _ESCAPED_TAG,
     MAX_DEPTH,
     MAX_ID_LENGTH,
     ContentBlock,
     FrozenDict,
     FrozenList,
+    _decode_bytes,
     check_id,
     check_text,
     decode_blocks,
@@ -282,6 +285,10 @@ class Message(BaseModel):
         blocks and metadata are new dicts; values nested in them may be the record's):
         stores hand it freshly decoded JSON, which is then not copied a second time.
         """
+        try:
+            return _load_record(record)
+        except (_Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            pass  # anything unusual takes the validating path, which reports it
         content = record["content"]
         return cls(
             message_id=record["message_id"],
@@ -341,6 +348,69 @@ class Message(BaseModel):
         """The model usage recorded on this message, if any."""
         usage = self.metadata.get("usage")
         return usage if isinstance(usage, Mapping) else None
+
+
+_ROLES = frozenset(("system", "user", "assistant"))
+
+
+class _Unusual(Exception):
+    """A stored value the fast restore path leaves to the validating constructor."""
+
+
+def _load_json(value: Any, depth: int) -> Any:
+    """Freshly parsed JSON decoded (tagged bytes) and frozen in one walk, as validation would.
+
+    Raises :class:`_Unusual` (or any error) for whatever the validating constructor
+    must judge: non-JSON types, nesting deeper than :data:`MAX_DEPTH`.
+    """
+    kind = type(value)
+    if kind is str:
+        return value if value.isascii() else check_text(value)
+    if kind is dict:
+        if len(value) == 1 and _BYTES_TAG in value:
+            return _decode_bytes(value[_BYTES_TAG])
+        if depth >= MAX_DEPTH:
+            raise _Unusual
+        return FrozenDict({_load_key(k): _load_json(v, depth + 1) for k, v in value.items()})
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            raise _Unusual
+        return FrozenList([_load_json(v, depth + 1) for v in value])
+    if kind is int or kind is float or kind is bool or value is None:
+        return value
+    raise _Unusual
+
+
+def _load_key(key: Any) -> str:
+    if type(key) is not str:
+        raise _Unusual
+    if key.startswith("~") and _ESCAPED_TAG.fullmatch(key):
+        key = key[1:]
+    return key if key.isascii() else check_text(key)
+
+
+def _load_record(record: Mapping[str, Any]) -> Message:
+    """:meth:`Message.from_record` for a record that is what the codec writes, without re-validation.
+
+    A store's rows were validated when they were written; this walk decodes and freezes
+    them exactly as the constructor would and checks the shape the ledger relies on
+    (role, blocks, tool ids). Anything else raises, and the caller takes the validating
+    constructor, which reports it.
+    """
+    message_id, role, content = record["message_id"], record["role"], record["content"]
+    metadata = record.get("metadata") or {}
+    if type(message_id) is not str or not message_id or not message_id.isascii() or role not in _ROLES:
+        raise _Unusual
+    if len(message_id) > MAX_ID_LENGTH:  # only a record changed outside the library: the constructor reports it
+        raise _Unusual
+    if type(content) is not list or type(metadata) is not dict:
+        raise _Unusual
+    blocks = _load_json(content, 0)
+    for block in blocks:
+        if type(block) is not FrozenDict or not block:
+            raise _Unusual
+        _check_block(block)
+    return Message.model_construct(message_id=message_id, role=role, content=blocks, metadata=_load_json(metadata, 0))
 
 
 def _check_block(block: Mapping[str, Any]) -> None:

@@ -16,7 +16,7 @@ from contextledger.changeset import ReductionRequest, describe_error
 from contextledger.hooks import ConversationContext
 from contextledger.messages import Message
 from contextledger.records import ConversationState, Trigger
-from contextledger.tokens import TokenCounter, projected_input_tokens
+from contextledger.tokens import TokenCounter
 from contextledger.view import View
 
 __all__ = ["ConversationReader"]
@@ -49,8 +49,11 @@ class ConversationReader:
 
     @property
     def messages(self) -> list[Message]:
-        """Copies of the active messages, in order (summaries as user messages)."""
-        return [m.model_copy(deep=True) for m in self._view.messages]
+        """The active messages, in order (summaries as user messages).
+
+        Messages are immutable, so the list (new on each call) shares them with the view.
+        """
+        return list(self._view.messages)
 
     @property
     def state(self) -> ConversationState:
@@ -74,7 +77,7 @@ class ConversationReader:
 
     def projected_input_tokens(self) -> int:
         """Last reported usage plus the estimate of every entry after it."""
-        return projected_input_tokens(self._view.messages, [e.tokens for e in self._view])
+        return self._view.projected_input_tokens
 
     def is_overflow(self, error: BaseException | None) -> bool:
         """Whether ``error`` is a context-window overflow."""

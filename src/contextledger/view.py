@@ -37,6 +37,44 @@ class View:
         """Wrap ``entries`` (already in view order)."""
         self.entries: tuple[ViewEntry, ...] = tuple(entries)
 
+    # Facts derived from the entries (ids, positions, tool ids, token totals) are computed
+    # at most once per view, on first use: a view never changes, and the hot paths
+    # (before_model_call, append) ask for the same facts many times per view. A view made
+    # by appending to another (:meth:`project`) derives them from its parent's.
+
+    def project(
+        self,
+        appends: Sequence[ViewEntry],
+        removed: set[str],
+        revised: Mapping[str, _Revision],
+        pins: Mapping[str, bool],
+        summary: SummaryEntry | None,
+    ) -> View:
+        """The view after a changeset (see :func:`project_view`); ``self`` when it changes nothing."""
+        if not (appends or removed or revised or pins or summary):
+            return self  # a state-only commit (the model-call count) keeps every cached fact
+        if not (removed or revised or pins or summary) and (not self.entries or appends[0].seq > self.entries[-1].seq):
+            return self._extended(tuple(appends))
+        return View(project_view(self, appends, removed, revised, pins, summary))
+
+    def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
+        """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
+        child = View(())
+        child.entries = self.entries + appends
+        known = self.__dict__
+        if "_tool_facts" in known:
+            child.__dict__["_tool_facts"] = self._tool_facts.extended(appends)
+        if "projected_input_tokens" in known:
+            child.__dict__["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
+        if "_positions" in known:
+            positions = dict(self._positions)
+            start = len(self.entries)
+            positions.update((e.entry_id, start + i) for i, e in enumerate(appends))
+            child.__dict__["_positions"] = positions
+        if "tokens" in known:
+            child.__dict__["tokens"] = self.tokens + sum(e.tokens for e in appends)
+        return child
+
     def __len__(self) -> int:
         """Number of active entries."""
         return len(self.entries)
@@ -67,10 +105,19 @@ class View:
         """The index of ``entry_id`` or ``None`` when it is not active."""
         return self._positions.get(entry_id)
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         """Sum of the stored token estimates."""
         return sum(e.tokens for e in self.entries)
+
+    @cached_property
+    def projected_input_tokens(self) -> int:
+        """The last reported input+output usage plus the estimate of every entry after it.
+
+        Without any reported usage, the sum of the estimates (see
+        :func:`contextledger.tokens.projected_input_tokens`).
+        """
+        return _projected_after(None, self.entries)
 
     @cached_property
     def _group_ids(self) -> list[int]:
@@ -132,15 +179,80 @@ class View:
         stored = [self.entries[i].message for i in found if i is not None]
         return stored if all(map(_same_message, messages, stored)) else None
 
+    @cached_property
+    def _tool_facts(self) -> _ToolFacts:
+        return _ToolFacts.of(self.entries)
+
     def dangling_tool_uses(self) -> list[str]:
         """Return the toolUseIds called in the view that have no result in it."""
-        results = {tid for e in self.entries for tid in e.message.tool_result_ids}
-        return [tid for e in self.entries for tid in e.message.tool_use_ids if tid not in results]
+        return list(self._tool_facts.dangling)
 
     def orphan_results(self) -> list[str]:
         """Return the toolUseIds answered in the view whose call is not in it."""
-        uses = {tid for e in self.entries for tid in e.message.tool_use_ids}
-        return [tid for e in self.entries for tid in e.message.tool_result_ids if tid not in uses]
+        return list(self._tool_facts.orphans)
+
+
+class _ToolFacts:
+    """The tool ids of a view: every call and result, and the calls and results left unpaired.
+
+    ``dangling`` and ``orphans`` keep view order (their order is the order the
+    repair reports them in).
+    """
+
+    __slots__ = ("dangling", "orphans", "results", "uses")
+
+    def __init__(self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str]) -> None:
+        self.uses, self.results, self.dangling, self.orphans = uses, results, dangling, orphans
+
+    @staticmethod
+    def _ids(entries: Sequence[ViewEntry]) -> tuple[list[str], list[str]]:
+        uses: list[str] = []
+        results: list[str] = []
+        for entry in entries:
+            for block in entry.message.content:
+                if "toolUse" in block:
+                    uses.append(block["toolUse"]["toolUseId"])
+                if "toolResult" in block:
+                    results.append(block["toolResult"]["toolUseId"])
+        return uses, results
+
+    @classmethod
+    def of(cls, entries: Sequence[ViewEntry]) -> _ToolFacts:
+        uses, results = cls._ids(entries)
+        use_set, result_set = set(uses), set(results)
+        return cls(
+            use_set,
+            result_set,
+            [t for t in uses if t not in result_set],
+            [t for t in results if t not in use_set],
+        )
+
+    def extended(self, appends: Sequence[ViewEntry]) -> _ToolFacts:
+        """The facts of the view with ``appends`` after it."""
+        uses, results = self._ids(appends)
+        if not uses and not results:
+            return self  # plain text turns: nothing to carry over but the facts themselves
+        use_set, result_set = self.uses | set(uses), self.results | set(results)
+        return _ToolFacts(
+            use_set,
+            result_set,
+            [t for t in (*self.dangling, *uses) if t not in result_set],
+            [t for t in (*self.orphans, *results) if t not in use_set],
+        )
+
+
+def _projected_after(base: int | None, entries: Sequence[ViewEntry]) -> int:
+    """Projected input tokens of a view ending in ``entries``; ``base`` is that of what precedes them.
+
+    The newest entry with reported usage resets the count; ``base`` is ``None`` when
+    nothing precedes ``entries``.
+    """
+    for index in range(len(entries) - 1, -1, -1):
+        usage = entries[index].message.usage
+        if usage and isinstance(usage.get("inputTokens"), int):
+            reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
+            return reported + sum(e.tokens for e in entries[index + 1 :])
+    return (base or 0) + sum(e.tokens for e in entries)
 
 
 def _same_message(new: Message, stored: Message) -> bool:

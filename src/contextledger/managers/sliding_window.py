@@ -106,6 +106,11 @@ class SlidingWindowConversationManager(PolicyManager):
 
     def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
         """Trim (and on overflow truncate) as described in the class docstring."""
+        # Within the window nothing is trimmed but a leading orphan result (see _trim): the
+        # per-turn check before every model call costs O(1) when there is none.
+        within = request.trigger not in ("reactive", "proactive") and len(view) <= self.options.window_size
+        if within and (not view or not view[0].message.tool_result_ids):
+            return None
         protected = self.protected(view)
         revisions: tuple[ContentRevision, ...] = ()
         if request.trigger == "reactive" and self.options.should_truncate_results:

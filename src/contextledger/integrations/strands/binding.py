@@ -208,7 +208,7 @@ class AgentBinding:
         repair = plan_repair(view) if conversation.repair else None
         if repair is None:
             return view
-        _, entries = build_changeset(
+        _, repaired = build_changeset(
             conversation.state,
             view,
             repair,
@@ -217,7 +217,7 @@ class AgentBinding:
             count_changed=False,
             manager_state=None,
         )
-        return View(entries)
+        return repaired
 
     def _render(self, entry: ViewEntry, summary: Mapping[str, Any] | None) -> StrandsMessage:
         if entry.kind == "summary" and summary is not None and summary.get("tracking_id") == entry.entry_id:

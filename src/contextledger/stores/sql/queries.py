@@ -107,10 +107,25 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
     if row is None:
         return None
     state = _record(ConversationState, row._mapping, session_id=session_id, agent_id=agent_id)
-    entries = [
-        ViewEntry(entry_id=m.message_id, seq=m.seq, message=_message(m, m.message_id), tokens=m.tokens)
-        for m in conn.execute(_ACTIVE_MESSAGES, {"conversation_id": row.id})
-    ]
+    rows = conn.execute(_ACTIVE_MESSAGES, {"conversation_id": row.id}).all()
+    try:
+        # One guard for the whole window; a damaged row is then located row by row below.
+        entries = [
+            ViewEntry(
+                entry_id=m.message_id,
+                seq=m.seq,
+                message=Message.from_record(
+                    {"message_id": m.message_id, "role": m.role, "content": m.content, "metadata": m.meta}
+                ),
+                tokens=m.tokens,
+            )
+            for m in rows
+        ]
+    except Exception:  # re-raised as CorruptRecord, located, by the decoding below
+        entries = [
+            ViewEntry(entry_id=m.message_id, seq=m.seq, message=_message(m, m.message_id), tokens=m.tokens)
+            for m in rows
+        ]
     entries += [
         ViewEntry(
             entry_id=s.summary_id,

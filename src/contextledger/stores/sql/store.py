@@ -42,7 +42,7 @@ from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql import erasure, queries, schema
-from contextledger.stores.sql.appends import apply_append, is_append_only
+from contextledger.stores.sql.appends import apply_append, apply_append_sqlite, is_append_only
 from contextledger.stores.sql.changes import apply_changeset, read_back
 from contextledger.stores.sql.engine import (
     BEGIN_OPTION,
@@ -275,7 +275,12 @@ class SQLStore:
                     return apply_append(conn, changeset, utcnow())
             with self._transaction(write=True) as conn:
                 sent = True
-                return apply_changeset(conn, changeset, utcnow())
+                now = utcnow()
+                if self._sqlite:
+                    version = apply_append_sqlite(conn, changeset, now)
+                    if version is not None:
+                        return version
+                return apply_changeset(conn, changeset, now)
         except StoreUnavailable as exc:
             if sent:
                 raise ReplyLost(exc) from exc
