@@ -107,7 +107,8 @@ def write_summary(need: SummaryNeeded) -> str:
         ReductionFailed: The summarizer raised.
     """
     try:
-        return need.summarize(need.entries)
+        text: str = settle(need.summarize(need.entries))  # a coroutine summarizer under the async API
+        return text
     except ReductionFailed:
         raise
     except Exception as exc:

@@ -1,0 +1,68 @@
+"""How an async shell calls the sync core: one greenlet per call, no thread.
+
+:func:`run` is SQLAlchemy's ``greenlet_spawn``: the sync function runs in a greenlet on
+the event loop's thread, and each blocking point inside it (a driver round trip, a
+conflict back-off, a coroutine summarizer) hands its awaitable to the loop through
+``await_only``. :class:`coroutine_of` turns a sync method into the coroutine method of a
+shell, with the sync method's signature and docstring, so a shell states each method
+once, by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+
+from sqlalchemy.util import greenlet_spawn
+
+__all__ = ["Shell", "coroutine_of", "run"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+async def run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run the sync ``fn`` in a greenlet on this event loop and return its result."""
+    spawn: Any = greenlet_spawn  # typed with a keyword of its own that would swallow ours
+    result: R = await spawn(fn, *args, **kwargs)
+    return result
+
+
+class Shell(Protocol):
+    """An async shell: the sync object it wraps and how it runs one call of it."""
+
+    @property
+    def sync(self) -> Any:
+        """The sync object whose methods the shell's coroutines run."""
+        ...
+
+    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R: ...
+
+
+class coroutine_of(Generic[P, R]):
+    """A coroutine method that runs the sync method of the same name through the shell's ``_call``.
+
+    ``append = coroutine_of(Conversation.append)`` in a shell class makes
+    ``await shell.append(...)`` run ``shell.sync.append(...)`` in a greenlet.
+    """
+
+    def __init__(self, method: Callable[Concatenate[Any, P], R]) -> None:
+        name = method.__name__
+
+        async def call(shell: Shell, *args: P.args, **kwargs: P.kwargs) -> R:
+            return await shell._call(getattr(shell.sync, name), *args, **kwargs)
+
+        self._function = functools.update_wrapper(call, method)
+
+    @overload
+    def __get__(self, shell: None, owner: type[Any]) -> coroutine_of[P, R]: ...
+
+    @overload
+    def __get__(self, shell: object, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(self, shell: object | None, owner: type[Any]) -> Any:
+        if shell is None:
+            return self
+        return types.MethodType(self._function, shell)
