@@ -107,8 +107,7 @@ def write_summary(need: SummaryNeeded) -> str:
         ReductionFailed: The summarizer raised.
     """
     try:
-        text: str = settle(need.summarize(need.entries))  # a coroutine summarizer under the async API
-        return text
+        return need.summarize(need.entries)
     except ReductionFailed:
         raise
     except Exception as exc:

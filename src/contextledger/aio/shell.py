@@ -10,6 +10,7 @@ once, by name.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import types
 from collections.abc import Callable, Coroutine
@@ -24,7 +25,12 @@ R = TypeVar("R")
 
 
 async def run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run the sync ``fn`` in a greenlet on this event loop and return its result."""
+    """Run the sync ``fn`` in a greenlet on this event loop and return its result.
+
+    Every call first yields to the loop once: a call that does no I/O (the memory store,
+    a pure query) would otherwise never let other tasks run between a task's calls.
+    """
+    await asyncio.sleep(0)
     spawn: Any = greenlet_spawn  # typed with a keyword of its own that would swallow ours
     result: R = await spawn(fn, *args, **kwargs)
     return result
@@ -57,12 +63,12 @@ class coroutine_of(Generic[P, R]):
         self._function = functools.update_wrapper(call, method)
 
     @overload
-    def __get__(self, shell: None, owner: type[Any]) -> coroutine_of[P, R]: ...
+    def __get__(self, shell: None, owner: type[Any]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]: ...
 
     @overload
     def __get__(self, shell: object, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     def __get__(self, shell: object | None, owner: type[Any]) -> Any:
         if shell is None:
-            return self
+            return self._function  # what help() and the docs show: the sync method's signature and docstring
         return types.MethodType(self._function, shell)
