@@ -183,7 +183,7 @@ def test_the_loop_is_never_blocked_while_50_conversations_commit(
     # measured). A driver call that blocked the loop would hold it for whole round trips, and
     # 50 x 3 turns of them for seconds; generous so that a loaded machine does not fail it.
     assert worst < 0.5
-    assert beats >= 10  # the heartbeat ran all along, not once at the end
+    assert beats >= 3  # the heartbeat ran during the load, not once after it
 
 
 def test_concurrent_async_writers_on_one_conversation_lose_nothing(backend_url: tuple[str, Options]) -> None:
@@ -234,7 +234,8 @@ def test_a_coroutine_summarizer_in_the_sync_api_fails_clearly_and_writes_nothing
         return "never"
 
     ledger = Ledger(MemoryStore())
-    conv = ledger.conversation("s", manager=SummarizingConversationManager(summary_ratio=0.5, summarizer=summarize))
+    manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2, summarizer=summarize)
+    conv = ledger.conversation("s", manager=manager)
     conv.append(*chat(8))
     version = conv.version
     with pytest.raises(ReductionFailed, match=r"async API \(contextledger.aio\)"):
