@@ -11,21 +11,21 @@ from tests.aio.portal import BlockingStore, Portal
 from tests.conftest import STORE_BACKENDS
 from tests.plugins.redis import purge
 
-_FIGURES: list[str] = []
+_MEASURED: dict[str, None] = {}  # in the order measured
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the figures the async tests measured (event-loop lag per backend)."""
-    if _FIGURES:
-        terminalreporter.section("async API figures")
-        for line in _FIGURES:
-            terminalreporter.write_line(line)
+    """Show what the async tests measured (the event loop's lag on each backend)."""
+    if not _MEASURED:
+        return
+    terminalreporter.write_sep("=", "async API figures")
+    terminalreporter.write("\n".join(_MEASURED) + "\n")
 
 
 @pytest.fixture
 def report() -> Any:
     """Record one figure for the terminal summary."""
-    return _FIGURES.append
+    return lambda line: _MEASURED.setdefault(line)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from contextledger import (
     SummarizingConversationManager,
 )
 from contextledger.aio import AsyncConversation, AsyncLedger
+from contextledger.aio.shell import synced
 from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
 from contextledger.integrations.openai_agents import LedgerRunHooks
 from contextledger.stores.memory import MemoryStore
@@ -250,7 +251,7 @@ def test_every_conversation_method_is_a_coroutine_and_every_property_a_property(
         sync_attr = vars(Conversation)[name]
         async_attr = getattr(AsyncConversation, name)
         if isinstance(sync_attr, property):
-            assert isinstance(inspect.getattr_static(AsyncConversation, name), property), name
+            assert isinstance(inspect.getattr_static(AsyncConversation, name), property | synced), name
         elif callable(sync_attr):
             conv = AsyncConversation.__new__(AsyncConversation)
             assert inspect.iscoroutinefunction(getattr(conv, name)), name

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from contextledger.aio.shell import coroutine_of, run
+from contextledger.aio.shell import ShellBase, coroutine_of, run, synced
 from contextledger.conversation import Conversation
 from contextledger.hooks import HookRegistry
 from contextledger.managers.base import ConversationManager
@@ -27,7 +27,7 @@ __all__ = ["AsyncConversation"]
 R = TypeVar("R")
 
 
-class AsyncConversation:
+class AsyncConversation(ShellBase[Conversation]):
     """One conversation's active view on the async API; every I/O method is a coroutine.
 
     Open one with ``await ledger.conversation(...)`` on an
@@ -38,113 +38,40 @@ class AsyncConversation:
 
     def __init__(self, conversation: Conversation) -> None:
         """Wrap an open sync ``conversation`` whose store runs on asyncio drivers."""
-        self._sync = conversation
+        super().__init__(conversation)
         self._lock = asyncio.Lock()
 
     @classmethod
     async def open(
-        cls,
-        store: LedgerStore,
-        session_id: str,
-        agent_id: str = "default",
-        *,
-        manager: ConversationManager | None = None,
-        token_counter: TokenCounter | None = None,
-        context_window_limit: int | None = None,
-        **options: Any,
+        cls, store: LedgerStore, session_id: str, agent_id: str = "default", **options: Any
     ) -> AsyncConversation:
-        """Open the conversation (reads only), as :class:`~contextledger.Conversation` does.
+        """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
 
         Raises:
             ConfigurationError: An option is invalid.
         """
-        conversation = await run(
-            Conversation,
-            store,
-            session_id,
-            agent_id,
-            manager=manager,
-            token_counter=token_counter,
-            context_window_limit=context_window_limit,
-            **options,
-        )
-        return cls(conversation)
+        return cls(await run(Conversation, store, session_id, agent_id, **options))
 
     async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         async with self._lock:
             return await run(fn, *args, **kwargs)
 
-    @property
-    def sync(self) -> Conversation:
-        """The sync conversation this one runs (its methods block: call them only in a greenlet)."""
-        return self._sync
+    # -- the last committed state, as the sync conversation's attributes and properties --------
 
-    # -- the last committed state ------------------------------------------------------------
-
-    @property
-    def session_id(self) -> str:
-        """The session."""
-        return self._sync.session_id
-
-    @property
-    def agent_id(self) -> str:
-        """The agent within the session."""
-        return self._sync.agent_id
-
-    @property
-    def store(self) -> LedgerStore:
-        """The store (on asyncio drivers)."""
-        return self._sync.store
-
-    @property
-    def manager(self) -> ConversationManager | None:
-        """The manager whose hooks are registered."""
-        return self._sync.manager
-
-    @property
-    def hooks(self) -> HookRegistry:
-        """The hook registry (callbacks are sync functions; they run inside the call's greenlet)."""
-        return self._sync.hooks
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        """The per-message token estimator."""
-        return self._sync.token_counter
-
-    @property
-    def context_window_limit(self) -> int | None:
-        """The model's window, used when a caller gives none."""
-        return self._sync.context_window_limit
-
-    @property
-    def view(self) -> View:
-        """The active view as last committed."""
-        return self._sync.view
-
-    @property
-    def messages(self) -> list[Message]:
-        """Copies of the active messages, in order (summaries as user messages)."""
-        return self._sync.messages
-
-    @property
-    def state(self) -> ConversationState:
-        """The state as last committed."""
-        return self._sync.state
-
-    @property
-    def version(self) -> int:
-        """The version last read or committed."""
-        return self._sync.version
-
-    @property
-    def model_call_count(self) -> int:
-        """Model calls so far, including one announced but not yet committed."""
-        return self._sync.model_call_count
-
-    @property
-    def agent_state(self) -> dict[str, Any]:
-        """Host key/value state (a copy)."""
-        return self._sync.agent_state
+    mirrors = Conversation
+    session_id: synced[str] = synced()
+    agent_id: synced[str] = synced()
+    store: synced[LedgerStore] = synced()
+    manager: synced[ConversationManager | None] = synced()
+    hooks: synced[HookRegistry] = synced()
+    token_counter: synced[TokenCounter] = synced()
+    context_window_limit: synced[int | None] = synced()
+    view: synced[View] = synced()
+    messages: synced[list[Message]] = synced()
+    state: synced[ConversationState] = synced()
+    version: synced[int] = synced()
+    model_call_count: synced[int] = synced()
+    agent_state: synced[dict[str, Any]] = synced()
 
     # -- every method of Conversation, as a coroutine ---------------------------------------
 

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
 from contextledger.aio.conversation import AsyncConversation
-from contextledger.aio.shell import coroutine_of, run
+from contextledger.aio.shell import ShellBase, coroutine_of, run, synced
 from contextledger.aio.stores import open_async_store
 from contextledger.ledger import DEFAULT_URL, Ledger
-from contextledger.managers.base import ConversationManager
 from contextledger.stores.base import LedgerStore
-from contextledger.tokens import TokenCounter
 
 __all__ = ["AsyncLedger"]
 
 R = TypeVar("R")
 
 
-class AsyncLedger:
+class AsyncLedger(ShellBase[Ledger]):
     """A store on asyncio drivers plus the conversations and queries over it.
 
     ``await AsyncLedger.connect(url, **options)`` takes the URLs and options of
@@ -33,7 +30,7 @@ class AsyncLedger:
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore`.
         """
-        self._sync = Ledger(store)
+        super().__init__(Ledger(store))
 
     @classmethod
     async def connect(cls, url: str = DEFAULT_URL, **options: Any) -> AsyncLedger:
@@ -48,53 +45,21 @@ class AsyncLedger:
         """
         return cls(await run(open_async_store, url, **options))
 
-    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        return await run(fn, *args, **kwargs)
+    mirrors = Ledger
+    store: synced[LedgerStore] = synced()
+    url: synced[str] = synced()
 
-    @property
-    def sync(self) -> Ledger:
-        """The sync ledger this one runs (its methods block: call them only in a greenlet)."""
-        return self._sync
-
-    @property
-    def store(self) -> LedgerStore:
-        """The store (on asyncio drivers)."""
-        return self._sync.store
-
-    @property
-    def url(self) -> str:
-        """The store's URL (with any password masked)."""
-        return self._sync.url
-
-    async def conversation(
-        self,
-        session_id: str,
-        agent_id: str = "default",
-        *,
-        manager: ConversationManager | None = None,
-        token_counter: TokenCounter | None = None,
-        context_window_limit: int | None = None,
-        repair: bool = True,
-        **options: Any,
-    ) -> AsyncConversation:
+    async def conversation(self, session_id: str, agent_id: str = "default", **options: Any) -> AsyncConversation:
         """Open the conversation of (session_id, agent_id), restoring its active view (reads only).
 
-        Takes the arguments of :meth:`Ledger.conversation`; a summarizer of the manager
-        may be a coroutine function here.
+        Takes the arguments of :meth:`Ledger.conversation` (``manager``, ``token_counter``,
+        ``context_window_limit``, ``repair``, ``max_retries``, ``overflow_errors``); a
+        summarizer of the manager may be a coroutine function here.
 
         Raises:
             ConfigurationError: An option is invalid.
         """
-        return await AsyncConversation.open(
-            self.store,
-            session_id,
-            agent_id,
-            manager=manager,
-            token_counter=token_counter,
-            context_window_limit=context_window_limit,
-            repair=repair,
-            **options,
-        )
+        return await AsyncConversation.open(self.store, session_id, agent_id, **options)
 
     history = coroutine_of(Ledger.history)
     evictions = coroutine_of(Ledger.evictions)

@@ -4,8 +4,8 @@
 the event loop's thread, and each blocking point inside it (a driver round trip, a
 conflict back-off, a coroutine summarizer) hands its awaitable to the loop through
 ``await_only``. :class:`coroutine_of` turns a sync method into the coroutine method of a
-shell, with the sync method's signature and docstring, so a shell states each method
-once, by name.
+shell, with the sync method's signature and docstring, and :class:`synced` reads an
+attribute of the sync object, so a shell states each method and property once, by name.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ import asyncio
 import functools
 import types
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from sqlalchemy.util import greenlet_spawn
 
-__all__ = ["Shell", "coroutine_of", "run"]
+__all__ = ["Shell", "ShellBase", "coroutine_of", "run", "synced"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+S = TypeVar("S")
 
 
 async def run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -45,6 +47,22 @@ class Shell(Protocol):
         ...
 
     async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R: ...
+
+
+class ShellBase(Generic[S]):
+    """Holds the sync object; each call runs in its own greenlet (subclasses may serialize them)."""
+
+    def __init__(self, sync: S) -> None:
+        """Wrap ``sync``."""
+        self._sync = sync
+
+    @property
+    def sync(self) -> S:
+        """The sync object this shell runs (its methods block: call them only inside a greenlet)."""
+        return self._sync
+
+    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        return await run(fn, *args, **kwargs)
 
 
 class coroutine_of(Generic[P, R]):
@@ -72,3 +90,29 @@ class coroutine_of(Generic[P, R]):
         if shell is None:
             return self._function  # what help() and the docs show: the sync method's signature and docstring
         return types.MethodType(self._function, shell)
+
+
+class synced(Generic[T]):
+    """A read-only property of a shell that reads the sync object's attribute of the same name.
+
+    The docstring is the sync attribute's, taken from the class named by the shell's
+    ``mirrors`` attribute.
+    """
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
+        self.__doc__ = getattr(getattr(owner, "mirrors", object), name, None).__doc__
+
+    @overload
+    def __get__(self, shell: None, owner: type[Any]) -> synced[T]: ...
+
+    @overload
+    def __get__(self, shell: object, owner: type[Any]) -> T: ...
+
+    def __get__(self, shell: object | None, owner: type[Any]) -> Any:
+        if shell is None:
+            return self
+        return getattr(cast(Shell, shell).sync, self._name)
+
+    def __set__(self, shell: object, value: Any) -> None:
+        raise AttributeError(f"{self._name} is read-only: it is the sync object's, changed by its methods")
