@@ -234,9 +234,8 @@ CHILD = textwrap.dedent(
     from contextledger.integrations.openai_agents import LedgerRunHooks, LedgerSession, ScriptedModel
 
     set_tracing_disabled(True)
-    url, prompt, answer = sys.argv[1:4]
 
-    async def main():
+    async def main(url, prompt, answer):
         manager = SlidingWindowConversationManager(window_size=4, per_turn=True)
         session = LedgerSession("restart", url=url, manager=manager)
         model = ScriptedModel([answer], name="child")
@@ -244,40 +243,42 @@ CHILD = textwrap.dedent(
         print(json.dumps({"output": result.final_output, "input": model.calls[0].input}))
         await session.close()
 
-    asyncio.run(main())
+    if __name__ == "__main__":
+        asyncio.run(main(*sys.argv[1:4]))
     """
 )
 
 
 def test_a_restart_in_a_fresh_process_continues_the_conversation(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'agents.db'}"
+    namespace: dict[str, Any] = {"__name__": "child"}
+    exec(CHILD, namespace)  # the same program, in this process
 
-    def turn(prompt: str, answer: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, url, prompt, answer],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-            cwd=ROOT,
-        )
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
+    def turn_here(prompt: str, answer: str) -> None:
+        asyncio.run(namespace["main"](url, prompt, answer))
 
-    first = turn("My name is Ada.", "Hello Ada.")
-    assert first["output"] == "Hello Ada."
-    second = turn("What is my name?", "Ada.")
-    # The second process was given what the first one stored, then its own prompt.
+    turn_here("My name is Ada.", "Hello Ada.")
+    # A fresh process continues the conversation.
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, url, "What is my name?", "Ada."],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=ROOT,
+    )
+    second = json.loads(done.stdout.strip().splitlines()[-1])
+    assert second["output"] == "Ada."
+    # It was given what this process stored, then its own prompt.
     texts = [i["content"] if isinstance(i["content"], str) else i["content"][0]["text"] for i in second["input"]]
     assert texts == ["My name is Ada.", "Hello Ada.", "What is my name?"]
-    for n in range(2):
-        turn(f"more {n}", f"reply {n}")
+    turn_here("And my order?", "A-1042.")  # five items at this model call: the window (4) evicts
     # What left the view, as the command line shows it.
     shown = subprocess.run(
         [sys.executable, "-m", "contextledger", "evictions", "restart", "--url", url, "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         check=True,
         cwd=ROOT,
     )
