@@ -11,6 +11,9 @@ Every method is a thin shell over the items mapping and the async conversation:
 * ``clear_session()`` -- one recorded reduction (strategy ``clear``) evicting the whole
   view; :meth:`AsyncLedger.delete_session` is the way to erase.
 
+Both are recorded exactly as the SDK asked (``as_given``): the view rules that hold a
+manager's plans do not second-guess the host's own request.
+
 The session also offers ``before_model_call`` / ``after_model_call``, so
 ``LedgerRunHooks(session)`` counts model calls and runs per-turn and proactive management
 on the same conversation the session reads and writes.
@@ -149,7 +152,7 @@ class LedgerSession:
                 return None
             return ReductionPlan(strategy="pop", evict=(view[-1].entry_id,), detail="Session.pop_item")
 
-        await conversation.apply_plan(plan, trigger="manual")
+        await conversation.apply_plan(plan, trigger="manual", as_given=True)  # the host asked for exactly this
         if not popped:
             return None
         item: TResponseInputItem = messages_to_items(popped)[-1]  # type: ignore[assignment]
@@ -164,7 +167,7 @@ class LedgerSession:
                 return None
             return ReductionPlan(strategy="clear", evict=view.ids, detail="Session.clear_session")
 
-        await conversation.apply_plan(plan, trigger="manual")
+        await conversation.apply_plan(plan, trigger="manual", as_given=True)  # the host asked for exactly this
 
     # -- the model-call cycle, for LedgerRunHooks(session) ------------------------------------
 
