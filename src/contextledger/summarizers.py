@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from contextledger.messages import Message
@@ -18,7 +18,7 @@ from contextledger.seam import settle
 
 __all__ = ["SUMMARY_MARK", "ExtractiveSummarizer", "Summarizer", "is_summary", "summarizer_name"]
 
-Summarizer = Callable[[list[Message]], str]
+Summarizer = Callable[[list[Message]], str | Awaitable[str]]
 """Turns the messages being replaced into the summary text."""
 
 SUMMARY_MARK = "summary_of"

@@ -44,7 +44,7 @@ class TestStoreContractOnAsyncDrivers(StoreContract):
 def test_random_conversations_on_the_async_api(
     async_store: BlockingStore, opener: Any, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
 ) -> None:
-    property_tests.run_script(async_store, spec, script)  # type: ignore[arg-type]
+    property_tests.run_script(async_store, spec, script)
 
 
 RESTART_TESTS = [
@@ -65,10 +65,10 @@ def lost_reply(request: pytest.FixtureRequest, portal: Portal) -> Iterator[Lossy
     """A lossy store of each backend (tests/plugins/faults.py) on its asyncio driver, called through the portal."""
 
     def open_store(url: str, **options: Any) -> LedgerStore:
-        return BlockingStore.open(portal, url, **options)  # type: ignore[return-value]
+        return BlockingStore.open(portal, url, **options)
 
     def wrap(store: LedgerStore) -> LedgerStore:
-        return BlockingStore(portal, store)  # type: ignore[return-value]
+        return BlockingStore(portal, store)
 
     with lossy_backend(request, request.param, open_store, wrap) as lossy:
         yield lossy

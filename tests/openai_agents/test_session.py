@@ -121,7 +121,7 @@ def test_a_pinned_item_outlives_the_window() -> None:
 
     items = asyncio.run(main())
     assert items[0]["content"] == "My order is A-1042; remember it."
-    assert model.calls[-1].input[0]["content"] == "My order is A-1042; remember it."
+    assert model.calls[-1].input[0]["content"] == "My order is A-1042; remember it."  # type: ignore[typeddict-item]
     assert len(model.calls[-1].input) < 10  # the rest was evicted
 
 
@@ -173,7 +173,7 @@ def test_clear_session_evicts_the_whole_view_in_one_reduction() -> None:
     session = LedgerSession("u6", ledger=ledger)
 
     async def main() -> tuple[list[Any], list[Any], int]:
-        await session.add_items([{"role": "user", "content": f"m{n}"} for n in range(3)])  # type: ignore[misc]
+        await session.add_items([{"role": "user", "content": f"m{n}"} for n in range(3)])
         await session.clear_session()
         await session.clear_session()  # nothing left: nothing recorded
         return await session.get_items(), await ledger.reductions("u6"), len(await ledger.history("u6"))
@@ -214,7 +214,7 @@ def test_bad_input_is_refused_and_nothing_is_stored() -> None:
 
     async def main() -> list[Any]:
         with pytest.raises(InvalidMessage):
-            await session.add_items([{"role": "user", "content": "ok"}, {"type": "function_call"}])  # type: ignore[list-item]
+            await session.add_items([{"role": "user", "content": "ok"}, {"type": "function_call"}])  # type: ignore[list-item,misc]
         with pytest.raises(ConfigurationError):
             await session.get_items(-1)
         return await ledger.history("u8")
