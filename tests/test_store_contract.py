@@ -11,45 +11,14 @@ import pytest
 
 from contextledger.testing import StoreContract
 from tests.conftest import STORE_BACKENDS
-from tests.plugins.faults import (
-    LossyStore,
-    lossy_memory,
-    lossy_postgres,
-    lossy_redis,
-    lossy_redis_cluster,
-    lossy_sqlite,
-)
-from tests.plugins.proxy import TcpProxy
-from tests.plugins.redis import purge
+from tests.plugins.faults import LossyStore, lossy_backend
 
 
 @pytest.fixture(params=STORE_BACKENDS)
 def lost_reply(request: pytest.FixtureRequest) -> Iterator[LossyStore]:
     """A fresh store of each backend whose next commits can lose their reply (see tests/plugins/faults.py)."""
-    backend = request.param
-    proxies: list[TcpProxy] = []
-    redis_target: tuple[str, str] | None = None
-    if backend == "memory":
-        lossy = lossy_memory()
-    elif backend == "sqlite":
-        lossy = lossy_sqlite(request.getfixturevalue("sqlite_url"))
-    elif backend == "postgres":
-        lossy, proxy = lossy_postgres(request.getfixturevalue("postgres_ledger_url"))
-        proxies.append(proxy)
-    else:
-        url = request.getfixturevalue(f"{backend}_url")
-        redis_target = (url, request.getfixturevalue("redis_key_prefix"))
-        lossy, proxies = (lossy_redis if backend == "redis" else lossy_redis_cluster)(*redis_target)
-    try:
+    with lossy_backend(request, request.param) as lossy:
         yield lossy
-    finally:
-        lossy.plan.restore()
-        lossy.disarm()
-        lossy.store.close()
-        for proxy in proxies:
-            proxy.close()
-        if redis_target is not None:
-            purge(*redis_target)
 
 
 class TestStoreContract(StoreContract):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     __version__: str
+    from contextledger.aio import AsyncConversation, AsyncLedger
     from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
     from contextledger.conversation import Conversation, Edit
     from contextledger.errors import (
@@ -84,6 +85,8 @@ if TYPE_CHECKING:
 # Names are imported on first use (PEP 562), so ``contextledger --version`` and the
 # inspector start without importing pydantic models, managers and stores they never touch.
 _EXPORTS: dict[str, str] = {
+    "AsyncConversation": "contextledger.aio",
+    "AsyncLedger": "contextledger.aio",
     "Changeset": "contextledger.changeset",
     "ContentRevision": "contextledger.changeset",
     "ReductionPlan": "contextledger.changeset",
@@ -182,6 +185,8 @@ __all__ = [
     "PIN_MESSAGE_TOOL_SPEC",
     "AfterInvocationEvent",
     "AfterModelCallEvent",
+    "AsyncConversation",
+    "AsyncLedger",
     "BeforeModelCallEvent",
     "Changeset",
     "CharTokenCounter",

@@ -19,7 +19,6 @@ The two outside calls each happen in one place: the summarizer in
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -69,6 +68,7 @@ from contextledger.reduction import (
     write_summary,
 )
 from contextledger.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_delay, log_conflict
+from contextledger.seam import pause
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter
 from contextledger.view import View
@@ -397,7 +397,7 @@ class Conversation(ModelCallCycle, ConversationPins):
                     self._after_commit(changeset, entries, version)
                     return changeset.reduction
             log_conflict(self.session_id, self.agent_id, attempt)
-            time.sleep(backoff_delay(attempt))
+            pause(backoff_delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _settle(self, changeset: Changeset) -> None:

@@ -49,6 +49,7 @@ from contextledger.jsonvalues import (  # the codec's private parts: the fast re
 )
 
 __all__ = [
+    "LINKS_KEY",
     "MAX_DEPTH",
     "MAX_ID_LENGTH",
     "ContentBlock",
@@ -66,6 +67,9 @@ __all__ = [
     "normalize_json",
     "thaw",
 ]
+
+LINKS_KEY = "links"
+"""``Message.metadata[LINKS_KEY]``: toolUseIds a message travels with (see :attr:`Message.tool_ids`)."""
 
 Role = Literal["system", "user", "assistant"]
 
@@ -335,8 +339,15 @@ class Message(BaseModel):
 
     @property
     def tool_ids(self) -> set[str]:
-        """Every toolUseId this message mentions, as call or as result."""
-        return set(self.tool_use_ids) | set(self.tool_result_ids)
+        """Every toolUseId this message mentions, as call or as result, or travels with.
+
+        A message that neither calls nor answers a tool may name toolUseIds under
+        ``metadata[LINKS_KEY]`` (a reasoning item and the call it led to): the view groups
+        it with them, so every manager keeps or evicts them together.
+        """
+        linked = self.metadata.get(LINKS_KEY)
+        links = {t for t in linked if isinstance(t, str)} if isinstance(linked, list | tuple) else set()
+        return set(self.tool_use_ids) | set(self.tool_result_ids) | links
 
     @property
     def plain_text(self) -> str:

@@ -1,6 +1,7 @@
 """Summarizers: callables that turn a list of messages into summary text.
 
-A summarizer is any ``Callable[[list[Message]], str]``. The ledger records its name
+A summarizer is any ``Callable[[list[Message]], str]`` (under the async API it may also
+be a coroutine function). The ledger records its name
 (:func:`summarizer_name`) on every summary it makes. :class:`ExtractiveSummarizer` is
 deterministic and needs no model, so the summarizing manager works offline by default.
 """
@@ -9,14 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from contextledger.messages import Message
+from contextledger.seam import settle
 
 __all__ = ["SUMMARY_MARK", "ExtractiveSummarizer", "Summarizer", "is_summary", "summarizer_name"]
 
-Summarizer = Callable[[list[Message]], str]
+Summarizer = Callable[[list[Message]], str | Awaitable[str]]
 """Turns the messages being replaced into the summary text."""
 
 SUMMARY_MARK = "summary_of"
@@ -129,5 +131,12 @@ class ExtractiveSummarizer:
 
 
 def summarize_texts(summarizer: Summarizer, messages: Sequence[Message]) -> str:
-    """Call ``summarizer`` on a copy of ``messages`` (so it cannot alter the view)."""
-    return summarizer([m.model_copy(deep=True) for m in messages])
+    """Call ``summarizer`` on a copy of ``messages`` (so it cannot alter the view).
+
+    Under the async API a coroutine summarizer is awaited here (see :mod:`contextledger.seam`).
+
+    Raises:
+        ConfigurationError: The summarizer returned an awaitable outside the async API.
+    """
+    text: str = settle(summarizer([m.model_copy(deep=True) for m in messages]))
+    return text

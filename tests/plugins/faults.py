@@ -18,6 +18,8 @@ hears back -- or, with ``apply=False``, the request never arrives):
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -34,7 +36,18 @@ from contextledger.stores.redis import RedisStore
 from contextledger.stores.sql import SQLStore
 from tests.plugins.proxy import FaultPlan, TcpProxy
 
-__all__ = ["LossyStore", "lossy_memory", "lossy_postgres", "lossy_redis", "lossy_redis_cluster", "lossy_sqlite"]
+__all__ = [
+    "LossyStore",
+    "lossy_backend",
+    "lossy_memory",
+    "lossy_postgres",
+    "lossy_redis",
+    "lossy_redis_cluster",
+    "lossy_sqlite",
+]
+
+Opener = Callable[..., LedgerStore]
+"""Opens a store from a URL and options (the stores' ``from_url``; the async tests open on asyncio drivers)."""
 
 
 @dataclass
@@ -132,24 +145,24 @@ def _sqlite_factory(plan: FaultPlan) -> type[sqlite3.Connection]:
     return LossyConnection
 
 
-def lossy_sqlite(url: str) -> LossyStore:
+def lossy_sqlite(url: str, open_store: Opener = SQLStore.from_url) -> LossyStore:
     """A SQLite store on ``url`` whose write commits can fail after (or instead of) committing."""
     plan = FaultPlan(is_commit=lambda _data: True)
-    store = SQLStore.from_url(url, connect_args={"factory": _sqlite_factory(plan)})
+    store = open_store(url, connect_args={"factory": _sqlite_factory(plan)})
     return LossyStore(store, plan, "sqlite")
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
-def lossy_postgres(url: str) -> tuple[LossyStore, TcpProxy]:
+def lossy_postgres(url: str, open_store: Opener = SQLStore.from_url) -> tuple[LossyStore, TcpProxy]:
     """A PostgreSQL store reaching ``url`` through a proxy that can cut a commit's answer."""
     parsed = make_url(url)
     plan = FaultPlan(is_commit=lambda data: b"COMMIT" in data or b"WITH bumped" in data)
     proxy = TcpProxy((parsed.host or "127.0.0.1", parsed.port or 5432), plan)
     proxied = parsed.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
     # Statement text on every execution (no server-side prepare), so the proxy can see it.
-    store = SQLStore.from_url(proxied, connect_args={"prepare_threshold": None})
+    store = open_store(proxied, connect_args={"prepare_threshold": None})
     return LossyStore(store, plan, "postgres"), proxy
 
 
@@ -167,22 +180,24 @@ def _redis_plan() -> FaultPlan:
     return FaultPlan(is_commit=lambda _data: False, keep_reply=lambda reply: reply.startswith(b"-NOSCRIPT"))
 
 
-def _watch_commit_script(plan: FaultPlan, store: RedisStore) -> None:
+def _watch_commit_script(plan: FaultPlan, store: Any) -> None:
     sha = store._commit_script.sha.encode()
     plan.is_commit = lambda data: b"EVALSHA" in data.upper() and sha in data
 
 
-def lossy_redis(url: str, prefix: str) -> tuple[LossyStore, list[TcpProxy]]:
+def lossy_redis(url: str, prefix: str, open_store: Opener = RedisStore.from_url) -> tuple[LossyStore, list[TcpProxy]]:
     """A Redis store reaching ``url`` through a proxy that can cut the commit script's answer."""
     parts = urlsplit(url)
     plan = _redis_plan()
     proxy = TcpProxy((parts.hostname or "127.0.0.1", parts.port or 6379), plan)
-    store = RedisStore.from_url(_with_port(url, proxy.port), key_prefix=prefix)
+    store = open_store(_with_port(url, proxy.port), key_prefix=prefix)
     _watch_commit_script(plan, store)
     return LossyStore(store, plan, "redis"), [proxy]
 
 
-def lossy_redis_cluster(url: str, prefix: str) -> tuple[LossyStore, list[TcpProxy]]:
+def lossy_redis_cluster(
+    url: str, prefix: str, open_store: Opener = RedisStore.from_url
+) -> tuple[LossyStore, list[TcpProxy]]:
     """A Redis Cluster store whose client reaches every node through a proxy."""
     scheme, _, rest = url.partition("://")
     probe = RedisCluster.from_url(f"{scheme.removesuffix('+cluster')}://{rest}")
@@ -198,6 +213,51 @@ def lossy_redis_cluster(url: str, prefix: str) -> tuple[LossyStore, list[TcpProx
         return remap.get((address[0], int(address[1])), address)
 
     first = next(iter(proxies.values()))
-    store = RedisStore.from_url(_with_port(url, first.port), key_prefix=prefix, address_remap=address_remap)
+    store = open_store(_with_port(url, first.port), key_prefix=prefix, address_remap=address_remap)
     _watch_commit_script(plan, store)
     return LossyStore(store, plan, "redis_cluster"), list(proxies.values())
+
+
+# -- one per backend -------------------------------------------------------------------------
+
+
+@contextmanager
+def lossy_backend(
+    request: Any,
+    backend: str,
+    open_store: Opener | None = None,
+    wrap: Callable[[LedgerStore], LedgerStore] | None = None,
+) -> Iterator[LossyStore]:
+    """A fresh lossy store of ``backend`` (fixtures from ``request``), closed and purged afterwards.
+
+    ``open_store`` replaces the stores' ``from_url``; ``wrap`` wraps the memory store (which
+    has no URL) the way ``open_store`` wraps the others.
+    """
+    from tests.plugins.redis import purge
+
+    proxies: list[TcpProxy] = []
+    redis_target: tuple[str, str] | None = None
+    if backend == "memory":
+        lossy = lossy_memory()
+        if wrap is not None:
+            lossy.store = wrap(lossy.store)
+    elif backend == "sqlite":
+        lossy = lossy_sqlite(request.getfixturevalue("sqlite_url"), open_store or SQLStore.from_url)
+    elif backend == "postgres":
+        lossy, proxy = lossy_postgres(request.getfixturevalue("postgres_ledger_url"), open_store or SQLStore.from_url)
+        proxies.append(proxy)
+    else:
+        url = request.getfixturevalue(f"{backend}_url")
+        redis_target = (url, request.getfixturevalue("redis_key_prefix"))
+        lossy_redis_backend = lossy_redis if backend == "redis" else lossy_redis_cluster
+        lossy, proxies = lossy_redis_backend(*redis_target, open_store or RedisStore.from_url)
+    try:
+        yield lossy
+    finally:
+        lossy.plan.restore()
+        lossy.disarm()
+        lossy.store.close()
+        for proxy in proxies:
+            proxy.close()
+        if redis_target is not None:
+            purge(*redis_target)

@@ -10,7 +10,7 @@ reached, :class:`~contextledger.errors.StoreError` otherwise, chained to the dri
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -58,11 +58,15 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def connect(url: str, **options: Any) -> RedisClient:
+def connect(
+    url: str, *, client_factory: Callable[[str, bool, dict[str, Any]], RedisClient] | None = None, **options: Any
+) -> RedisClient:
     """A client for ``redis://``, ``rediss://`` or ``redis+cluster://host:port``, checked to answer.
 
     ``decode_responses`` is always off (the store decodes values itself so bytes stay
-    exact); other options go to redis-py's ``from_url``.
+    exact); other options go to redis-py's ``from_url``. ``client_factory(driver_url,
+    cluster, options)``, when given, makes the client instead of redis-py's sync classes
+    (the async API passes one over ``redis.asyncio``).
 
     Raises:
         InvalidLedgerURL: The scheme is not a Redis one, or the URL is malformed.
@@ -74,7 +78,9 @@ def connect(url: str, **options: Any) -> RedisClient:
     options.setdefault("socket_connect_timeout", 5.0)
     try:
         client: RedisClient
-        if parsed.cluster:
+        if client_factory is not None:
+            client = client_factory(parsed.driver_url, parsed.cluster, options)
+        elif parsed.cluster:
             client = RedisCluster.from_url(parsed.driver_url, **options)
         else:
             client = Redis.from_url(parsed.driver_url, **options)

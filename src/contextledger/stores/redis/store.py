@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -105,7 +105,8 @@ class RedisStore(RedisQueries):
         if getattr(client.get_encoder(), "decode_responses", False):
             raise ConfigurationError("the Redis ledger store needs a client with decode_responses=False")
         self._client = client
-        self._cluster = isinstance(client, RedisCluster)
+        # An adapter over redis.asyncio (contextledger.aio) says it is a cluster client itself.
+        self._cluster = isinstance(client, RedisCluster) or getattr(client, "is_cluster", False) is True
         self.key_prefix = check_prefix(key_prefix)
         if url is None:
             kwargs = client.get_connection_kwargs() if isinstance(client, Redis) else {}
@@ -125,7 +126,14 @@ class RedisStore(RedisQueries):
         self._gate = Gate(self.url)
 
     @classmethod
-    def from_url(cls, url: str, *, key_prefix: str = "contextledger", **options: Any) -> RedisStore:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        key_prefix: str = "contextledger",
+        client_factory: Callable[[str, bool, dict[str, Any]], RedisClient] | None = None,
+        **options: Any,
+    ) -> RedisStore:
         """Connect to ``redis://``, ``rediss://`` or ``redis+cluster://host:port`` and check the server answers.
 
         Options other than ``key_prefix`` go to ``redis.Redis.from_url`` or
@@ -136,9 +144,12 @@ class RedisStore(RedisQueries):
             InvalidLedgerURL: The scheme is not a Redis one, or the path is not a database number.
             ConfigurationError: ``key_prefix`` is empty or holds braces.
             StoreUnavailable: The server (or no cluster node) did not answer.
+
+        ``client_factory(driver_url, cluster, options)``, when given, makes the client
+        instead of redis-py's sync classes (the async API passes one over ``redis.asyncio``).
         """
         check_prefix(key_prefix)
-        client = connect(url, **options)
+        client = connect(url, client_factory=client_factory, **options)
         try:
             return cls(client, key_prefix=key_prefix, url=url)
         except BaseException:

@@ -1,0 +1,98 @@
+"""``AsyncConversation``: the coroutine face of :class:`~contextledger.Conversation`.
+
+Each coroutine runs the sync method of the same name in a greenlet (see
+:mod:`contextledger.aio.shell`); calls on one ``AsyncConversation`` are serialized by an
+:class:`asyncio.Lock`, as the sync conversation's lock serializes threads. Properties
+read the last committed state and stay properties.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from contextledger.aio.shell import ShellBase, coroutine_of, run, synced
+from contextledger.conversation import Conversation
+from contextledger.hooks import HookRegistry
+from contextledger.managers.base import ConversationManager
+from contextledger.messages import Message
+from contextledger.records import ConversationState
+from contextledger.stores.base import LedgerStore
+from contextledger.tokens import TokenCounter
+from contextledger.view import View
+
+__all__ = ["AsyncConversation"]
+
+R = TypeVar("R")
+
+
+class AsyncConversation(ShellBase[Conversation]):
+    """One conversation's active view on the async API; every I/O method is a coroutine.
+
+    Open one with ``await ledger.conversation(...)`` on an
+    :class:`~contextledger.aio.AsyncLedger` (or :meth:`open` on a store from
+    :func:`~contextledger.aio.open_async_store`). The managers, hook providers, rules
+    and errors are the sync conversation's own: this class holds no logic of its own.
+    """
+
+    def __init__(self, conversation: Conversation) -> None:
+        """Wrap an open sync ``conversation`` whose store runs on asyncio drivers."""
+        super().__init__(conversation)
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls, store: LedgerStore, session_id: str, agent_id: str = "default", **options: Any
+    ) -> AsyncConversation:
+        """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
+
+        Raises:
+            ConfigurationError: An option is invalid.
+        """
+        return cls(await run(Conversation, store, session_id, agent_id, **options))
+
+    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        async with self._lock:
+            return await run(fn, *args, **kwargs)
+
+    # -- the last committed state, as the sync conversation's attributes and properties --------
+
+    mirrors = Conversation
+    session_id: synced[str] = synced()
+    agent_id: synced[str] = synced()
+    store: synced[LedgerStore] = synced()
+    manager: synced[ConversationManager | None] = synced()
+    hooks: synced[HookRegistry] = synced()
+    token_counter: synced[TokenCounter] = synced()
+    context_window_limit: synced[int | None] = synced()
+    view: synced[View] = synced()
+    messages: synced[list[Message]] = synced()
+    state: synced[ConversationState] = synced()
+    version: synced[int] = synced()
+    model_call_count: synced[int] = synced()
+    agent_state: synced[dict[str, Any]] = synced()
+
+    # -- every method of Conversation, as a coroutine ---------------------------------------
+
+    refresh = coroutine_of(Conversation.refresh)
+    append = coroutine_of(Conversation.append)
+    pin = coroutine_of(Conversation.pin)
+    unpin = coroutine_of(Conversation.unpin)
+    pin_index = coroutine_of(Conversation.pin_index)
+    set_agent_state = coroutine_of(Conversation.set_agent_state)
+    preview = coroutine_of(Conversation.preview)
+    reduce = coroutine_of(Conversation.reduce)
+    apply_plan = coroutine_of(Conversation.apply_plan)
+    repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
+    edit = coroutine_of(Conversation.edit)
+    before_model_call = coroutine_of(Conversation.before_model_call)
+    after_model_call = coroutine_of(Conversation.after_model_call)
+    after_invocation = coroutine_of(Conversation.after_invocation)
+    projected_input_tokens = coroutine_of(Conversation.projected_input_tokens)
+    is_overflow = coroutine_of(Conversation.is_overflow)
+    context = coroutine_of(Conversation.context)
+    request = coroutine_of(Conversation.request)  # type: ignore[arg-type]  # **overrides could name ``self``
+
+    def __repr__(self) -> str:
+        return f"AsyncConversation(session_id={self.session_id!r}, agent_id={self.agent_id!r})"

@@ -1,0 +1,118 @@
+"""How an async shell calls the sync core: one greenlet per call, no thread.
+
+:func:`run` is SQLAlchemy's ``greenlet_spawn``: the sync function runs in a greenlet on
+the event loop's thread, and each blocking point inside it (a driver round trip, a
+conflict back-off, a coroutine summarizer) hands its awaitable to the loop through
+``await_only``. :class:`coroutine_of` turns a sync method into the coroutine method of a
+shell, with the sync method's signature and docstring, and :class:`synced` reads an
+attribute of the sync object, so a shell states each method and property once, by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import types
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload
+
+from sqlalchemy.util import greenlet_spawn
+
+__all__ = ["Shell", "ShellBase", "coroutine_of", "run", "synced"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+async def run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run the sync ``fn`` in a greenlet on this event loop and return its result.
+
+    Every call first yields to the loop once: a call that does no I/O (the memory store,
+    a pure query) would otherwise never let other tasks run between a task's calls.
+    """
+    await asyncio.sleep(0)
+    spawn: Any = greenlet_spawn  # typed with a keyword of its own that would swallow ours
+    result: R = await spawn(fn, *args, **kwargs)
+    return result
+
+
+class Shell(Protocol):
+    """An async shell: the sync object it wraps and how it runs one call of it."""
+
+    @property
+    def sync(self) -> Any:
+        """The sync object whose methods the shell's coroutines run."""
+        ...
+
+    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R: ...
+
+
+class ShellBase(Generic[S]):
+    """Holds the sync object; each call runs in its own greenlet (subclasses may serialize them)."""
+
+    def __init__(self, sync: S) -> None:
+        """Wrap ``sync``."""
+        self._sync = sync
+
+    @property
+    def sync(self) -> S:
+        """The sync object this shell runs (its methods block: call them only inside a greenlet)."""
+        return self._sync
+
+    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        return await run(fn, *args, **kwargs)
+
+
+class coroutine_of(Generic[P, R]):
+    """A coroutine method that runs the sync method of the same name through the shell's ``_call``.
+
+    ``append = coroutine_of(Conversation.append)`` in a shell class makes
+    ``await shell.append(...)`` run ``shell.sync.append(...)`` in a greenlet.
+    """
+
+    def __init__(self, method: Callable[Concatenate[Any, P], R]) -> None:
+        name = method.__name__
+
+        async def call(shell: Shell, *args: P.args, **kwargs: P.kwargs) -> R:
+            return await shell._call(getattr(shell.sync, name), *args, **kwargs)
+
+        self._function = functools.update_wrapper(call, method)
+
+    @overload
+    def __get__(self, shell: None, owner: type[Any]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]: ...
+
+    @overload
+    def __get__(self, shell: object, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(self, shell: object | None, owner: type[Any]) -> Any:
+        if shell is None:
+            return self._function  # what help() and the docs show: the sync method's signature and docstring
+        return types.MethodType(self._function, shell)
+
+
+class synced(Generic[T]):
+    """A read-only property of a shell that reads the sync object's attribute of the same name.
+
+    The docstring is the sync attribute's, taken from the class named by the shell's
+    ``mirrors`` attribute.
+    """
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self._name = name
+        self.__doc__ = getattr(getattr(owner, "mirrors", object), name, None).__doc__
+
+    @overload
+    def __get__(self, shell: None, owner: type[Any]) -> synced[T]: ...
+
+    @overload
+    def __get__(self, shell: object, owner: type[Any]) -> T: ...
+
+    def __get__(self, shell: object | None, owner: type[Any]) -> Any:
+        if shell is None:
+            return self
+        return getattr(cast(Shell, shell).sync, self._name)
+
+    def __set__(self, shell: object, value: Any) -> None:
+        raise AttributeError(f"{self._name} is read-only: it is the sync object's, changed by its methods")
