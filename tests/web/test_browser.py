@@ -125,6 +125,11 @@ def test_pins_show_when_and_who_asked(page: Any, server: Server, demo_ledger: De
     assert first[1] == ("📌 pinned" if events[0].pinned else "unpinned")
     assert first[2] == events[0].source
     assert "Goal: compare three vector databases" in first[3]
+    # the chart draws each change at the first model call it affected
+    titles = page.locator("svg.timeline g.pin-mark title").all_text_contents()
+    for event in events:
+        change = "pinned" if event.pinned else "unpinned"
+        assert any(t.startswith(f"call {event.from_call}: {change} by {event.source}: ") for t in titles), titles
 
 
 def test_truncated_tool_results_keep_their_originals(page: Any, server: Server) -> None:

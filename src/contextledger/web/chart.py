@@ -10,11 +10,11 @@ by what was appended, so the line rises from one reduction's *after* to the next
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from contextledger.records import Reduction
+from contextledger.records import PinEvent, Reduction
 
 __all__ = ["MAX_MARKERS", "STRATEGY_MARKS", "Chart", "Marker", "Panel", "build_chart", "nice_ticks", "render_svg"]
 
@@ -40,6 +40,15 @@ class Marker:
     letter: str
     title: str
     reduction_id: str
+
+
+@dataclass(frozen=True)
+class PinMark:
+    """One pin change drawn under the tokens panel at the first model call it affected."""
+
+    x: float
+    pinned: bool
+    title: str
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class Chart:
     calls: int
     reductions: int
     grouped: int = 1
+    pins: tuple[PinMark, ...] = ()
 
     def svg(self, href: str, label: str) -> str:
         """The chart as an SVG element; each marker links to ``href`` + ``#r-<reduction id>``."""
@@ -146,7 +156,14 @@ def _groups(reductions: Sequence[Reduction]) -> list[_Group]:
     return [_Group(tuple(reductions[i : i + size])) for i in range(0, len(reductions), size)]
 
 
-def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, messages_now: int) -> Chart:
+def build_chart(
+    reductions: Sequence[Reduction],
+    calls: int,
+    tokens_now: int,
+    messages_now: int,
+    pins: Sequence[PinEvent] = (),
+    previews: Mapping[str, str] | None = None,
+) -> Chart:
     """Lay out the chart of one agent's conversation.
 
     At most :data:`MAX_MARKERS` markers are drawn: beyond that, consecutive reductions
@@ -158,6 +175,9 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
         calls: Model calls made so far (the right end of the x axis).
         tokens_now: Estimated tokens of the live view.
         messages_now: Entries in the live view.
+        pins: The agent's pin changes; each is drawn at the first model call whose input
+            it changed (``PinEvent.from_call``).
+        previews: Short texts of the pinned entries, for the pin marks' titles.
     """
     groups = _groups(reductions)
     last_call = max([calls, *(r.model_call_count for r in reductions)], default=0)
@@ -220,6 +240,16 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
         )
         top += height + PANEL_GAP
     strategies = sorted({r.strategy for r in reductions})
+    texts = previews or {}
+    pin_marks = tuple(
+        PinMark(
+            x=x_of(p.from_call),
+            pinned=p.pinned,
+            title=f"call {p.from_call}: {'pinned' if p.pinned else 'unpinned'} by {p.source}: "
+            + (texts.get(p.entry_id) or p.entry_id),
+        )
+        for p in pins
+    )
     return Chart(
         width=WIDTH,
         height=round(top - PANEL_GAP + BOTTOM),
@@ -232,6 +262,7 @@ def build_chart(reductions: Sequence[Reduction], calls: int, tokens_now: int, me
         calls=calls,
         reductions=len(reductions),
         grouped=len(groups[0].members) if groups else 1,
+        pins=pin_marks,
     )
 
 
@@ -262,6 +293,14 @@ def render_svg(chart: Chart, href: str, label: str) -> str:
                 out.append(f'<circle cx="{m.x}" cy="{m.y_after}" r="3"/>')
             out.append("</g></a>")
         out.append(f'<circle class="now" cx="{panel.last[0]}" cy="{panel.last[1]}" r="4"><title>now</title></circle>')
+        if tokens:
+            base = panel.top + panel.height - 6
+            for pin in chart.pins:  # small diamonds along the bottom: filled pinned, hollow unpinned
+                kind = "pinned" if pin.pinned else "unpinned"
+                out.append(
+                    f'<g class="pin-mark {kind}"><title>{escape(pin.title)}</title>'
+                    f'<path d="M{pin.x},{base - 5} l5,5 l-5,5 l-5,-5 z"/></g>'
+                )
         out.append("</g>")
     for x, text in chart.x_ticks:
         out.append(f'<text class="tick" x="{x}" y="{chart.height - 10}" text-anchor="middle">{text}</text>')

@@ -19,7 +19,15 @@ from typing import Any
 from contextledger.errors import EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
-from contextledger.records import ConversationState, HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry
+from contextledger.records import (
+    ConversationState,
+    HistoryEntry,
+    PinEvent,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    ViewEntry,
+)
 from contextledger.text import describe, fmt_time
 from contextledger.web.chart import Chart, build_chart
 
@@ -194,20 +202,17 @@ def sessions_page(ledger: Ledger, *, query: str = "", page: int = 1, per_page: i
 
 
 def _pin_rows(
-    ledger: Ledger,
-    session_id: str,
-    agent_id: str,
+    events: Sequence[PinEvent],
     history: Sequence[HistoryEntry],
     view: Sequence[ViewEntry],
-) -> list[PinRow]:
-    """Every pin change of the agent, oldest first, with a preview of the entry."""
+) -> tuple[list[PinRow], dict[str, str]]:
+    """Every pin change of the agent, oldest first, and a preview of each entry concerned."""
     previews = {e.entry_id: describe(e.message, 80) for e in view if e.pinned}
-    events = ledger.pin_history(session_id, agent_id)
     wanted = {e.entry_id for e in events} - previews.keys()
     for h in history:
         if h.message.message_id in wanted:
             previews[h.message.message_id] = describe(h.message, 80)
-    return [
+    rows = [
         PinRow(
             entry_id=e.entry_id,
             pinned=e.pinned,
@@ -217,6 +222,7 @@ def _pin_rows(
         )
         for e in events
     ]
+    return rows, previews
 
 
 def agent_page(
@@ -366,7 +372,8 @@ def agent_page(
             )
         if found is not None:
             revised_rows.append((found, revs))
-    pins = _pin_rows(ledger, session_id, agent_id, history, snapshot.entries)
+    pin_events = ledger.pin_history(session_id, agent_id)
+    pins, pin_previews = _pin_rows(pin_events, history, snapshot.entries)
     previews: dict[str, str] = {}
     for s in summaries:
         for entry_id in s.replaces:
@@ -397,7 +404,9 @@ def agent_page(
         reductions=reductions,
         revisions=revised_rows,
         pins=pins,
-        chart=build_chart(reductions, snapshot.state.model_call_count, tokens, len(snapshot.entries)),
+        chart=build_chart(
+            reductions, snapshot.state.model_call_count, tokens, len(snapshot.entries), pin_events, pin_previews
+        ),
         previews=previews,
         full_history=full_history,
     )
