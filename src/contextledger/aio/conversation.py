@@ -84,6 +84,7 @@ class AsyncConversation(ShellBase[Conversation]):
     preview = coroutine_of(Conversation.preview)
     reduce = coroutine_of(Conversation.reduce)
     apply_plan = coroutine_of(Conversation.apply_plan)
+    undo = coroutine_of(Conversation.undo)
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
     edit = coroutine_of(Conversation.edit)
     before_model_call = coroutine_of(Conversation.before_model_call)
