@@ -141,24 +141,29 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
     return Snapshot(state=state, entries=tuple(entries))
 
 
+def _history_columns() -> tuple[Any, ...]:
+    """The columns :func:`_history_rows` reads, in its order."""
+    return (
+        EntryRow.message_id,
+        EntryRow.seq,
+        EntryRow.role,
+        EntryRow.content,
+        EntryRow.metadata_.label("meta"),
+        EntryRow.status,
+        EntryRow.pinned,
+        EntryRow.tokens,
+        EntryRow.created_at,
+        EntryRow.evicted_by,
+        EntryRow.revision_count,
+        EntryRow.from_call,
+        EntryRow.version,
+    )
+
+
 def history(conn: Connection, session_id: str, agent_id: str, *, include_evicted: bool) -> list[HistoryEntry]:
     """Every message entry in seq order."""
     stmt = (
-        select(
-            EntryRow.message_id,
-            EntryRow.seq,
-            EntryRow.role,
-            EntryRow.content,
-            EntryRow.metadata_.label("meta"),
-            EntryRow.status,
-            EntryRow.pinned,
-            EntryRow.tokens,
-            EntryRow.created_at,
-            EntryRow.evicted_by,
-            EntryRow.revision_count,
-            EntryRow.from_call,
-            EntryRow.version,
-        )
+        select(*_history_columns())
         .join(ConversationRow, ConversationRow.id == EntryRow.conversation_id)
         .where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
         .order_by(EntryRow.seq, EntryRow.id)
@@ -177,21 +182,9 @@ def entries(conn: Connection, session_id: str, agent_id: str, ids: Sequence[str]
         return []
     out: list[HistoryEntry] = []
     for batch in chunks(sorted(set(ids))):
-        stmt = select(
-            EntryRow.message_id,
-            EntryRow.seq,
-            EntryRow.role,
-            EntryRow.content,
-            EntryRow.metadata_.label("meta"),
-            EntryRow.status,
-            EntryRow.pinned,
-            EntryRow.tokens,
-            EntryRow.created_at,
-            EntryRow.evicted_by,
-            EntryRow.revision_count,
-            EntryRow.from_call,
-            EntryRow.version,
-        ).where(EntryRow.conversation_id == conversation, EntryRow.message_id.in_(batch))
+        stmt = select(*_history_columns()).where(
+            EntryRow.conversation_id == conversation, EntryRow.message_id.in_(batch)
+        )
         out += _history_rows(conn, stmt, session_id, agent_id)
     return sorted(out, key=lambda h: h.seq)
 
