@@ -250,7 +250,16 @@ SQLITE_MAX_APPENDS = 64
 """Appended ids checked against the summaries inline on SQLite; a bigger append takes the general path."""
 
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
-_ENTRY_INSERT_COLUMNS = ("conversation_id", *_ENTRY_COLUMNS, "status", "evicted_by", "revision_count", "created_at")
+_ENTRY_INSERT_COLUMNS = (
+    "conversation_id",
+    *_ENTRY_COLUMNS,
+    "status",
+    "evicted_by",
+    "revision_count",
+    "created_at",
+    "from_call",
+    "version",
+)
 
 
 class _Prepared:
@@ -340,6 +349,9 @@ def apply_append_sqlite(conn: Connection, cs: Changeset, now: datetime) -> int |
             "evicted_by": None,
             "revision_count": 0,
             "created_at": now,
+            # The stamps time travel reads (see contextledger.travel), as the general path writes them.
+            "from_call": cs.from_call,
+            "version": cs.new_version,
         }
         try:
             conn.exec_driver_sql(entries.sql, [entries.bind({**common, **entry_values(e)}) for e in cs.appends])
