@@ -71,6 +71,7 @@ from contextledger.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_
 from contextledger.seam import pause
 from contextledger.stores.base import LedgerStore
 from contextledger.tokens import CharTokenCounter, TokenCounter
+from contextledger.undo import ConversationUndo
 from contextledger.view import View
 from contextledger.viewrules import fit_edit
 
@@ -90,7 +91,7 @@ _E = TypeVar("_E", bound=HookEvent)
 _Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
 
 
-class Conversation(ModelCallCycle, ConversationPins):
+class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
     """One conversation's active view, kept in step with its store.
 
     Every change (append, pin, reduction, model-call count) is committed as one
@@ -258,46 +259,6 @@ class Conversation(ModelCallCycle, ConversationPins):
 
         return self.edit(build)
 
-    def undo(self, reduction_id: str, *, cascade: bool = False) -> Reduction:
-        """Revert a reduction, committed as one reduction of its own (strategy ``undo``, trigger ``manual``).
-
-        The entries it evicted become active again, a summary it inserted leaves the view
-        (the one it superseded returns), its revisions are reverted. See
-        :mod:`contextledger.undo`.
-
-        Raises:
-            ReductionNotFound: No reduction of this conversation has that id.
-            UndoConflict: A later reduction depends on it (its summary was superseded, a
-                message it revised was revised again, it was undone already) and
-                ``cascade`` is false; nothing is written.
-            InvalidPlan: The reduction changed nothing that can be reverted (a repair
-                only appends), or the view the undo leaves would break the view rules.
-        """
-        from contextledger.undo import UNDO_STRATEGY, plan_undo
-
-        sid, aid = self.session_id, self.agent_id
-
-        def build(view: View) -> Edit:
-            plan = plan_undo(
-                view,
-                _commit_order(self.store.reductions(sid, aid)),
-                reduction_id,
-                cascade=cascade,
-                entries=lambda ids: self.store.entries(sid, aid, ids),
-                summaries=lambda: self.store.summaries(sid, aid),
-                revisions=lambda: self.store.revisions(sid, aid),
-            )
-            reduction = ReductionPlan(
-                strategy=UNDO_STRATEGY, evict=plan.evict, revisions=plan.revisions, detail=plan.detail
-            )
-            # as_given: plan_undo held the view it leaves to the rules (restores included,
-            # which the plan-level rules cannot see).
-            return Edit(plan=reduction, restore=plan.restore, trigger="manual", strategy=UNDO_STRATEGY, as_given=True)
-
-        reduction = self.edit(build)
-        assert reduction is not None  # an undo always carries its reduction row
-        return reduction
-
     def repair_interrupted_tools(self) -> Reduction | None:
         """Repair a view left mid-tool by a crash now, recording a ``restore``/``tool_pair_repair`` reduction.
 
@@ -436,10 +397,3 @@ class Conversation(ModelCallCycle, ConversationPins):
                 request = request.model_copy(update={"projected_input_tokens": projected})
             reduced = self._reduce_best_effort(request) or reduced
         return event
-
-
-def _commit_order(reductions: list[Reduction]) -> list[Reduction]:
-    """Reductions in commit order (version stamps; rows written before 0.2 keep the store's order)."""
-    if all(r.version > 0 for r in reductions):
-        return sorted(reductions, key=lambda r: r.version)
-    return reductions

@@ -31,6 +31,7 @@ __all__ = [
     "Tombstone",
     "Trigger",
     "ViewEntry",
+    "in_commit_order",
     "new_id",
     "utcnow",
 ]
@@ -311,3 +312,14 @@ class Tombstone(BaseModel):
     reason: str
     erased_at: datetime = Field(default_factory=utcnow)
     summaries: tuple[str, ...] = ()
+
+
+def in_commit_order(reductions: list[Reduction]) -> list[Reduction]:
+    """``reductions`` of one conversation in commit order.
+
+    Version stamps order commits exactly; rows written before 0.2 (version 0) keep the
+    store's order (by creation).
+    """
+    if all(r.version > 0 for r in reductions):
+        return sorted(reductions, key=lambda r: r.version)
+    return reductions

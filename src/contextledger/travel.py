@@ -32,7 +32,16 @@ from typing import Any, Protocol
 
 from contextledger.errors import ConfigurationError, ModelCallNotFound, ReductionNotFound, SessionNotFound
 from contextledger.messages import decode_blocks
-from contextledger.records import HistoryEntry, PinEvent, Reduction, Revision, Snapshot, SummaryEntry, ViewEntry
+from contextledger.records import (
+    HistoryEntry,
+    PinEvent,
+    Reduction,
+    Revision,
+    Snapshot,
+    SummaryEntry,
+    ViewEntry,
+    in_commit_order,
+)
 from contextledger.view import View
 
 __all__ = ["Cut", "TravelStore", "cut_for", "view_at"]
@@ -180,7 +189,7 @@ def view_at(
     snapshot = store.load(session_id, agent_id)
     if snapshot is None:
         raise SessionNotFound(f"no conversation {session_id!r} / {agent_id!r}")
-    reductions = _commit_order(store.reductions(session_id, agent_id))
+    reductions = in_commit_order(store.reductions(session_id, agent_id))
     cut = cut_for(snapshot, reductions, model_call=model_call, at=at, reduction=reduction)
     later = [r for r in reductions if cut.after_reduction(r)]
     active = {e.entry_id: True for e in snapshot.entries}  # a dict: insertion-ordered
@@ -234,14 +243,6 @@ def view_at(
         len(entries),
     )
     return View(entries)
-
-
-def _commit_order(reductions: list[Reduction]) -> list[Reduction]:
-    # Version stamps order commits exactly; rows written before 0.2 (version 0) keep
-    # the store's order (by creation), which is stable under this sort.
-    if all(r.version > 0 for r in reductions):
-        return sorted(reductions, key=lambda r: r.version)
-    return reductions
 
 
 def _summary_entry(summary: SummaryEntry) -> ViewEntry:

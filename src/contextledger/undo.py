@@ -19,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextledger.changeset import ContentRevision
+from contextledger.changeset import ContentRevision, Edit, ReductionPlan
 from contextledger.errors import InvalidPlan, ReductionNotFound, UndoConflict
 from contextledger.messages import decode_blocks
-from contextledger.records import HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry
+from contextledger.reading import ConversationReader
+from contextledger.records import HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry, in_commit_order
+from contextledger.stores.base import LedgerStore
 from contextledger.view import View, is_prompt, is_turn_opener_violation
 
-__all__ = ["UNDO_STRATEGY", "UndoPlan", "dependents", "plan_undo"]
+__all__ = ["UNDO_STRATEGY", "ConversationUndo", "UndoPlan", "dependents", "plan_undo"]
 
 UNDO_STRATEGY = "undo"
 """The strategy recorded on an undo reduction."""
@@ -185,3 +187,55 @@ def _check_rules(view: View, plan: UndoPlan) -> None:
 def _opens_badly(view: View) -> bool:
     first = next((e for e in view if e.message.role != "system"), None)
     return first is not None and is_turn_opener_violation(first)
+
+
+class ConversationUndo(ConversationReader):
+    """The undo API of a :class:`~contextledger.Conversation`: each undo is one :meth:`edit`.
+
+    A mixin, like the pin API, so that the conversation module keeps only its transaction
+    loop and hook dispatch.
+    """
+
+    store: LedgerStore
+
+    def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
+        """Commit ``build(view)`` (the conversation's transaction)."""
+        raise NotImplementedError  # pragma: no cover - Conversation implements it
+
+    def undo(self, reduction_id: str, *, cascade: bool = False) -> Reduction:
+        """Revert a reduction, committed as one reduction of its own (strategy ``undo``, trigger ``manual``).
+
+        The entries it evicted become active again, a summary it inserted leaves the view
+        (the one it superseded returns), its revisions are reverted. See the
+        module docstring.
+
+        Raises:
+            ReductionNotFound: No reduction of this conversation has that id.
+            UndoConflict: A later reduction depends on it (its summary was superseded, a
+                message it revised was revised again, it was undone already) and
+                ``cascade`` is false; nothing is written.
+            InvalidPlan: The reduction changed nothing that can be reverted (a repair
+                only appends), or the view the undo leaves would break the view rules.
+        """
+        sid, aid = self.session_id, self.agent_id
+
+        def build(view: View) -> Edit:
+            plan = plan_undo(
+                view,
+                in_commit_order(self.store.reductions(sid, aid)),
+                reduction_id,
+                cascade=cascade,
+                entries=lambda ids: self.store.entries(sid, aid, ids),
+                summaries=lambda: self.store.summaries(sid, aid),
+                revisions=lambda: self.store.revisions(sid, aid),
+            )
+            reduction = ReductionPlan(
+                strategy=UNDO_STRATEGY, evict=plan.evict, revisions=plan.revisions, detail=plan.detail
+            )
+            # as_given: plan_undo held the view it leaves to the rules (restores included,
+            # which the plan-level rules cannot see).
+            return Edit(plan=reduction, restore=plan.restore, trigger="manual", strategy=UNDO_STRATEGY, as_given=True)
+
+        reduction = self.edit(build)
+        assert reduction is not None  # an undo always carries its reduction row
+        return reduction

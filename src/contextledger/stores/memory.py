@@ -109,25 +109,8 @@ class MemoryStore:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
-            out = [
-                HistoryEntry(
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    seq=r.seq,
-                    message=r.message.model_copy(deep=True),
-                    status=r.status,
-                    pinned=r.message.pinned,
-                    tokens=r.tokens,
-                    created_at=r.created_at,
-                    evicted_by=r.evicted_by,
-                    revision_count=r.revision_count,
-                    from_call=r.from_call,
-                    version=r.version,
-                )
-                for r in conv.rows.values()
-                if include_evicted or r.status == "active"
-            ]
-            return sorted(out, key=lambda h: h.seq)
+            wanted = {mid for mid, r in conv.rows.items() if include_evicted or r.status == "active"}
+            return self._history_of(conv, session_id, agent_id, wanted)
 
     def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
         """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
