@@ -28,7 +28,6 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Table,
-    and_,
     bindparam,
     insert,
     select,
@@ -89,6 +88,34 @@ def _table(model: type[Any]) -> Table:
     return table
 
 
+# The statements of a reduction, built once: Core statements with an expanding IN
+# compile once per shape and hit SQLAlchemy's statement cache on every later commit.
+_ENTRIES = _table(EntryRow)
+_SUMMARIES = _table(SummaryRow)
+_ACTIVE_MESSAGES = select(_ENTRIES.c.message_id).where(
+    _ENTRIES.c.conversation_id == bindparam("cid"),
+    _ENTRIES.c.status == "active",
+    _ENTRIES.c.message_id.in_(bindparam("ids", expanding=True)),
+)
+_ACTIVE_SUMMARIES = select(_SUMMARIES.c.summary_id).where(
+    _SUMMARIES.c.conversation_id == bindparam("cid"),
+    _SUMMARIES.c.status == "active",
+    _SUMMARIES.c.summary_id.in_(bindparam("ids", expanding=True)),
+)
+_EVICT_MESSAGES = (
+    update(_ENTRIES)
+    .where(_ENTRIES.c.conversation_id == bindparam("cid"), _ENTRIES.c.message_id.in_(bindparam("ids", expanding=True)))
+    .values(status="evicted", evicted_by=bindparam("by"))
+)
+_EVICT_SUMMARIES = (
+    update(_SUMMARIES)
+    .where(
+        _SUMMARIES.c.conversation_id == bindparam("cid"), _SUMMARIES.c.summary_id.in_(bindparam("ids", expanding=True))
+    )
+    .values(status="evicted", evicted_by=bindparam("by"), superseded_by=bindparam("next"))
+)
+
+
 @dataclass
 class _Active:
     """An active message row as read for a revision or a pin."""
@@ -136,11 +163,7 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
     if cs.summary is not None:
         _insert_summary(conn, conversation_id, cs.summary, summaries)
     for batch in chunks(sorted(messages)):
-        conn.execute(
-            update(EntryRow)
-            .where(EntryRow.conversation_id == conversation_id, EntryRow.message_id.in_(batch))
-            .values(status="evicted", evicted_by=reduction_id)
-        )
+        conn.execute(_EVICT_MESSAGES, {"cid": conversation_id, "ids": batch, "by": reduction_id})
     _evict_summaries(conn, conversation_id, cs, summaries, reduction_id)
     return cs.new_version
 
@@ -190,26 +213,10 @@ def _check_evictions(conn: Connection, conversation_id: int, evicted: set[str]) 
     messages: set[str] = set()
     summaries: set[str] = set()
     for batch in chunks(sorted(evicted)):
-        messages.update(
-            conn.execute(
-                select(EntryRow.message_id).where(
-                    EntryRow.conversation_id == conversation_id,
-                    EntryRow.status == "active",
-                    EntryRow.message_id.in_(batch),
-                )
-            ).scalars()
-        )
+        messages.update(conn.execute(_ACTIVE_MESSAGES, {"cid": conversation_id, "ids": batch}).scalars())
     rest = evicted - messages
     for batch in chunks(sorted(rest)):
-        summaries.update(
-            conn.execute(
-                select(SummaryRow.summary_id).where(
-                    SummaryRow.conversation_id == conversation_id,
-                    SummaryRow.status == "active",
-                    SummaryRow.summary_id.in_(batch),
-                )
-            ).scalars()
-        )
+        summaries.update(conn.execute(_ACTIVE_SUMMARIES, {"cid": conversation_id, "ids": batch}).scalars())
     missing = rest - summaries
     if missing:
         raise EntryNotFound(f"cannot evict {sorted(missing)[0]}: not an active entry")
@@ -255,11 +262,11 @@ def _insert_reduction(conn: Connection, conversation_id: int, cs: Changeset) -> 
     red = cs.reduction
     assert red is not None
     try:
+        # Column-keyed parameters on the Core table: the compiled statement is cached
+        # (a ``.values(...)`` on the ORM entity built a new cache key on every call).
         conn.execute(
-            insert(ReductionRow).values(
-                conversation_id=conversation_id,
-                **red.model_dump(exclude={"session_id", "agent_id"}),
-            )
+            insert(_table(ReductionRow)),
+            [{"conversation_id": conversation_id, **red.model_dump(exclude={"session_id", "agent_id"})}],
         )
     except IntegrityError as exc:
         raise DuplicateEntry(f"reduction {red.reduction_id} is already recorded in this conversation") from exc
@@ -348,20 +355,21 @@ def _apply_pins_and_revisions(
 def _insert_summary(conn: Connection, conversation_id: int, summary: SummaryEntry, summaries: set[str]) -> None:
     try:
         result = conn.execute(
-            insert(SummaryRow).values(
-                conversation_id=conversation_id,
-                summary_id=summary.summary_id,
-                seq=summary.seq,
-                content=summary.content,
-                summarizer=summary.summarizer,
-                reduction_id=summary.reduction_id,
-                supersedes=summary.supersedes,
-                superseded_by=summary.superseded_by,
-                status=summary.status,
-                evicted_by=summary.evicted_by,
-                tokens=summary.tokens,
-                created_at=summary.created_at,
-            )
+            insert(_SUMMARIES),
+            {
+                "conversation_id": conversation_id,
+                "summary_id": summary.summary_id,
+                "seq": summary.seq,
+                "content": summary.content,
+                "summarizer": summary.summarizer,
+                "reduction_id": summary.reduction_id,
+                "supersedes": summary.supersedes,
+                "superseded_by": summary.superseded_by,
+                "status": summary.status,
+                "evicted_by": summary.evicted_by,
+                "tokens": summary.tokens,
+                "created_at": summary.created_at,
+            },
         )
     except IntegrityError as exc:
         raise DuplicateEntry(f"summary {summary.summary_id} already exists in this conversation") from exc
@@ -391,7 +399,5 @@ def _evict_summaries(
     for ids, superseded_by in ((superseded, cs.summary.summary_id if cs.summary else None), (dropped, None)):
         for batch in chunks(ids):
             conn.execute(
-                update(SummaryRow)
-                .where(and_(SummaryRow.conversation_id == conversation_id, SummaryRow.summary_id.in_(batch)))
-                .values(status="evicted", evicted_by=reduction_id, superseded_by=superseded_by)
+                _EVICT_SUMMARIES, {"cid": conversation_id, "ids": batch, "by": reduction_id, "next": superseded_by}
             )
