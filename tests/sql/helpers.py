@@ -106,6 +106,33 @@ def capture(engine: Engine) -> Iterator[Capture]:
         event.remove(engine, "after_cursor_execute", after)
 
 
+@contextmanager
+def trace_sqlite(engine: Engine) -> Iterator[Capture]:
+    """Record every statement SQLite itself runs (its trace callback), whoever sent it.
+
+    Unlike :func:`capture` this also sees what the store sends on the driver's own
+    cursor (the precompiled append), and a statement run by ``executemany`` once per row.
+    """
+    captured = Capture()
+
+    def traced(sql: str) -> None:
+        captured.statements.append(Statement(sql, None, False))
+
+    def on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        dbapi_connection.set_trace_callback(traced)
+
+    def on_checkin(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.set_trace_callback(None)
+
+    event.listen(engine, "checkout", on_checkout)
+    event.listen(engine, "checkin", on_checkin)
+    try:
+        yield captured
+    finally:
+        event.remove(engine, "checkout", on_checkout)
+        event.remove(engine, "checkin", on_checkin)
+
+
 @dataclass
 class Wire:
     """What went over the PostgreSQL protocol, from libpq's trace of every message.

@@ -7,7 +7,7 @@ from pathlib import Path
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
 from contextledger.stores.sql import SQLStore
-from tests.sql.helpers import build_ledger, capture, wire
+from tests.sql.helpers import build_ledger, capture, trace_sqlite, wire
 
 # psycopg prepares a statement on the server the fifth time a connection runs it (one
 # extra round trip, once per connection and statement); round trips are counted after.
@@ -21,17 +21,21 @@ def _turn(n: int) -> tuple[Message, ...]:
 def test_sqlite_append_is_one_update_and_two_inserts(sqlite_store: SQLStore) -> None:
     conversation = Conversation(sqlite_store, "s", "a")
     conversation.append(Message.user("first"))
-    with capture(sqlite_store.engine) as captured:
+    with trace_sqlite(sqlite_store.engine) as captured:
         conversation.append(*_turn(0))
+    kinds = [" ".join(s.sql.split()[:3]) for s in captured.statements]
+    # in a transaction that takes the write lock, committed once
+    assert kinds[0] == "BEGIN IMMEDIATE", kinds
+    assert kinds[-1] == "COMMIT", kinds
     work = captured.work
-    assert len(work) == 3, [s.sql for s in work]
-    update, log, insert = work
+    assert len(work) == 5, [s.sql for s in work]
+    update, log, *inserts = work
     assert update.sql.lstrip().startswith("UPDATE cl_conversations")
     assert "version = " in update.sql
     assert log.sql.lstrip().startswith("INSERT INTO cl_changesets")  # the commit log: exactly once
-    assert insert.sql.lstrip().startswith("INSERT INTO cl_entries")
-    # in a transaction that takes the write lock (committed by the driver, no statement)
-    assert " ".join(captured.statements[0].sql.split()[:2]) == "BEGIN IMMEDIATE"
+    # one executemany of the turn's three entries (SQLite traces each row it runs)
+    assert len({s.sql.split("VALUES")[0] for s in inserts}) == 1
+    assert all(s.sql.lstrip().startswith("INSERT INTO cl_entries") for s in inserts)
     snap = sqlite_store.load("s", "a")
     assert snap is not None
     assert len(snap.entries) == 4
