@@ -13,9 +13,14 @@ _NOT_HERE = "not in this workload (see the other rows)"
 _SQLITE_BYTES = "bytes are counted on SQLite files"
 _ONE_WRITER = "measured on PostgreSQL and Redis (SQLite has one writer at a time)"
 _BMC_WHERE = "measured on memory and SQLite"
+DEFERRED = "+deferred"
+"""The key suffix of a before_model_call lane whose count waits for the next commit."""
+_SYNC_ONLY = "measured on the sync API (one source: the async API runs the same code)"
 # Reasons that say where a workload is measured rather than what a contender cannot do:
 # the workload's table leaves such rows out.
-SCOPE = frozenset({_NOT_HERE, _SQLITE_BYTES, _ONE_WRITER, _BMC_WHERE, "measured on PostgreSQL and Redis only"})
+SCOPE = frozenset(
+    {_NOT_HERE, _SQLITE_BYTES, _ONE_WRITER, _BMC_WHERE, _SYNC_ONLY, "measured on PostgreSQL and Redis only"}
+)
 
 
 @dataclass(frozen=True)
@@ -117,15 +122,23 @@ CONTENDERS: tuple[Spec, ...] = (
     Spec(
         "cl-memory", "contextledger (memory)", "contextledger", "cl", None, "memory", frozenset({"before_model_call"})
     ),
-    Spec(
-        "cl-async",
-        "contextledger async API",
-        "contextledger",
-        "cl",
-        None,
-        "sqlite",
-        frozenset(),
-        {w: "n/a: no async API yet" for w in _CL_ALL},
+    *(
+        Spec(
+            f"cl-async-{engine}",
+            f"contextledger async API ({label})",
+            "contextledger",
+            "cl-async",
+            None,
+            engine,
+            frozenset({"append", "restore_window", "restore_wide"}),
+            {
+                "reduction": _SYNC_ONLY,
+                "storage": _SYNC_ONLY,
+                "before_model_call": _SYNC_ONLY,
+                "concurrency": _SYNC_ONLY,
+            },
+        )
+        for engine, label in (("sqlite", "aiosqlite"), ("postgres", "psycopg async"), ("redis", "redis.asyncio"))
     ),
     Spec(
         "raw-sqlite",

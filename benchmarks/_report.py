@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _contenders import SCOPE
+from _contenders import DEFERRED, SCOPE
 from _protocol import MESSAGES_PER_TURN
 from _workers import Outcome
 
@@ -47,8 +47,13 @@ def _na(outcome: Outcome | None) -> str:
     return f"n/a: {outcome.na}" if outcome.na and not outcome.na.startswith("n/a") else str(outcome.na)
 
 
+BMC_LANES = ("cl-memory", f"cl-memory{DEFERRED}", "cl-sqlite", f"cl-sqlite{DEFERRED}")
+
+
 def _label(run: Run, key: str) -> str:
-    return next((s.label for s in run.specs if s.key == key), key)
+    base, deferred, _ = key.partition(DEFERRED)
+    label = next((s.label for s in run.specs if s.key == base), base)
+    return f"{label}, count deferred to the next commit" if deferred else label
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -153,7 +158,7 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                 )
             )
     if "before_model_call" in run.results:
-        for key in ("cl-memory", "cl-sqlite"):
+        for key in BMC_LANES:
             t = _med(run, "before_model_call", key)
             out.append(
                 (
@@ -293,8 +298,17 @@ def storage_table(run: Run) -> list[str]:
 
 
 def bmc_table(run: Run) -> list[str]:
-    lines = ["| contender | median us / call | p95 us |", "|---|---|---|"]
-    for key in ("cl-memory", "cl-sqlite"):
+    lines = [
+        "Two ways to count a model call: by default `before_model_call()` commits the new count "
+        "itself (durable at once: one store commit per call); with `defer_count=True` (what the "
+        "Strands integration uses) the count waits for the host's next commit -- the model's "
+        "answer -- so nothing is written when nothing fires, and a crash during the model call "
+        "loses that call's count together with its answer.",
+        "",
+        "| contender | median us / call | p95 us |",
+        "|---|---|---|",
+    ]
+    for key in BMC_LANES:
         o = _get(run, "before_model_call", key)
         if o is None:
             continue

@@ -41,7 +41,7 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from _contenders import CONTENDERS, Spec, select  # noqa: E402
+from _contenders import CONTENDERS, DEFERRED, Spec, select  # noqa: E402
 from _workers import HERE, PEER_PACKAGES, Outcome, Worker, peer_python, peer_versions  # noqa: E402
 
 WORKLOADS = (
@@ -392,15 +392,19 @@ class Harness:
 
     def before_model_call(self) -> None:
         sizes = self.run.sizes
+        # Two lanes per contextledger store: the count committed by the call itself (the
+        # default, durable at once), and deferred to the host's next commit (defer_count).
+        modes = {"contextledger": ((False, ""), (True, DEFERRED))}
         lanes = [
             self.open(
                 "before_model_call",
                 s,
-                s.key,
-                {"session": "bmc", "batch": sizes.bmc_batch},
+                s.key + suffix,
+                {"session": f"bmc{suffix}", "batch": sizes.bmc_batch, "defer": defer},
                 self.workdir / "bmc" / s.key,
             )
             for s in self.run.specs
+            for defer, suffix in modes.get(s.group, ((False, ""),))
         ]
         self.interleave(lanes, warmup=1, rounds=sizes.bmc_rounds)
         self.finish("before_model_call", lanes)

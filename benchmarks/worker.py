@@ -18,6 +18,7 @@ from _protocol import Contender, NotApplicable, serve
 # name -> "module:class"
 CONTENDERS = {
     "cl": "contenders.cl:ContextLedger",
+    "cl-async": "contenders.cl_async:AsyncContextLedger",
     "raw-sqlite": "contenders.raw:RawSQLite",
     "raw-postgres": "contenders.raw:RawPostgres",
     "raw-redis": "contenders.raw:RawRedis",

@@ -51,6 +51,7 @@ class ContextLedger(Contender):
         self.session = ""
         self.path: str | None = None
         self.batch = 1
+        self.defer = False
         self.window = 0
 
     def _connect(self, params: dict[str, Any]) -> Ledger:
@@ -90,11 +91,16 @@ class ContextLedger(Contender):
             return {}
         if workload == "before_model_call":
             self.batch = int(params.get("batch", 1000))
+            self.defer = bool(params.get("defer", False))
             self.conversation = ledger.conversation(
                 self.session, AGENT, manager=SlidingWindowConversationManager(window_size=40, per_turn=True)
             )
             self.conversation.append(*native_turn(self.session, 0))
-            return {"manager": "SlidingWindowConversationManager(window_size=40, per_turn=True)", "batch": self.batch}
+            return {
+                "manager": "SlidingWindowConversationManager(window_size=40, per_turn=True)",
+                "batch": self.batch,
+                "defer_count": self.defer,
+            }
         raise NotApplicable(f"no {workload} workload")
 
     def step(self, n: int) -> float:
@@ -130,10 +136,10 @@ class ContextLedger(Contender):
             return elapsed
         if self.workload == "before_model_call":
             assert conversation is not None
-            call = conversation.before_model_call
+            call, defer = conversation.before_model_call, self.defer
             t0 = time.perf_counter()
             for _ in range(self.batch):
-                call()
+                call(defer_count=defer)
             return (time.perf_counter() - t0) / self.batch
         raise NotApplicable(f"nothing to time in {self.workload}")
 

@@ -96,20 +96,24 @@ class SlidingWindowConversationManager(PolicyManager):
         )
 
     def per_turn_due(self, context: ConversationContext) -> bool:
-        """Whether this model call (already counted) gets a ``per_turn`` reduction."""
+        """Whether this model call (already counted) gets a ``per_turn`` reduction.
+
+        Not when the view is within the window with nothing to trim (the plan would be
+        empty): the check before every model call then asks for nothing at all.
+        """
         per_turn = self.options.per_turn
-        if per_turn is True or per_turn is False:
-            return per_turn
-        return context.model_call_count % per_turn == 0
+        due = per_turn if per_turn is True or per_turn is False else context.model_call_count % per_turn == 0
+        return due and not self._within_window(context.view)
+
+    def _within_window(self, view: View) -> bool:
+        # Within the window nothing is trimmed but a leading orphan result (see _trim).
+        return len(view) <= self.options.window_size and (not view or not view[0].message.tool_result_ids)
 
     # -- planning --------------------------------------------------------------------------
 
     def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
         """Trim (and on overflow truncate) as described in the class docstring."""
-        # Within the window nothing is trimmed but a leading orphan result (see _trim): the
-        # per-turn check before every model call costs O(1) when there is none.
-        within = request.trigger not in ("reactive", "proactive") and len(view) <= self.options.window_size
-        if within and (not view or not view[0].message.tool_result_ids):
+        if request.trigger not in ("reactive", "proactive") and self._within_window(view):
             return None
         protected = self.protected(view)
         revisions: tuple[ContentRevision, ...] = ()
