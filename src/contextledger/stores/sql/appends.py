@@ -46,28 +46,19 @@ A changeset with no appends (a state update, such as the model-call count before
 model call) is the ``bumped`` and ``logged`` parts alone.
 
 On SQLite the same changeset is three statements inside the store's ``BEGIN IMMEDIATE``
-transaction -- the version-checked update (refusing an appended id a summary holds),
-the commit-log row and one ``executemany`` of the entries -- sent by
-:func:`apply_append_sqlite` as driver SQL (``exec_driver_sql``: engine events, echo
-and error wrapping as usual). Their SQL is compiled by SQLAlchemy from the same table
-definitions once per shape, and every parameter goes through its column type's own
-bind processor, so the stored values are exactly what the general path writes; only
-the per-call statement construction, cache lookup and parameter processing of a Core
-statement are skipped, which cost more than SQLite takes to run the statements.
+transaction: see :mod:`~contextledger.stores.sql.sqlite_paths`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
     ARRAY,
     BigInteger,
     Connection,
-    Dialect,
     Select,
     String,
     Update,
@@ -81,9 +72,7 @@ from sqlalchemy import (
     select,
     true,
 )
-from sqlalchemy.exc import DBAPIError, IntegrityError
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.expression import ClauseElement
+from sqlalchemy.exc import IntegrityError
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError
@@ -97,12 +86,12 @@ from contextledger.stores.sql.changes import (
 )
 from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
 
-__all__ = ["append_statement", "apply_append", "apply_append_sqlite", "is_append_only", "state_statement"]
+__all__ = ["ENTRY_COLUMNS", "append_statement", "apply_append", "is_append_only", "state_statement"]
 
 _UNIQUE_VIOLATION = "23505"
 
 # The columns taken from the entries, in the order of unnest's arguments.
-_ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
+ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
 
 
 def is_append_only(cs: Changeset) -> bool:
@@ -162,14 +151,14 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     bumped = _bump(fields, True).cte("bumped")
     logged = _logged(bumped).cte("logged")
     rows = (
-        func.unnest(*(_array(name) for name in _ENTRY_COLUMNS))
-        .table_valued(*(column(name, entries.c[name].type) for name in _ENTRY_COLUMNS), with_ordinality="ordinality")
+        func.unnest(*(_array(name) for name in ENTRY_COLUMNS))
+        .table_valued(*(column(name, entries.c[name].type) for name in ENTRY_COLUMNS), with_ordinality="ordinality")
         .render_derived(name="v")
     )
     source = (
         select(
             bumped.c.id,
-            *(rows.c[name] for name in _ENTRY_COLUMNS),
+            *(rows.c[name] for name in ENTRY_COLUMNS),
             literal_column("'active'"),
             null(),
             literal_column("0"),
@@ -183,7 +172,7 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     )
     target = [
         "conversation_id",
-        *_ENTRY_COLUMNS,
+        *ENTRY_COLUMNS,
         "status",
         "evicted_by",
         "revision_count",
@@ -232,7 +221,7 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
             explain_missed_update(conn, cs, appended)
         return cs.new_version
     values = [entry_values(entry) for entry in cs.appends]
-    params.update({f"e_{name}": [v[name] for v in values] for name in _ENTRY_COLUMNS})
+    params.update({f"e_{name}": [v[name] for v in values] for name in ENTRY_COLUMNS})
     try:
         row = conn.execute(append_statement(fields), params).one()
     except IntegrityError as exc:
@@ -242,150 +231,3 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
     if row.conversation_id is None:
         explain_missed_update(conn, cs, appended)
     return cs.new_version
-
-
-# -- SQLite ------------------------------------------------------------------------------
-
-SQLITE_MAX_APPENDS = 64
-"""Appended ids checked against the summaries inline on SQLite; a bigger append takes the general path."""
-
-_LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
-_ENTRY_INSERT_COLUMNS = (
-    "conversation_id",
-    *_ENTRY_COLUMNS,
-    "status",
-    "evicted_by",
-    "revision_count",
-    "created_at",
-    "from_call",
-    "version",
-)
-
-
-class _Prepared:
-    """A statement compiled once for a dialect: its SQL and how each positional parameter is bound."""
-
-    __slots__ = ("constants", "names", "processors", "sql")
-
-    def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
-        compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
-        assert isinstance(compiled, SQLCompiler)
-        self.sql = compiled.string
-        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
-        self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
-            compiled.binds[name].type.bind_processor(dialect) for name in self.names
-        )
-        # Values the statement carries itself (the 1 of ``version + 1``).
-        self.constants: dict[str, Any] = {
-            name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
-        }
-
-    def bind(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The positional parameters for ``params``, each processed by its column type."""
-        values = [params[name] if name in params else self.constants[name] for name in self.names]
-        return tuple(
-            value if process is None else process(value) for value, process in zip(values, self.processors, strict=True)
-        )
-
-
-# Per dialect (its JSON serializer is the engine's): bounded, as engines come and go.
-@lru_cache(maxsize=1024)
-def _sqlite_bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared:
-    clash = None
-    if appended:
-        ids = [bindparam(f"p_appended_{i}", type_=String()) for i in range(appended)]
-        clash = SummaryRow.summary_id.in_(ids)
-    return _Prepared(bump_statement(fields, clash), dialect)
-
-
-@lru_cache(maxsize=64)
-def _sqlite_inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared]:
-    return (
-        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS),
-        _Prepared(insert(EntryRow), dialect, _ENTRY_INSERT_COLUMNS),
-    )
-
-
-def apply_append_sqlite(conn: Connection, cs: Changeset, now: datetime) -> int | None:
-    """Apply the append-only changeset ``cs`` on SQLite inside the caller's write transaction.
-
-    Returns the new version, or ``None`` when ``cs`` is not for this path (not
-    append-only, or more than :data:`SQLITE_MAX_APPENDS` appends): the caller then
-    applies it with :func:`~contextledger.stores.sql.changes.apply_changeset` in the
-    same transaction, nothing having been sent.
-
-    Raises:
-        ConcurrencyConflict: The stored version is not ``cs.expected_version``.
-        SessionDeleted: The conversation no longer exists.
-        DuplicateEntry: An appended id already exists in the conversation (a message or
-            a summary) or twice in ``cs``; the caller rolls back.
-    """
-    if not is_append_only(cs) or len(cs.appends) > SQLITE_MAX_APPENDS:
-        return None
-    appended = check_changeset(cs)
-    dialect = conn.dialect
-    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
-    params: dict[str, Any] = {
-        "p_now": now,
-        "p_session_id": cs.session_id,
-        "p_agent_id": cs.agent_id,
-        "p_expected": cs.expected_version,
-    }
-    params.update({f"p_{name}": getattr(cs, name) for name in fields})
-    params.update({f"p_appended_{i}": entry_id for i, entry_id in enumerate(appended)})
-    bump = _sqlite_bump(dialect, fields, len(appended))
-    log, entries = _sqlite_inserts(dialect)
-    cursor = _RawCursor(conn)
-    row = cursor.run(bump.sql, bump.bind(params)).fetchone()
-    if row is None:
-        explain_missed_update(conn, cs, appended)
-        return cs.new_version  # this very changeset applied before: nothing to do
-    conversation_id = row[0]
-    logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    cursor.run(log.sql, log.bind({**logged, "created_at": now}))
-    if cs.appends:
-        common = {
-            "conversation_id": conversation_id,
-            "status": "active",
-            "evicted_by": None,
-            "revision_count": 0,
-            "created_at": now,
-            # The stamps time travel reads (see contextledger.travel), as the general path writes them.
-            "from_call": cs.from_call,
-            "version": cs.new_version,
-        }
-        try:
-            cursor.run_many(entries.sql, [entries.bind({**common, **entry_values(e)}) for e in cs.appends])
-        except IntegrityError as exc:
-            raise duplicate_appends(cs) from exc
-    return cs.new_version
-
-
-class _RawCursor:
-    """The driver's own cursor on the caller's connection, inside its transaction.
-
-    The statements of the SQLite append are compiled once (:class:`_Prepared`), so
-    SQLAlchemy's per-execution machinery (contexts, events, result objects) is all
-    that stands between them and the driver: a third of an append's time. Driver
-    errors are wrapped as SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError` subclasses,
-    so callers translate them exactly as they translate every other statement's.
-    """
-
-    __slots__ = ("_cursor", "_dbapi")
-
-    def __init__(self, conn: Connection) -> None:
-        self._dbapi = conn.dialect.loaded_dbapi
-        self._cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-
-    def run(self, sql: str, params: tuple[Any, ...]) -> Any:
-        try:
-            self._cursor.execute(sql, params)  # the async adapters return None, not the cursor
-        except self._dbapi.Error as exc:
-            raise DBAPIError.instance(sql, params, exc, self._dbapi.Error) from exc
-        return self._cursor
-
-    def run_many(self, sql: str, params: list[tuple[Any, ...]]) -> None:
-        try:
-            self._cursor.executemany(sql, params)
-        except self._dbapi.Error as exc:
-            raise DBAPIError.instance(sql, params, exc, self._dbapi.Error) from exc

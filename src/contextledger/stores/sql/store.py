@@ -42,7 +42,7 @@ from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql import erasure, queries, schema
-from contextledger.stores.sql.appends import apply_append, apply_append_sqlite, is_append_only
+from contextledger.stores.sql.appends import apply_append, is_append_only
 from contextledger.stores.sql.changes import apply_changeset, read_back
 from contextledger.stores.sql.engine import (
     BEGIN_OPTION,
@@ -55,6 +55,7 @@ from contextledger.stores.sql.engine import (
     translate,
 )
 from contextledger.stores.sql.models import SessionRow
+from contextledger.stores.sql.sqlite_paths import apply_sqlite
 
 __all__ = ["SQLStore"]
 
@@ -277,7 +278,7 @@ class SQLStore:
                 sent = True
                 now = utcnow()
                 if self._sqlite:
-                    version = apply_append_sqlite(conn, changeset, now)
+                    version = apply_sqlite(conn, changeset, now)
                     if version is not None:
                         return version
                 return apply_changeset(conn, changeset, now)

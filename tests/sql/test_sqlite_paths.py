@@ -1,0 +1,150 @@
+"""The SQLite hot paths: a turn, and a turn with an eviction, sent as precompiled statements.
+
+They must write exactly what the general path writes (compared row by row, column by
+column), send only the statements they claim (SQLite's own trace, which sees the
+driver's cursor), and hand every other changeset to the general path untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from contextledger import Message, ReductionPlan, SummaryDraft
+from contextledger.conversation import Conversation
+from contextledger.errors import EntryNotFound
+from contextledger.stores.sql import SQLStore, sqlite_paths
+from tests.sql.helpers import trace_sqlite
+
+# Every column but the surrogate keys and the clocks (each commit reads its own).
+_ENTRIES = (
+    "seq, message_id, role, content, metadata, pinned, tokens, status, evicted_by, revision_count, from_call, version"
+)
+_REDUCTIONS = (
+    'reduction_id, "trigger", strategy, messages_before, messages_after, tokens_before, tokens_after, evicted, '
+    "revised, summary_id, model_call_count, error, detail, restored, from_call, version"
+)
+_CONVERSATIONS = "agent_id, version, model_call_count, next_seq, manager_state, agent_state"
+
+
+def _rows(store: SQLStore, session_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    where = "JOIN cl_conversations c ON c.id = t.conversation_id WHERE c.session_id = :s ORDER BY t.version, 1"
+    with store.engine.connect() as conn:
+        return {
+            table: [tuple(r) for r in conn.execute(text(f"SELECT {cols} FROM {table} t {where}"), {"s": session_id})]
+            for table, cols in (
+                ("cl_entries", ", ".join(f"t.{c.strip()}" for c in _ENTRIES.split(","))),
+                ("cl_reductions", ", ".join(f"t.{c.strip()}" for c in _REDUCTIONS.split(","))),
+                ("cl_changesets", "t.version"),
+            )
+        } | {
+            "cl_conversations": [
+                tuple(r)
+                for r in conn.execute(
+                    text(f"SELECT {_CONVERSATIONS} FROM cl_conversations WHERE session_id = :s"), {"s": session_id}
+                )
+            ]
+        }
+
+
+def _named(message: Message, message_id: str) -> Message:
+    return message.model_copy(update={"message_id": message_id})
+
+
+def _script(conversation: Conversation) -> None:
+    """Turns with tool pairs and a pin, a sliding eviction after each (fixed ids, so both runs match)."""
+    for n in range(12):
+        conversation.append(
+            Message.user(f"q{n} \x00 ünïcode", message_id=f"u{n}"),
+            _named(Message.tool_use(f"t{n}", "f", {"n": n, "x": [1.5, None, True]}), f"c{n}"),
+            _named(Message.tool_result(f"t{n}", f"r{n}"), f"r{n}"),
+        )
+        if n == 3:
+            conversation.pin(f"u{n}")
+        conversation.before_model_call(defer_count=True)
+        if len(conversation.view) > 12:
+            conversation.apply_plan(
+                lambda v: ReductionPlan(strategy="sliding_window", evict=tuple(i for i in v.ids[:6] if i != "u3")),
+                trigger="per_turn",
+            )
+
+
+def test_the_fast_paths_write_what_the_general_path_writes(
+    sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[bool] = []
+    apply = sqlite_paths.apply_sqlite
+
+    def counting(*args: Any) -> int | None:
+        version = apply(*args)
+        taken.append(version is not None)
+        return version
+
+    monkeypatch.setattr("contextledger.stores.sql.store.apply_sqlite", counting)
+    _script(Conversation(sqlite_store, "fast", "a"))
+    assert sum(taken) > len(taken) // 2  # the fast paths carried most commits
+    monkeypatch.setattr("contextledger.stores.sql.store.apply_sqlite", lambda *args: None)
+    _script(Conversation(sqlite_store, "general", "a"))
+    fast, general = _rows(sqlite_store, "fast"), _rows(sqlite_store, "general")
+    # Reduction ids are random per run: compare them by position.
+    for rows in (fast, general):
+        ids = {r[0]: f"R{i}" for i, r in enumerate(rows["cl_reductions"])}
+        rows["cl_reductions"] = [(ids[r[0]], *r[1:]) for r in rows["cl_reductions"]]
+        rows["cl_entries"] = [(*r[:8], ids.get(r[8], r[8]), *r[9:]) for r in rows["cl_entries"]]
+    assert fast["cl_entries"], "nothing written"
+    assert sum(r[7] == "evicted" for r in fast["cl_entries"]) > 0
+    assert fast == general
+    assert sqlite_store.load("fast", "a") is not None
+
+
+def test_an_eviction_commit_is_one_read_and_five_writes(sqlite_store: SQLStore) -> None:
+    conversation = Conversation(sqlite_store, "s", "a")
+    for n in range(4):
+        conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+    with trace_sqlite(sqlite_store.engine) as captured:
+        conversation.append(
+            Message.user("new"),
+            Message.assistant("answer"),
+        )
+        conversation.apply_plan(lambda v: ReductionPlan(strategy="sliding_window", evict=v.ids[:2]), trigger="manual")
+    kinds = [" ".join(s.sql.split()[:3]) for s in captured.statements]
+    second = kinds[kinds.index("COMMIT") + 1 :]
+    assert second[0] == "BEGIN IMMEDIATE", kinds
+    assert [k.split()[0] for k in second[1:-1]] == ["SELECT", "UPDATE", "INSERT", "INSERT", "UPDATE"], second
+    assert second[-1] == "COMMIT"
+    assert [" ".join(k.split()[:3]) for k in second[3:5]] == ["INSERT INTO cl_changesets", "INSERT INTO cl_reductions"]
+    history = sqlite_store.history("s", "a")
+    assert [h.message.message_id for h in history if h.status == "evicted"] == [
+        e.message.message_id for e in history[:2]
+    ]
+    (reduction,) = sqlite_store.reductions("s", "a")
+    assert set(reduction.evicted) == {e.message.message_id for e in history[:2]}
+    assert all(h.evicted_by == reduction.reduction_id for h in history[:2])
+
+
+def test_other_changesets_take_the_general_path_and_fail_the_same_way(sqlite_store: SQLStore) -> None:
+    conversation = Conversation(sqlite_store, "s", "a")
+    conversation.append(*(Message.user(f"q{n}") if n % 2 == 0 else Message.assistant(f"a{n}") for n in range(8)))
+    # A summary: the general path (its rows are checked by the contract suite).
+    conversation.apply_plan(
+        lambda v: ReductionPlan(
+            strategy="summarizing", summary=SummaryDraft(content="S", summarizer="t", replaces=v.ids[:2])
+        ),
+        trigger="manual",
+    )
+    summary_id = conversation.view.ids[0]
+    # Evicting that summary: the fast path's check finds no active message, the general path applies it.
+    conversation.apply_plan(lambda v: ReductionPlan(strategy="sliding_window", evict=(summary_id,)), trigger="manual")
+    assert summary_id not in conversation.view.ids
+    assert sqlite_store.summaries("s", "a")[0].status == "evicted"
+    # An id that is nowhere: refused by the general path, nothing written.
+    before = sqlite_store.load("s", "a")
+    with pytest.raises(EntryNotFound):
+        conversation.apply_plan(
+            lambda v: ReductionPlan(strategy="sliding_window", evict=("missing",)), trigger="manual", as_given=True
+        )
+    after = sqlite_store.load("s", "a")
+    assert before is not None
+    assert after == before
