@@ -269,8 +269,16 @@ class Message(BaseModel):
     # -- storage codec -----------------------------------------------------------------
 
     def stored_copy(self) -> Message:
-        """A deep copy, as every store returns it (no host shape rides along)."""
-        return self.model_copy(deep=True)
+        """The message as every store returns it: a plain :class:`Message` (no subclass rides along).
+
+        A message is immutable all the way down (frozen model, frozen content and
+        metadata), so a plain one is shared rather than copied: appending costs no copy.
+        """
+        if type(self) is Message:
+            return self
+        return Message.model_construct(
+            message_id=self.message_id, role=self.role, content=self.content, metadata=self.metadata
+        )
 
     def to_record(self) -> dict[str, Any]:
         """Return a JSON-safe dict (bytes tagged) that :meth:`from_record` inverts."""
