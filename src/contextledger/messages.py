@@ -315,6 +315,8 @@ class Message(BaseModel):
     def pinned(self) -> bool:
         """Whether ``metadata.custom.pinned`` is set."""
         custom = self.metadata.get("custom")
+        if custom is None:  # the common case: asked of every entry by every manager and sync
+            return False
         return isinstance(custom, Mapping) and custom.get("pinned") is True
 
     def with_pin(self, pinned: bool) -> Message:

@@ -71,16 +71,18 @@ def plan_sync(
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         raise InvalidMessage(f"agent messages share tracking_id(s) {duplicates}; each message needs its own")
 
-    retained = [i for i, entry in enumerate(view) if entry.entry_id in position]
-    removed = [entry.entry_id for entry in view if entry.entry_id not in position]
-    agent_order = [position[view[i].entry_id] for i in retained]
+    entries = view.entries  # indexed directly: this runs over the whole window on every sync
+    retained = [i for i, entry in enumerate(entries) if entry.entry_id in position]
+    removed = [entry.entry_id for entry in entries if entry.entry_id not in position]
+    agent_order = [position[entries[i].entry_id] for i in retained]
     if agent_order != sorted(agent_order):
         logger.warning(
             "strategy=<%s> | agent messages were reordered; the ledger keeps the order they were appended in",
             strategy,
         )
     last_retained = max(agent_order, default=-1)
-    new_positions = [i for i, message_id in enumerate(ids) if view.index_of(message_id) is None]
+    in_view = {entry.entry_id for entry in entries}
+    new_positions = [i for i, message_id in enumerate(ids) if message_id not in in_view]
 
     summary_at = _summary_position(ids, new_positions, removed, last_retained, summary_hint)
     append_positions = [p for p in new_positions if p != summary_at]
@@ -101,7 +103,7 @@ def plan_sync(
     pins: dict[str, bool] = {}
     revisions: list[ContentRevision] = []
     for index in retained:
-        entry = view[index]
+        entry = entries[index]
         current = messages[position[entry.entry_id]]
         if entry.kind != "message":
             if is_pinned_dict(current):
