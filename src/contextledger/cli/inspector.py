@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.text import Text
 
 from contextledger.cli.errors import ExitCode
 from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
@@ -214,7 +213,8 @@ def history(
         if as_json:
             dump_json([history_row_json(r) for r in rows])
             return
-        lines = []
+        lines: list[list[str]] = []
+        styles: list[str] = []
         for r in rows:
             if isinstance(r, HistoryEntry):
                 status = r.status if r.evicted_by is None else f"evicted by {short(r.evicted_by)}"
@@ -230,14 +230,14 @@ def history(
                     status = "active"
                 cells = [r.agent_id, str(r.seq), "summary", short(r.summary_id), "user", status, "", ""]
                 cells.append(f"replaces {len(r.replaces)}: " + describe_text(r.content))
-            style = "dim" if status != "active" else ""
-            lines.append([Text(c, style=style) for c in cells])
+            lines.append(cells)
+            styles.append("dim" if status != "active" else "")
         columns = ["agent", "seq", "kind", "id", "role", "status", "pin", "revs", "content"]
         drop = ["revs", "kind", "id", "role", "pin", "seq"]
         if len(agents) == 1:
             drop.insert(0, "agent")
         with paged(enabled=not no_pager) as out:
-            out.print(table(f"History of {session_id}", columns, lines, drop=drop))
+            out.print(table(f"History of {session_id}", columns, lines, drop=drop, styles=styles))
 
 
 def describe_text(text: str) -> str:

@@ -25,7 +25,9 @@ from contextledger.records import HistoryEntry, Revision, SummaryEntry, ViewEntr
 from contextledger.text import describe, fmt_time, short
 
 __all__ = [
+    "Cell",
     "Grid",
+    "cells_of",
     "column_widths",
     "console",
     "describe",
@@ -38,6 +40,7 @@ __all__ = [
     "short",
     "table",
     "view_entry_json",
+    "wrap",
 ]
 
 PIPE_WIDTH = 120
@@ -103,11 +106,29 @@ WRAP_MIN = 10
 """Narrowest a wrapping column other than the content column gets."""
 
 
-def _natural(name: str, cells: Sequence[Text]) -> int:
-    return max([len(name), *(cell.cell_len for cell in cells)])
+Cell = str | Text
+"""A table cell: plain text (never parsed as markup), or a :class:`~rich.text.Text` whose style colours its row."""
+
+# The control characters rich's Text drops (bell, backspace, vertical tab, form feed, CR):
+# ledger content is data and must not move the terminal's cursor.
+_CONTROL = dict.fromkeys((7, 8, 11, 12, 13))
 
 
-def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: int, drop: Sequence[str]) -> list[str]:
+def cells_of(text: str) -> int:
+    """Terminal cells ``text`` takes: its length for printable ASCII (the usual case), else rich's measure."""
+    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
+
+
+def _plain(cell: Cell) -> str:
+    text = cell if isinstance(cell, str) else cell.plain
+    return text if text.isprintable() else text.translate(_CONTROL)
+
+
+def _natural(name: str, cells: Iterable[Cell]) -> int:
+    return max([len(name), *(cells_of(cell if isinstance(cell, str) else cell.plain) for cell in cells)])
+
+
+def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Cell]], width: int, drop: Sequence[str]) -> list[str]:
     """The columns that fit ``width``: the names in ``drop`` give way first, in that order.
 
     A one-line column needs its widest value; a wrapping column needs :data:`WRAP_MIN`
@@ -115,17 +136,18 @@ def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: i
     column adds three characters of padding and border, plus one for the table's edge.
     """
     keep = list(columns)
+    # Each column's widest value is measured once, however many layouts are tried.
+    natural = {name: _natural(name, [row[i] for row in rows]) for i, name in enumerate(columns)}
 
     def need(names: Sequence[str]) -> int:
         total = 1
         for name in names:
-            i = columns.index(name)
-            natural = _natural(name, [row[i] for row in rows])
+            wanted = natural[name]
             if name in CONTENT_COLUMNS:
-                natural = min(natural, CONTENT_MIN)
+                wanted = min(wanted, CONTENT_MIN)
             elif name in WRAPPING_COLUMNS:
-                natural = min(natural, WRAP_MIN)
-            total += natural + 3
+                wanted = min(wanted, WRAP_MIN)
+            total += wanted + 3
         return total
 
     for name in drop:
@@ -142,7 +164,7 @@ def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: i
     return keep
 
 
-def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Text]], width: int) -> dict[str, int] | None:
+def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Cell]], width: int) -> dict[str, int] | None:
     """Widths that make ``columns`` fit ``width`` exactly as intended, or ``None`` when they cannot.
 
     One-line columns get their widest value; the content column gets up to its widest
@@ -169,92 +191,119 @@ def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Text]], width:
     return widths
 
 
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` folded into lines of at most ``width`` cells, at spaces where it can (like :mod:`textwrap`).
+
+    A paragraph that fits is returned as is; a word longer than a line is cut; wide
+    characters are folded by cells.
+    """
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        if paragraph.isprintable() and not paragraph.endswith(" ") and cells_of(paragraph) <= width:
+            lines.append(paragraph)  # textwrap would return it unchanged: skip its regexes
+            continue
+        wrapped = textwrap.wrap(paragraph, width, break_on_hyphens=False, drop_whitespace=True) or [""]
+        for line in wrapped:
+            while cells_of(line) > width:  # wide characters: fold by cells
+                head = set_cell_size(line, width)
+                lines.append(head)
+                line = line[len(head) :]
+            lines.append(line)
+    return lines
+
+
 class Grid:
     """A table laid out once, in plain Python, and printed as ready-made lines.
 
     Rich's own table measures and wraps every cell through its renderables, which costs
     milliseconds a row; a 2,000-row history must print in well under a second. The
     columns (see :func:`fit_columns` and :func:`column_widths`) are known up front, so each
-    cell is wrapped with :mod:`textwrap` and each line drawn with the box characters of
-    rich's default table. Styles of whole cells (``dim`` rows, a bold header) are kept.
+    cell is wrapped (:func:`wrap`) and each line drawn with the box characters of rich's
+    default table. Cells are plain strings; a row has one style (``dim`` rows), the header
+    is bold.
     """
 
     def __init__(
-        self, title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Text]], widths: Sequence[int]
+        self,
+        title: str | None,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        widths: Sequence[int],
+        styles: Sequence[str] = (),
     ):
-        """Lay out ``rows`` under ``columns`` at ``widths`` (one per column)."""
+        """Lay out ``rows`` under ``columns`` at ``widths`` (one per column); ``styles[i]`` styles row ``i``."""
         self.title = title
         self.columns = list(columns)
         self.rows = rows
         self.widths = list(widths)
+        self.styles = list(styles)
 
     def _cell_lines(self, name: str, text: str, width: int) -> list[str]:
         if name not in WRAPPING_COLUMNS:
-            return [text if cell_len(text) <= width else set_cell_size(text, width - 1) + "…"]
-        lines: list[str] = []
-        for paragraph in text.splitlines() or [""]:
-            wrapped = textwrap.wrap(paragraph, width, break_on_hyphens=False, drop_whitespace=True) or [""]
-            for line in wrapped:
-                while cell_len(line) > width:  # wide characters: fold by cells
-                    head = set_cell_size(line, width)
-                    lines.append(head)
-                    line = line[len(head) :]
-                lines.append(line)
-        return lines
+            return [text if cells_of(text) <= width else set_cell_size(text, width - 1) + "…"]
+        return wrap(text, width)
 
-    def _edge(self, left: str, fill: str, cross: str, right: str) -> Segment:
-        return Segment(left + cross.join(fill * (w + 2) for w in self.widths) + right)
+    def _edge(self, left: str, fill: str, cross: str, right: str) -> str:
+        return left + cross.join(fill * (w + 2) for w in self.widths) + right
 
     def _row(self, cells: Sequence[str], bar: str) -> str:
         inner = f" {bar} ".join(
-            cell + " " * (width - cell_len(cell)) for cell, width in zip(cells, self.widths, strict=True)
+            cell + " " * (width - cells_of(cell)) for cell, width in zip(cells, self.widths, strict=True)
         )
         return f"{bar} {inner} {bar}"
 
-    def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
-        """Yield the table's lines, one segment each (a row's style is its first cell's)."""
-        newline = Segment.line()
+    def lines(self) -> Iterator[tuple[str, str]]:
+        """Every line of the table with its style (``""`` for none), title and borders included."""
         if self.title:
-            yield Segment(self.title, Style(italic=True))
-            yield newline
-        yield self._edge("┏", "━", "┳", "┓")
-        yield newline
-        yield Segment(self._row(self.columns, "┃"), Style(bold=True))
-        yield newline
-        yield self._edge("┡", "━", "╇", "┩")
-        yield newline
-        styles: dict[str, Style] = {}
-        for row in self.rows:
-            style = str(row[0].style) if row and row[0].style else ""
-            if style and style not in styles:
-                styles[style] = Style.parse(style)
+            yield self.title, "italic"
+        yield self._edge("┏", "━", "┳", "┓"), ""
+        yield self._row(self.columns, "┃"), "bold"
+        yield self._edge("┡", "━", "╇", "┩"), ""
+        for n, row in enumerate(self.rows):
+            style = self.styles[n] if n < len(self.styles) else ""
             wrapped = [
-                self._cell_lines(name, cell.plain, width)
+                self._cell_lines(name, cell, width)
                 for name, cell, width in zip(self.columns, row, self.widths, strict=True)
             ]
-            for i in range(max(len(w) for w in wrapped)):
-                yield Segment(self._row([w[i] if i < len(w) else "" for w in wrapped], "│"), styles.get(style))
-                yield newline
-        yield self._edge("└", "─", "┴", "┘")
-        yield newline
+            height = max(len(w) for w in wrapped)
+            if height == 1:
+                yield self._row([w[0] for w in wrapped], "│"), style
+                continue
+            for i in range(height):
+                yield self._row([w[i] if i < len(w) else "" for w in wrapped], "│"), style
+        yield self._edge("└", "─", "┴", "┘"), ""
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Segment]:
+        """Yield the table as segments, one a line (rich splits its segments at line ends anyway)."""
+        parsed: dict[str, Style | None] = {"": None}
+        for text, style in self.lines():
+            if style not in parsed:
+                parsed[style] = Style.parse(style)
+            yield Segment(text + "\n", parsed[style])
 
 
 def table(
     title: str | None,
     columns: Sequence[str],
-    rows: Iterable[Sequence[str | Text]],
+    rows: Iterable[Sequence[Cell]],
     *,
     drop: Sequence[str] = (),
     width: int | None = None,
+    styles: Sequence[str] = (),
 ) -> Grid:
     """A table laid out for the terminal's width; ids, numbers and names never wrap, only free text does.
 
     When the columns do not fit ``width`` (default: the console's), the columns named in
     ``drop`` are left out, in that order, until they do; the content column keeps at
-    least :data:`CONTENT_MIN` characters and no column is squeezed to nothing.
+    least :data:`CONTENT_MIN` characters and no column is squeezed to nothing. Row ``i``
+    is drawn in ``styles[i]`` (a rich style such as ``"dim"``) when given, else in the
+    style of its first cell when that is a :class:`~rich.text.Text`.
     """
     # Ledger content is data, never rich markup: "[turn 3]" must print as is.
-    cells = [[Text(cell) if isinstance(cell, str) else cell for cell in row] for row in rows]
+    given = [list(row) for row in rows]
+    if not styles:
+        styles = [str(row[0].style) if row and isinstance(row[0], Text) and row[0].style else "" for row in given]
+    cells = [[_plain(cell) for cell in row] for row in given]
     width = width or console().width
     keep = fit_columns(columns, cells, width, drop)
     index = [columns.index(name) for name in keep]
@@ -262,4 +311,4 @@ def table(
     widths = column_widths(keep, kept, width)
     if widths is None:  # narrower than any layout: every column at its floor, the line overflows
         widths = {name: min(_natural(name, [r[i] for r in kept]), WRAP_MIN) for i, name in enumerate(keep)}
-    return Grid(title, keep, kept, [widths[name] for name in keep])
+    return Grid(title, keep, kept, [widths[name] for name in keep], styles)
