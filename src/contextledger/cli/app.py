@@ -1,23 +1,27 @@
-"""The ``contextledger`` command: the demo, the inspector and schema migrations."""
+"""The ``contextledger`` command: the demo, the inspector and schema migrations.
+
+Commands are listed in one table, :data:`COMMANDS` (name -> ``module:function``, or a
+:class:`Subcommands` group of such entries); a command's module is imported only when
+that command runs, or when ``--help`` or shell completion needs its options. So
+``contextledger history`` never imports the web server, the demo or the migrations.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from contextledger import __version__
-from contextledger.cli import db, entries, importer, inspector, server
-from contextledger.cli import lifecycle as lifecycle_cli
-from contextledger.cli import travel as travel_cli
-from contextledger.cli.demo import demo as demo_command
 from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
 
-__all__ = ["app"]
+__all__ = ["COMMANDS", "Subcommands", "app"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +32,133 @@ EXIT_CODES_HELP = (
 )
 
 
+@dataclass(frozen=True)
+class Subcommands:
+    """A group of commands (``contextledger db ...``): its help and its own table of commands."""
+
+    help: str
+    commands: Mapping[str, str]
+
+
+COMMANDS: Mapping[str, str | Subcommands] = {
+    # name -> "module:function" (imported when the command runs), in the order --help lists them
+    "demo": "contextledger.cli.demo:demo",
+    "sessions": "contextledger.cli.inspector:sessions",
+    "show": "contextledger.cli.travel:show",
+    "history": "contextledger.cli.inspector:history",
+    "evictions": "contextledger.cli.inspector:evictions",
+    "summaries": "contextledger.cli.inspector:summaries",
+    "reductions": "contextledger.cli.inspector:reductions",
+    "revisions": "contextledger.cli.entries:revisions",
+    "pins": "contextledger.cli.entries:pins",
+    "message": "contextledger.cli.entries:message",
+    "export": "contextledger.cli.inspector:export",
+    "delete": "contextledger.cli.inspector:delete",
+    "serve": "contextledger.cli.server:serve",
+    "timeline": "contextledger.cli.server:timeline",
+    "prune": "contextledger.cli.lifecycle:prune",
+    "db": Subcommands(
+        "Schema migrations of a SQL ledger.",
+        {"upgrade": "contextledger.cli.db:upgrade", "current": "contextledger.cli.db:current"},
+    ),
+    "import": Subcommands(
+        "Import sessions written by other tools (writes to the ledger; never deletes; idempotent).",
+        {"strands": "contextledger.cli.importer:strands"},
+    ),
+}
+"""Every command of ``contextledger``; add a command here (and nowhere else)."""
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """A group's commands, built from a table the first time each is looked up.
+
+    Listing the names (``--help`` headings, suggestions for a typo, completion) imports
+    nothing; looking a command up imports its module and builds its click command once.
+    """
+
+    def __init__(self, table: Mapping[str, str | Subcommands], group: TyperGroup) -> None:
+        """Serve ``table``'s entries for ``group`` (whose settings the built commands share)."""
+        self._table = table
+        self._group = group
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        """The click command ``name``, built on first use.
+
+        Raises:
+            KeyError: No such command.
+        """
+        if name not in self._built:
+            self._built[name] = self._build(name, self._table[name])
+        return self._built[name]
+
+    def _build(self, name: str, entry: str | Subcommands) -> Any:
+        if isinstance(entry, Subcommands):
+            return LedgerGroup(
+                name=name,
+                help=entry.help,
+                epilog=EXIT_CODES_HELP,
+                no_args_is_help=True,
+                rich_markup_mode=self._group.rich_markup_mode,
+                commands=entry.commands,
+            )
+        module, _, function = entry.partition(":")
+        callback = getattr(importlib.import_module(module), function)
+        info = typer.models.CommandInfo(name=name, callback=callback, epilog=EXIT_CODES_HELP)
+        return typer.main.get_command_from_info(
+            info, pretty_exceptions_short=True, rich_markup_mode=self._group.rich_markup_mode
+        )
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        """Add a command built elsewhere (``add_command``)."""
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        """Remove a command (from the built ones; a table entry cannot be removed)."""
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        """The names: the table's, in its order, then any added ones."""
+        yield from self._table
+        yield from (name for name in self._built if name not in self._table)
+
+    def __len__(self) -> int:
+        """How many commands there are."""
+        return len(set(self._table) | set(self._built))
+
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a command (without building it)."""
+        return name in self._table or name in self._built
+
+
 class LedgerGroup(TyperGroup):
-    """Turns library errors into one line on stderr and a documented exit code."""
+    """A group whose commands come from a table, imported lazily; library errors become one line and an exit code.
+
+    ``commands`` may be a table of ``name -> "module:function"`` entries (and
+    :class:`Subcommands`) instead of built click commands; a subclass may set :attr:`table`.
+    """
+
+    table: Mapping[str, str | Subcommands] = {}
+
+    def __init__(self, *, commands: Any = None, **attrs: Any) -> None:
+        """A group serving ``commands`` (a table, or built commands) and the class's :attr:`table`."""
+        table: Mapping[str, str | Subcommands] = self.table
+        built: dict[str, Any] = {}
+        if (
+            isinstance(commands, Mapping)
+            and commands
+            and all(isinstance(v, str | Subcommands) for v in commands.values())
+        ):
+            table = commands
+        elif commands:
+            built = dict(commands) if isinstance(commands, Mapping) else {c.name: c for c in commands}
+        super().__init__(**attrs)
+        self.commands = LazyCommands(table, self)
+        self.commands.update(built)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands' names in the table's order, without importing any (typer's lists its items)."""
+        return list(self.commands)
 
     def invoke(self, ctx: Any) -> Any:
         """Run the command; map :class:`ContextLedgerError` to :class:`ExitCode`, Ctrl-C to 130."""
@@ -45,8 +174,14 @@ class LedgerGroup(TyperGroup):
             raise typer.Exit(code) from None
 
 
+class RootGroup(LedgerGroup):
+    """``contextledger`` itself: every command of :data:`COMMANDS`."""
+
+    table = COMMANDS
+
+
 app = typer.Typer(
-    cls=LedgerGroup,
+    cls=RootGroup,
     name="contextledger",
     help="Conversation state of LLM agents in a real database: run the demo, inspect any ledger, migrate its schema.",
     epilog=EXIT_CODES_HELP,
@@ -59,6 +194,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from contextledger import __version__  # read from the package metadata: only when asked
+
         typer.echo(f"contextledger {__version__}")
         raise typer.Exit()
 
@@ -92,44 +229,3 @@ def _configure_logging(verbose: int) -> None:
     handler.setFormatter(MaskingFormatter("%(levelname)s %(name)s: %(message)s"))
     package.addHandler(handler)
     package.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
-
-
-app.command("demo", epilog=EXIT_CODES_HELP)(demo_command)
-for _command in (
-    inspector.sessions,
-    travel_cli.show,
-    inspector.history,
-    inspector.evictions,
-    inspector.summaries,
-    inspector.reductions,
-    entries.revisions,
-    entries.pins,
-    entries.message,
-    inspector.export,
-    inspector.delete,
-    server.serve,
-    server.timeline,
-    lifecycle_cli.prune,
-):
-    app.command(_command.__name__, epilog=EXIT_CODES_HELP)(_command)
-
-db_app = typer.Typer(
-    cls=LedgerGroup,
-    name="db",
-    help="Schema migrations of a SQL ledger.",
-    no_args_is_help=True,
-    epilog=EXIT_CODES_HELP,
-)
-db_app.command("upgrade")(db.upgrade)
-db_app.command("current")(db.current)
-app.add_typer(db_app)
-
-import_app = typer.Typer(
-    cls=LedgerGroup,
-    name="import",
-    help="Import sessions written by other tools (writes to the ledger; never deletes; idempotent).",
-    no_args_is_help=True,
-    epilog=EXIT_CODES_HELP,
-)
-import_app.command("strands")(importer.strands)
-app.add_typer(import_app)
