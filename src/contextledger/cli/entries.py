@@ -14,10 +14,21 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
-from contextledger.cli.output import LastOption, LimitOption, NoPagerOption, paged, window
-from contextledger.cli.render import describe, dump_json, fmt_time, record_json, short, table
-from contextledger.errors import EntryNotFound, SessionNotFound
+from contextledger.cli.options import (
+    AgentOption,
+    JsonOption,
+    LastOption,
+    LimitOption,
+    NoPagerOption,
+    SessionArg,
+    UrlOption,
+    agents_of,
+    every_agent,
+    open_ledger,
+)
+from contextledger.cli.output import paged, print_table, window
+from contextledger.cli.render import describe, dump_json, fmt_time, record_json, short
+from contextledger.errors import EntryNotFound
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
 from contextledger.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry
@@ -27,16 +38,9 @@ __all__ = ["find_entry", "message", "pins", "print_entry", "revisions"]
 SESSION_PAGE = 500
 
 
-def _agents(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:
-    agents = ledger.require_session(session_id)
-    if agent is not None and agent not in agents:
-        raise SessionNotFound(f"session {session_id!r} has no agent {agent!r} (agents: {', '.join(agents)})")
-    return [agent] if agent is not None else agents
-
-
 def _conversations(ledger: Ledger, session_id: str | None, agent: str | None) -> Iterator[tuple[str, str]]:
     if session_id is not None:
-        for agent_id in _agents(ledger, session_id, agent):
+        for agent_id in agents_of(ledger, session_id, agent):
             yield session_id, agent_id
         return
     offset = 0
@@ -223,7 +227,7 @@ def _plain(value: Any) -> Any:
 
 
 def revisions(
-    session_id: Annotated[str, typer.Argument(help="The session id.", show_default=False)],
+    session_id: SessionArg,
     url: UrlOption = None,
     agent: AgentOption = None,
     limit: LimitOption = None,
@@ -233,9 +237,7 @@ def revisions(
 ) -> None:
     """Every content rewrite (tool-result truncation), oldest first, with the original kept."""
     with open_ledger(url) as ledger:
-        found: list[Revision] = []
-        for agent_id in _agents(ledger, session_id, agent):
-            found += ledger.revisions(session_id, agent_id)
+        found: list[Revision] = every_agent(ledger, session_id, agent, ledger.revisions)
         found.sort(key=lambda r: (r.created_at, r.agent_id, r.message_id, r.number))
         found = window(found, limit, last)
         if as_json:
@@ -254,16 +256,12 @@ def revisions(
             for r in found
         ]
         columns = ["when", "agent", "message", "#", "reason", "reduction", "original"]
-        with paged(enabled=not no_pager) as out:
-            out.print(
-                table(f"Revisions in {session_id}", columns, rows, drop=["reduction", "#", "agent", "when", "reason"])
-            )
-            if not found:
-                out.print("no revisions")
+        drop = ["reduction", "#", "agent", "when", "reason"]
+        print_table(f"Revisions in {session_id}", columns, rows, drop=drop, empty="no revisions", no_pager=no_pager)
 
 
 def pins(
-    session_id: Annotated[str, typer.Argument(help="The session id.", show_default=False)],
+    session_id: SessionArg,
     url: UrlOption = None,
     agent: AgentOption = None,
     limit: LimitOption = None,
@@ -273,7 +271,7 @@ def pins(
 ) -> None:
     """Every pin and unpin, oldest first: when, which entry, and who asked (api, model, host)."""
     with open_ledger(url) as ledger:
-        _agents(ledger, session_id, agent)  # an unknown session or agent exits 5
+        agents_of(ledger, session_id, agent)  # an unknown session or agent exits 5
         found: list[PinEvent] = window(ledger.pin_history(session_id, agent), limit, last)
         if as_json:
             dump_json([record_json(e) for e in found])
@@ -296,7 +294,5 @@ def pins(
             for e in found
         ]
         columns = ["when", "agent", "change", "by", "entry", "content"]
-        with paged(enabled=not no_pager) as out:
-            out.print(table(f"Pin changes in {session_id}", columns, rows, drop=["agent", "when", "by"]))
-            if not found:
-                out.print("no pin changes")
+        drop = ["agent", "when", "by"]
+        print_table(f"Pin changes in {session_id}", columns, rows, drop=drop, empty="no pin changes", no_pager=no_pager)

@@ -16,8 +16,20 @@ from typing import Annotated, Any
 import typer
 
 from contextledger.cli.errors import ExitCode
-from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
-from contextledger.cli.output import LastOption, LimitOption, NoPagerOption, paged, window
+from contextledger.cli.options import (
+    AgentOption,
+    EntryOption,
+    JsonOption,
+    LastOption,
+    LimitOption,
+    NoPagerOption,
+    SessionArg,
+    UrlOption,
+    agents_of,
+    every_agent,
+    open_ledger,
+)
+from contextledger.cli.output import paged, print_table, window, write_file
 from contextledger.cli.render import (
     describe,
     dump_json,
@@ -30,7 +42,6 @@ from contextledger.cli.render import (
     view_entry_json,
 )
 from contextledger.errors import SessionNotFound
-from contextledger.ledger import Ledger
 from contextledger.records import HistoryEntry, SummaryEntry, Trigger
 
 __all__ = [
@@ -45,8 +56,6 @@ __all__ = [
     "show",
     "summaries",
 ]
-
-SessionArg = Annotated[str, typer.Argument(help="The session id.", show_default=False)]
 
 
 class TriggerName(StrEnum):
@@ -86,15 +95,6 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _agents(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:
-    agents = ledger.require_session(session_id)
-    if agent is None:
-        return agents
-    if agent not in agents:
-        raise SessionNotFound(f"session {session_id!r} has no agent {agent!r} (agents: {', '.join(agents)})")
-    return [agent]
-
-
 def sessions(
     url: UrlOption = None,
     limit: Annotated[
@@ -123,19 +123,22 @@ def sessions(
             for i in infos
         ]
         columns = ["session", "agents", "active", "total", "created", "updated"]
-        with paged(enabled=not no_pager) as out:
-            out.print(table(f"Sessions in {ledger.url}", columns, rows, drop=["created", "total", "active"]))
-            if not infos:
-                out.print("no sessions" + (f" after offset {offset}" if offset else ""))
+        empty = "no sessions" + (f" after offset {offset}" if offset else "")
+        print_table(
+            f"Sessions in {ledger.url}",
+            columns,
+            rows,
+            drop=["created", "total", "active"],
+            empty=empty,
+            no_pager=no_pager,
+        )
 
 
 def show(
     session_id: SessionArg,
     url: UrlOption = None,
     agent: AgentOption = None,
-    entry: Annotated[
-        str | None, typer.Option("--entry", "-e", help="Print this one entry whole instead of the view.")
-    ] = None,
+    entry: EntryOption = None,
     limit: LimitOption = None,
     last: LastOption = None,
     as_json: JsonOption = False,
@@ -149,7 +152,7 @@ def show(
         return
     with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
         documents: list[dict[str, Any]] = []
-        for agent_id in _agents(ledger, session_id, agent):
+        for agent_id in agents_of(ledger, session_id, agent):
             snapshot = ledger.store.load(session_id, agent_id)
             if snapshot is None:  # deleted between listing and loading
                 raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
@@ -203,8 +206,8 @@ def history(
 ) -> None:
     """Show every entry ever appended, evicted ones and every summary included."""
     with open_ledger(url) as ledger:
+        agents = agents_of(ledger, session_id, agent)
         rows: list[HistoryEntry | SummaryEntry] = []
-        agents = _agents(ledger, session_id, agent)
         for agent_id in agents:
             rows += ledger.history(session_id, agent_id)
             rows += ledger.summaries(session_id, agent_id)
@@ -236,8 +239,7 @@ def history(
         drop = ["revs", "kind", "id", "role", "pin", "seq"]
         if len(agents) == 1:
             drop.insert(0, "agent")
-        with paged(enabled=not no_pager) as out:
-            out.print(table(f"History of {session_id}", columns, lines, drop=drop, styles=styles))
+        print_table(f"History of {session_id}", columns, lines, drop=drop, no_pager=no_pager, styles=styles)
 
 
 def describe_text(text: str) -> str:
@@ -264,9 +266,9 @@ def evictions(
     since_at = parse_since(since)
     with open_ledger(url) as ledger:
         trig: Trigger | None = trigger.value if trigger is not None else None
-        found = []
-        for agent_id in _agents(ledger, session_id, agent):
-            found += ledger.evictions(session_id, agent_id, trigger=trig, since=since_at)
+        found = every_agent(
+            ledger, session_id, agent, lambda sid, aid: ledger.evictions(sid, aid, trigger=trig, since=since_at)
+        )
         found.sort(key=lambda e: (e.evicted_at, e.agent_id, e.seq))
         found = window(found, limit, last)
         if as_json:
@@ -302,10 +304,9 @@ def evictions(
             "content",
         ]
         drop = ["reduction", "kind", "id", "summary", "agent", "role", "seq", "strategy", "evicted at"]
-        with paged(enabled=not no_pager) as out:
-            out.print(table(f"Evictions in {session_id}", columns, rows, drop=drop))
-            if not found:
-                out.print("no evictions match")
+        print_table(
+            f"Evictions in {session_id}", columns, rows, drop=drop, empty="no evictions match", no_pager=no_pager
+        )
 
 
 def summaries(
@@ -319,9 +320,7 @@ def summaries(
 ) -> None:
     """Every summary, superseded ones included, with what each replaced."""
     with open_ledger(url) as ledger:
-        found: list[SummaryEntry] = []
-        for agent_id in _agents(ledger, session_id, agent):
-            found += ledger.summaries(session_id, agent_id)
+        found = every_agent(ledger, session_id, agent, ledger.summaries)
         found.sort(key=lambda s: (s.created_at, s.agent_id))
         found = window(found, limit, last)
         if as_json:
@@ -345,10 +344,7 @@ def summaries(
             )
         columns = ["created", "agent", "id", "status", "replaces", "supersedes", "summarizer", "tokens", "content"]
         drop = ["summarizer", "tokens", "supersedes", "agent", "created", "replaces", "id"]
-        with paged(enabled=not no_pager) as out:
-            out.print(table(f"Summaries in {session_id}", columns, rows, drop=drop))
-            if not found:
-                out.print("no summaries")
+        print_table(f"Summaries in {session_id}", columns, rows, drop=drop, empty="no summaries", no_pager=no_pager)
 
 
 def reductions(
@@ -362,9 +358,7 @@ def reductions(
 ) -> None:
     """Every reduction in commit order: trigger, strategy, before/after, evictions, summary, error."""
     with open_ledger(url) as ledger:
-        found = []
-        for agent_id in _agents(ledger, session_id, agent):
-            found += ledger.reductions(session_id, agent_id)
+        found = every_agent(ledger, session_id, agent, ledger.reductions)
         found.sort(key=lambda r: (r.created_at, r.agent_id))
         found = window(found, limit, last)
         if as_json:
@@ -402,10 +396,7 @@ def reductions(
             "why",
         ]
         drop = ["id", "revised", "summary", "agent", "when", "evicted", "call", "messages", "strategy"]
-        with paged(enabled=not no_pager) as out:
-            out.print(table(f"Reductions in {session_id}", columns, rows, drop=drop))
-            if not found:
-                out.print("no reductions")
+        print_table(f"Reductions in {session_id}", columns, rows, drop=drop, empty="no reductions", no_pager=no_pager)
 
 
 def export(
@@ -422,7 +413,7 @@ def export(
     """
     with open_ledger(url) as ledger:
         lines: list[str] = []
-        for agent_id in _agents(ledger, session_id, agent):
+        for agent_id in agents_of(ledger, session_id, agent):
             snapshot = ledger.store.load(session_id, agent_id)
             if snapshot is not None:
                 lines.append(json_line({"type": "conversation", **record_json(snapshot.state)}))
@@ -436,11 +427,7 @@ def export(
         if output is None:
             sys.stdout.write(text)
         else:
-            try:
-                output.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
-                raise typer.Exit(ExitCode.ERROR) from None
+            write_file(output, text)
             typer.echo(f"exported {len(lines)} records of {session_id} to {output}", err=True)
 
 

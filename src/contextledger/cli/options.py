@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, TypeVar
 
 import typer
 
-from contextledger.errors import InvalidLedgerURL
+from contextledger.errors import InvalidLedgerURL, SessionNotFound
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.urls import backend_of, mask, sqlite_path
 
-__all__ = ["AgentOption", "JsonOption", "UrlOption", "open_ledger", "resolve_url", "sqlite_path"]
+T = TypeVar("T")
+
+__all__ = [
+    "AgentOption",
+    "EntryOption",
+    "JsonOption",
+    "LastOption",
+    "LimitOption",
+    "NoPagerOption",
+    "SessionArg",
+    "UrlOption",
+    "agents_of",
+    "every_agent",
+    "open_ledger",
+    "resolve_url",
+    "sqlite_path",
+]
 
 DEMO_URL = "sqlite:///contextledger-demo.db"
 """The demo's own ledger (``contextledger demo``), read when no other ledger is named or found."""
@@ -33,6 +50,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 AgentOption = Annotated[
     str | None, typer.Option("--agent", "-a", help="Only this agent of the session (default: every agent).")
 ]
+SessionArg = Annotated[str, typer.Argument(help="The session id.", show_default=False)]
+EntryOption = Annotated[
+    str | None, typer.Option("--entry", "-e", help="Print this one entry whole instead of the view.")
+]
+LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Only the first N rows.")]
+LastOption = Annotated[int | None, typer.Option("--last", min=1, help="Only the last N rows (the newest).")]
+NoPagerOption = Annotated[bool, typer.Option("--no-pager", help="Never page the output, even on a terminal.")]
 
 
 def resolve_url(url: str | None) -> str:
@@ -81,3 +105,31 @@ def open_ledger(url: str | None, *, must_exist: bool = True, read_only: bool = T
     if read_only and is_sql_url(url):
         return Ledger.connect(url, read_only=True)
     return Ledger.connect(url)
+
+
+def agents_of(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:
+    """The agents of ``session_id`` a command covers: ``agent`` alone when given, else every one.
+
+    Raises:
+        SessionNotFound: No such session, or it has no agent ``agent``.
+    """
+    agents = ledger.require_session(session_id)
+    if agent is None:
+        return agents
+    if agent not in agents:
+        raise SessionNotFound(f"session {session_id!r} has no agent {agent!r} (agents: {', '.join(agents)})")
+    return [agent]
+
+
+def every_agent(
+    ledger: Ledger, session_id: str, agent: str | None, query: Callable[[str, str], Sequence[T]]
+) -> list[T]:
+    """``query(session_id, agent_id)`` for each agent :func:`agents_of` names, one list in agent order.
+
+    Raises:
+        SessionNotFound: No such session, or it has no agent ``agent``.
+    """
+    found: list[T] = []
+    for agent_id in agents_of(ledger, session_id, agent):
+        found += query(session_id, agent_id)
+    return found

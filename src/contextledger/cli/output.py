@@ -14,20 +14,28 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, TypeVar
+from pathlib import Path
+from typing import TypeVar
 
 import typer
 from rich.console import Console
 
-from contextledger.cli.render import console
+from contextledger.cli.errors import ExitCode
+from contextledger.cli.options import LastOption, LimitOption, NoPagerOption
+from contextledger.cli.render import Cell, console, table
 
-__all__ = ["LastOption", "LimitOption", "NoPagerOption", "paged", "pager_command", "window"]
+__all__ = [
+    "LastOption",
+    "LimitOption",
+    "NoPagerOption",
+    "paged",
+    "pager_command",
+    "print_table",
+    "window",
+    "write_file",
+]
 
 T = TypeVar("T")
-
-LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Only the first N rows.")]
-LastOption = Annotated[int | None, typer.Option("--last", min=1, help="Only the last N rows (the newest).")]
-NoPagerOption = Annotated[bool, typer.Option("--no-pager", help="Never page the output, even on a terminal.")]
 
 
 def window(rows: Sequence[T], limit: int | None, last: int | None) -> list[T]:
@@ -88,3 +96,29 @@ def paged(*, enabled: bool = True) -> Iterator[Console]:
     except BrokenPipeError:  # the reader quit early (q in less)
         pass
     process.wait()
+
+
+def print_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    drop: Sequence[str] = (),
+    empty: str | None = None,
+    no_pager: bool = False,
+    styles: Sequence[str] = (),
+) -> None:
+    """Print one listing (see :func:`~contextledger.cli.render.table`), paged on a terminal; ``empty`` when no rows."""
+    with paged(enabled=not no_pager) as out:
+        out.print(table(title, columns, rows, drop=drop, styles=styles))
+        if empty is not None and not rows:
+            out.print(empty)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (UTF-8); a file that cannot be written is one line on stderr and exit 1."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"error: cannot write {path}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(ExitCode.ERROR) from None

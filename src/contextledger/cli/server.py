@@ -12,14 +12,13 @@ from typing import Annotated
 import typer
 
 from contextledger.cli.errors import ExitCode
-from contextledger.cli.options import AgentOption, UrlOption, open_ledger
+from contextledger.cli.options import AgentOption, SessionArg, UrlOption, open_ledger
+from contextledger.cli.output import write_file
 from contextledger.errors import ConfigurationError
 
 __all__ = ["serve", "timeline"]
 
 logger = logging.getLogger(__name__)
-
-SessionArg = Annotated[str, typer.Argument(help="The session id.", show_default=False)]
 
 
 def _need_web() -> None:
@@ -70,9 +69,5 @@ def timeline(
 
     with open_ledger(url) as ledger:
         html = render_session(ledger, session_id, agent=agent, standalone=True)
-    try:
-        output.write_text(html, encoding="utf-8")
-    except OSError as exc:
-        typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
-        raise typer.Exit(ExitCode.ERROR) from None
+    write_file(output, html)
     typer.echo(f"wrote the timeline of {session_id} to {output} ({len(html.encode()) // 1024} KiB)", err=True)

@@ -12,8 +12,19 @@ import typer
 
 from contextledger.cli import inspector
 from contextledger.cli.errors import ExitCode, one_line
-from contextledger.cli.options import AgentOption, JsonOption, UrlOption, open_ledger
-from contextledger.cli.output import LastOption, LimitOption, NoPagerOption, paged, window
+from contextledger.cli.options import (
+    AgentOption,
+    EntryOption,
+    JsonOption,
+    LastOption,
+    LimitOption,
+    NoPagerOption,
+    SessionArg,
+    UrlOption,
+    agents_of,
+    open_ledger,
+)
+from contextledger.cli.output import paged, window
 from contextledger.cli.render import describe, dump_json, table, view_entry_json
 from contextledger.errors import ModelCallNotFound
 
@@ -31,12 +42,10 @@ AtCallOption = Annotated[
 
 
 def show(
-    session_id: inspector.SessionArg,
+    session_id: SessionArg,
     url: UrlOption = None,
     agent: AgentOption = None,
-    entry: Annotated[
-        str | None, typer.Option("--entry", "-e", help="Print this one entry whole instead of the view.")
-    ] = None,
+    entry: EntryOption = None,
     limit: LimitOption = None,
     last: LastOption = None,
     as_json: JsonOption = False,
@@ -54,7 +63,7 @@ def show(
         return
     with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
         documents: list[dict[str, Any]] = []
-        for agent_id in inspector._agents(ledger, session_id, agent):
+        for agent_id in agents_of(ledger, session_id, agent):
             try:
                 view = ledger.view_at(session_id, agent_id, model_call=at_call)
             except ModelCallNotFound as exc:
@@ -84,7 +93,7 @@ def show(
 def _print_origins(session_id: str, url: str | None, agent: str | None) -> None:
     """One line per forked agent: where its conversation was forked from."""
     with open_ledger(url) as ledger:
-        for agent_id in inspector._agents(ledger, session_id, agent):
+        for agent_id in agents_of(ledger, session_id, agent):
             origin = ledger.fork_origin(session_id, agent_id)
             if origin is not None:
                 where = "its view then" if origin.at_call is None else f"model call {origin.at_call}"
