@@ -77,7 +77,7 @@ def _env() -> dict[str, str]:
 def piped(argv: list[str]) -> float:
     """Seconds ``argv`` takes with stdout on a pipe (read to the end)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), check=False)
+    done = subprocess.run(argv, capture_output=True, env=_env(), check=False)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv} failed ({done.returncode}): {done.stderr.decode(errors='replace')}")
@@ -109,11 +109,11 @@ def on_terminal(argv: list[str], columns: int) -> float:
 def imported_heavy(url: str) -> list[str]:
     """The heavy modules (see :data:`HEAVY`) a piped ``history`` run imports."""
     code = (
-        "import sys; sys.argv = ['contextledger', 'history', %r, '--url', %r]\n"
+        f"import sys; sys.argv = ['contextledger', 'history', {SESSION!r}, '--url', {url!r}]\n"
         "from contextledger.__main__ import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "sys.stderr.write(' '.join(sorted(sys.modules)))\n"
-    ) % (SESSION, url)
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True
     )
@@ -125,13 +125,13 @@ def profile(url: str) -> None:
     """cProfile of one in-process piped ``history`` run (imports included), by cumulative time."""
     code = (
         "import cProfile, pstats, io, sys, contextlib\n"
-        "sys.argv = ['contextledger', 'history', %r, '--url', %r]\n"
+        f"sys.argv = ['contextledger', 'history', {SESSION!r}, '--url', {url!r}]\n"
         "p = cProfile.Profile(); p.enable()\n"
         "from contextledger.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        main()\n    except SystemExit:\n        pass\n"
         "p.disable(); pstats.Stats(p).sort_stats('cumulative').print_stats(40)\n"
-    ) % (SESSION, url)
+    )
     subprocess.run([sys.executable, "-c", code], check=True, env=_env())
 
 
