@@ -34,7 +34,7 @@ __all__ = [
     "ride_with",
 ]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ContentRevision(BaseModel):
@@ -130,7 +130,7 @@ class ReductionRequest(BaseModel):
             reaches this share (proactive compression); ``None`` always plans.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     trigger: Trigger
     error: str | None = None
@@ -189,7 +189,7 @@ class Edit(BaseModel):
         restore: Evicted entries made active again, as the view will show them (undo).
     """
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     appends: tuple[Message, ...] = ()
     pins: dict[str, bool] = Field(default_factory=dict)

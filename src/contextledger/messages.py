@@ -117,7 +117,7 @@ class Message(BaseModel):
             number, or nesting deeper than :data:`MAX_DEPTH`.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     message_id: str = Field(default_factory=new_message_id, min_length=1)
     role: Role

@@ -48,7 +48,7 @@ another short name an integration chooses."""
 EntryKind = Literal["message", "summary"]
 EntryStatus = Literal["active", "evicted"]
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 def utcnow() -> datetime:

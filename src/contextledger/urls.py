@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 from contextledger.errors import InvalidLedgerURL
 
@@ -34,6 +34,8 @@ __all__ = [
     "mask_text",
     "parse_redis",
     "parse_sql",
+    "plain_sqlite_file",
+    "plain_sqlite_masked",
     "scheme_of",
     "sqlite_path",
 ]
@@ -159,6 +161,26 @@ def parse_sql(url: str | URL) -> URL:
         f"unsupported SQL driver {parsed.drivername!r} in {parsed.render_as_string(hide_password=True)}; "
         "use sqlite:///path.db or postgresql+psycopg://user:password@host/db"
     )
+
+
+def plain_sqlite_file(url: str) -> str | None:
+    """The file a plain ``sqlite:///path`` URL names, as :func:`parse_sql` reads it, without SQLAlchemy.
+
+    ``None`` for every other URL: another scheme, in-memory SQLite, the ``file:`` URI
+    form, a host, query options. Those are parsed by :func:`parse_sql` only.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in _SQLITE_DRIVERS or not rest.startswith("/") or "?" in rest:
+        return None
+    database = unquote(rest[1:])  # what make_url does to the path
+    if database in {"", ":memory:"} or database.startswith("file:"):
+        return None
+    return database
+
+
+def plain_sqlite_masked(database: str) -> str:
+    """The masked URL :func:`parse_sql` gives a plain SQLite URL naming ``database`` (no password to hide)."""
+    return "sqlite+pysqlite:///" + quote(database, safe=" +/")
 
 
 def sqlite_path(url: str) -> Path | None:

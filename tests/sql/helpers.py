@@ -14,6 +14,7 @@ from sqlalchemy import Engine, event
 from contextledger import Changeset, Message, ViewEntry
 from contextledger.records import Reduction
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.sql import SQLStore
 
 BATCH = 2_000
 
@@ -131,6 +132,25 @@ def trace_sqlite(engine: Engine) -> Iterator[Capture]:
     finally:
         event.remove(engine, "checkout", on_checkout)
         event.remove(engine, "checkin", on_checkin)
+
+
+@contextmanager
+def capture_reads(store: SQLStore) -> Iterator[Capture]:
+    """Record the statements a store's reads send: on its SQLite reader when it has one, else on the engine.
+
+    The reader's driver traces statements with their parameters inlined.
+    """
+    reader = store.reader
+    if reader is None:
+        with capture(store.engine) as captured:
+            yield captured
+        return
+    captured = Capture()
+    reader.connection.set_trace_callback(lambda sql: captured.statements.append(Statement(sql, None, False)))
+    try:
+        yield captured
+    finally:
+        reader.connection.set_trace_callback(None)
 
 
 @dataclass

@@ -1,19 +1,26 @@
-"""Restoring reads only the active view: its cost does not grow with evicted history."""
+"""Restoring reads only the active view: its cost does not grow with evicted history.
+
+On SQLite the restore runs on the store's reader (the standard library's driver); the
+same reads on the engine serve the async API, so both are measured.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, event
 
-from contextledger.stores.sql import SQLStore
-from tests.sql.helpers import build_ledger, capture
+from contextledger.stores.sql import SQLStore, window
+from contextledger.stores.sql.engine import build_engine, parse_url
+from tests.sql.helpers import build_ledger, capture, capture_reads
 
 ACTIVE = 40
 HISTORY = 6_000
+_INDEX_USED = "USING INDEX ix_cl_entries_conversation_id_status_seq (conversation_id=? AND status=?)"
 
 
 def _build(store: SQLStore) -> None:
@@ -21,18 +28,35 @@ def _build(store: SQLStore) -> None:
     build_ledger(store, "small", evicted=0, active=ACTIVE)
 
 
+def _template(sql: str) -> str:
+    """A statement with its literals (the reader's trace inlines parameters) replaced by ``?``."""
+    return re.sub(r"'(?:[^']|'')*'|\b\d+\b", "?", " ".join(sql.split()))
+
+
 def test_restore_issues_the_same_statements_whatever_the_history(sql_store: SQLStore) -> None:
     _build(sql_store)
-    with capture(sql_store.engine) as big:
+    with capture_reads(sql_store) as big:
         big_snap = sql_store.load("big", "a")
-    with capture(sql_store.engine) as small:
+    with capture_reads(sql_store) as small:
         small_snap = sql_store.load("small", "a")
     assert big_snap is not None
     assert small_snap is not None
     assert len(big_snap.entries) == len(small_snap.entries) == ACTIVE
     assert [e.entry_id for e in big_snap.entries] == [f"big-{HISTORY + i}" for i in range(ACTIVE)]
-    assert [s.sql for s in big.work] == [s.sql for s in small.work]
+    assert [_template(s.sql) for s in big.work] == [_template(s.sql) for s in small.work]
     assert len(big.work) == 3  # state, active messages, active summaries
+    tables = [re.search(r"FROM (\w+)", s.sql) for s in big.work]
+    assert [t.group(1) if t else None for t in tables] == ["cl_conversations", "cl_entries", "cl_summaries"]
+
+
+def test_sqlite_restore_runs_on_the_reader(sqlite_store: SQLStore) -> None:
+    # A SQLite file store restores on its reader; the engine sends nothing.
+    _build(sqlite_store)
+    assert sqlite_store.reader is not None
+    with capture(sqlite_store.engine) as engine, capture_reads(sqlite_store) as reader:
+        assert sqlite_store.load("big", "a") is not None
+    assert engine.statements == []
+    assert len(reader.work) == 3
 
 
 @contextmanager
@@ -63,11 +87,28 @@ def _vm_steps(engine: Engine) -> Iterator[list[int]]:
             dbapi_connection.set_progress_handler(None, 1)
 
 
+@contextmanager
+def _reader_steps(store: SQLStore) -> Iterator[list[int]]:
+    """:func:`_vm_steps` on the store's SQLite reader."""
+    assert store.reader is not None
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    store.reader.connection.set_progress_handler(tick, 1)
+    try:
+        yield steps
+    finally:
+        store.reader.connection.set_progress_handler(None, 1)
+
+
 def test_sqlite_restore_work_does_not_grow_with_history(sqlite_store: SQLStore) -> None:
     _build(sqlite_store)
-    with _vm_steps(sqlite_store.engine) as big:
+    with _reader_steps(sqlite_store) as big:
         sqlite_store.load("big", "a")
-    with _vm_steps(sqlite_store.engine) as small:
+    with _reader_steps(sqlite_store) as small:
         sqlite_store.load("small", "a")
     with _vm_steps(sqlite_store.engine) as everything:
         sqlite_store.history("big", "a")
@@ -75,16 +116,39 @@ def test_sqlite_restore_work_does_not_grow_with_history(sqlite_store: SQLStore) 
     assert everything[0] > 20 * big[0]
     # ...and the restore reads about what a 40-entry conversation reads.
     assert big[0] <= 1.5 * small[0], (big[0], small[0])
-    with capture(sqlite_store.engine) as captured:
-        sqlite_store.load("big", "a")
-    with sqlite_store.engine.connect() as conn:
-        for statement in captured.work:
-            if "cl_entries" not in statement.sql:
-                continue
-            plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement.sql, statement.parameters).all()
-            details = " | ".join(str(row[-1]) for row in plan)
-            assert "USING INDEX ix_cl_entries_conversation_id_status_seq (conversation_id=? AND status=?)" in details
-            assert "SCAN cl_entries" not in details
+    assert sqlite_store.reader is not None
+    plan = sqlite_store.reader.connection.execute(
+        "EXPLAIN QUERY PLAN " + window.ACTIVE_MESSAGES_SQL, {"conversation_id": 1}
+    ).fetchall()
+    details = " | ".join(str(row[-1]) for row in plan)
+    assert _INDEX_USED in details
+    assert "SCAN cl_entries" not in details
+
+
+def test_sqlite_restore_on_the_engine_does_not_grow_with_history(sqlite_url: str) -> None:
+    # The async API restores on the engine (aiosqlite): the same reads, as SQLAlchemy statements.
+    store = SQLStore(build_engine(parse_url(sqlite_url)), owns_engine=True)
+    try:
+        store.upgrade()
+        assert store.reader is None
+        _build(store)
+        with _vm_steps(store.engine) as big:
+            store.load("big", "a")
+        with _vm_steps(store.engine) as small:
+            store.load("small", "a")
+        assert big[0] <= 1.5 * small[0], (big[0], small[0])
+        with capture(store.engine) as captured:
+            store.load("big", "a")
+        with store.engine.connect() as conn:
+            for statement in captured.work:
+                if "cl_entries" not in statement.sql:
+                    continue
+                plan = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement.sql, statement.parameters).all()
+                details = " | ".join(str(row[-1]) for row in plan)
+                assert _INDEX_USED in details
+                assert "SCAN cl_entries" not in details
+    finally:
+        store.close()
 
 
 def _scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:

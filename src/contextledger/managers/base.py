@@ -26,7 +26,7 @@ __all__ = [
 class ProtectedMessages(BaseModel):
     """Positional protection: the first ``first`` and last ``last`` entries of the view."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     first: int = Field(default=0, ge=0, strict=True)
     last: int = Field(default=0, ge=0, strict=True)
@@ -35,7 +35,7 @@ class ProtectedMessages(BaseModel):
 class ManagerState(BaseModel):
     """Base of every manager's persisted, typed state."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     manager: str
 

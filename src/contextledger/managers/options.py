@@ -108,7 +108,9 @@ def describe(exc: ValidationError) -> str:
     return f"{where}: {message}{got}"
 
 
-_OPTIONS = ConfigDict(validate_assignment=True, extra="forbid", strict=True, arbitrary_types_allowed=True)
+_OPTIONS = ConfigDict(
+    validate_assignment=True, extra="forbid", strict=True, arbitrary_types_allowed=True, defer_build=True
+)
 
 
 class PolicyOptions(BaseModel):

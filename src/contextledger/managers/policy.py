@@ -78,7 +78,7 @@ class PolicyState(ManagerState):
         summaries: Summaries created.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     reductions: int = Field(default=0, ge=0)
     removed: int = Field(default=0, ge=0)

@@ -1,6 +1,25 @@
-"""Ledger stores: one protocol, interchangeable implementations."""
+"""Ledger stores: one protocol, interchangeable implementations.
+
+:class:`MemoryStore` is imported on first use (PEP 562), so a process on another
+backend never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from contextledger.stores.base import LedgerStore
-from contextledger.stores.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from contextledger.stores.memory import MemoryStore
 
 __all__ = ["LedgerStore", "MemoryStore"]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "MemoryStore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from contextledger.stores.memory import MemoryStore
+
+    globals()[name] = MemoryStore
+    return MemoryStore

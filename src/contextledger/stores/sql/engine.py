@@ -41,10 +41,13 @@ from contextledger.errors import (
     StoreUnavailable,
 )
 from contextledger.stores.sql import encoding
+from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
 from contextledger.urls import parse_sql
 
 __all__ = [
     "BEGIN_OPTION",
+    "DEFAULT_LOCK_TIMEOUT",
+    "DEFAULT_STATEMENT_TIMEOUT",
     "build_engine",
     "describe",
     "mask",
@@ -63,10 +66,6 @@ _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _RETRYABLE = {"40001", "40P01"}
 # lock_not_available (lock_timeout) and query_canceled (statement_timeout).
 _TIMEOUTS = {"55P03", "57014"}
-DEFAULT_LOCK_TIMEOUT = 5.0
-"""PostgreSQL: seconds a statement waits for a lock before failing with ``StoreTimeout``."""
-DEFAULT_STATEMENT_TIMEOUT = 30.0
-"""PostgreSQL: seconds a statement may run before failing with ``StoreTimeout``."""
 
 
 def parse_url(url: str | URL) -> URL:
@@ -101,7 +100,7 @@ def build_engine(
     pool_timeout: float | None = None,
     pool_recycle: int | None = None,
     pool_pre_ping: bool = False,
-    busy_timeout: float = 30.0,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     connect_timeout: int = 10,
     connect_args: dict[str, Any] | None = None,
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import (
     JSON,
     Connection,
     String,
     Text,
     and_,
-    bindparam,
     cast,
     func,
     literal_column,
@@ -25,7 +23,6 @@ from sqlalchemy.orm import aliased
 
 from contextledger.messages import Message
 from contextledger.records import (
-    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
@@ -35,9 +32,9 @@ from contextledger.records import (
     Snapshot,
     SummaryEntry,
     Trigger,
-    ViewEntry,
 )
 from contextledger.stores.base import decoding, preview
+from contextledger.stores.sql import window
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
     ConversationRow,
@@ -48,6 +45,7 @@ from contextledger.stores.sql.models import (
     SummaryRow,
     SummarySourceRow,
 )
+from contextledger.stores.sql.window import record
 
 __all__ = [
     "agents",
@@ -64,10 +62,7 @@ __all__ = [
 
 
 def _message(row: Any, message_id: str) -> Message:
-    with decoding("cl_entries", message_id):
-        return Message.from_record(
-            {"message_id": message_id, "role": row.role, "content": row.content, "metadata": row.meta}
-        )
+    return window.message(message_id, row.role, row.content, row.meta)
 
 
 def _conversation_filter(session_id: str, agent_id: str | None) -> list[Any]:
@@ -77,68 +72,20 @@ def _conversation_filter(session_id: str, agent_id: str | None) -> list[Any]:
     return clauses
 
 
-# The restore statements are built once: a restore then only binds and executes them.
-_STATE = select(ConversationRow).where(
-    ConversationRow.session_id == bindparam("session_id"), ConversationRow.agent_id == bindparam("agent_id")
-)
-_ACTIVE_MESSAGES = (
-    select(
-        EntryRow.message_id,
-        EntryRow.seq,
-        EntryRow.role,
-        EntryRow.content,
-        EntryRow.metadata_.label("meta"),
-        EntryRow.tokens,
-    )
-    .where(EntryRow.conversation_id == bindparam("conversation_id"), EntryRow.status == "active")
-    .order_by(EntryRow.seq, EntryRow.id)
-)
-_ACTIVE_SUMMARIES = (
-    select(SummaryRow.summary_id, SummaryRow.seq, SummaryRow.content, SummaryRow.tokens)
-    .where(SummaryRow.conversation_id == bindparam("conversation_id"), SummaryRow.status == "active")
-    .order_by(SummaryRow.seq, SummaryRow.id)
-)
-
-
 def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
-    """The state and the active view: three indexed reads, none touching evicted rows."""
+    """The state and the active view: three indexed reads, none touching evicted rows.
+
+    The statements and the rows-to-snapshot code are :mod:`.window`'s, which also holds
+    the same reads as SQL text for the SQLite reader.
+    """
     # Core rows (flat columns) rather than ORM objects: no identity map, no unit of work.
-    row = conn.execute(_STATE, {"session_id": session_id, "agent_id": agent_id}).first()
+    reads = window.statements()
+    row = conn.execute(reads.state, {"session_id": session_id, "agent_id": agent_id}).first()
     if row is None:
         return None
-    state = _record(ConversationState, row._mapping, session_id=session_id, agent_id=agent_id)
-    rows = conn.execute(_ACTIVE_MESSAGES, {"conversation_id": row.id}).all()
-    try:
-        # One guard for the whole window; a damaged row is then located row by row below.
-        entries = [
-            ViewEntry(
-                entry_id=m.message_id,
-                seq=m.seq,
-                message=Message.from_record(
-                    {"message_id": m.message_id, "role": m.role, "content": m.content, "metadata": m.meta}
-                ),
-                tokens=m.tokens,
-            )
-            for m in rows
-        ]
-    except Exception:  # re-raised as CorruptRecord, located, by the decoding below
-        entries = [
-            ViewEntry(entry_id=m.message_id, seq=m.seq, message=_message(m, m.message_id), tokens=m.tokens)
-            for m in rows
-        ]
-    entries += [
-        ViewEntry(
-            entry_id=s.summary_id,
-            kind="summary",
-            seq=s.seq,
-            message=Message(message_id=s.summary_id, role="user", content=[{"text": s.content}]),
-            tokens=s.tokens,
-        )
-        for s in conn.execute(_ACTIVE_SUMMARIES, {"conversation_id": row.id})
-    ]
-    # A stable sort keeps insertion order among equal seqs, as the memory store does.
-    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
-    return Snapshot(state=state, entries=tuple(entries))
+    messages = conn.execute(reads.active_messages, {"conversation_id": row.id}).all()
+    summaries = conn.execute(reads.active_summaries, {"conversation_id": row.id}).all()
+    return window.snapshot(row._mapping, messages, summaries, session_id=session_id, agent_id=agent_id)
 
 
 def _history_columns() -> tuple[Any, ...]:
@@ -321,33 +268,6 @@ def evictions(
     return out
 
 
-_R = TypeVar("_R", bound=BaseModel)
-
-
-_TABLES: dict[type[BaseModel], tuple[str, str]] = {
-    ConversationState: ("cl_conversations", "agent_id"),
-    Reduction: ("cl_reductions", "reduction_id"),
-    SummaryEntry: ("cl_summaries", "summary_id"),
-    Revision: ("cl_revisions", "message_id"),
-}
-
-
-def _record(model: type[_R], row: Mapping[Any, Any], **values: Any) -> _R:
-    """Build ``model`` from the row's columns of the same names (the tables mirror the records).
-
-    Raises:
-        CorruptRecord: A column holds a value the record cannot take (damaged JSON included).
-    """
-    fields = model.model_fields
-    data = {**{k: v for k, v in row.items() if k in fields}, **values}
-    table, id_field = _TABLES.get(model, (model.__name__, ""))
-    record_id = data.get(id_field)
-    if model is ConversationState:
-        record_id = f"{data.get('session_id')}/{data.get('agent_id')}"
-    with decoding(table, record_id if isinstance(record_id, str) else None):
-        return model.model_validate(data)
-
-
 def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[Reduction]:
     """Reductions in commit order."""
     rows = conn.execute(
@@ -356,7 +276,7 @@ def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[
         .where(*_conversation_filter(session_id, agent_id))
         .order_by(ReductionRow.created_at, ReductionRow.id)
     )
-    return [_record(Reduction, row._mapping, session_id=session_id, restored=tuple(row.restored or ())) for row in rows]
+    return [record(Reduction, row._mapping, session_id=session_id, restored=tuple(row.restored or ())) for row in rows]
 
 
 def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[SummaryEntry]:
@@ -376,7 +296,7 @@ def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[S
         ):
             replaces.setdefault(src.summary_row_id, []).append(src.entry_id)
     return [
-        _record(SummaryEntry, s._mapping, session_id=session_id, replaces=tuple(replaces.get(s.id, ()))) for s in rows
+        record(SummaryEntry, s._mapping, session_id=session_id, replaces=tuple(replaces.get(s.id, ()))) for s in rows
     ]
 
 
@@ -390,7 +310,7 @@ def revisions(conn: Connection, session_id: str, agent_id: str, message_id: str 
     )
     if message_id is not None:
         stmt = stmt.where(RevisionRow.message_id == message_id)
-    return [_record(Revision, r._mapping, session_id=session_id, agent_id=agent_id) for r in conn.execute(stmt)]
+    return [record(Revision, r._mapping, session_id=session_id, agent_id=agent_id) for r in conn.execute(stmt)]
 
 
 def agents(conn: Connection, session_id: str) -> list[str]:

@@ -10,15 +10,15 @@ open and dispose a short-lived engine; given an engine or connection they leave 
 
 Alembic is imported only when a migration must run or a revision must be resolved:
 opening a ledger whose schema is current reads the version table with one plain
-``SELECT`` and compares it with the head named in the migration files, which keeps a
-fresh process's open cheap.
+``SELECT`` and compares it with :data:`~contextledger.stores.sql.reader.SCHEMA_HEAD`,
+which keeps a fresh process's open cheap (a test keeps that constant equal to
+Alembic's head).
 """
 
 from __future__ import annotations
 
 import importlib.resources
 import logging
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from contextledger.errors import ConfigurationError, ContextLedgerError, NotALedger, SchemaOutOfDate
 from contextledger.stores.sql.engine import BEGIN_OPTION, build_engine, describe, mask, parse_url, translate
 from contextledger.stores.sql.models import Base
+from contextledger.stores.sql.reader import SCHEMA_HEAD, VERSION_TABLE
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -53,9 +54,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-VERSION_TABLE = "contextledger_alembic_version"
-"""The ledger's own Alembic version table (never the application's ``alembic_version``)."""
 
 Target = str | URL | Engine | Connection
 """What the schema functions operate on."""
@@ -117,31 +115,6 @@ def _script() -> ScriptDirectory:
     return ScriptDirectory.from_config(alembic_config())
 
 
-_REVISION = re.compile(r"^revision(?:\s*:[^=\n]+)?\s*=\s*[\"']([^\"']+)[\"']", re.MULTILINE)
-_DOWN_REVISION = re.compile(r"^down_revision(?:\s*:[^=\n]+)?\s*=\s*(.+)$", re.MULTILINE)
-
-
-@cache
-def _declared_head() -> str | None:
-    """The head revision as the migration files declare it, read without Alembic.
-
-    ``None`` when the files do not name exactly one head in the plain form used here
-    (then callers ask Alembic).
-    """
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for path in (migrations_dir() / "versions").glob("*.py"):
-        source = path.read_text(encoding="utf-8")
-        found = _REVISION.search(source)
-        down = _DOWN_REVISION.search(source)
-        if found is None or down is None:
-            return None
-        revisions.add(found.group(1))
-        parents.update(re.findall(r"[\"']([^\"']+)[\"']", down.group(1)))
-    heads = revisions - parents
-    return next(iter(heads)) if len(heads) == 1 else None
-
-
 def _at_head(target: Target) -> bool:
     """Whether the database is at the head, by one plain ``SELECT`` (no Alembic, no write).
 
@@ -151,15 +124,12 @@ def _at_head(target: Target) -> bool:
     """
     if isinstance(target, Connection):
         return False
-    expected = _declared_head()
-    if expected is None:
-        return False
     try:
         with _transaction(target, write=False) as connection:
             found = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
     except ContextLedgerError:
         return False  # no version table yet, or the server is away: the full path says which
-    return found == [expected]
+    return found == [SCHEMA_HEAD]
 
 
 def head() -> str:

@@ -8,22 +8,26 @@ conversation that exists is a single statement
 (:mod:`~contextledger.stores.sql.appends`), run in autocommit mode, where the
 statement is the transaction -- one round trip instead of four. Driver errors are
 translated to the library's errors here.
+
+A SQLite file whose schema is current is opened by a
+:class:`~contextledger.stores.sql.reader.SQLiteReader` on the standard library's driver,
+which serves every :meth:`SQLStore.load`; the engine (and SQLAlchemy, which costs a
+fresh process more than the restore itself) is built on the first write or other query.
+So SQLAlchemy and the modules built on it are imported inside the methods that use the
+engine, never at the top of this module.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import Connection, Engine, delete
-from sqlalchemy.engine import URL
-from sqlalchemy.exc import SQLAlchemyError
+from typing import TYPE_CHECKING, Any
 
 from contextledger.changeset import Changeset
-from contextledger.errors import ConfigurationError, StoreUnavailable
+from contextledger.errors import ConfigurationError, StoreError, StoreUnavailable
 from contextledger.messages import Message
 from contextledger.records import (
     Eviction,
@@ -41,21 +45,14 @@ from contextledger.records import (
 from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.sql import erasure, queries, schema
-from contextledger.stores.sql.appends import apply_append, is_append_only
-from contextledger.stores.sql.changes import apply_changeset, read_back
-from contextledger.stores.sql.engine import (
-    BEGIN_OPTION,
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_STATEMENT_TIMEOUT,
-    build_engine,
-    is_sqlite,
-    mask,
-    parse_url,
-    translate,
-)
-from contextledger.stores.sql.models import SessionRow
-from contextledger.stores.sql.sqlite_paths import apply_sqlite
+from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
+from contextledger.stores.sql.reader import SQLiteReader
+from contextledger.urls import plain_sqlite_file, plain_sqlite_masked
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+    from sqlalchemy.engine import URL
+    from sqlalchemy.exc import SQLAlchemyError
 
 __all__ = ["SQLStore"]
 
@@ -80,10 +77,16 @@ class SQLStore:
     database cannot be reached). After :meth:`close` every call raises
     :class:`~contextledger.errors.LedgerClosed` (the engine does not reconnect).
 
+    A SQLite file opened by :meth:`from_url` with the default engine options is read
+    by a :class:`~contextledger.stores.sql.reader.SQLiteReader`: :meth:`load` runs on it,
+    and the engine is built on first use (see the module docstring).
+
     Attributes:
         url: The database URL with its password masked.
-        engine: The SQLAlchemy engine.
     """
+
+    _url: URL  # set with the engine
+    _engine: Engine | None
 
     def __init__(self, engine: Engine, *, url: URL | None = None, owns_engine: bool = False) -> None:
         """Wrap ``engine`` (the schema is not checked; see :meth:`from_url`).
@@ -93,13 +96,57 @@ class SQLStore:
             url: The URL to report (default: the engine's).
             owns_engine: Whether :meth:`close` disposes the engine.
         """
-        self.engine = engine
+        from contextledger.stores.sql.engine import is_sqlite, mask
+
         self._url = url or engine.url
-        self.url = mask(self._url)
-        self._owns_engine = owns_engine
-        self._sqlite = is_sqlite(self._url)
+        self._prepare(mask(self._url), sqlite=is_sqlite(self._url), owns_engine=owns_engine)
+        self._engine = engine
         self._one_statement_appends = engine.dialect.name == "postgresql"
-        self._gate = Gate(self.url)
+
+    def _prepare(self, url: str, *, sqlite: bool, owns_engine: bool) -> None:
+        self.url = url
+        self._sqlite = sqlite
+        self._owns_engine = owns_engine
+        self._gate = Gate(url)
+        self._engine = None
+        self._engine_lock = threading.Lock()
+        self._one_statement_appends = False
+        self._reader: SQLiteReader | None = None
+        self._source = ""
+        self._engine_options: dict[str, Any] = {}
+
+    @classmethod
+    def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> SQLStore:
+        """A SQLite store reading through ``reader``, whose engine is built from ``url`` on first use."""
+        store = cls.__new__(cls)
+        store._prepare(plain_sqlite_masked(reader.database), sqlite=True, owns_engine=True)
+        store._reader = reader
+        store._source = url
+        store._engine_options = engine_options
+        return store
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (built here on first use when the store was opened by its reader)."""
+        if self._engine is None:
+            with self._engine_lock:
+                if self._engine is None:
+                    from contextledger.stores.sql.engine import build_engine, parse_url
+
+                    self._url = parse_url(self._source)
+                    self._engine = build_engine(self._url, **self._engine_options)
+                    logger.debug("url=<%s> | built the SQL engine on first use", self.url)
+        return self._engine
+
+    @property
+    def reader(self) -> SQLiteReader | None:
+        """The SQLite reader that serves :meth:`load`, or ``None`` (PostgreSQL, in-memory, engine options)."""
+        return self._reader
+
+    def _translate(self, exc: SQLAlchemyError) -> StoreError:
+        from contextledger.stores.sql.engine import translate
+
+        return translate(exc, self._url)
 
     @classmethod
     def from_url(
@@ -113,7 +160,7 @@ class SQLStore:
         pool_timeout: float | None = None,
         pool_recycle: int | None = None,
         pool_pre_ping: bool = False,
-        busy_timeout: float = 30.0,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         connect_timeout: int = 10,
         connect_args: dict[str, Any] | None = None,
         lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
@@ -159,23 +206,50 @@ class SQLStore:
             raise ConfigurationError(f"auto_upgrade must be True, False or None, got {auto_upgrade!r}")
         if read_only and auto_upgrade:
             raise ConfigurationError("a read-only ledger cannot be upgraded: auto_upgrade=True with read_only=True")
-        parsed = parse_url(url)
-        engine = build_engine(
-            parsed,
-            echo=echo,
-            pool_size=pool_size,
-            max_overflow=max_overflow,
-            pool_timeout=pool_timeout,
-            pool_recycle=pool_recycle,
-            pool_pre_ping=pool_pre_ping,
-            busy_timeout=busy_timeout,
-            connect_timeout=connect_timeout,
-            connect_args=connect_args,
-            lock_timeout=lock_timeout,
-            statement_timeout=statement_timeout,
-            read_only=read_only,
+        options: dict[str, Any] = {
+            "echo": echo,
+            "pool_size": pool_size,
+            "max_overflow": max_overflow,
+            "pool_timeout": pool_timeout,
+            "pool_recycle": pool_recycle,
+            "pool_pre_ping": pool_pre_ping,
+            "busy_timeout": busy_timeout,
+            "connect_timeout": connect_timeout,
+            "connect_args": connect_args,
+            "lock_timeout": lock_timeout,
+            "statement_timeout": statement_timeout,
+            "read_only": read_only,
             **engine_options,
-        )
+        }
+        # A plain SQLite file opened with the engine's defaults is read without SQLAlchemy
+        # (echo, driver arguments, pools and the async driver all need the engine).
+        database = plain_sqlite_file(url) if isinstance(url, str) else None
+        if database is not None and (
+            echo
+            or connect_args is not None
+            or engine_options
+            or pool_pre_ping
+            or any(v is not None for v in (pool_size, max_overflow, pool_timeout, pool_recycle))
+        ):
+            database = None
+        if database is not None:
+            reader = SQLiteReader.open(database, busy_timeout=busy_timeout)
+            if reader is not None:  # a ledger at this library's head: nothing to create or migrate
+                logger.debug("url=<%s> | opened SQL ledger for reading", plain_sqlite_masked(database))
+                return cls._on_reader(reader, str(url), options)
+        return cls._open_engine(url, options, auto_upgrade=auto_upgrade, database=database)
+
+    @classmethod
+    def _open_engine(
+        cls, url: str | URL, options: dict[str, Any], *, auto_upgrade: bool | None, database: str | None
+    ) -> SQLStore:
+        """:meth:`from_url` on the engine: build it, then check or upgrade the schema."""
+        from contextledger.stores.sql import schema
+        from contextledger.stores.sql.engine import build_engine, is_sqlite, parse_url
+
+        read_only = bool(options["read_only"])
+        parsed = parse_url(url)
+        engine = build_engine(parsed, **options)
         store = cls(engine, url=parsed, owns_engine=True)
         upgrade = not read_only and (is_sqlite(parsed) if auto_upgrade is None else auto_upgrade)
         try:
@@ -185,6 +259,8 @@ class SQLStore:
                 # A SQLite file without the ledger's schema is some other application's file; an
                 # empty PostgreSQL database is a ledger waiting for its `db upgrade`.
                 schema.verify(engine, absent_is_foreign=read_only and is_sqlite(parsed))
+            if database is not None:  # created or migrated just now: later restores read it directly
+                store._reader = SQLiteReader.open(database, busy_timeout=float(options["busy_timeout"]))
         except BaseException:
             engine.dispose()
             raise
@@ -194,12 +270,23 @@ class SQLStore:
     # -- schema ---------------------------------------------------------------------------
 
     def upgrade(self, revision: str = "head") -> None:
-        """Migrate the schema to ``revision`` (default: this library's head)."""
+        """Migrate the schema to ``revision`` (default: this library's head).
+
+        A SQLite reader stays only while the schema is at this library's head.
+        """
+        from contextledger.stores.sql import schema
+
         with self._gate.call():
             schema.upgrade(self.engine, revision)
+            reader = self._reader
+            if reader is not None and revision != "head":
+                self._reader = None
+                reader.close()
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at."""
+        from contextledger.stores.sql import schema
+
         with self._gate.call():
             return schema.current(self.engine)
 
@@ -207,6 +294,10 @@ class SQLStore:
 
     @contextmanager
     def _transaction(self, *, write: bool = False, snapshot: bool = False) -> Iterator[Connection]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from contextledger.stores.sql.engine import BEGIN_OPTION
+
         try:
             with self._gate.call(), self.engine.connect() as conn:
                 if write and self._sqlite:
@@ -218,7 +309,7 @@ class SQLStore:
                 with conn.begin():
                     yield conn
         except SQLAlchemyError as exc:
-            raise translate(exc, self._url) from exc
+            raise self._translate(exc) from exc
 
     @contextmanager
     def _autocommit(self) -> Iterator[Connection]:
@@ -227,11 +318,13 @@ class SQLStore:
         Nothing sends ``BEGIN`` or ``COMMIT``; SQLAlchemy restores the connection's
         isolation level when it returns to the pool (a client-side setting in psycopg).
         """
+        from sqlalchemy.exc import SQLAlchemyError
+
         try:
             with self._gate.call(), self.engine.connect() as conn:
                 yield conn.execution_options(isolation_level="AUTOCOMMIT")
         except SQLAlchemyError as exc:
-            raise translate(exc, self._url) from exc
+            raise self._translate(exc) from exc
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -268,6 +361,10 @@ class SQLStore:
 
     def _send(self, changeset: Changeset) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
+        from contextledger.stores.sql.appends import apply_append, is_append_only
+        from contextledger.stores.sql.changes import apply_changeset
+        from contextledger.stores.sql.sqlite_paths import apply_sqlite
+
         sent = False
         try:
             if self._one_statement_appends and is_append_only(changeset):
@@ -288,6 +385,8 @@ class SQLStore:
             raise
 
     def _read_back(self, changeset: Changeset) -> int | None:
+        from contextledger.stores.sql.changes import read_back
+
         if self._sqlite:
             with self._transaction() as conn:
                 return read_back(conn, changeset)
@@ -297,6 +396,10 @@ class SQLStore:
 
     def delete_session(self, session_id: str) -> bool:
         """Remove every row of the session (rows cascade from the session row)."""
+        from sqlalchemy import delete
+
+        from contextledger.stores.sql.models import SessionRow
+
         with self._transaction(write=True) as conn:
             result = conn.execute(delete(SessionRow).where(SessionRow.session_id == session_id))
             return bool(result.rowcount)
@@ -304,12 +407,25 @@ class SQLStore:
     # -- reads ----------------------------------------------------------------------------
 
     def load(self, session_id: str, agent_id: str) -> Snapshot | None:
-        """The state and active view (reads only active rows), or ``None``."""
+        """The state and active view (reads only active rows), or ``None``.
+
+        On a SQLite file opened with its reader the three reads run there, on the standard
+        library's driver; elsewhere on the engine. Both build the snapshot with
+        :func:`~contextledger.stores.sql.window.snapshot`.
+        """
+        reader = self._reader
+        if reader is not None:
+            with self._gate.call():
+                return reader.load(session_id, agent_id)
+        from contextledger.stores.sql import queries
+
         with self._transaction(snapshot=True) as conn:
             return queries.load(conn, session_id, agent_id)
 
     def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
         """Every message entry in seq order."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.history(conn, session_id, agent_id, include_evicted=include_evicted)
 
@@ -322,6 +438,8 @@ class SQLStore:
         Raises:
             EntryNotFound: The entry or a summary is not in the conversation (nothing changes).
         """
+        from contextledger.stores.sql import erasure
+
         with self._transaction(write=True) as conn:
             erasure.secure(conn)
             erasure.erase(conn, tombstone, erased, summaries)
@@ -329,6 +447,8 @@ class SQLStore:
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
         """Delete the evicted entries among ``entry_ids`` (never an active one) in one transaction."""
+        from contextledger.stores.sql import erasure
+
         with self._transaction(write=True) as conn:
             erasure.secure(conn)
             count = erasure.prune(conn, session_id, agent_id, entry_ids, tombstones)
@@ -337,21 +457,29 @@ class SQLStore:
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """Erased and pruned entries of the session (or one agent), oldest first."""
+        from contextledger.stores.sql import erasure
+
         with self._transaction() as conn:
             return erasure.tombstones(conn, session_id, agent_id)
 
     def vacuum(self, *, full: bool = False) -> None:
         """Reclaim the space (and bytes) of erased and pruned rows: ``VACUUM`` (``full``: ``VACUUM FULL``)."""
+        from contextledger.stores.sql import erasure
+
         with self._autocommit() as conn:
             erasure.vacuum(conn, full=full)
 
     def _checkpoint(self) -> None:
+        from contextledger.stores.sql import erasure
+
         if self._sqlite:
             with self._autocommit() as conn:
                 erasure.checkpoint(conn)
 
     def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
         """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.entries(conn, session_id, agent_id, ids)
 
@@ -364,31 +492,43 @@ class SQLStore:
         since: datetime | None = None,
     ) -> list[Eviction]:
         """Evicted entries with when, why, by which reduction and which summary replaced them."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.evictions(conn, session_id, agent_id, trigger=trigger, since=since)
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
         """Reductions in commit order."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.reductions(conn, session_id, agent_id)
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
         """Every summary, superseded ones included, oldest first."""
+        from contextledger.stores.sql import queries
+
         with self._transaction(snapshot=True) as conn:
             return queries.summaries(conn, session_id, agent_id)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Stored original contents, oldest first."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.revisions(conn, session_id, agent_id, message_id)
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
         """Every pin and unpin of the session (or one agent), in commit order."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.pin_history(conn, session_id, agent_id)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session, sorted."""
+        from contextledger.stores.sql import queries
+
         with self._transaction() as conn:
             return queries.agents(conn, session_id)
 
@@ -398,6 +538,8 @@ class SQLStore:
         Raises:
             ConfigurationError: ``limit`` or ``offset`` is negative.
         """
+        from contextledger.stores.sql import queries
+
         if limit < 0 or offset < 0:
             raise ConfigurationError("limit and offset must be >= 0")
         with self._transaction(snapshot=True) as conn:
@@ -408,8 +550,10 @@ class SQLStore:
         self._gate.close(self._release)
 
     def _release(self) -> None:
-        if self._owns_engine:
-            self.engine.dispose()
+        if self._reader is not None:
+            self._reader.close()
+        if self._owns_engine and self._engine is not None:
+            self._engine.dispose()
 
     def __repr__(self) -> str:
         """The masked URL."""
