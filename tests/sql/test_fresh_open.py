@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -151,7 +152,7 @@ def test_opening_and_restoring_never_write_the_file(sqlite_url: str) -> None:
     [{"echo": True}, {"connect_args": {}}, {"pool_pre_ping": True}, {"pool_size": 2}],
     ids=["echo", "connect_args", "pool_pre_ping", "pool_size"],
 )
-def test_engine_options_keep_every_read_on_the_engine(sqlite_url: str, options: dict[str, object]) -> None:
+def test_engine_options_keep_every_read_on_the_engine(sqlite_url: str, options: dict[str, Any]) -> None:
     texts = _ledger(sqlite_url)
     store = SQLStore.from_url(sqlite_url, **options)
     try:
