@@ -47,6 +47,12 @@ def _ledger(url: str, count: int = 6) -> list[str]:
     return texts
 
 
+def _restored_texts(store: SQLStore) -> list[str]:
+    snapshot = store.load("s", "agent")
+    assert snapshot is not None
+    return [e.message.plain_text for e in snapshot.entries]
+
+
 def _child(code: str, *args: str) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run(
@@ -109,9 +115,7 @@ def test_an_out_of_date_schema_takes_the_engines_path(sqlite_url: str) -> None:
     try:
         assert store.schema_revision() == SCHEMA_HEAD
         assert store.reader is not None
-        snapshot = store.load("s", "agent")
-        assert snapshot is not None
-        assert [e.message.plain_text for e in snapshot.entries] == texts
+        assert _restored_texts(store) == texts
     finally:
         store.close()
 
@@ -157,9 +161,7 @@ def test_engine_options_keep_every_read_on_the_engine(sqlite_url: str, options: 
     store = SQLStore.from_url(sqlite_url, **options)
     try:
         assert store.reader is None
-        snapshot = store.load("s", "agent")
-        assert snapshot is not None
-        assert [e.message.plain_text for e in snapshot.entries] == texts
+        assert _restored_texts(store) == texts
     finally:
         store.close()
 
