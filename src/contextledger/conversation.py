@@ -163,7 +163,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         self._defer_count = False  # the pending count waits for a commit with something else in it
         self._unknown: Changeset | None = None  # a commit whose reply was lost
         self._note: str | None = None  # why the last planned reduction came to nothing
-        self._state = ConversationState.model_construct(session_id=session_id, agent_id=agent_id)
+        self._state = ConversationState.model_construct(session_id=session_id, agent_id=agent_id)  # ids checked above
         self._view = View(())
         self.refresh()
         if manager is not None:
