@@ -82,10 +82,10 @@ def test_the_fast_paths_write_what_the_general_path_writes(
         taken.append(version is not None)
         return version
 
-    monkeypatch.setattr("contextledger.stores.sql.store.apply_sqlite", counting)
+    monkeypatch.setattr(sqlite_paths, "apply_sqlite", counting)
     _script(Conversation(sqlite_store, "fast", "a"))
     assert sum(taken) > len(taken) // 2  # the fast paths carried most commits
-    monkeypatch.setattr("contextledger.stores.sql.store.apply_sqlite", lambda *args: None)
+    monkeypatch.setattr(sqlite_paths, "apply_sqlite", lambda *args: None)
     _script(Conversation(sqlite_store, "general", "a"))
     fast, general = _rows(sqlite_store, "fast"), _rows(sqlite_store, "general")
     # Reduction ids are random per run: compare them by position.
