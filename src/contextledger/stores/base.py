@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage
@@ -24,6 +24,9 @@ from contextledger.records import (
     Tombstone,
     Trigger,
 )
+
+if TYPE_CHECKING:
+    from contextledger.transfer import ConversationRecords
 
 __all__ = [
     "LedgerStore",
@@ -101,6 +104,17 @@ class LedgerStore(Protocol):
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """Erased and pruned entries of the session (or one agent), oldest first."""
+        ...
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's complete records in one atomic commit; ``False`` if it exists.
+
+        Everything is written as given -- ids, timestamps, version, time-travel stamps,
+        statuses, summary chains, pin events, tombstones -- so reading it back gives the
+        same records. When the conversation already exists nothing is written and
+        ``False`` is returned (the caller compares; see
+        :func:`contextledger.transfer.write_conversation`).
+        """
         ...
 
     def evictions(

@@ -36,6 +36,7 @@ from contextledger.records import (
 from contextledger.stores.base import EvictedCandidate, assemble_evictions, check_storable
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
+from contextledger.transfer import ConversationRecords, check_records
 
 __all__ = ["MemoryStore"]
 
@@ -339,6 +340,34 @@ class MemoryStore:
         with self._gate.call(), self._lock:
             out = [t for c in self._conversations(session_id, agent_id) for t in c.tombstones]
             return sorted(out, key=lambda t: t.erased_at)
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's records as they are; ``False`` (nothing written) if it exists."""
+        check_records(records)
+        key = (records.session_id, records.agent_id)
+        with self._gate.call(), self._lock:
+            if key in self._data:
+                return False
+            conv = _Conversation(state=records.state)
+            for h in records.messages:
+                conv.rows[h.message.message_id] = _Row(
+                    seq=h.seq,
+                    message=h.message.stored_copy(),
+                    tokens=h.tokens,
+                    created_at=h.created_at,
+                    status=h.status,
+                    evicted_by=h.evicted_by,
+                    revision_count=h.revision_count,
+                    from_call=h.from_call,
+                    version=h.version,
+                )
+            conv.summaries = {s.summary_id: s for s in records.summaries}
+            conv.reductions = list(records.reductions)
+            conv.revisions = list(records.revisions)
+            conv.pins = list(records.pins)
+            conv.tombstones = list(records.tombstones)
+            self._data[key] = conv
+            return True
 
     def delete_session(self, session_id: str) -> bool:
         """Drop every conversation of the session."""

@@ -41,7 +41,7 @@ from contextledger.records import (
 from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.sql import erasure, queries, schema
+from contextledger.stores.sql import erasure, queries, schema, transfer
 from contextledger.stores.sql.appends import apply_append, is_append_only
 from contextledger.stores.sql.changes import apply_changeset, read_back
 from contextledger.stores.sql.engine import (
@@ -56,6 +56,7 @@ from contextledger.stores.sql.engine import (
 )
 from contextledger.stores.sql.models import SessionRow
 from contextledger.stores.sql.sqlite_paths import apply_sqlite
+from contextledger.transfer import ConversationRecords, check_records
 
 __all__ = ["SQLStore"]
 
@@ -339,6 +340,12 @@ class SQLStore:
         """Erased and pruned entries of the session (or one agent), oldest first."""
         with self._transaction() as conn:
             return erasure.tombstones(conn, session_id, agent_id)
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's records in one transaction; ``False`` (nothing written) if it exists."""
+        check_records(records)
+        with self._transaction(write=True) as conn:
+            return transfer.import_conversation(conn, records)
 
     def vacuum(self, *, full: bool = False) -> None:
         """Reclaim the space (and bytes) of erased and pruned rows: ``VACUUM`` (``full``: ``VACUUM FULL``)."""
