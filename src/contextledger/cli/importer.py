@@ -24,6 +24,7 @@ from contextledger.ledger import DEFAULT_URL
 
 __all__ = ["PROGRESS_THRESHOLD", "export_file", "strands"]
 
+
 def export_file(
     path: Annotated[
         str,
