@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from contextledger.stores.redis.keys import CHANGESET_LOG_SIZE
 
-__all__ = ["COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
+__all__ = ["ALIGN_TTL", "COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
 
 COMMIT_FIXED_ARGS = 16
 """ARGV slots before the variable part of :data:`COMMIT` (see its header comment)."""
@@ -223,6 +223,7 @@ if ttl > 0 then
   if #KEYS >= 12 then redis.call('PEXPIRE', KEYS[12], ttl) end
   if #KEYS >= 11 then
     redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[11], ttl)
   end
 end
 return version
@@ -282,4 +283,20 @@ for i = 1, #KEYS do
   else return redis.error_reply('CLBADOP ' .. tostring(op)) end
 end
 return out
+"""
+
+ALIGN_TTL = r"""#!lua
+-- After an erase or a prune on a ledger with a ttl: give a key of the conversation that
+-- has no expiry (one those scripts created) the expiry of its state key.
+-- KEYS: state, then the other keys of the conversation.
+local left = redis.call('PTTL', KEYS[1])
+if left <= 0 then return 0 end
+local fixed = 0
+for i = 2, #KEYS do
+  if redis.call('PTTL', KEYS[i]) == -1 then
+    redis.call('PEXPIRE', KEYS[i], left)
+    fixed = fixed + 1
+  end
+end
+return fixed
 """

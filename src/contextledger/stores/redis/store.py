@@ -140,6 +140,7 @@ class RedisStore(RedisQueries):
         self._erase_script: Script = client.register_script(erasure.ERASE)
         self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._import_script: Script = client.register_script(transfer.IMPORT)
+        self._align_ttl_script: Script = client.register_script(scripts.ALIGN_TTL)
         self._gate = Gate(self.url)
 
     @classmethod
@@ -274,6 +275,7 @@ class RedisStore(RedisQueries):
         args = erasure.erase_args(entry_id, loads(record), erased, tombstone, positions, rewritten)
         with self._driver("erase"), _script_errors():
             self._erase_script(keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum], args=args)
+        self._align_ttl(keys)
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
         """Delete the evicted entries among ``entry_ids`` (never an active one) in one script."""
@@ -297,7 +299,14 @@ class RedisStore(RedisQueries):
             count = self._prune_script(
                 keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active], args=args
             )
+        self._align_ttl(keys)
         return int(count)
+
+    def _align_ttl(self, keys: ConversationKeys) -> None:
+        """With a ttl: a key an erase or prune created gets the conversation's expiry."""
+        if self.ttl_ms:
+            with self._driver("expire"):
+                self._align_ttl_script(keys=list(keys.all))
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """Erased and pruned entries of the session (or one agent), oldest first."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 from contextledger.messages import encode_blocks
-from contextledger.records import SummaryEntry
+from contextledger.records import SummaryEntry, utcnow
 from contextledger.stores.redis.codec import dumps, epoch_micros
 from contextledger.stores.redis.erasure import tombstone_json
 from contextledger.stores.redis.keys import view_score
@@ -162,7 +162,10 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         )
         for p in records.pins
     ]
-    args: list[str] = [str(epoch_micros(state.updated_at)), state.session_id, state.agent_id, str(ttl_ms)]
+    # With a ttl the sessions index must rank the conversation by when its keys were
+    # written (the index forgets sessions last written more than ttl ago).
+    listed = max(state.updated_at, utcnow()) if ttl_ms else state.updated_at
+    args: list[str] = [str(epoch_micros(listed)), state.session_id, state.agent_id, str(ttl_ms)]
     for pairs in (state_fields, msg, content, mut, active, summaries):
         args += [str(len(pairs) // 2), *pairs]
     for values in (reductions, revisions, pins):
