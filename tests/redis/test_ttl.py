@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 import pytest
 from redis import Redis
@@ -63,7 +64,7 @@ def test_every_key_carries_the_ttl_after_each_kind_of_write(url: str, redis_key_
         assert set(pttls) >= {"state", "msg", "content", "active", "cs"}
         _assert_all_expire(pttls)
         # shorten every key, then each kind of commit gives all of them the full ttl again
-        writes = [
+        writes: list[Callable[[], object]] = [
             lambda: conv.append(Message.assistant("more")),
             lambda: conv.pin(second.message_id),
             lambda: conv.apply_plan(
@@ -115,7 +116,7 @@ def test_an_expired_conversation_is_gone_and_unlisted(url: str, redis_key_prefix
             if url.startswith("redis+cluster://")
             else SessionKeys.index(redis_key_prefix)
         )
-        members = {m.decode() for m in client.zrange(index, 0, -1)}
+        members = {bytes(m).decode() for m in cast(list[bytes], client.zrange(index, 0, -1))}
         assert "new" in members
         if ConversationKeys.of(redis_key_prefix, "old", "default").slot == ConversationKeys.of(
             redis_key_prefix, "new", "default"

@@ -33,7 +33,7 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import EvictedCandidate, assemble_evictions, check_storable
+from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.transfer import ConversationRecords, check_records
@@ -113,13 +113,19 @@ class MemoryStore:
             wanted = {mid for mid, r in conv.rows.items() if include_evicted or r.status == "active"}
             return self._history_of(conv, session_id, agent_id, wanted)
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
-        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        With ``appended_by`` only those appended at or before its cut.
+        """
         with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
-            return self._history_of(conv, session_id, agent_id, set(ids))
+            rows = self._history_of(conv, session_id, agent_id, set(ids))
+            return rows if appended_by is None else [h for h in rows if appended_by.admits(h)]
 
     def _history_of(self, conv: _Conversation, session_id: str, agent_id: str, ids: set[str]) -> list[HistoryEntry]:
         out = [

@@ -38,6 +38,7 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
+from contextledger.stores.base import AppendedBy
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.redis import erasure, scripts, transfer, travel
@@ -235,16 +236,20 @@ class RedisStore(RedisQueries):
                 )
         return Snapshot(state=state, entries=tuple(entries))
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
         """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
 
-        One read-only script reads those entries only, whatever the length of the history.
+        One read-only script reads those entries only, whatever the length of the history;
+        with ``appended_by`` it returns (and reads the content of) only the entries appended
+        by a call or version at or before the cut (a time bound is applied to what it returns).
         """
         keys = self._conversation(session_id, agent_id)
-        wanted = sorted(set(ids))
+        args = travel.entries_args(sorted(set(ids)), appended_by)
         with self._driver("entries"):
-            reply = self._entries_script(keys=[keys.msg, keys.content, keys.mut], args=wanted)
-        return travel.decode_entries(session_id, agent_id, wanted, cast(list[Any], reply), keys.msg)
+            reply = self._entries_script(keys=[keys.msg, keys.content, keys.mut], args=args)
+        return travel.decode_entries(session_id, agent_id, cast(list[Any], reply), keys.msg, appended_by)
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one script.

@@ -38,7 +38,7 @@ from contextledger.records import (
     Trigger,
     utcnow,
 )
-from contextledger.stores.base import check_storable
+from contextledger.stores.base import AppendedBy, check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql import erasure, queries, schema, transfer
@@ -357,10 +357,15 @@ class SQLStore:
             with self._autocommit() as conn:
                 erasure.checkpoint(conn)
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
-        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        With ``appended_by`` the query returns only the rows appended at or before its cut.
+        """
         with self._transaction() as conn:
-            return queries.entries(conn, session_id, agent_id, ids)
+            return queries.entries(conn, session_id, agent_id, ids, appended_by=appended_by)
 
     def evictions(
         self,
