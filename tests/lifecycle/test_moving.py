@@ -184,3 +184,26 @@ def test_the_library_moves_what_the_cli_moves(sqlite_url: str, tmp_path: Path) -
         assert report.count("imported") == 2
         assert dump_lines(dest.export_records("s")) == dump_lines(source.export_records("s"))
         assert source.copy_to(dest.store).count("unchanged") == 2  # the fork session is new
+
+
+def test_the_async_api_moves_the_same_records(sqlite_url: str, tmp_path: Path) -> None:
+    import asyncio
+
+    from contextledger.aio import AsyncLedger
+
+    _fill(sqlite_url, "s")
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+
+    async def move() -> tuple[str, str, list[str]]:
+        async with await AsyncLedger.connect(sqlite_url) as source, await AsyncLedger.connect(target) as dest:
+            report = await source.copy_to(dest, ["s"])
+            assert report.count("imported") == 2
+            records = await source.export_records("s")
+            outcomes = [await dest.import_records(r) for r in records]
+            return dump_lines(records), dump_lines(await dest.export_records("s")), outcomes
+
+    exported, copied, outcomes = asyncio.run(move())
+    assert copied == exported
+    assert outcomes == ["unchanged", "unchanged"]
+    with Ledger.connect(sqlite_url) as ledger:
+        assert dump_lines(ledger.export_records("s")) == exported
