@@ -31,8 +31,16 @@ from contextledger.urls import backend_of, mask, scheme_of
 from contextledger.view import View
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from contextledger.fork import ForkOrigin
     from contextledger.transfer import ConversationRecords, CopyReport, ImportOutcome
+
+    class _HoldsStore(Protocol):
+        """A ledger of either API (``Ledger``, ``AsyncLedger``): what ``copy_to`` copies into."""
+
+        @property
+        def store(self) -> LedgerStore: ...
 
 __all__ = ["DEFAULT_URL", "Ledger", "open_store"]
 
@@ -370,12 +378,14 @@ class Ledger:
 
     def copy_to(
         self,
-        target: Ledger | LedgerStore,
+        target: _HoldsStore | LedgerStore,
         session_ids: Sequence[str] | None = None,
         *,
         on_conversation: Callable[[str, str, ImportOutcome], None] | None = None,
     ) -> CopyReport:
-        """Copy sessions (default: all) to ``target``, each conversation one atomic commit, idempotently.
+        """Copy sessions (default: all) to ``target`` (a ledger or a store), each conversation one atomic commit.
+
+        Idempotent: copying again changes nothing.
 
         See :func:`contextledger.transfer.copy_sessions`.
 

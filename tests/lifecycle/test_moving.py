@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,7 +195,7 @@ def test_the_async_api_moves_the_same_records(sqlite_url: str, tmp_path: Path) -
     _fill(sqlite_url, "s")
     target = f"sqlite:///{tmp_path / 'target.db'}"
 
-    async def move() -> tuple[str, str, list[str]]:
+    async def move() -> tuple[str, str, list[Any]]:
         async with await AsyncLedger.connect(sqlite_url) as source, await AsyncLedger.connect(target) as dest:
             report = await source.copy_to(dest, ["s"])
             assert report.count("imported") == 2
