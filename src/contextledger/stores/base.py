@@ -27,7 +27,7 @@ from contextledger.records import (
 )
 
 if TYPE_CHECKING:
-    from contextledger.transfer import ConversationRecords
+    from contextledger.bundle import ConversationRecords
 
 __all__ = [
     "AppendedBy",

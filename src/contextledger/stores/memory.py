@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import (
     ConcurrencyConflict,
@@ -36,7 +37,6 @@ from contextledger.records import (
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.transfer import ConversationRecords, check_records
 
 __all__ = ["MemoryStore"]
 

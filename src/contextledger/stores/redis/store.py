@@ -17,6 +17,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
+from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import (
     ConcurrencyConflict,
@@ -57,7 +58,6 @@ from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.index import most_recent, relist_recreated, session_infos
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
 from contextledger.stores.redis.queries import RedisQueries
-from contextledger.transfer import ConversationRecords, check_records
 from contextledger.urls import mask, parse_redis
 
 __all__ = ["RedisStore", "mask_password"]

@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Engine, delete
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, StoreUnavailable
 from contextledger.messages import Message
@@ -56,7 +57,6 @@ from contextledger.stores.sql.engine import (
 )
 from contextledger.stores.sql.models import SessionRow
 from contextledger.stores.sql.sqlite_paths import apply_sqlite
-from contextledger.transfer import ConversationRecords, check_records
 
 __all__ = ["SQLStore"]
 

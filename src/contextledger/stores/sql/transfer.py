@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
+from contextledger.bundle import ConversationRecords
 from contextledger.errors import ConcurrencyConflict
 from contextledger.messages import encode_blocks
 from contextledger.stores.sql.models import (
@@ -28,7 +29,6 @@ from contextledger.stores.sql.models import (
     SummarySourceRow,
     TombstoneRow,
 )
-from contextledger.transfer import ConversationRecords
 
 __all__ = ["import_conversation"]
 
