@@ -124,12 +124,14 @@ class Ledger:
         """Open the ledger at ``url`` (``memory://``, ``sqlite:///…``, ``postgresql+psycopg://…``, ``redis://…``).
 
         Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL,
-        ``key_prefix="myapp"`` for Redis).
+        ``key_prefix="myapp"`` for Redis, ``ttl=3600`` to expire each Redis conversation
+        that many seconds after its last write).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
-            ConfigurationError: An option is not one the backend takes.
+            ConfigurationError: An option is not one the backend takes (``ttl`` on a
+                backend other than Redis, or a ttl that is not positive).
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
