@@ -13,9 +13,11 @@ __all__ = [
     "ConfigurationError",
     "ContextLedgerError",
     "ContextWindowOverflowError",
+    "ConversationExists",
     "CorruptRecord",
     "DuplicateEntry",
     "EntryNotFound",
+    "InvalidExport",
     "InvalidLedgerURL",
     "InvalidMessage",
     "InvalidPlan",
@@ -225,3 +227,15 @@ class UndoConflict(ContextLedgerError):
 
 class SessionExists(ContextLedgerError, ValueError):
     """The session named as new (a fork's target, an import's) already has a conversation."""
+
+
+class ConversationExists(SessionExists):
+    """An import or copy found its target conversation holding different records.
+
+    Importing the same records again is not an error (it changes nothing); this is
+    raised only when what is stored differs, and nothing is written.
+    """
+
+
+class InvalidExport(ContextLedgerError, ValueError):
+    """An export file (or a conversation's records) cannot be loaded: malformed or inconsistent."""

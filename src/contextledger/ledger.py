@@ -31,7 +31,16 @@ from contextledger.urls import backend_of, mask, scheme_of
 from contextledger.view import View
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from contextledger.fork import ForkOrigin
+    from contextledger.transfer import ConversationRecords, CopyReport, ImportOutcome
+
+    class _HoldsStore(Protocol):
+        """A ledger of either API (``Ledger``, ``AsyncLedger``): what ``copy_to`` copies into."""
+
+        @property
+        def store(self) -> LedgerStore: ...
 
 __all__ = ["DEFAULT_URL", "Ledger", "open_store"]
 
@@ -62,6 +71,10 @@ def open_store(url: str, **options: Any) -> LedgerStore:
         SchemaOutOfDate: The SQL schema does not match this library.
     """
     backend = backend_of(url)
+    if "ttl" in options and backend != "redis":
+        if options["ttl"] is not None:
+            raise ConfigurationError(f"ttl= expires conversations on Redis only; {mask(url)!r} is a {backend} ledger")
+        del options["ttl"]
     scheme = scheme_of(url)
     target = _BACKENDS.get(scheme) or _BACKENDS.get(scheme.split("+", 1)[0])
     if target is None:  # a scheme urls knows but this module has no opener for
@@ -111,12 +124,14 @@ class Ledger:
         """Open the ledger at ``url`` (``memory://``, ``sqlite:///…``, ``postgresql+psycopg://…``, ``redis://…``).
 
         Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL,
-        ``key_prefix="myapp"`` for Redis).
+        ``key_prefix="myapp"`` for Redis, ``ttl=3600`` to expire each Redis conversation
+        that many seconds after its last write).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
-            ConfigurationError: An option is not one the backend takes.
+            ConfigurationError: An option is not one the backend takes (``ttl`` on a
+                backend other than Redis, or a ttl that is not positive).
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
@@ -328,6 +343,62 @@ class Ledger:
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """What was erased or pruned in the session: which entry, when, why."""
         return self.store.tombstones(session_id, agent_id)
+
+    def export_records(self, session_id: str, agent_id: str | None = None) -> list[ConversationRecords]:
+        """Everything the session's conversations (or one agent's) hold, as ``contextledger export`` writes it.
+
+        See :mod:`contextledger.transfer`.
+
+        Raises:
+            SessionNotFound: The session (or the agent) does not exist.
+            ConcurrencyConflict: A conversation kept changing while it was read.
+        """
+        from contextledger.transfer import read_conversation
+
+        agents = self.require_session(session_id)
+        if agent_id is not None:
+            if agent_id not in agents:
+                raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
+            agents = [agent_id]
+        found = [read_conversation(self.store, session_id, a) for a in agents]
+        return [r for r in found if r is not None]
+
+    def import_records(self, records: ConversationRecords) -> ImportOutcome:
+        """Write one conversation's records exactly (ids, timestamps, versions...) in one atomic commit.
+
+        Idempotent: ``"unchanged"`` when the conversation already holds exactly these
+        records. See :func:`contextledger.transfer.write_conversation`.
+
+        Raises:
+            ConversationExists: The conversation exists with different records (nothing is written).
+            InvalidExport: The records are inconsistent.
+            InvalidMessage: A value cannot be stored as JSON.
+        """
+        from contextledger.transfer import write_conversation
+
+        return write_conversation(self.store, records)
+
+    def copy_to(
+        self,
+        target: _HoldsStore | LedgerStore,
+        session_ids: Sequence[str] | None = None,
+        *,
+        on_conversation: Callable[[str, str, ImportOutcome], None] | None = None,
+    ) -> CopyReport:
+        """Copy sessions (default: all) to ``target`` (a ledger or a store), each conversation one atomic commit.
+
+        Idempotent: copying again changes nothing.
+
+        See :func:`contextledger.transfer.copy_sessions`.
+
+        Raises:
+            SessionNotFound: A session of ``session_ids`` is not in this ledger.
+            ConversationExists: The target holds one of the conversations with different records.
+        """
+        from contextledger.transfer import copy_sessions
+
+        store = target if isinstance(target, LedgerStore) else target.store
+        return copy_sessions(self.store, store, session_ids, on_conversation=on_conversation)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""

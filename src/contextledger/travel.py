@@ -15,11 +15,16 @@ reverted), drops the entries appended after the cut, and restores each pin to it
 at the cut (pin events alternate, so each tells the state before it).
 
 Cost: one read of the active view, one of the conversation's reduction rows and pin
-events (small rows, no message content), and the message rows of the active entries plus
-those the reductions after the cut evicted -- never the history evicted before the cut.
-So a cut near the present costs about one window, and a cut at the start of a long
-conversation reads what was evicted since. Revisions are read only when a reduction
-after the cut revised something, summaries only when one touched a summary.
+events (small rows, no message content), and the message rows of the entries that were
+active around the cut: the active entries and those the reductions after the cut
+evicted, of which the store returns only the ones appended at or before the cut (the
+filter runs where the rows are read: a SQL ``WHERE`` on the entry's call or version
+stamp, the Redis read script). Never the history evicted before the cut, nor the rows
+appended after it: a cut at the start of a 1,000-message conversation with a window of
+10 reads about 10 message rows, not 1,000. What grows with the history after the cut is
+the list of ids asked for (taken from the reduction rows) -- ids, not rows. Revisions
+are read only when a reduction after the cut revised something, summaries only when one
+touched a summary.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from contextledger.records import (
     ViewEntry,
     in_commit_order,
 )
+from contextledger.stores.base import AppendedBy
 from contextledger.view import View
 
 __all__ = ["Cut", "TravelStore", "cut_for", "view_at"]
@@ -56,7 +62,9 @@ class TravelStore(Protocol):
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]: ...  # noqa: D102
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]: ...  # noqa: D102
+    def entries(  # noqa: D102
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]: ...
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]: ...  # noqa: D102
 
@@ -76,12 +84,14 @@ class Cut:
         after_entry: Whether an appended entry came after the cut.
         after_reduction: Whether a reduction came after the cut.
         after_pin: Whether a pin event came after the cut.
+        appended_by: The same cut for entries, as a store filters them when it reads.
     """
 
     label: str
     after_entry: Callable[[HistoryEntry], bool]
     after_reduction: Callable[[Reduction], bool]
     after_pin: Callable[[PinEvent], bool]
+    appended_by: AppendedBy | None = None
 
 
 def _utc(moment: datetime) -> datetime:
@@ -123,6 +133,7 @@ def cut_for(
             lambda e: e.from_call > n,
             lambda r: r.from_call > n,
             lambda p: p.from_call > n,
+            AppendedBy(from_call=n),
         )
     if at is not None:
         if not isinstance(at, datetime):
@@ -133,6 +144,7 @@ def cut_for(
             lambda e: e.created_at > t,
             lambda r: r.created_at > t,
             lambda p: p.at > t,
+            AppendedBy(created_at=t),
         )
     assert reduction is not None
     found = next((r for r in reductions if r.reduction_id == reduction), None)
@@ -142,7 +154,13 @@ def cut_for(
         )
     if found.version > 0:
         v = found.version
-        return Cut(f"reduction {reduction}", lambda e: e.version > v, lambda r: r.version > v, lambda p: p.version > v)
+        return Cut(
+            f"reduction {reduction}",
+            lambda e: e.version > v,
+            lambda r: r.version > v,
+            lambda p: p.version > v,
+            AppendedBy(version=v),
+        )
     # A reduction written before 0.2 has no version stamp: its time is the best cut.
     t = found.created_at
     position = reductions.index(found)
@@ -152,6 +170,7 @@ def cut_for(
         lambda e: e.created_at > t,
         lambda r: r.reduction_id in later,
         lambda p: p.at > t,
+        AppendedBy(created_at=t),
     )
 
 
@@ -175,9 +194,11 @@ def view_at(
     * ``reduction=id`` -- the view that reduction left.
 
     Reads only (see the module docstring for the cost): the active view, the
-    conversation's reduction rows and pin events, the message rows of the active entries
-    and of those evicted after the cut, and revisions or summaries only when a reduction
-    after the cut touched them. Token counts of entries whose revision was rewound are
+    conversation's reduction rows and pin events, the message rows of the entries that
+    were active around the cut (the active ones and those evicted after the cut, filtered
+    by the store to the ones appended at or before it -- so an early call of a long
+    conversation reads about a window of rows, not the history since), and revisions or
+    summaries only when a reduction after the cut touched them. Token counts of entries whose revision was rewound are
     their current estimate.
 
     Raises:
@@ -200,7 +221,8 @@ def view_at(
             active.pop(entry_id, None)
         for entry_id in red.evicted:
             active[entry_id] = True
-    messages = {e.message.message_id: e for e in store.entries(session_id, agent_id, list(active))}
+    rows = store.entries(session_id, agent_id, list(active), appended_by=cut.appended_by)
+    messages = {e.message.message_id: e for e in rows}
     shown = {e.entry_id: e for e in snapshot.entries if e.kind == "summary"}
     summaries: dict[str, ViewEntry] = dict(shown)
     if any(i not in messages and i not in shown for i in active):
@@ -225,8 +247,9 @@ def view_at(
             continue
         summary = summaries.get(entry_id)
         if summary is None:
-            logger.warning(
-                "session_id=<%s>, agent_id=<%s>, entry_id=<%s> | entry of a past view is gone (erased or pruned)",
+            # Appended after the cut (the store did not return it), or pruned since.
+            logger.debug(
+                "session_id=<%s>, agent_id=<%s>, entry_id=<%s> | not in the view at the cut",
                 session_id,
                 agent_id,
                 entry_id,

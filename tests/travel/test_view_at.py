@@ -12,7 +12,7 @@ from contextledger import Ledger, Message
 from contextledger.errors import ConfigurationError, ModelCallNotFound, ReductionNotFound, SessionNotFound
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from contextledger.records import HistoryEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.base import AppendedBy, LedgerStore
 from contextledger.stores.memory import MemoryStore
 from tests.cli.conftest import Invoke
 from tests.managers.helpers import overflow
@@ -124,9 +124,12 @@ class CountingStore(MemoryStore):
         super().__init__()
         self.read: list[str] = []
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
-        self.read += ids
-        return super().entries(session_id, agent_id, ids)
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        rows = super().entries(session_id, agent_id, ids, appended_by=appended_by)
+        self.read += [h.message.message_id for h in rows]
+        return rows
 
     def history(self, *args: Any, **kwargs: Any) -> list[HistoryEntry]:
         raise AssertionError("view_at must not read the whole history")

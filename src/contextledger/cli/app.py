@@ -38,6 +38,8 @@ class Subcommands:
 
     help: str
     commands: Mapping[str, str]
+    default: str | None = None
+    """The command that runs when the first argument names none (``import FILE`` is ``import file FILE``)."""
 
 
 COMMANDS: Mapping[str, str | Subcommands] = {
@@ -57,13 +59,18 @@ COMMANDS: Mapping[str, str | Subcommands] = {
     "serve": "contextledger.cli.server:serve",
     "timeline": "contextledger.cli.server:timeline",
     "prune": "contextledger.cli.lifecycle:prune",
+    "copy": "contextledger.cli.copy:copy",
     "db": Subcommands(
         "Schema migrations of a SQL ledger.",
         {"upgrade": "contextledger.cli.db:upgrade", "current": "contextledger.cli.db:current"},
     ),
     "import": Subcommands(
-        "Import sessions written by other tools (writes to the ledger; never deletes; idempotent).",
-        {"strands": "contextledger.cli.importer:strands"},
+        "Load sessions into a ledger (writes; never deletes; importing twice changes nothing).\n\n"
+        "contextledger import FILE --url URL loads a `contextledger export` back exactly (ids, times, versions, "
+        "summaries, pins, tombstones); FILE may be - for stdin.\n\n"
+        "contextledger import strands DIR --url URL imports Strands FileSessionManager sessions.",
+        {"file": "contextledger.cli.importer:export_file", "strands": "contextledger.cli.importer:strands"},
+        default="file",
     ),
 }
 """Every command of ``contextledger``; add a command here (and nowhere else)."""
@@ -101,6 +108,7 @@ class LazyCommands(MutableMapping[str, Any]):
                 no_args_is_help=True,
                 rich_markup_mode=self._group.rich_markup_mode,
                 commands=entry.commands,
+                default_command=entry.default,
             )
         module, _, function = entry.partition(":")
         callback = getattr(importlib.import_module(module), function)
@@ -140,8 +148,13 @@ class LedgerGroup(TyperGroup):
 
     table: Mapping[str, str | Subcommands] = {}
 
-    def __init__(self, *, commands: Any = None, **attrs: Any) -> None:
-        """A group serving ``commands`` (a table, or built commands) and the class's :attr:`table`."""
+    def __init__(self, *, commands: Any = None, default_command: str | None = None, **attrs: Any) -> None:
+        """A group serving ``commands`` (a table, or built commands) and the class's :attr:`table`.
+
+        ``default_command`` runs when the first argument names no command (it is then
+        that command's first argument).
+        """
+        self.default_command = default_command
         table: Mapping[str, str | Subcommands] = self.table
         built: dict[str, Any] = {}
         if (
@@ -155,6 +168,14 @@ class LedgerGroup(TyperGroup):
         super().__init__(**attrs)
         self.commands = LazyCommands(table, self)
         self.commands.update(built)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
+        """Resolve a command; with a :attr:`default_command`, a first argument naming none is its argument."""
+        first = args[0] if args else None
+        unnamed = first is not None and first not in self.commands and (first == "-" or not first.startswith("-"))
+        if self.default_command and unnamed:
+            args = [self.default_command, *args]
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: Any) -> list[str]:
         """The commands' names in the table's order, without importing any (typer's lists its items)."""

@@ -1,8 +1,10 @@
-"""``contextledger import``: bring sessions written by other tools into a ledger.
+"""``contextledger import``: load an export back, or bring in sessions written by other tools.
 
-``contextledger import strands DIR --url URL`` reads a Strands ``FileSessionManager``
-storage directory (see :mod:`contextledger.integrations.strands.importer`). It is the
-one CLI command that writes; it never deletes and importing twice changes nothing.
+``contextledger import FILE --url URL`` loads what ``contextledger export`` wrote, exactly
+(see :mod:`contextledger.transfer`); ``contextledger import strands DIR --url URL`` reads
+a Strands ``FileSessionManager`` storage directory (see
+:mod:`contextledger.integrations.strands.importer`). Both write; neither deletes, and
+importing twice changes nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,69 @@ from contextledger.cli.render import console, dump_json, table
 from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL
 
-__all__ = ["PROGRESS_THRESHOLD", "strands"]
+__all__ = ["PROGRESS_THRESHOLD", "export_file", "strands"]
+
+
+def export_file(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="FILE", help="A file written by `contextledger export` (- for stdin).", show_default=False
+        ),
+    ],
+    url: UrlOption = DEFAULT_URL,
+    as_json: JsonOption = False,
+) -> None:
+    """Load a `contextledger export` back exactly: each conversation one atomic commit, idempotent.
+
+    A conversation that already exists with exactly the same records is left as it is; one
+    that exists with different records stops the import before anything is written.
+    """
+    from contextledger.errors import ConversationExists, InvalidExport
+    from contextledger.transfer import conversation_lines, read_conversation, records_from_lines
+
+    try:
+        if path == "-":
+            conversations = records_from_lines(sys.stdin)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                conversations = records_from_lines(handle)
+    except OSError as exc:
+        typer.echo(f"error: cannot read {path}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidExport(f"{path} is not UTF-8 text: {exc}") from exc
+    with open_ledger(url, must_exist=False, read_only=False) as ledger:
+        for records in conversations:  # refuse before the first write
+            existing = read_conversation(ledger.store, records.session_id, records.agent_id)
+            if existing is not None and conversation_lines(existing) != conversation_lines(records):
+                raise ConversationExists(
+                    f"{ledger.url} already holds {records.session_id}/{records.agent_id} with different records;"
+                    " nothing was imported"
+                )
+        outcomes = [(r, ledger.import_records(r)) for r in conversations]
+        if as_json:
+            dump_json(
+                [
+                    {
+                        "session_id": r.session_id,
+                        "agent_id": r.agent_id,
+                        "outcome": outcome,
+                        "messages": len(r.messages),
+                        "version": r.state.version,
+                    }
+                    for r, outcome in outcomes
+                ]
+            )
+            return
+        rows = [
+            (r.session_id, r.agent_id, outcome, str(len(r.messages)), str(r.state.version)) for r, outcome in outcomes
+        ]
+        out = console()
+        out.print(table(f"{path} into {ledger.url}", ["session", "agent", "outcome", "messages", "version"], rows))
+        imported = sum(1 for _, o in outcomes if o == "imported")
+        out.print(f"{imported} imported, {len(outcomes) - imported} unchanged")
+
 
 PROGRESS_THRESHOLD = 500
 """From this many message files on, ``--progress auto`` shows a progress bar."""

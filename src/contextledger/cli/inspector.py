@@ -35,7 +35,6 @@ from contextledger.cli.render import (
     dump_json,
     fmt_time,
     history_row_json,
-    json_line,
     record_json,
     short,
     table,
@@ -405,30 +404,22 @@ def export(
     agent: AgentOption = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
-    """Export the whole session as JSON lines: state, messages, summaries, reductions, revisions.
+    """Export everything the session holds as JSON lines; `contextledger import FILE` loads it back exactly.
 
-    Each line is one object whose "type" is conversation, message, summary, reduction or revision.
+    Each line is one object whose "type" is conversation, message, summary, reduction,
+    revision, pin or tombstone (see the README for the format).
 
     Message content keeps binary blocks base64-tagged.
     """
+    from contextledger.transfer import dump_lines
+
     with open_ledger(url) as ledger:
-        lines: list[str] = []
-        for agent_id in agents_of(ledger, session_id, agent):
-            snapshot = ledger.store.load(session_id, agent_id)
-            if snapshot is not None:
-                lines.append(json_line({"type": "conversation", **record_json(snapshot.state)}))
-            lines += [json_line({"type": "message", **record_json(h)}) for h in ledger.history(session_id, agent_id)]
-            lines += [json_line({"type": "summary", **record_json(s)}) for s in ledger.summaries(session_id, agent_id)]
-            lines += [
-                json_line({"type": "reduction", **record_json(r)}) for r in ledger.reductions(session_id, agent_id)
-            ]
-            lines += [json_line({"type": "revision", **record_json(r)}) for r in ledger.revisions(session_id, agent_id)]
-        text = "".join(line + "\n" for line in lines)
+        text = dump_lines(ledger.export_records(session_id, agent))
         if output is None:
             sys.stdout.write(text)
         else:
             write_file(output, text)
-            typer.echo(f"exported {len(lines)} records of {session_id} to {output}", err=True)
+            typer.echo(f"exported {text.count(chr(10))} records of {session_id} to {output}", err=True)
 
 
 def delete(

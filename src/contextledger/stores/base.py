@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage
@@ -25,11 +26,42 @@ from contextledger.records import (
     Trigger,
 )
 
+if TYPE_CHECKING:
+    from contextledger.bundle import ConversationRecords
+
 __all__ = [
+    "AppendedBy",
     "LedgerStore",
     "check_storable",
     "decoding",
 ]
+
+
+@dataclass(frozen=True)
+class AppendedBy:
+    """The entries that existed at a cut: appended by a commit at or before it.
+
+    Each bound that is set must hold (``None``: no bound). Rows written before 0.2 carry
+    0 stamps and pass the call and version bounds, as :func:`contextledger.travel.view_at`
+    treats them.
+
+    Attributes:
+        from_call: The entry's ``from_call`` is at most this (a model-call cut).
+        version: The entry's ``version`` is at most this (a reduction cut).
+        created_at: The entry was created at or before this time (a time cut).
+    """
+
+    from_call: int | None = None
+    version: int | None = None
+    created_at: datetime | None = None
+
+    def admits(self, entry: HistoryEntry) -> bool:
+        """Whether ``entry`` was appended at or before the cut."""
+        return (
+            (self.from_call is None or entry.from_call <= self.from_call)
+            and (self.version is None or entry.version <= self.version)
+            and (self.created_at is None or entry.created_at <= self.created_at)
+        )
 
 
 @runtime_checkable
@@ -76,10 +108,15 @@ class LedgerStore(Protocol):
         """Every message entry of the conversation in seq order."""
         ...
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
         """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
 
         Reads those rows only, whatever the length of the history (time travel uses it).
+        With ``appended_by``, only the entries it admits (appended at or before a cut) are
+        returned -- filtered where the rows are read, so an early cut in a long
+        conversation does not fetch the rows appended after it.
         """
         ...
 
@@ -101,6 +138,17 @@ class LedgerStore(Protocol):
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """Erased and pruned entries of the session (or one agent), oldest first."""
+        ...
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's complete records in one atomic commit; ``False`` if it exists.
+
+        Everything is written as given -- ids, timestamps, version, time-travel stamps,
+        statuses, summary chains, pin events, tombstones -- so reading it back gives the
+        same records. When the conversation already exists nothing is written and
+        ``False`` is returned (the caller compares; see
+        :func:`contextledger.transfer.write_conversation`).
+        """
         ...
 
     def evictions(

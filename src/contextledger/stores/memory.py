@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import (
     ConcurrencyConflict,
@@ -33,7 +34,7 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import EvictedCandidate, assemble_evictions, check_storable
+from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 
@@ -112,13 +113,19 @@ class MemoryStore:
             wanted = {mid for mid, r in conv.rows.items() if include_evicted or r.status == "active"}
             return self._history_of(conv, session_id, agent_id, wanted)
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
-        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        With ``appended_by`` only those appended at or before its cut.
+        """
         with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
-            return self._history_of(conv, session_id, agent_id, set(ids))
+            rows = self._history_of(conv, session_id, agent_id, set(ids))
+            return rows if appended_by is None else [h for h in rows if appended_by.admits(h)]
 
     def _history_of(self, conv: _Conversation, session_id: str, agent_id: str, ids: set[str]) -> list[HistoryEntry]:
         out = [
@@ -339,6 +346,34 @@ class MemoryStore:
         with self._gate.call(), self._lock:
             out = [t for c in self._conversations(session_id, agent_id) for t in c.tombstones]
             return sorted(out, key=lambda t: t.erased_at)
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's records as they are; ``False`` (nothing written) if it exists."""
+        check_records(records)
+        key = (records.session_id, records.agent_id)
+        with self._gate.call(), self._lock:
+            if key in self._data:
+                return False
+            conv = _Conversation(state=records.state)
+            for h in records.messages:
+                conv.rows[h.message.message_id] = _Row(
+                    seq=h.seq,
+                    message=h.message.stored_copy(),
+                    tokens=h.tokens,
+                    created_at=h.created_at,
+                    status=h.status,
+                    evicted_by=h.evicted_by,
+                    revision_count=h.revision_count,
+                    from_call=h.from_call,
+                    version=h.version,
+                )
+            conv.summaries = {s.summary_id: s for s in records.summaries}
+            conv.reductions = list(records.reductions)
+            conv.revisions = list(records.revisions)
+            conv.pins = list(records.pins)
+            conv.tombstones = list(records.tombstones)
+            self._data[key] = conv
+            return True
 
     def delete_session(self, session_id: str) -> bool:
         """Drop every conversation of the session."""

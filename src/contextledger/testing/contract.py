@@ -23,6 +23,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.retention import RetentionContract
+from contextledger.testing.transfer import TransferContract
 from contextledger.testing.travel import TimeTravelContract
 
 __all__ = ["StoreContract"]
@@ -67,7 +68,14 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
     return [e.entry_id for e in snapshot.entries]
 
 
-class StoreContract(RetentionContract, TimeTravelContract, PinHistoryContract, LifecycleContract, ExactlyOnceContract):
+class StoreContract(
+    TransferContract,
+    RetentionContract,
+    TimeTravelContract,
+    PinHistoryContract,
+    LifecycleContract,
+    ExactlyOnceContract,
+):
     """The contract suite.
 
     Requires a ``store`` fixture yielding a fresh empty store, and a ``lost_reply``

@@ -17,8 +17,8 @@ from contextledger.records import PinEvent
 __all__ = ["pin_event_from", "tail_args"]
 
 
-def tail_args(changeset: Changeset, now: datetime) -> list[str]:
-    """One pin event row (JSON) per pin of ``changeset``, in ``pins`` order, then its id."""
+def tail_args(changeset: Changeset, now: datetime, ttl_ms: int = 0) -> list[str]:
+    """One pin event row (JSON) per pin of ``changeset``, in ``pins`` order, the ttl in ms (0: none), then its id."""
     stamp = now.isoformat()
     rows = [
         json.dumps(
@@ -35,7 +35,7 @@ def tail_args(changeset: Changeset, now: datetime) -> list[str]:
         )
         for entry_id, pinned in changeset.pins.items()
     ]
-    return [*rows, changeset.changeset_id]
+    return [*rows, str(ttl_ms), changeset.changeset_id]
 
 
 def pin_event_from(raw: bytes, session_id: str, agent_id: str) -> PinEvent:

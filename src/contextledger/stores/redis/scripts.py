@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from contextledger.stores.redis.keys import CHANGESET_LOG_SIZE
 
-__all__ = ["COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
+__all__ = ["ALIGN_TTL", "COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
 
 COMMIT_FIXED_ARGS = 16
 """ARGV slots before the variable part of :data:`COMMIT` (see its header comment)."""
@@ -42,7 +42,11 @@ COMMIT = r"""#!lua
 --   summary:   id score active json #replaces replaces...
 --   reduction: json
 --   restore:   #restore, then id kind(m|s) score   (per entry made active again; always sent)
---   and last (read from the end): one pin event row (JSON) per pin, the changeset id.
+--   and last (read from the end): one pin event row (JSON) per pin, the ttl in ms
+--   ('0' = none), the changeset id.
+-- TTL: with a ttl every key of the conversation (and, on a single server, the session's
+-- agent set) expires ttl ms after this commit, and the sessions index drops the
+-- sessions last updated more than ttl ago (all their conversations have expired).
 -- Exactly once: the cs hash maps each version to the changeset that produced it; a
 -- changeset sent again after it applied (its reply was lost, or the client retried)
 -- finds itself there and returns its version, writing nothing.
@@ -59,6 +63,7 @@ for i = 1, #KEYS do
 end
 
 local changeset_id = ARGV[#ARGV]
+local ttl = tonumber(ARGV[#ARGV - 1])
 local new_version = tonumber(ARGV[1]) + 1
 if redis.call('HGET', K_CS, tostring(new_version)) == changeset_id then
   return new_version
@@ -165,7 +170,7 @@ for _, a in ipairs(appends) do
   redis.call('HSET', K_CONTENT, a[1], a[4])
   redis.call('ZADD', K_ACTIVE, a[2], 'm:' .. a[1])
 end
-local first_pin_row = #ARGV - #pins
+local first_pin_row = #ARGV - 1 - #pins
 for i, p in ipairs(pins) do
   redis.call('HSET', K_MUT, 'p|' .. p[1], p[2])
   redis.call('RPUSH', K_PINS, ARGV[first_pin_row + i - 1])
@@ -213,6 +218,14 @@ for i, name in ipairs(fields) do
 end
 if #KEYS >= 11 then redis.call('ZADD', KEYS[11], 'GT', ARGV[3], ARGV[4]) end
 if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[5]) end
+if ttl > 0 then
+  for i = 1, 10 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  if #KEYS >= 12 then redis.call('PEXPIRE', KEYS[12], ttl) end
+  if #KEYS >= 11 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[11], ttl)
+  end
+end
 return version
 """
 COMMIT = COMMIT.replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE))
@@ -270,4 +283,20 @@ for i = 1, #KEYS do
   else return redis.error_reply('CLBADOP ' .. tostring(op)) end
 end
 return out
+"""
+
+ALIGN_TTL = r"""#!lua
+-- After an erase or a prune on a ledger with a ttl: give a key of the conversation that
+-- has no expiry (one those scripts created) the expiry of its state key.
+-- KEYS: state, then the other keys of the conversation.
+local left = redis.call('PTTL', KEYS[1])
+if left <= 0 then return 0 end
+local fixed = 0
+for i = 2, #KEYS do
+  if redis.call('PTTL', KEYS[i]) == -1 then
+    redis.call('PEXPIRE', KEYS[i], left)
+    fixed = fixed + 1
+  end
+end
+return fixed
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any, cast
 
 from redis import Redis
@@ -16,6 +17,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
+from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import (
     ConcurrencyConflict,
@@ -37,9 +39,10 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
+from contextledger.stores.base import AppendedBy
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, scripts, travel
+from contextledger.stores.redis import erasure, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
     MessageRow,
     commit_args,
@@ -94,14 +97,28 @@ class RedisStore(RedisQueries):
         key_prefix: Namespace of every key (no braces), so several ledgers can share a
             database.
         url: The URL the client was opened with (its password is masked in :attr:`url`).
+        ttl: Expire each conversation this long after its last commit (seconds or a
+            ``timedelta``; ``None``: never). Every key of the conversation gets the
+            expiry in the commit itself (the same script), so they expire together; a
+            read does not refresh it; the sessions index forgets a session once all of
+            its conversations have expired (cleaned by the next commit).
     """
 
-    def __init__(self, client: RedisClient, *, key_prefix: str = "contextledger", url: str | None = None) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        key_prefix: str = "contextledger",
+        url: str | None = None,
+        ttl: float | timedelta | None = None,
+    ) -> None:
         """Wrap ``client``; see the class docstring.
 
         Raises:
-            ConfigurationError: ``client`` decodes responses, or ``key_prefix`` is not usable.
+            ConfigurationError: ``client`` decodes responses, ``key_prefix`` is not usable,
+                or ``ttl`` is not a positive number of seconds or ``timedelta``.
         """
+        self.ttl_ms = ttl_millis(ttl)
         if getattr(client.get_encoder(), "decode_responses", False):
             raise ConfigurationError("the Redis ledger store needs a client with decode_responses=False")
         self._client = client
@@ -123,6 +140,8 @@ class RedisStore(RedisQueries):
         self._entries_script: Script = client.register_script(travel.ENTRIES)
         self._erase_script: Script = client.register_script(erasure.ERASE)
         self._prune_script: Script = client.register_script(erasure.PRUNE)
+        self._import_script: Script = client.register_script(transfer.IMPORT)
+        self._align_ttl_script: Script = client.register_script(scripts.ALIGN_TTL)
         self._gate = Gate(self.url)
 
     @classmethod
@@ -132,11 +151,13 @@ class RedisStore(RedisQueries):
         *,
         key_prefix: str = "contextledger",
         client_factory: Callable[[str, bool, dict[str, Any]], RedisClient] | None = None,
+        ttl: float | timedelta | None = None,
         **options: Any,
     ) -> RedisStore:
         """Connect to ``redis://``, ``rediss://`` or ``redis+cluster://host:port`` and check the server answers.
 
-        Options other than ``key_prefix`` go to ``redis.Redis.from_url`` or
+        ``ttl`` expires each conversation that long after its last commit (see the class
+        docstring). Options other than ``key_prefix`` and ``ttl`` go to ``redis.Redis.from_url`` or
         ``redis.cluster.RedisCluster.from_url`` (``decode_responses`` is always off: the
         store decodes values itself so bytes stay exact).
 
@@ -149,9 +170,10 @@ class RedisStore(RedisQueries):
         instead of redis-py's sync classes (the async API passes one over ``redis.asyncio``).
         """
         check_prefix(key_prefix)
+        ttl_millis(ttl)
         client = connect(url, client_factory=client_factory, **options)
         try:
-            return cls(client, key_prefix=key_prefix, url=url)
+            return cls(client, key_prefix=key_prefix, url=url, ttl=ttl)
         except BaseException:
             client.close()
             raise
@@ -214,16 +236,20 @@ class RedisStore(RedisQueries):
                 )
         return Snapshot(state=state, entries=tuple(entries))
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
         """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
 
-        One read-only script reads those entries only, whatever the length of the history.
+        One read-only script reads those entries only, whatever the length of the history;
+        with ``appended_by`` it returns (and reads the content of) only the entries appended
+        by a call or version at or before the cut (a time bound is applied to what it returns).
         """
         keys = self._conversation(session_id, agent_id)
-        wanted = sorted(set(ids))
+        args = travel.entries_args(sorted(set(ids)), appended_by)
         with self._driver("entries"):
-            reply = self._entries_script(keys=[keys.msg, keys.content, keys.mut], args=wanted)
-        return travel.decode_entries(session_id, agent_id, wanted, cast(list[Any], reply), keys.msg)
+            reply = self._entries_script(keys=[keys.msg, keys.content, keys.mut], args=args)
+        return travel.decode_entries(session_id, agent_id, cast(list[Any], reply), keys.msg, appended_by)
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one script.
@@ -254,6 +280,7 @@ class RedisStore(RedisQueries):
         args = erasure.erase_args(entry_id, loads(record), erased, tombstone, positions, rewritten)
         with self._driver("erase"), _script_errors():
             self._erase_script(keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum], args=args)
+        self._align_ttl(keys)
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
         """Delete the evicted entries among ``entry_ids`` (never an active one) in one script."""
@@ -277,7 +304,14 @@ class RedisStore(RedisQueries):
             count = self._prune_script(
                 keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active], args=args
             )
+        self._align_ttl(keys)
         return int(count)
+
+    def _align_ttl(self, keys: ConversationKeys) -> None:
+        """With a ttl: a key an erase or prune created gets the conversation's expiry."""
+        if self.ttl_ms:
+            with self._driver("expire"):
+                self._align_ttl_script(keys=list(keys.all))
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """Erased and pruned entries of the session (or one agent), oldest first."""
@@ -292,6 +326,29 @@ class RedisStore(RedisQueries):
                 if field.startswith("x|")
             ]
         return sorted(out, key=lambda t: t.erased_at)
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's records with one script; ``False`` (nothing written) if it exists.
+
+        With a ``ttl`` the keys get it as a commit would give them.
+        """
+        check_records(records)
+        args = transfer.import_args(records, self.ttl_ms)
+        keys = self._conversation(records.session_id, records.agent_id)
+        index = SessionKeys.of(self.key_prefix, records.session_id)
+        with self._driver("import"), _script_errors():
+            if not self._cluster:
+                written = self._import_script(keys=[*keys.all, index.sessions, index.agents], args=args)
+            else:
+                pipe = self._client.pipeline(transaction=False)
+                pipe.sadd(index.agents, records.agent_id)
+                pipe.sadd(SessionKeys.slots(self.key_prefix), keys.slot)
+                pipe.execute()
+                slot_index = SessionKeys.slot_index(self.key_prefix, keys.slot)
+                written = self._import_script(keys=[*keys.all, slot_index], args=args)
+                if self.ttl_ms:
+                    self._client.pexpire(index.agents, self.ttl_ms)
+        return bool(int(cast(int, written)))
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session (index entries checked against the data)."""
@@ -358,7 +415,7 @@ class RedisStore(RedisQueries):
             LedgerClosed: The store was closed.
         """
         now = utcnow()
-        args = [*commit_args(changeset, now), *tail_args(changeset, now)]
+        args = [*commit_args(changeset, now), *tail_args(changeset, now, self.ttl_ms)]
         with self._gate.call():
             return commit_exactly_once(changeset, lambda cs: self._send(cs, args), self._read_back)
 
@@ -399,10 +456,15 @@ class RedisStore(RedisQueries):
                 if cs.expected_version == 0:
                     self._register(cs, index, keys.slot)
                 version = self._run_commit(cs, [*keys.all, slot_index], args)
-        if self._cluster and cs.expected_version == 0:
+        if self._cluster and (cs.expected_version == 0 or self.ttl_ms):
             try:
-                # again after the commit: a deletion of the session may have run in between
-                self._client.sadd(index.agents, cs.agent_id)
+                # again after the commit: a deletion of the session may have run in between;
+                # with a ttl the agent set (in another slot) outlives the conversation's keys
+                pipe = self._client.pipeline(transaction=False)
+                pipe.sadd(index.agents, cs.agent_id)
+                if self.ttl_ms:
+                    pipe.pexpire(index.agents, self.ttl_ms)
+                pipe.execute()
             except (RedisError, RedisClusterException) as exc:
                 # The commit is applied, and listed since before it; only that race is left open.
                 logger.warning(
@@ -487,6 +549,25 @@ class RedisStore(RedisQueries):
             self._client.close()
         except (RedisError, RedisClusterException) as exc:
             logger.warning("url=<%s>, error=<%s> | closing the Redis client failed", self.url, one_line(exc))
+
+
+def ttl_millis(ttl: float | timedelta | None) -> int:
+    """``ttl`` (seconds or a ``timedelta``) in whole milliseconds, at least 1; 0 for ``None``.
+
+    Raises:
+        ConfigurationError: ``ttl`` is not a positive number of seconds or ``timedelta``.
+    """
+    if ttl is None:
+        return 0
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise ConfigurationError(f"ttl must be a number of seconds or a timedelta, got {type(ttl).__name__}")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigurationError(f"ttl must be positive and finite, got {ttl!r}")
+    return max(1, round(seconds * 1000))
 
 
 @contextmanager

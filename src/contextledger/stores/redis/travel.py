@@ -13,25 +13,20 @@ from typing import Any
 
 from contextledger.errors import StoreError
 from contextledger.records import HistoryEntry
+from contextledger.stores.base import AppendedBy
 from contextledger.stores.redis.codec import MessageRow
 
-__all__ = ["ENTRIES", "MUT_FIELDS", "decode_entries"]
+__all__ = ["ENTRIES", "MUT_FIELDS", "decode_entries", "entries_args"]
 
 MUT_FIELDS = ("p", "t", "e", "r")
 """The mutable facts read per entry (pin, tokens, evicted by, revision count), in order."""
 
 ENTRIES = r"""#!lua flags=no-writes
--- Message entries by id. KEYS: msg content mut; ARGV: ids.
--- Returns {records, contents, {pin, tokens, evicted_by, revision_count} per id}.
-local ids, fields = {}, {}
-for i = 1, #ARGV do
-  local id = ARGV[i]
-  ids[#ids + 1] = id
-  fields[#fields + 1] = 'p|' .. id
-  fields[#fields + 1] = 't|' .. id
-  fields[#fields + 1] = 'e|' .. id
-  fields[#fields + 1] = 'r|' .. id
-end
+-- Message entries by id, optionally only those appended at or before a cut.
+-- KEYS: msg content mut; ARGV: 1 max from_call ('' = any)  2 max version ('' = any), then ids.
+-- Returns {ids found, records, contents, {pin, tokens, evicted_by, revision_count} per id}:
+-- content and facts are fetched for the admitted entries only.
+local max_call, max_version = tonumber(ARGV[1]), tonumber(ARGV[2])
 local function hmget(key, names)
   local out = {}
   for i = 1, #names, 256 do
@@ -40,26 +35,58 @@ local function hmget(key, names)
   end
   return out
 end
-if #ids == 0 then return {{}, {}, {}} end
-return {hmget(KEYS[1], ids), hmget(KEYS[2], ids), hmget(KEYS[3], fields)}
+local wanted = {}
+for i = 3, #ARGV do wanted[#wanted + 1] = ARGV[i] end
+local records = hmget(KEYS[1], wanted)
+local ids, kept, fields = {}, {}, {}
+for i, id in ipairs(wanted) do
+  local record = records[i]
+  if record then
+    local admitted = true
+    if max_call or max_version then
+      -- the stamps are the record's last two fields (rows written before 0.2 have none: 0)
+      local call, version = string.match(record, '"from_call":(%d+),"version":(%d+)}$')
+      call, version = tonumber(call or '0'), tonumber(version or '0')
+      admitted = (not max_call or call <= max_call) and (not max_version or version <= max_version)
+    end
+    if admitted then
+      ids[#ids + 1] = id
+      kept[#kept + 1] = record
+      fields[#fields + 1] = 'p|' .. id
+      fields[#fields + 1] = 't|' .. id
+      fields[#fields + 1] = 'e|' .. id
+      fields[#fields + 1] = 'r|' .. id
+    end
+  end
+end
+if #ids == 0 then return {{}, {}, {}, {}} end
+return {ids, kept, hmget(KEYS[2], ids), hmget(KEYS[3], fields)}
 """
 
 
+def entries_args(ids: Sequence[str], appended_by: AppendedBy | None) -> list[str]:
+    """The ARGV of :data:`ENTRIES` (a time bound is applied by the caller, not the script)."""
+    max_call = "" if appended_by is None or appended_by.from_call is None else str(appended_by.from_call)
+    max_version = "" if appended_by is None or appended_by.version is None else str(appended_by.version)
+    return [max_call, max_version, *ids]
+
+
 def decode_entries(
-    session_id: str, agent_id: str, ids: Sequence[str], reply: Sequence[Any], where: str
+    session_id: str, agent_id: str, reply: Sequence[Any], where: str, appended_by: AppendedBy | None = None
 ) -> list[HistoryEntry]:
-    """The :class:`HistoryEntry` of each id the reply of :data:`ENTRIES` found, in seq order.
+    """The :class:`HistoryEntry` of each entry the reply of :data:`ENTRIES` holds, in seq order.
+
+    A time bound of ``appended_by`` is applied here (the script filters by call and version).
 
     Raises:
         CorruptRecord: A stored record is damaged.
         StoreError: An entry has a record but no content.
     """
-    records, contents, muts = reply
+    found, records, contents, muts = reply
     rows: list[MessageRow] = []
-    for i, entry_id in enumerate(ids):
+    for i, raw_id in enumerate(found):
+        entry_id = raw_id.decode("utf-8") if isinstance(raw_id, bytes) else str(raw_id)
         record, content = records[i], contents[i]
-        if record is None:
-            continue  # not a message of this conversation
         if content is None:
             raise StoreError(f"entry {entry_id} of {session_id}/{agent_id} has no stored content")
         mut = {
@@ -68,4 +95,5 @@ def decode_entries(
             if muts[len(MUT_FIELDS) * i + k] is not None
         }
         rows.append(MessageRow.decode(entry_id, record, content, mut, where))
-    return [r.history_entry(session_id, agent_id) for r in sorted(rows, key=lambda r: r.seq)]
+    out = [r.history_entry(session_id, agent_id) for r in sorted(rows, key=lambda r: r.seq)]
+    return out if appended_by is None or appended_by.created_at is None else [h for h in out if appended_by.admits(h)]

@@ -33,7 +33,7 @@ from contextledger.records import (
     SummaryEntry,
     Trigger,
 )
-from contextledger.stores.base import decoding, preview
+from contextledger.stores.base import AppendedBy, decoding, preview
 from contextledger.stores.sql import window
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
@@ -120,8 +120,13 @@ def history(conn: Connection, session_id: str, agent_id: str, *, include_evicted
     return _history_rows(conn, stmt, session_id, agent_id)
 
 
-def entries(conn: Connection, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
-    """The message entries of ``ids`` (active or evicted) in seq order: indexed reads of those rows only."""
+def entries(
+    conn: Connection, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+) -> list[HistoryEntry]:
+    """The message entries of ``ids`` (active or evicted) in seq order: indexed reads of those rows only.
+
+    ``appended_by`` bounds the rows returned to those appended at or before its cut.
+    """
     conversation = conn.execute(
         select(ConversationRow.id).where(ConversationRow.session_id == session_id, ConversationRow.agent_id == agent_id)
     ).scalar()
@@ -132,6 +137,13 @@ def entries(conn: Connection, session_id: str, agent_id: str, ids: Sequence[str]
         stmt = select(*_history_columns()).where(
             EntryRow.conversation_id == conversation, EntryRow.message_id.in_(batch)
         )
+        if appended_by is not None:
+            if appended_by.from_call is not None:
+                stmt = stmt.where(EntryRow.from_call <= appended_by.from_call)
+            if appended_by.version is not None:
+                stmt = stmt.where(EntryRow.version <= appended_by.version)
+            if appended_by.created_at is not None:
+                stmt = stmt.where(EntryRow.created_at <= appended_by.created_at)
         out += _history_rows(conn, stmt, session_id, agent_id)
     return sorted(out, key=lambda h: h.seq)
 

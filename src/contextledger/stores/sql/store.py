@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, StoreError, StoreUnavailable
 from contextledger.messages import Message
@@ -42,7 +43,7 @@ from contextledger.records import (
     Trigger,
     utcnow,
 )
-from contextledger.stores.base import check_storable
+from contextledger.stores.base import AppendedBy, check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
@@ -462,6 +463,14 @@ class SQLStore:
         with self._transaction() as conn:
             return erasure.tombstones(conn, session_id, agent_id)
 
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's records in one transaction; ``False`` (nothing written) if it exists."""
+        from contextledger.stores.sql import transfer
+
+        check_records(records)
+        with self._transaction(write=True) as conn:
+            return transfer.import_conversation(conn, records)
+
     def vacuum(self, *, full: bool = False) -> None:
         """Reclaim the space (and bytes) of erased and pruned rows: ``VACUUM`` (``full``: ``VACUUM FULL``)."""
         from contextledger.stores.sql import erasure
@@ -476,12 +485,17 @@ class SQLStore:
             with self._autocommit() as conn:
                 erasure.checkpoint(conn)
 
-    def entries(self, session_id: str, agent_id: str, ids: Sequence[str]) -> list[HistoryEntry]:
-        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped."""
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        With ``appended_by`` the query returns only the rows appended at or before its cut.
+        """
         from contextledger.stores.sql import queries
 
         with self._transaction() as conn:
-            return queries.entries(conn, session_id, agent_id, ids)
+            return queries.entries(conn, session_id, agent_id, ids, appended_by=appended_by)
 
     def evictions(
         self,

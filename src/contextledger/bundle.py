@@ -1,0 +1,137 @@
+"""Everything one conversation holds, as one record: what export, import and copy move.
+
+:class:`ConversationRecords` is a plain record (it imports no store), so the stores
+can write it and :mod:`contextledger.transfer` can read and move it without an import
+cycle.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from contextledger.errors import InvalidExport, InvalidMessage
+from contextledger.messages import encode_blocks
+from contextledger.records import (
+    ConversationState,
+    HistoryEntry,
+    PinEvent,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    Tombstone,
+)
+
+__all__ = ["ConversationRecords", "check_records"]
+
+
+class ConversationRecords(BaseModel):
+    """Everything one conversation holds, as moved by export/import and copy.
+
+    Attributes:
+        state: The conversation state (its version is the one the target gets).
+        messages: Every message entry, active and evicted, in seq order.
+        summaries: Every summary, superseded ones included.
+        reductions: Every reduction, in commit order.
+        revisions: Every revision (the original contents).
+        pins: Every pin event, in commit order.
+        tombstones: What was erased or pruned.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state: ConversationState
+    messages: tuple[HistoryEntry, ...] = ()
+    summaries: tuple[SummaryEntry, ...] = ()
+    reductions: tuple[Reduction, ...] = ()
+    revisions: tuple[Revision, ...] = ()
+    pins: tuple[PinEvent, ...] = ()
+    tombstones: tuple[Tombstone, ...] = ()
+
+    @property
+    def session_id(self) -> str:
+        """The session."""
+        return self.state.session_id
+
+    @property
+    def agent_id(self) -> str:
+        """The agent."""
+        return self.state.agent_id
+
+    def canonical(self) -> ConversationRecords:
+        """The same records in the one order every store reads them back in.
+
+        Messages by seq; summaries, revisions and tombstones by time; reductions and pin
+        events in commit order (by version, the store's order breaking ties).
+        """
+        return self.model_copy(
+            update={
+                "messages": tuple(sorted(self.messages, key=lambda m: (m.seq, m.message.message_id))),
+                "summaries": tuple(sorted(self.summaries, key=lambda s: (s.created_at, s.seq, s.summary_id))),
+                "reductions": tuple(sorted(self.reductions, key=lambda r: (r.version, r.created_at, r.reduction_id))),
+                "revisions": tuple(sorted(self.revisions, key=lambda r: (r.created_at, r.message_id, r.number))),
+                "pins": tuple(sorted(self.pins, key=lambda p: (p.version, p.at))),
+                "tombstones": tuple(sorted(self.tombstones, key=lambda t: (t.erased_at, t.entry_id))),
+            }
+        )
+
+    def check(self) -> None:
+        """Check that the records belong together and can be written.
+
+        Raises:
+            InvalidExport: A record names another conversation, an id repeats, the
+                version is not positive, or a revision names an unknown message.
+        """
+        where = f"{self.session_id}/{self.agent_id}"
+        if self.state.version < 1:
+            raise InvalidExport(f"conversation {where}: version must be >= 1, got {self.state.version}")
+        owned: list[HistoryEntry | SummaryEntry | Reduction | Revision | PinEvent | Tombstone] = [
+            *self.messages,
+            *self.summaries,
+            *self.reductions,
+            *self.revisions,
+            *self.pins,
+            *self.tombstones,
+        ]
+        for record in owned:
+            if (record.session_id, record.agent_id) != (self.session_id, self.agent_id):
+                raise InvalidExport(
+                    f"conversation {where}: a {type(record).__name__} belongs to {record.session_id}/{record.agent_id}"
+                )
+        message_ids = [m.message.message_id for m in self.messages]
+        summary_ids = [s.summary_id for s in self.summaries]
+        reduction_ids = [r.reduction_id for r in self.reductions]
+        for kind, ids in (("entry", message_ids + summary_ids), ("reduction", reduction_ids)):
+            if len(set(ids)) != len(ids):
+                duplicate = next(i for i in ids if ids.count(i) > 1)
+                raise InvalidExport(f"conversation {where}: {kind} id {duplicate!r} appears twice")
+        known = set(message_ids)
+        for rev in self.revisions:
+            if rev.message_id not in known:
+                raise InvalidExport(f"conversation {where}: a revision names unknown message {rev.message_id!r}")
+        numbers = [(r.message_id, r.number) for r in self.revisions]
+        if len(set(numbers)) != len(numbers):
+            raise InvalidExport(f"conversation {where}: a revision number repeats")
+
+
+def check_records(records: ConversationRecords) -> None:
+    """Check ``records`` (see :meth:`ConversationRecords.check`) and that every JSON value can be stored.
+
+    Stores call it before they write anything.
+
+    Raises:
+        InvalidExport: The records are inconsistent.
+        InvalidMessage: A message, revision or state value cannot be stored as JSON (NaN, ...).
+    """
+    records.check()
+    values: list[tuple[str, Any]] = [("manager state", records.state.manager_state)]
+    values.append(("agent state", records.state.agent_state))
+    values += [(f"message {h.message.message_id}", h.message.to_record()) for h in records.messages]
+    values += [(f"revision of {r.message_id}", encode_blocks(r.original)) for r in records.revisions]
+    for what, value in values:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc

@@ -1,0 +1,73 @@
+"""``contextledger copy``: copy sessions between any two ledgers, exactly and idempotently.
+
+Built on :func:`contextledger.transfer.copy_sessions`: each conversation is read whole
+from the source and written to the target in one atomic commit; a conversation the
+target already holds unchanged is skipped, one it holds with different records stops
+the copy with an error (what was copied before it stays).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from contextledger.cli.options import JsonOption, open_ledger
+from contextledger.cli.render import console, dump_json
+from contextledger.errors import ConfigurationError
+
+__all__ = ["copy"]
+
+
+def copy(
+    source: Annotated[str, typer.Option("--from", help="The ledger URL to copy from (read only).", show_default=False)],
+    target: Annotated[
+        str, typer.Option("--to", help="The ledger URL to copy to (created if needed).", show_default=False)
+    ],
+    session: Annotated[
+        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Show a progress bar on stderr (default: when stderr is a terminal).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy sessions between ledgers (SQLite, PostgreSQL, Redis, either way): exact, idempotent, one commit each."""
+    from contextledger.transfer import list_sessions
+
+    if source == target:
+        raise ConfigurationError("--from and --to name the same ledger")
+    with open_ledger(source) as src, open_ledger(target, must_exist=False, read_only=False) as dst:
+        ids = list(session) if session else list_sessions(src.store)
+        total = sum(len(src.require_session(s)) for s in ids) if session else None
+        show = progress if progress is not None else sys.stderr.isatty()
+        if show:
+            if total is None:
+                total = sum(len(src.agents(s)) for s in ids)
+            columns = (
+                TextColumn("copying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("conversations"),
+                TimeRemainingColumn(),
+            )
+            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
+                task = bar.add_task("copy", total=total)
+                report = src.copy_to(dst, ids, on_conversation=lambda *_: bar.advance(task))
+        else:
+            report = src.copy_to(dst, ids)
+        if as_json:
+            dump_json([{"session_id": s, "agent_id": a, "outcome": o} for s, a, o in report.conversations])
+            return
+        console().print(
+            f"{len(report.conversations)} conversations of {len(ids)} sessions from {src.url} to {dst.url}: "
+            f"{report.count('imported')} copied, {report.count('unchanged')} unchanged"
+        )

@@ -1,0 +1,73 @@
+"""What ``view_at`` reads for an early call of a long conversation: about a window of rows, on every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import event
+
+from contextledger import Ledger, Message
+from contextledger.managers import SlidingWindowConversationManager
+from contextledger.records import HistoryEntry
+from contextledger.stores.base import AppendedBy, LedgerStore
+from contextledger.stores.redis import RedisStore
+from contextledger.stores.sql import SQLStore
+
+TURNS = 300  # 600 messages
+WINDOW = 10
+
+
+def _long_conversation(ledger: Ledger) -> list[list[str]]:
+    chat = ledger.conversation("long", manager=SlidingWindowConversationManager(window_size=WINDOW, per_turn=True))
+    seen = []
+    for turn in range(TURNS):
+        chat.append(Message.user(f"question {turn}"), Message.assistant(f"answer {turn}"))
+        chat.before_model_call()
+        if turn < 3:
+            seen.append([m.plain_text for m in chat.messages])
+    return seen
+
+
+def test_an_early_call_reads_a_window_not_the_history(store: LedgerStore) -> None:
+    ledger = Ledger(store)
+    seen = _long_conversation(ledger)
+    assert len(ledger.history("long")) == 2 * TURNS
+    asked: list[int] = []
+    returned: list[int] = []
+    entries = store.entries
+
+    def counting(
+        session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        rows = entries(session_id, agent_id, ids, appended_by=appended_by)
+        asked.append(len(ids))
+        returned.append(len(rows))
+        return rows
+
+    fetched: list[int] = []  # what the database or server sent back, below the store
+    if isinstance(store, SQLStore):
+
+        def rows_of_entries(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+            if "FROM cl_entries" in statement and "message_id IN" in statement:
+                fetched.append(-1)  # one statement; its rows are counted by what entries() returned
+
+        event.listen(store.engine, "after_cursor_execute", rows_of_entries)
+    if isinstance(store, RedisStore):
+        script = store._entries_script
+
+        def counting_script(*args: Any, **kwargs: Any) -> Any:
+            reply = script(*args, **kwargs)
+            fetched.append(len(reply[1]))  # records sent back by the server
+            return reply
+
+        store._entries_script = counting_script  # type: ignore[assignment]
+    store.entries = counting  # type: ignore[method-assign]
+    for call in (1, 2, 3):
+        assert [e.message.plain_text for e in ledger.view_at("long", model_call=call)] == seen[call - 1]
+    assert asked[0] >= 2 * TURNS - WINDOW  # the ids evicted since: what was read before
+    assert max(returned) <= WINDOW + 2, returned
+    if isinstance(store, RedisStore):
+        assert fetched == returned
+    if isinstance(store, SQLStore):
+        assert 0 < len(fetched) <= 3 * (asked[0] // 500 + 1)
