@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         @property
         def store(self) -> LedgerStore: ...
 
+
 __all__ = ["DEFAULT_URL", "Ledger", "open_store"]
 
 logger = logging.getLogger(__name__)
