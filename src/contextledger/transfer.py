@@ -64,6 +64,7 @@ __all__ = [
     "dump_lines",
     "list_sessions",
     "read_conversation",
+    "record_json",
     "records_from_lines",
     "write_conversation",
 ]
@@ -209,7 +210,7 @@ def copy_sessions(
 # -- the export format -----------------------------------------------------------------------
 
 
-def _record_json(record: BaseModel) -> dict[str, Any]:
+def record_json(record: BaseModel) -> dict[str, Any]:
     """A JSON-safe dict of a record; messages and block lists keep their bytes (tagged)."""
     message = getattr(record, "message", None)
     exclude = {"message"} if isinstance(message, Message) else set()
@@ -226,7 +227,7 @@ def _record_json(record: BaseModel) -> dict[str, Any]:
 def conversation_lines(records: ConversationRecords) -> list[dict[str, Any]]:
     """The export lines of one conversation (JSON-safe dicts, each with its ``type``), in canonical order."""
     records = records.canonical()
-    lines: list[dict[str, Any]] = [{"type": "conversation", **_record_json(records.state)}]
+    lines: list[dict[str, Any]] = [{"type": "conversation", **record_json(records.state)}]
     groups: list[tuple[str, Iterable[BaseModel]]] = [
         ("message", records.messages),
         ("summary", records.summaries),
@@ -236,7 +237,7 @@ def conversation_lines(records: ConversationRecords) -> list[dict[str, Any]]:
         ("tombstone", records.tombstones),
     ]
     for kind, rows in groups:
-        lines += [{"type": kind, **_record_json(row)} for row in rows]
+        lines += [{"type": kind, **record_json(row)} for row in rows]
     return lines
 
 

@@ -13,16 +13,15 @@ import textwrap
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from contextledger.messages import Message, encode_blocks
-from contextledger.records import HistoryEntry, Revision, SummaryEntry, ViewEntry
+from contextledger.records import HistoryEntry, SummaryEntry, ViewEntry
 from contextledger.text import describe, fmt_time, short
+from contextledger.transfer import record_json
 
 __all__ = [
     "Cell",
@@ -54,20 +53,6 @@ def console() -> Console:
     """
     width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
     return Console(file=sys.stdout, highlight=False, width=width)
-
-
-def record_json(record: BaseModel) -> dict[str, Any]:
-    """A JSON-safe dict of a record; messages and block lists keep their bytes losslessly."""
-    message = getattr(record, "message", None)
-    exclude = {"message"} if isinstance(message, Message) else set()
-    if isinstance(record, Revision):
-        exclude.add("original")
-    data: dict[str, Any] = record.model_dump(mode="json", exclude=exclude)
-    if isinstance(message, Message):
-        data["message"] = message.to_record()
-    if isinstance(record, Revision):
-        data["original"] = encode_blocks(record.original)
-    return data
 
 
 def view_entry_json(entry: ViewEntry) -> dict[str, Any]:

@@ -86,12 +86,30 @@ from contextledger.stores.sql.changes import (
 )
 from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
 
-__all__ = ["ENTRY_COLUMNS", "append_statement", "apply_append", "is_append_only", "state_statement"]
+__all__ = [
+    "ENTRY_COLUMNS",
+    "ENTRY_INSERT_COLUMNS",
+    "append_statement",
+    "apply_append",
+    "is_append_only",
+    "state_statement",
+]
 
 _UNIQUE_VIOLATION = "23505"
 
 # The columns taken from the entries, in the order of unnest's arguments.
 ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
+# Every column an appended entry's INSERT writes, in order (both append paths use it).
+ENTRY_INSERT_COLUMNS = (
+    "conversation_id",
+    *ENTRY_COLUMNS,
+    "status",
+    "evicted_by",
+    "revision_count",
+    "created_at",
+    "from_call",
+    "version",
+)
 
 
 def is_append_only(cs: Changeset) -> bool:
@@ -170,16 +188,7 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
         .join(rows, true())
         .order_by(rows.c.ordinality)  # ids follow the order of the appends, as an executemany's do
     )
-    target = [
-        "conversation_id",
-        *ENTRY_COLUMNS,
-        "status",
-        "evicted_by",
-        "revision_count",
-        "created_at",
-        "from_call",
-        "version",
-    ]
+    target = list(ENTRY_INSERT_COLUMNS)
     inserted = insert(EntryRow).from_select(target, source).returning(EntryRow.id).cte("inserted")
     return select(
         select(logged.c.conversation_id).scalar_subquery().label("conversation_id"),

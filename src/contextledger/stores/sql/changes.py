@@ -70,6 +70,7 @@ from contextledger.stores.sql.versions import (
 __all__ = [
     "CHUNK",
     "STATE_FIELDS",
+    "appended_values",
     "apply_changeset",
     "bump_statement",
     "check_changeset",
@@ -182,20 +183,23 @@ def entry_values(entry: ViewEntry) -> dict[str, Any]:
     }
 
 
+def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[str, Any]:
+    """The columns every entry ``cs`` appends shares (the rest come from :func:`entry_values`)."""
+    return {
+        "conversation_id": conversation_id,
+        "status": "active",
+        "evicted_by": None,
+        "revision_count": 0,
+        "created_at": now,
+        # The stamps time travel reads (see contextledger.travel).
+        "from_call": cs.from_call,
+        "version": cs.new_version,
+    }
+
+
 def _insert_entries(conn: Connection, conversation_id: int, cs: Changeset, now: datetime) -> None:
-    rows = [
-        {
-            "conversation_id": conversation_id,
-            **entry_values(entry),
-            "status": "active",
-            "evicted_by": None,
-            "revision_count": 0,
-            "created_at": now,
-            "from_call": cs.from_call,
-            "version": cs.new_version,
-        }
-        for entry in cs.appends
-    ]
+    common = appended_values(conversation_id, cs, now)
+    rows = [{**common, **entry_values(entry)} for entry in cs.appends]
     try:
         conn.execute(insert(_table(EntryRow)), rows)
     except IntegrityError as exc:

@@ -39,10 +39,11 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from contextledger.changeset import Changeset
 from contextledger.errors import DuplicateEntry
-from contextledger.stores.sql.appends import ENTRY_COLUMNS
+from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
 from contextledger.stores.sql.changes import (
     CHUNK,
     STATE_FIELDS,
+    appended_values,
     bump_statement,
     check_changeset,
     duplicate_appends,
@@ -57,16 +58,6 @@ SQLITE_MAX_APPENDS = 64
 """Appended ids checked against the summaries inline on SQLite; a bigger append takes the general path."""
 
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
-_ENTRY_INSERT_COLUMNS = (
-    "conversation_id",
-    *ENTRY_COLUMNS,
-    "status",
-    "evicted_by",
-    "revision_count",
-    "created_at",
-    "from_call",
-    "version",
-)
 _REDUCTION_COLUMNS = tuple(c.name for c in ReductionRow.__table__.columns if c.name != "id")
 
 
@@ -111,7 +102,7 @@ def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
     return (
         _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS),
-        _Prepared(insert(EntryRow), dialect, _ENTRY_INSERT_COLUMNS),
+        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
 
@@ -192,16 +183,7 @@ def apply_sqlite(conn: Connection, cs: Changeset, now: datetime) -> int | None:
     logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
     cursor.run(log.sql, log.bind({**logged, "created_at": now}))
     if cs.appends:
-        common = {
-            "conversation_id": conversation_id,
-            "status": "active",
-            "evicted_by": None,
-            "revision_count": 0,
-            "created_at": now,
-            # The stamps time travel reads (see contextledger.travel), as the general path writes them.
-            "from_call": cs.from_call,
-            "version": cs.new_version,
-        }
+        common = appended_values(conversation_id, cs, now)  # as the general path writes them
         try:
             cursor.run_many(entries.sql, [entries.bind({**common, **entry_values(e)}) for e in cs.appends])
         except IntegrityError as exc:
