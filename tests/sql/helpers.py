@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +88,18 @@ class Capture:
 
 
 @contextmanager
+def _listening(engine: Engine, handlers: dict[str, Callable[..., None]]) -> Iterator[None]:
+    """Engine events ``handlers`` (name -> listener) for the duration of the block."""
+    for name, handler in handlers.items():
+        event.listen(engine, name, handler)
+    try:
+        yield
+    finally:
+        for name, handler in handlers.items():
+            event.remove(engine, name, handler)
+
+
+@contextmanager
 def capture(engine: Engine) -> Iterator[Capture]:
     """Record every statement the engine sends (and the rows it changed)."""
     captured = Capture()
@@ -98,13 +110,8 @@ def capture(engine: Engine) -> Iterator[Capture]:
     def after(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         captured.statements[-1].rowcount = cursor.rowcount
 
-    event.listen(engine, "before_cursor_execute", before)
-    event.listen(engine, "after_cursor_execute", after)
-    try:
+    with _listening(engine, {"before_cursor_execute": before, "after_cursor_execute": after}):
         yield captured
-    finally:
-        event.remove(engine, "before_cursor_execute", before)
-        event.remove(engine, "after_cursor_execute", after)
 
 
 @contextmanager
@@ -125,13 +132,8 @@ def trace_sqlite(engine: Engine) -> Iterator[Capture]:
     def on_checkin(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.set_trace_callback(None)
 
-    event.listen(engine, "checkout", on_checkout)
-    event.listen(engine, "checkin", on_checkin)
-    try:
+    with _listening(engine, {"checkout": on_checkout, "checkin": on_checkin}):
         yield captured
-    finally:
-        event.remove(engine, "checkout", on_checkout)
-        event.remove(engine, "checkin", on_checkin)
 
 
 @contextmanager

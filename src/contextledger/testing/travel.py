@@ -8,6 +8,7 @@ from contextledger.changeset import ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
 from contextledger.errors import InvalidPlan, ModelCallNotFound, ReductionNotFound, UndoConflict
 from contextledger.messages import Message
+from contextledger.records import Reduction
 from contextledger.stores.base import LedgerStore
 from contextledger.travel import view_at
 
@@ -20,6 +21,29 @@ def _texts(view: object) -> list[str]:
 
 def _chat(count: int) -> list[Message]:
     return [Message.user(f"u{i}") if i % 2 == 0 else Message.assistant(f"a{i}") for i in range(count)]
+
+
+def _summary_chain(conv: Conversation, msgs: list[Message]) -> tuple[Reduction, Reduction, list[str]]:
+    """Two summaries, the second superseding the first; also the view texts between them."""
+    first = conv.apply_plan(
+        lambda _v: ReductionPlan(
+            strategy="s1", summary=SummaryDraft(content="one", summarizer="x", replaces=(msgs[0].message_id,))
+        ),
+        trigger="manual",
+    )
+    assert first is not None
+    assert first.summary_id is not None
+    summary_id = first.summary_id
+    middle = _texts(conv.view)
+    second = conv.apply_plan(
+        lambda _v: ReductionPlan(
+            strategy="s2",
+            summary=SummaryDraft(content="two", summarizer="x", replaces=(summary_id, msgs[1].message_id)),
+        ),
+        trigger="manual",
+    )
+    assert second is not None
+    return first, second, middle
 
 
 class TimeTravelContract:
@@ -93,26 +117,7 @@ class TimeTravelContract:
         msgs = _chat(8)
         conv.append(*msgs)
         before = _texts(conv.view)
-        first = conv.apply_plan(
-            lambda _v: ReductionPlan(
-                strategy="s1", summary=SummaryDraft(content="one", summarizer="x", replaces=(msgs[0].message_id,))
-            ),
-            trigger="manual",
-        )
-        assert first is not None
-        assert first.summary_id is not None
-        second = conv.apply_plan(
-            lambda _v: ReductionPlan(
-                strategy="s2",
-                summary=SummaryDraft(
-                    content="two",
-                    summarizer="x",
-                    replaces=(first.summary_id, msgs[1].message_id),
-                ),
-            ),
-            trigger="manual",
-        )
-        assert second is not None
+        first, second, _ = _summary_chain(conv, msgs)
         version = conv.version
         with pytest.raises(UndoConflict) as info:
             conv.undo(first.reduction_id)
@@ -129,32 +134,12 @@ class TimeTravelContract:
         conv = Conversation(store, "s", "a")
         msgs = _chat(8)
         conv.append(*msgs)
-        first = conv.apply_plan(
-            lambda _v: ReductionPlan(
-                strategy="s1", summary=SummaryDraft(content="one", summarizer="x", replaces=(msgs[0].message_id,))
-            ),
-            trigger="manual",
-        )
-        assert first is not None
-        assert first.summary_id is not None
-        middle = _texts(conv.view)
-        second = conv.apply_plan(
-            lambda _v: ReductionPlan(
-                strategy="s2",
-                summary=SummaryDraft(
-                    content="two",
-                    summarizer="x",
-                    replaces=(first.summary_id, msgs[1].message_id),
-                ),
-            ),
-            trigger="manual",
-        )
-        assert second is not None
+        first, second, middle = _summary_chain(conv, msgs)
         conv.undo(second.reduction_id)
         assert _texts(conv.view) == middle
         by_id = {s.summary_id: s for s in store.summaries("s", "a")}
-        assert by_id[first.summary_id].status == "active"
-        assert by_id[first.summary_id].superseded_by is None
+        assert by_id[str(first.summary_id)].status == "active"
+        assert by_id[str(first.summary_id)].superseded_by is None
 
     def test_undo_reverts_revisions_and_view_at_sees_both_sides(self, store: LedgerStore) -> None:
         """Undo reverts revisions and view at sees both sides."""
