@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation import Conversation
-from contextledger.errors import EntryNotFound
+from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage
 from contextledger.stores.sql import SQLStore, sqlite_paths
 from tests.sql.helpers import trace_sqlite
 
@@ -75,17 +75,17 @@ def test_the_fast_paths_write_what_the_general_path_writes(
     sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken: list[bool] = []
-    apply = sqlite_paths.apply_sqlite
+    apply = sqlite_paths.apply_hot
 
     def counting(*args: Any) -> int | None:
         version = apply(*args)
         taken.append(version is not None)
         return version
 
-    monkeypatch.setattr(sqlite_paths, "apply_sqlite", counting)
+    monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
     _script(Conversation(sqlite_store, "fast", "a"))
     assert sum(taken) > len(taken) // 2  # the fast paths carried most commits
-    monkeypatch.setattr(sqlite_paths, "apply_sqlite", lambda *args: None)
+    monkeypatch.setattr(sqlite_paths, "takes_hot_path", lambda cs: False)
     _script(Conversation(sqlite_store, "general", "a"))
     fast, general = _rows(sqlite_store, "fast"), _rows(sqlite_store, "general")
     # Reduction ids are random per run: compare them by position.
@@ -148,3 +148,47 @@ def test_other_changesets_take_the_general_path_and_fail_the_same_way(sqlite_sto
     after = sqlite_store.load("s", "a")
     assert before is not None
     assert after == before
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda c: c.append(Message.user("fine"), Message(role="assistant", content=[{"json": {"x": float("nan")}}])),
+        lambda c: c.append(Message(role="user", content=[{"text": "q"}], metadata={"when": {1, 2}})),
+        lambda c: c.set_agent_state({"score": float("inf")}),
+    ],
+    ids=["nan-content", "set-metadata", "inf-state"],
+)
+def test_a_hot_changeset_json_cannot_hold_is_refused_before_anything_is_sent(sqlite_store: SQLStore, bad: Any) -> None:
+    conversation = Conversation(sqlite_store, "s", "a")
+    conversation.append(Message.user("q0"), Message.assistant("a0"))  # the next commits are hot ones
+    before = _rows(sqlite_store, "s")
+    with trace_sqlite(sqlite_store.engine) as captured, pytest.raises(InvalidMessage, match="cannot be stored as JSON"):
+        bad(conversation)
+    assert captured.statements == []
+    assert _rows(sqlite_store, "s") == before
+    conversation.append(Message.user("q1"))  # the conversation goes on
+    assert [e.message.content[0]["text"] for e in sqlite_store.history("s", "a")] == ["q0", "a0", "q1"]
+
+
+def test_a_hot_changeset_that_lost_the_race_rolls_back_and_conflicts(
+    sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = Conversation(sqlite_store, "s", "a")
+    first.append(Message.user("q0"))
+    second = Conversation(sqlite_store, "s", "a", max_retries=0)
+    first.append(Message.user("q1"))  # second's view is now one version behind
+    taken: list[int | None] = []
+    apply = sqlite_paths.apply_hot
+
+    def counting(*args: Any) -> int | None:
+        taken.append(apply(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
+    with trace_sqlite(sqlite_store.engine) as captured, pytest.raises(ConcurrencyConflict):
+        second.append(Message.user("late"))
+    assert taken == [None]  # the hot path found no row at the expected version and wrote nothing
+    kinds = [s.sql.split()[0] for s in captured.statements]
+    assert kinds[:3] == ["BEGIN", "UPDATE", "ROLLBACK"], kinds  # then the general path names the conflict
+    assert [e.message.content[0]["text"] for e in sqlite_store.history("s", "a")] == ["q0", "q1"]

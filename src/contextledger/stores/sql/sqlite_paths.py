@@ -12,33 +12,39 @@ Two kinds of changeset make up nearly every commit of an agent loop on SQLite:
 
 Everything else (summaries, revisions, pins, restores, evicting a summary or an entry
 the same changeset appends, very large changesets) goes through the general path,
-:func:`~contextledger.stores.sql.changes.apply_changeset`; :func:`apply_sqlite` returns
-``None`` for those before it has sent anything but that read, and the caller applies
-them in the same transaction.
+:func:`~contextledger.stores.sql.changes.apply_changeset`, decided by
+:func:`takes_hot_path` before anything is sent. A hot changeset whose eviction check or
+version check finds something unexpected is rolled back by :func:`apply_hot`, having
+written nothing, and the general path then applies it or names the error.
 
+A hot changeset runs on a pooled connection of the driver itself (SQLAlchemy's pool,
+connect events and error translation, without its ``Connection``, transaction and
+execution-context objects, which cost more than SQLite takes to run the statements).
 The SQL is compiled by SQLAlchemy from the same table definitions, once per shape, and
-every parameter goes through its column type's own bind processor, so the stored
-values are exactly what the general path writes. Only the per-call statement
-construction, cache lookup, execution context and result objects of SQLAlchemy are
-skipped: they cost more than SQLite takes to run the statements. Driver errors are
-wrapped as SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError` subclasses, so the store
-translates them exactly as it translates every other statement's.
+every parameter goes through its column type's own bind processor -- except the JSON
+values, which :class:`HotChangeset` encodes once while checking them (the JSON check of
+every store) -- so the stored values are exactly what the general path writes. Driver
+errors are wrapped as SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError` subclasses, so
+the store translates them exactly as it translates every other statement's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Connection, Dialect, String, Table, bindparam, insert, select, update
+from sqlalchemy import Dialect, Engine, String, Table, bindparam, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
 
 from contextledger.changeset import Changeset
-from contextledger.errors import DuplicateEntry
+from contextledger.errors import DuplicateEntry, InvalidMessage
+from contextledger.records import ViewEntry
 from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
 from contextledger.stores.sql.changes import (
     CHUNK,
@@ -48,31 +54,43 @@ from contextledger.stores.sql.changes import (
     check_changeset,
     duplicate_appends,
     entry_values,
-    explain_missed_update,
 )
 from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
 
-__all__ = ["SQLITE_MAX_APPENDS", "apply_sqlite"]
+__all__ = ["SQLITE_MAX_APPENDS", "HotChangeset", "HotTransaction", "apply_hot", "hot_transaction", "takes_hot_path"]
 
 SQLITE_MAX_APPENDS = 64
 """Appended ids checked against the summaries inline on SQLite; a bigger append takes the general path."""
 
+# Parameters the hot changeset hands over as JSON text (see HotChangeset).
+_JSON_STATE = frozenset({"p_manager_state", "p_agent_state"})
+_JSON_ENTRY = frozenset({"content", "metadata"})
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
 _REDUCTION_COLUMNS = tuple(c.name for c in ReductionRow.__table__.columns if c.name != "id")
 
 
 class _Prepared:
-    """A statement compiled once for a dialect: its SQL and how each positional parameter is bound."""
+    """A statement compiled once for a dialect: its SQL and how each positional parameter is bound.
+
+    Parameters named in ``encoded`` are given already in the form the driver takes (the
+    JSON text the hot changeset encoded while checking it): their processor is skipped.
+    """
 
     __slots__ = ("constants", "names", "processors", "sql")
 
-    def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        statement: ClauseElement,
+        dialect: Dialect,
+        column_keys: Sequence[str] | None = None,
+        encoded: frozenset[str] = frozenset(),
+    ) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
         assert isinstance(compiled, SQLCompiler)
         self.sql = compiled.string
         self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
         self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
-            compiled.binds[name].type.bind_processor(dialect) for name in self.names
+            None if name in encoded else compiled.binds[name].type.bind_processor(dialect) for name in self.names
         )
         # Values the statement carries itself (the 1 of ``version + 1``).
         self.constants: dict[str, Any] = {
@@ -86,6 +104,24 @@ class _Prepared:
             value if process is None else process(value) for value, process in zip(values, self.processors, strict=True)
         )
 
+    def bind_common(self, params: dict[str, Any]) -> list[Any]:
+        """The processed values of the parameters every row of an ``executemany`` shares (``None`` elsewhere)."""
+        return [
+            (value if process is None else process(value)) if name in params else None
+            for name, process in zip(self.names, self.processors, strict=True)
+            for value in (params.get(name),)
+        ]
+
+    def bind_row(self, common: list[Any], params: dict[str, Any]) -> tuple[Any, ...]:
+        """One row's parameters: ``common`` (see :meth:`bind_common`) with ``params`` processed in."""
+        row = common.copy()
+        for i, name in enumerate(self.names):
+            if name in params:
+                process = self.processors[i]
+                value = params[name]
+                row[i] = value if process is None else process(value)
+        return tuple(row)
+
 
 def _ids(prefix: str, count: int) -> list[Any]:
     return [bindparam(f"{prefix}{i}", type_=String()) for i in range(count)]
@@ -95,14 +131,14 @@ def _ids(prefix: str, count: int) -> list[Any]:
 @lru_cache(maxsize=1024)
 def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared:
     clash = SummaryRow.summary_id.in_(_ids("p_appended_", appended)) if appended else None
-    return _Prepared(bump_statement(fields, clash), dialect)
+    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE)
 
 
 @lru_cache(maxsize=64)
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
     return (
         _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS),
-        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS),
+        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
 
@@ -130,7 +166,8 @@ def _eviction(dialect: Dialect, count: int) -> tuple[_Prepared, _Prepared]:
     return _Prepared(check, dialect), _Prepared(evict, dialect)
 
 
-def _takes_this_path(cs: Changeset) -> bool:
+def takes_hot_path(cs: Changeset) -> bool:
+    """Whether ``cs`` is a changeset of this module (see its docstring); pure, nothing is read."""
     if cs.expected_version == 0 or cs.revisions or cs.summary or cs.pins or cs.restore:
         return False
     if len(cs.appends) > SQLITE_MAX_APPENDS or len(cs.evict) > CHUNK:
@@ -138,60 +175,130 @@ def _takes_this_path(cs: Changeset) -> bool:
     return bool(cs.evict) == (cs.reduction is not None)
 
 
-def apply_sqlite(conn: Connection, cs: Changeset, now: datetime) -> int | None:
-    """Apply ``cs`` on SQLite inside the caller's write transaction when it is a hot changeset.
+class HotChangeset:
+    """A hot changeset checked and encoded once, before anything is sent (and reused if it is sent again).
 
-    Returns the new version, or ``None`` when ``cs`` is not for this path (see the
-    module docstring): the caller then applies it with
-    :func:`~contextledger.stores.sql.changes.apply_changeset` in the same transaction,
-    nothing having been written.
+    Encoding is the store's JSON check: content, metadata and state are written as
+    standard JSON text (``json.dumps`` with ``allow_nan=False``, what the engine's JSON
+    columns write and every reader of the file decodes), so a value JSON has no form for
+    raises here, as :func:`~contextledger.stores.base.check_storable` would, and is not
+    encoded a second time by the column's bind processor.
+    """
+
+    __slots__ = ("appended", "changeset", "entries", "evict", "fields", "state")
+
+    def __init__(self, cs: Changeset) -> None:
+        """Check and encode ``cs`` (which :func:`takes_hot_path`).
+
+        Raises:
+            InvalidMessage: A message's content or metadata, or a state value, cannot be
+                stored as JSON.
+            ConfigurationError: An id is longer than its column.
+            DuplicateEntry: ``cs`` appends one id twice.
+        """
+        self.changeset = cs
+        self.appended = check_changeset(cs)
+        self.evict = sorted(set(cs.evict))
+        self.fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
+        self.state = {
+            f"p_{name}": _json(value, name.replace("_", " ")) if f"p_{name}" in _JSON_STATE else value
+            for name in self.fields
+            for value in (getattr(cs, name),)
+        }
+        self.entries = [_entry(e) for e in cs.appends]
+
+
+def _json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
+
+
+def _entry(entry: ViewEntry) -> dict[str, Any]:
+    values = entry_values(entry)
+    try:
+        values["content"] = json.dumps(values["content"], allow_nan=False)
+        values["metadata"] = json.dumps(values["metadata"], allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
+    return values
+
+
+@contextmanager
+def hot_transaction(engine: Engine) -> Iterator[HotTransaction]:
+    """A write transaction on a pooled driver connection that rolls back unless committed.
+
+    ``BEGIN IMMEDIATE`` takes the write lock up front (writers queue on the busy
+    timeout). Leaving the block without :meth:`HotTransaction.commit` -- an error, or a
+    changeset :func:`apply_hot` hands back to the general path -- rolls back, and the
+    connection returns to the pool either way.
 
     Raises:
-        ConcurrencyConflict: The stored version is not ``cs.expected_version``.
-        SessionDeleted: The conversation no longer exists.
-        DuplicateEntry: An appended id already exists in the conversation (a message or
-            a summary) or twice in ``cs``, or the reduction id is already recorded; the
-            caller rolls back.
+        sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin.
     """
-    if not _takes_this_path(cs):
-        return None
-    dialect = conn.dialect
-    cursor = _RawCursor(conn)
-    evict = sorted(set(cs.evict))
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        fairy = engine.raw_connection()  # the pool's connect events run; its errors are the driver's own
+    except dbapi.Error as exc:
+        raise DBAPIError.instance("connect", (), exc, dbapi.Error) from exc
+    try:
+        tx = HotTransaction(fairy.dbapi_connection, dbapi, engine.dialect)
+        try:
+            tx.run("BEGIN IMMEDIATE", ())
+            yield tx
+        finally:
+            tx.close()
+    finally:
+        fairy.close()
+
+
+def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | None:
+    """Send the statements of ``hot`` (see the module docstring) in ``tx``; the new version, or ``None``.
+
+    ``None`` when the changeset needs the general path after all -- an id to evict is not
+    an active message of this conversation, or the version check matched no row (a
+    conflict, a deleted session, a summary holding an appended id, or this changeset
+    applied before): the caller leaves ``tx`` uncommitted (nothing was written) and the
+    general path, in a transaction of its own, applies it or names the error.
+
+    Raises:
+        DuplicateEntry: An appended id already exists in the conversation or the
+            reduction id is already recorded (the caller rolls back).
+        sqlalchemy.exc.DBAPIError: The driver failed.
+    """
+    cs, dialect = hot.changeset, tx.dialect
     params: dict[str, Any] = {
         "p_now": now,
         "p_session_id": cs.session_id,
         "p_agent_id": cs.agent_id,
         "p_expected": cs.expected_version,
     }
-    if evict:
-        check, eviction = _eviction(dialect, len(evict))
-        params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(evict)})
-        if len(cursor.run(check.sql, check.bind(params)).fetchall()) != len(evict):
+    if hot.evict:
+        check, eviction = _eviction(dialect, len(hot.evict))
+        params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(hot.evict)})
+        if len(tx.run(check.sql, check.bind(params)).fetchall()) != len(hot.evict):
             return None  # a summary, an entry this changeset appends, or a missing id: the general path says which
-    appended = check_changeset(cs)
-    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
-    params.update({f"p_{name}": getattr(cs, name) for name in fields})
-    params.update({f"p_appended_{i}": entry_id for i, entry_id in enumerate(appended)})
-    bump = _bump(dialect, fields, len(appended))
+    params.update(hot.state)
+    params.update({f"p_appended_{i}": entry_id for i, entry_id in enumerate(hot.appended)})
+    bump = _bump(dialect, hot.fields, len(hot.appended))
     log, entries, reduction = _inserts(dialect)
-    row = cursor.run(bump.sql, bump.bind(params)).fetchone()
+    row = tx.run(bump.sql, bump.bind(params)).fetchone()
     if row is None:
-        explain_missed_update(conn, cs, appended)
-        return cs.new_version  # this very changeset applied before: nothing to do
+        return None  # the general path re-runs the check and explains the miss
     conversation_id = row[0]
     logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    cursor.run(log.sql, log.bind({**logged, "created_at": now}))
-    if cs.appends:
-        common = appended_values(conversation_id, cs, now)  # as the general path writes them
+    tx.run(log.sql, log.bind({**logged, "created_at": now}))
+    if hot.entries:
+        common = entries.bind_common(appended_values(conversation_id, cs, now))  # as the general path writes them
         try:
-            cursor.run_many(entries.sql, [entries.bind({**common, **entry_values(e)}) for e in cs.appends])
+            tx.run_many(entries.sql, [entries.bind_row(common, values) for values in hot.entries])
         except IntegrityError as exc:
             raise duplicate_appends(cs) from exc
     if cs.reduction is not None:
         red = cs.reduction
         try:
-            cursor.run(
+            tx.run(
                 reduction.sql,
                 reduction.bind(
                     {"conversation_id": conversation_id, **red.model_dump(exclude={"session_id", "agent_id"})}
@@ -200,20 +307,24 @@ def apply_sqlite(conn: Connection, cs: Changeset, now: datetime) -> int | None:
         except IntegrityError as exc:
             raise DuplicateEntry(f"reduction {red.reduction_id} is already recorded in this conversation") from exc
         params.update({"p_conversation_id": conversation_id, "p_reduction_id": red.reduction_id})
-        cursor.run(eviction.sql, eviction.bind(params))
+        tx.run(eviction.sql, eviction.bind(params))
     return cs.new_version
 
 
-class _RawCursor:
-    """The driver's own cursor on the caller's connection, inside its transaction."""
+class HotTransaction:
+    """The driver's own cursor on a pooled connection inside ``BEGIN``; driver errors come out as SQLAlchemy's."""
 
-    __slots__ = ("_cursor", "_dbapi")
+    __slots__ = ("_connection", "_cursor", "_dbapi", "committed", "dialect")
 
-    def __init__(self, conn: Connection) -> None:
-        self._dbapi = conn.dialect.loaded_dbapi
-        self._cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    def __init__(self, connection: Any, dbapi: Any, dialect: Dialect) -> None:
+        self._dbapi = dbapi
+        self._connection = connection
+        self._cursor = connection.cursor()
+        self.dialect = dialect
+        self.committed = False
 
     def run(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """Execute one statement; return the cursor for its rows."""
         try:
             self._cursor.execute(sql, params)  # the async adapters return None, not the cursor
         except self._dbapi.Error as exc:
@@ -221,7 +332,23 @@ class _RawCursor:
         return self._cursor
 
     def run_many(self, sql: str, params: list[tuple[Any, ...]]) -> None:
+        """Execute one statement once per parameter tuple."""
         try:
             self._cursor.executemany(sql, params)
         except self._dbapi.Error as exc:
             raise DBAPIError.instance(sql, params, exc, self._dbapi.Error) from exc
+
+    def commit(self) -> None:
+        """Commit the transaction."""
+        try:
+            self._connection.commit()
+        except self._dbapi.Error as exc:
+            raise DBAPIError.instance("COMMIT", (), exc, self._dbapi.Error) from exc
+        self.committed = True
+
+    def close(self) -> None:
+        """Roll back unless committed, and close the cursor (errors here never mask the one being raised)."""
+        with suppress(self._dbapi.Error):
+            if not self.committed:
+                self._connection.rollback()
+            self._cursor.close()

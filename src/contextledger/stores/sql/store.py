@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
+    from contextledger.stores.sql.sqlite_paths import HotChangeset
+
 __all__ = ["SQLStore"]
 
 logger = logging.getLogger(__name__)
@@ -349,9 +351,11 @@ class SQLStore:
                 stayed unreachable, so the outcome could not be read back.
             LedgerClosed: The store was closed.
         """
-        check_storable(changeset)
+        hot = self._hot(changeset)
+        if hot is None:
+            check_storable(changeset)
         with self._gate.call():
-            version = commit_exactly_once(changeset, self._send, self._read_back)
+            version = commit_exactly_once(changeset, lambda cs: self._send(cs, hot), self._read_back)
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset",
             changeset.session_id,
@@ -360,26 +364,42 @@ class SQLStore:
         )
         return version
 
-    def _send(self, changeset: Changeset) -> int:
+    def _hot(self, changeset: Changeset) -> HotChangeset | None:
+        """``changeset`` checked and encoded for the SQLite hot path, or ``None`` when it takes the general path."""
+        if not self._sqlite:
+            return None
+        from contextledger.stores.sql.sqlite_paths import HotChangeset, takes_hot_path
+
+        return HotChangeset(changeset) if takes_hot_path(changeset) else None
+
+    def _send(self, changeset: Changeset, hot: HotChangeset | None = None) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
+        from sqlalchemy.exc import SQLAlchemyError
+
         from contextledger.stores.sql.appends import apply_append, is_append_only
         from contextledger.stores.sql.changes import apply_changeset
-        from contextledger.stores.sql.sqlite_paths import apply_sqlite
+        from contextledger.stores.sql.sqlite_paths import apply_hot, hot_transaction
 
         sent = False
         try:
+            if hot is not None:
+                try:
+                    with hot_transaction(self.engine) as tx:
+                        sent = True
+                        version = apply_hot(tx, hot, utcnow())
+                        if version is not None:
+                            tx.commit()
+                            return version
+                except SQLAlchemyError as exc:
+                    raise self._translate(exc) from exc
+                sent = False  # rolled back, nothing written: the general path applies it or names the error
             if self._one_statement_appends and is_append_only(changeset):
                 with self._autocommit() as conn:
                     sent = True
                     return apply_append(conn, changeset, utcnow())
             with self._transaction(write=True) as conn:
                 sent = True
-                now = utcnow()
-                if self._sqlite:
-                    version = apply_sqlite(conn, changeset, now)
-                    if version is not None:
-                        return version
-                return apply_changeset(conn, changeset, now)
+                return apply_changeset(conn, changeset, utcnow())
         except StoreUnavailable as exc:
             if sent:
                 raise ReplyLost(exc) from exc
