@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "check_text",
     "decode_blocks",
     "decode_shared",
+    "dumps_encoded",
     "encode_blocks",
     "encode_value",
     "freeze_value",
@@ -303,6 +305,40 @@ def decode_shared(value: Any) -> Any:
 def encode_blocks(blocks: Sequence[ContentBlock]) -> list[ContentBlock]:
     """Return a JSON-safe deep copy of ``blocks`` with every ``bytes`` value tagged."""
     return [encode_value(b) for b in blocks]
+
+
+def dumps_encoded(value: Any, *, compact: bool = False) -> str:
+    """The JSON text of :func:`encode_value` (``value``) -- without building that copy when it would equal ``value``.
+
+    Content and metadata are ``dict``/``list`` subclasses holding JSON scalars, so the
+    standard library's C encoder writes them as they are unless something needs the
+    codec: a ``bytes`` value (the encoder refuses it) or a key the codec would escape
+    (such a key ends with the tag, so the tag shows in the text). Then -- and for
+    anything else the encoder refuses -- the text is built from the tagged copy, as
+    before. NaN and infinity are refused either way (``allow_nan=False``).
+
+    Args:
+        value: Content blocks, metadata or another JSON value of a message.
+        compact: Leave out the spaces after separators.
+
+    Raises:
+        TypeError, ValueError: ``value`` holds something JSON has no form for, as
+            ``json.dumps`` raises them.
+    """
+    encoder = _COMPACT if compact else _SPACED
+    try:
+        text = encoder.encode(value)
+    except TypeError:
+        pass  # bytes (tagged below) or a foreign object (refused below)
+    else:
+        if _BYTES_TAG not in text:
+            return text
+    return encoder.encode(encode_value(value))
+
+
+# Built once: json.dumps builds an encoder per call when given any option.
+_SPACED = json.JSONEncoder(allow_nan=False)
+_COMPACT = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 
 
 def decode_blocks(blocks: Sequence[Mapping[str, Any]]) -> list[ContentBlock]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,7 +10,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage
-from contextledger.messages import Message, encode_blocks
+from contextledger.jsonvalues import dumps_encoded
+from contextledger.messages import Message
 from contextledger.records import (
     EntryKind,
     Eviction,
@@ -207,9 +207,10 @@ def check_storable(changeset: Changeset) -> None:
         InvalidMessage: A message, revision or state value cannot be stored as JSON.
     """
     for entry in changeset.appends:
-        _check_json(entry.message.to_record(), f"message {entry.entry_id}")
+        _check_json(entry.message.content, f"message {entry.entry_id}")
+        _check_json(entry.message.metadata, f"message {entry.entry_id}")
     for revision in changeset.revisions:
-        _check_json(encode_blocks(revision.content), f"revised content of {revision.message_id}")
+        _check_json(revision.content, f"revised content of {revision.message_id}")
     if changeset.manager_state is not None:
         _check_json(changeset.manager_state, "manager state")
     if changeset.agent_state is not None:
@@ -218,7 +219,7 @@ def check_storable(changeset: Changeset) -> None:
 
 def _check_json(value: Any, what: str) -> None:
     try:
-        json.dumps(value, allow_nan=False)
+        dumps_encoded(value)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from contextledger.changeset import Changeset
 from contextledger.errors import CorruptRecord, InvalidMessage
-from contextledger.messages import Message, encode_blocks
+from contextledger.jsonvalues import dumps_encoded, encode_value
+from contextledger.messages import Message
 from contextledger.records import ConversationState, HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
 from contextledger.stores.redis.keys import view_score
@@ -48,7 +49,18 @@ def dumps(value: Any) -> str:
             included, as on every other backend).
     """
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # json.dumps would build one per call
+
+
+def _content_text(content: Any) -> str:
+    """:func:`dumps` of the content's JSON-safe blocks (built only when bytes need tagging)."""
+    try:
+        return dumps_encoded(content, compact=True)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
 
@@ -117,23 +129,28 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
         "1" if cs.reduction is not None else "0",
     ]
     for entry in cs.appends:
-        record = entry.message.to_record()
-        content = record.pop("content")
-        record.update(
-            seq=entry.seq, tokens=entry.tokens, created_at=stamp, from_call=cs.from_call, version=cs.new_version
-        )
+        message = entry.message
+        record = {  # the message's record (see Message.to_record) but its content, and the entry's stamps
+            "message_id": message.message_id,
+            "role": message.role,
+            "metadata": encode_value(message.metadata),
+            "seq": entry.seq,
+            "tokens": entry.tokens,
+            "created_at": stamp,
+            "from_call": cs.from_call,
+            "version": cs.new_version,
+        }
         args += [
             _check_id("entry id", entry.entry_id),
             str(view_score(entry.seq, summary=False)),
             dumps(record),
-            dumps(content),
+            _content_text(message.content),
         ]
     args += [_check_id("entry id", entry_id) for entry_id in cs.evict]
     for entry_id, pinned in cs.pins.items():
         args += [_check_id("entry id", entry_id), "1" if pinned else "0"]
     reduction_id = cs.reduction.reduction_id if cs.reduction is not None else None
     for rev in cs.revisions:
-        content = encode_blocks(rev.content)
         row = {
             "session_id": cs.session_id,
             "agent_id": cs.agent_id,
@@ -143,7 +160,7 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             "created_at": stamp,
         }
         tokens = "" if rev.tokens is None else str(rev.tokens)
-        args += [_check_id("message id", rev.message_id), tokens, dumps(content), dumps(row)]
+        args += [_check_id("message id", rev.message_id), tokens, _content_text(rev.content), dumps(row)]
     if cs.summary is not None:
         summary = cs.summary
         args += [

@@ -21,6 +21,7 @@ state fields): :mod:`~contextledger.stores.sql.appends` sends it as one statemen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +41,7 @@ from contextledger.errors import (
     DuplicateEntry,
     EntryNotFound,
 )
+from contextledger.jsonvalues import encode_value
 from contextledger.messages import Message
 from contextledger.records import SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
@@ -169,16 +171,22 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
     return cs.new_version
 
 
-def entry_values(entry: ViewEntry) -> dict[str, Any]:
-    """The columns of an appended entry that come from the entry itself (JSON columns as records)."""
-    record = entry.message.to_record()
+def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> dict[str, Any]:
+    """The columns of an appended entry that come from the entry itself.
+
+    Args:
+        entry: The appended entry.
+        encode: Turns content and metadata into what their JSON columns take: by default
+            the JSON-safe records their bind processor encodes.
+    """
+    message = entry.message
     return {
         "seq": entry.seq,
         "message_id": entry.entry_id,
-        "role": record["role"],
-        "content": record["content"],
-        "metadata": record["metadata"],
-        "pinned": entry.message.pinned,
+        "role": message.role,
+        "content": encode(message.content),
+        "metadata": encode(message.metadata),
+        "pinned": message.pinned,
         "tokens": entry.tokens,
     }
 

@@ -30,7 +30,6 @@ the store translates them exactly as it translates every other statement's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -44,6 +43,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from contextledger.changeset import Changeset
 from contextledger.errors import DuplicateEntry, InvalidMessage
+from contextledger.jsonvalues import dumps_encoded
 from contextledger.records import ViewEntry
 from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
 from contextledger.stores.sql.changes import (
@@ -210,19 +210,16 @@ class HotChangeset:
 
 def _json(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, allow_nan=False)
+        return dumps_encoded(value)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
 
 
 def _entry(entry: ViewEntry) -> dict[str, Any]:
-    values = entry_values(entry)
     try:
-        values["content"] = json.dumps(values["content"], allow_nan=False)
-        values["metadata"] = json.dumps(values["metadata"], allow_nan=False)
+        return entry_values(entry, dumps_encoded)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
-    return values
 
 
 @contextmanager

@@ -1,0 +1,65 @@
+"""``dumps_encoded``: the JSON text of the tagged copy, without the copy when nothing needs tagging.
+
+Every store writes content and metadata with it (the SQLite hot path, the Redis codec,
+the JSON check of every store), so it must give exactly the text of
+``json.dumps(encode_value(value))`` whatever the value holds -- bytes, keys that look like
+the codec's tag, strings that contain it -- and refuse what that refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextledger import Message
+from contextledger.jsonvalues import dumps_encoded, encode_value, freeze_value
+
+TAG = "__contextledger_bytes__"
+
+_keys = st.one_of(st.text(max_size=6), st.sampled_from([TAG, "~" + TAG, "~~" + TAG, "x" + TAG]))
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.sampled_from([TAG, "a" + TAG]),
+    st.binary(max_size=6),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_keys, inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+@given(_values, st.booleans())
+def test_the_text_is_that_of_the_tagged_copy(value: Any, compact: bool) -> None:
+    separators = (",", ":") if compact else None
+    expected = json.dumps(encode_value(value), allow_nan=False, separators=separators)
+    assert dumps_encoded(value, compact=compact) == expected
+    frozen = freeze_value(value, "value")  # what a message holds
+    assert dumps_encoded(frozen, compact=compact) == json.dumps(
+        encode_value(frozen), allow_nan=False, separators=separators
+    )
+
+
+@pytest.mark.parametrize("bad", [math.nan, -math.inf, {1, 2}, object()])
+def test_what_json_cannot_hold_is_refused_like_the_encoder_refuses_it(bad: Any) -> None:
+    value = [{"json": {"x": [bad]}}]
+    with pytest.raises((TypeError, ValueError)) as expected:
+        json.dumps(encode_value(value), allow_nan=False)
+    with pytest.raises(type(expected.value), match=str(expected.value).split(":")[0]):
+        dumps_encoded(value)
+
+
+def test_a_message_with_an_image_is_written_tagged() -> None:
+    message = Message(role="user", content=[{"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}])
+    text = dumps_encoded(message.content)
+    assert TAG in text
+    assert json.loads(text) == encode_value(message.content)
