@@ -3,6 +3,9 @@
 * ``Message.from_record`` reads a stored record without pydantic re-validation; the
   message it builds must equal (values, container types, fields set) the one the
   validating constructor builds, and a record it cannot vouch for must fail the same way.
+* ``message_from_json`` / ``message_from_stored_content`` build that message straight
+  from the stored JSON text, and ``view_entry`` / ``trusted`` build records without
+  validation: the same values, types and fields set, and the same errors for damaged rows.
 * A view derives its facts (tool ids left unpaired, positions, token totals, projected
   input tokens) once and carries them over when a changeset only appends; they must be
   what a view built from scratch computes.
@@ -16,11 +19,22 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from contextledger.errors import InvalidMessage
-from contextledger.jsonvalues import decode_shared
-from contextledger.messages import FrozenDict, FrozenList, Message, decode_blocks
-from contextledger.records import ViewEntry
+from contextledger.errors import CorruptRecord, InvalidMessage
+from contextledger.jsonvalues import MAX_DEPTH, decode_shared
+from contextledger.messages import (
+    FrozenDict,
+    FrozenList,
+    Message,
+    decode_blocks,
+    message_from_json,
+    message_from_stored_content,
+)
+from contextledger.records import ConversationState, Snapshot, ViewEntry, view_entry
+from contextledger.stored import Unusual, load_frozen, load_json_text
+from contextledger.stores.sql import encoding
+from contextledger.trusted import trusted
 from contextledger.view import View
 
 json_scalars = st.one_of(
@@ -119,6 +133,179 @@ def test_from_record_refuses_what_the_constructor_refuses(record: dict[str, Any]
         _validated(record)
     assert type(fast.value) is type(slow.value)
     assert str(fast.value) == str(slow.value)
+
+
+def _same(fast: Message, slow: Message) -> None:
+    """Equal values, the same container types all the way down, the same fields set and order."""
+    assert fast == slow
+    assert type(fast) is type(slow) is Message
+    assert _shape(fast.content) == _shape(slow.content)
+    assert _shape(fast.metadata) == _shape(slow.metadata)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert list(fast.__dict__) == list(slow.__dict__)
+    assert (fast.__pydantic_extra__, fast.__pydantic_private__) == (slow.__pydantic_extra__, slow.__pydantic_private__)
+
+
+def _outcome(build: Any) -> Message | type[BaseException]:
+    try:
+        result: Message = build()
+    except Exception as exc:  # the type is what is compared
+        return type(exc)
+    return result
+
+
+# How each store writes the JSON text: SQLite and the hot path, Redis (compact, bytes);
+# PostgreSQL's (escaped NUL) is checked in the test.
+writers = st.sampled_from(
+    [
+        json.dumps,
+        lambda v: json.dumps(v, separators=(",", ":")),
+        lambda v: json.dumps(v, separators=(",", ":")).encode(),
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages, writers)
+def test_message_from_json_equals_the_validating_constructor(message: Message, write: Any) -> None:
+    record = message.to_record()
+    content, metadata = write(record["content"]), write(record["metadata"])
+    fast = message_from_json(message.message_id, message.role, content, metadata)
+    slow = _validated({**record, "content": json.loads(content), "metadata": json.loads(metadata)})
+    _same(fast, slow)
+    assert fast == message
+    stored = message_from_stored_content({k: v for k, v in record.items() if k != "content"}, content)
+    _same(stored, slow)
+    # PostgreSQL's text is json.loads's unless it holds an escaped string: the store checks that.
+    pg_content, pg_metadata = encoding.dumps(record["content"]), encoding.dumps(record["metadata"])
+    if not encoding.holds_escapes(pg_content) and not encoding.holds_escapes(pg_metadata):
+        _same(message_from_json(message.message_id, message.role, pg_content, pg_metadata), slow)
+
+
+# Arbitrary JSON where a message's content and metadata are stored: valid messages, damaged
+# rows and everything between, written with and without white space around the value.
+any_json = st.recursive(
+    json_scalars | st.sampled_from(["\ud800", "x\u00e9", "__contextledger_bytes__"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=10,
+)
+stored_content = st.one_of(
+    st.lists(blocks, max_size=3).map(
+        lambda b: Message(role="user", content=b or [{"text": ""}]).to_record()["content"]
+    ),
+    st.lists(st.dictionaries(st.sampled_from(["text", "toolUse", "toolResult", "image"]), any_json), max_size=3),
+    any_json,
+)
+json_texts = st.builds(
+    lambda value, pad: pad[0] + json.dumps(value) + pad[1],
+    stored_content,
+    st.sampled_from([("", ""), (" ", ""), ("", "\n"), ("", "x")]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["m", "", "é", "x" * 256, "a\ud800"]),
+    st.sampled_from(["user", "assistant", "bot"]),
+    json_texts,
+    st.one_of(st.none(), st.just("{}"), st.just("null"), st.just("[]"), json_texts),
+)
+def test_message_from_json_gives_or_refuses_what_the_general_path_does(
+    message_id: str, role: str, content: str, metadata: str | None
+) -> None:
+    def general() -> Message:
+        record: dict[str, Any] = {"message_id": message_id, "role": role, "content": json.loads(content)}
+        if metadata is not None:
+            record["metadata"] = json.loads(metadata)
+        return _validated(record)
+
+    fast = _outcome(lambda: message_from_json(message_id, role, content, metadata))
+    slow = _outcome(general)
+    if isinstance(fast, Message) and isinstance(slow, Message):
+        _same(fast, slow)
+    else:
+        assert fast == slow  # the same exception type (InvalidMessage, CorruptRecord, JSONDecodeError)
+
+
+@pytest.mark.parametrize(
+    ("content", "metadata", "error"),
+    [
+        ('[{"text": 1}]', None, InvalidMessage),
+        ("[{}]", None, InvalidMessage),
+        ('[{"toolUse": {"name": "f"}}]', None, InvalidMessage),
+        ('[{"text": "lone \\ud800"}]', None, InvalidMessage),
+        ('{"text": "x"}', None, InvalidMessage),
+        ('[{"text": "x"}]', "[1, 2]", InvalidMessage),
+        ('[{"text": "x"}]', '"meta"', InvalidMessage),
+        ('[{"x": {"__contextledger_bytes__": "not base64!"}}]', None, CorruptRecord),
+        ("[" * (MAX_DEPTH + 2) + "]" * (MAX_DEPTH + 2), None, InvalidMessage),
+        ('[{"text": "x"}', None, json.JSONDecodeError),
+        (b'[{"text": "\xff"}]', None, UnicodeDecodeError),
+    ],
+)
+def test_message_from_json_refuses_damaged_rows_with_the_typed_error(
+    content: str | bytes, metadata: str | None, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as fast:
+        message_from_json("m", "user", content, metadata)
+    slow = _outcome(lambda: _validated({"message_id": "m", "role": "user", "content": json.loads(content)}))
+    if metadata is None:
+        assert type(fast.value) is slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_json)
+def test_load_json_text_freezes_what_json_loads_parses(value: Any) -> None:
+    text = json.dumps(value)
+    fast = _outcome(lambda: load_json_text(text))
+    slow = _outcome(lambda: load_frozen(json.loads(text)))
+    assert (_shape(fast) if not isinstance(fast, type) else fast) == (
+        _shape(slow) if not isinstance(slow, type) else slow
+    )
+    with pytest.raises(Unusual):
+        load_json_text(" " + text)
+
+
+def _record_attributes(record: Any) -> tuple[Any, ...]:
+    return (
+        type(record),
+        list(record.__dict__.items()),
+        record.__pydantic_fields_set__,
+        record.__pydantic_extra__,
+        record.__pydantic_private__,
+    )
+
+
+def test_trusted_builds_what_model_construct_builds() -> None:
+    message = Message.user("hi")
+    entry = {"entry_id": "e", "kind": "summary", "seq": 3, "message": message, "tokens": 7}
+    state = ConversationState(session_id="s", agent_id="a")
+    for model, values in (
+        (Message, dict(message.__dict__)),
+        (ViewEntry, entry),
+        (Snapshot, {"state": state, "entries": ()}),
+    ):
+        assert _record_attributes(trusted(model, dict(values))) == _record_attributes(model.model_construct(**values))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(st.text(max_size=3), st.integers(0, 3), st.none()),
+    st.sampled_from(["message", "summary", "other", 1]),
+    st.one_of(st.integers(-3, 3), st.booleans(), st.text(max_size=2), st.floats(0, 2)),
+    st.one_of(st.integers(0, 9), st.just("4"), st.none()),
+)
+def test_view_entry_equals_the_validating_constructor(entry_id: Any, kind: Any, seq: Any, tokens: Any) -> None:
+    message = Message.user("q")
+    try:
+        slow = ViewEntry(entry_id=entry_id, kind=kind, seq=seq, message=message, tokens=tokens)
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            view_entry(entry_id, kind, seq, message, tokens)
+        return
+    fast = view_entry(entry_id, kind, seq, message, tokens)
+    assert _record_attributes(fast) == _record_attributes(slow)
+    assert fast.message is message
 
 
 def _entries(start: int, specs: list[tuple[str, str, int]]) -> list[ViewEntry]:

@@ -20,6 +20,7 @@ always equal.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
@@ -27,15 +28,12 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contextledger.errors import ContextLedgerError, InvalidMessage
-from contextledger.jsonvalues import (  # the codec's private parts: the fast restore path below
-    _BYTES_TAG,
-    _ESCAPED_TAG,
+from contextledger.jsonvalues import (
     MAX_DEPTH,
     MAX_ID_LENGTH,
     ContentBlock,
     FrozenDict,
     FrozenList,
-    _decode_bytes,
     check_id,
     check_text,
     decode_blocks,
@@ -47,6 +45,8 @@ from contextledger.jsonvalues import (  # the codec's private parts: the fast re
     thaw,
     too_long,
 )
+from contextledger.stored import Unusual, check_block, record_fields, stored_content_fields, text_fields
+from contextledger.trusted import trusted
 
 __all__ = [
     "LINKS_KEY",
@@ -63,6 +63,8 @@ __all__ = [
     "check_text",
     "decode_blocks",
     "encode_blocks",
+    "message_from_json",
+    "message_from_stored_content",
     "new_message_id",
     "normalize_json",
     "thaw",
@@ -140,7 +142,7 @@ class Message(BaseModel):
         for block in value:
             if not isinstance(block, Mapping) or not block:
                 raise ValueError(f"content block must be a non-empty mapping, got {block!r}")
-            _check_block(block)
+            check_block(block)
         return value
 
     @field_validator("content", mode="after")
@@ -298,8 +300,8 @@ class Message(BaseModel):
         stores hand it freshly decoded JSON, which is then not copied a second time.
         """
         try:
-            return _load_record(record)
-        except (_Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return trusted(Message, record_fields(record))
+        except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             pass  # anything unusual takes the validating path, which reports it
         content = record["content"]
         return cls(
@@ -371,86 +373,43 @@ class Message(BaseModel):
         return usage if isinstance(usage, Mapping) else None
 
 
-_ROLES = frozenset(("system", "user", "assistant"))
+def message_from_json(message_id: str, role: str, content: str | bytes, metadata: str | bytes | None = None) -> Message:
+    """:meth:`Message.from_record` of a stored record whose content and metadata are still JSON text.
 
+    Gives exactly what ``Message.from_record({"message_id": message_id, "role": role,
+    "content": json.loads(content), "metadata": json.loads(metadata)})`` gives (no
+    metadata reads as ``{}``), parsing and freezing the text in one pass and building
+    the message without re-validation when the text is what the stores write (see
+    :func:`~contextledger.stored.load_json_text`); anything else takes that
+    general path, which reports it.
 
-class _Unusual(Exception):
-    """A stored value the fast restore path leaves to the validating constructor."""
-
-
-def _load_json(value: Any, depth: int) -> Any:
-    """Freshly parsed JSON decoded (tagged bytes) and frozen in one walk, as validation would.
-
-    Raises :class:`_Unusual` (or any error) for whatever the validating constructor
-    must judge: non-JSON types, nesting deeper than :data:`MAX_DEPTH`.
+    Raises:
+        InvalidMessage: The record is not a valid message (as the constructor raises it).
+        ValueError: A text is not JSON (``json.JSONDecodeError``).
     """
-    kind = type(value)
-    if kind is str:
-        return value if value.isascii() else check_text(value)
-    if kind is dict:
-        if len(value) == 1 and _BYTES_TAG in value:
-            return _decode_bytes(value[_BYTES_TAG])
-        if depth >= MAX_DEPTH:
-            raise _Unusual
-        return FrozenDict({_load_key(k): _load_json(v, depth + 1) for k, v in value.items()})
-    if kind is list:
-        if depth >= MAX_DEPTH:
-            raise _Unusual
-        return FrozenList([_load_json(v, depth + 1) for v in value])
-    if kind is int or kind is float or kind is bool or value is None:
-        return value
-    raise _Unusual
+    try:
+        return trusted(Message, text_fields(message_id, role, content, metadata))
+    except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        pass  # anything unusual takes the general path, which reports it
+    record = {"message_id": message_id, "role": role, "content": json.loads(content)}
+    return Message.from_record(record if metadata is None else {**record, "metadata": json.loads(metadata)})
 
 
-def _load_key(key: Any) -> str:
-    if type(key) is not str:
-        raise _Unusual
-    if key.startswith("~") and _ESCAPED_TAG.fullmatch(key):
-        key = key[1:]
-    return key if key.isascii() else check_text(key)
+def message_from_stored_content(record: Mapping[str, Any], content: str | bytes) -> Message:
+    """``Message.from_record({**record, "content": json.loads(content)})``: a record whose content is still JSON text.
 
+    The content is parsed and frozen in one pass as :func:`message_from_json` does.
 
-def _load_record(record: Mapping[str, Any]) -> Message:
-    """:meth:`Message.from_record` for a record that is what the codec writes, without re-validation.
-
-    A store's rows were validated when they were written; this walk decodes and freezes
-    them exactly as the constructor would and checks the shape the ledger relies on
-    (role, blocks, tool ids). Anything else raises, and the caller takes the validating
-    constructor, which reports it.
+    Raises:
+        InvalidMessage: The record is not a valid message (as the constructor raises it).
+        ValueError: ``content`` is not JSON (``json.JSONDecodeError``).
+        KeyError: The record has no ``message_id`` or ``role``.
     """
-    message_id, role, content = record["message_id"], record["role"], record["content"]
-    metadata = record.get("metadata") or {}
-    if type(message_id) is not str or not message_id or not message_id.isascii() or role not in _ROLES:
-        raise _Unusual
-    if len(message_id) > MAX_ID_LENGTH:  # only a record changed outside the library: the constructor reports it
-        raise _Unusual
-    if type(content) is not list or type(metadata) is not dict:
-        raise _Unusual
-    blocks = _load_json(content, 0)
-    for block in blocks:
-        if type(block) is not FrozenDict or not block:
-            raise _Unusual
-        _check_block(block)
-    return Message.model_construct(message_id=message_id, role=role, content=blocks, metadata=_load_json(metadata, 0))
-
-
-def _check_block(block: Mapping[str, Any]) -> None:
-    """Reject the known block kinds whose shape the ledger relies on (tool pairing, text)."""
-    if "text" in block and not isinstance(block["text"], str):
-        raise ValueError(f"a text block holds a string, got {type(block['text']).__name__}")
-    for kind in ("toolUse", "toolResult"):
-        if kind not in block:
-            continue
-        body = block[kind]
-        if not isinstance(body, Mapping):
-            raise ValueError(f"a {kind} block holds a mapping, got {type(body).__name__}")
-        tool_use_id = body.get("toolUseId")
-        if not isinstance(tool_use_id, str) or not tool_use_id:
-            raise ValueError(f"a {kind} block needs a non-empty string toolUseId, got {tool_use_id!r}")
-        if kind == "toolResult" and not isinstance(body.get("content", []), list):
-            raise ValueError(f"the content of toolResult {tool_use_id!r} must be a list of content blocks")
-        if kind == "toolResult" and body.get("status", "success") not in ("success", "error"):
-            raise ValueError(f"toolResult {tool_use_id!r}: status is 'success' or 'error', got {body['status']!r}")
+    try:
+        return trusted(Message, stored_content_fields(record, content))
+    except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        pass  # anything unusual takes the general path, which reports it
+    return Message.from_record({**record, "content": json.loads(content)})
 
 
 def _describe_validation_error(exc: ValidationError) -> str:

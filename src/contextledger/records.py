@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contextledger.messages import Message, normalize_json
+from contextledger.trusted import trusted
 
 __all__ = [
     "TRIGGERS",
@@ -34,6 +35,7 @@ __all__ = [
     "in_commit_order",
     "new_id",
     "utcnow",
+    "view_entry",
 ]
 
 Trigger = Literal["per_turn", "proactive", "reactive", "end_of_invocation", "manual", "restore", "import"]
@@ -84,6 +86,30 @@ class ViewEntry(BaseModel):
     def pinned(self) -> bool:
         """Whether the entry itself is pinned (partners are resolved by the view)."""
         return self.message.pinned
+
+
+def view_entry(entry_id: Any, kind: Any, seq: Any, message: Any, tokens: Any) -> ViewEntry:
+    """``ViewEntry(entry_id=..., kind=..., seq=..., message=..., tokens=...)`` as a store builds it from a row.
+
+    A row written by the library has exactly the fields' types, and validating them
+    would change nothing (a message is taken as it is either way), so such a row is
+    built directly; anything else is validated, and refused as the constructor refuses it.
+
+    Raises:
+        pydantic.ValidationError: A value the entry cannot hold.
+    """
+    if (
+        type(entry_id) is str
+        and type(seq) is int
+        and type(tokens) is int
+        and (kind == "message" or kind == "summary")
+        and type(kind) is str
+        and isinstance(message, Message)
+    ):
+        return trusted(
+            ViewEntry, {"entry_id": entry_id, "kind": kind, "seq": seq, "message": message, "tokens": tokens}
+        )
+    return ViewEntry(entry_id=entry_id, kind=kind, seq=seq, message=message, tokens=tokens)
 
 
 class ConversationState(BaseModel):

@@ -24,11 +24,23 @@ import json
 import re
 from typing import Any
 
-__all__ = ["Undecodable", "dumps", "escape", "loads", "register_nul_adapters", "tolerant_loads", "unescape"]
+__all__ = [
+    "ESCAPED_MARK_JSON",
+    "MARK",
+    "Undecodable",
+    "dumps",
+    "escape",
+    "holds_escapes",
+    "loads",
+    "register_nul_adapters",
+    "tolerant_loads",
+    "unescape",
+]
 
 MARK = "\ufdd0"
 _UNESCAPE = re.compile(MARK + "(.)", re.DOTALL)
-_ESCAPED_MARK_JSON = "\\ufdd0"  # how json.dumps (ensure_ascii) writes the marker
+ESCAPED_MARK_JSON = "\\ufdd0"
+"""How ``json.dumps`` (``ensure_ascii``) writes the marker inside JSON text."""
 
 
 def escape(value: str) -> str:
@@ -58,16 +70,21 @@ def _walk(value: Any, convert: Any) -> Any:
 def dumps(value: Any) -> str:
     """JSON text for a PostgreSQL ``json``/``jsonb`` column, every string escaped."""
     text = json.dumps(value)
-    if "\\u0000" not in text and _ESCAPED_MARK_JSON not in text:
+    if "\\u0000" not in text and ESCAPED_MARK_JSON not in text:
         return text  # the common case: nothing to escape, no walk
     return json.dumps(_walk(value, escape))
+
+
+def holds_escapes(text: str) -> bool:
+    """Whether JSON text read from PostgreSQL may hold an escaped string (else :func:`loads` is ``json.loads``)."""
+    return MARK in text or ESCAPED_MARK_JSON in text
 
 
 def loads(text: str | bytes) -> Any:
     """Parse JSON written by :func:`dumps`."""
     raw = text if isinstance(text, str) else bytes(text).decode("utf-8")
     value = json.loads(raw)
-    if MARK not in raw and _ESCAPED_MARK_JSON not in raw:
+    if not holds_escapes(raw):
         return value
     return _walk(value, unescape)
 

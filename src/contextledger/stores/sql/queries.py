@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +35,7 @@ from contextledger.records import (
     Trigger,
 )
 from contextledger.stores.base import AppendedBy, decoding, preview
-from contextledger.stores.sql import window
+from contextledger.stores.sql import encoding, window
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
     ConversationRow,
@@ -85,7 +86,29 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
         return None
     messages = conn.execute(reads.active_messages, {"conversation_id": row.id}).all()
     summaries = conn.execute(reads.active_summaries, {"conversation_id": row.id}).all()
-    return window.snapshot(row._mapping, messages, summaries, session_id=session_id, agent_id=agent_id)
+    loads, escaped = _json_text_decoding(conn)
+    return window.snapshot(
+        row._mapping, messages, summaries, session_id=session_id, agent_id=agent_id, loads=loads, escaped=escaped
+    )
+
+
+def _json_text_decoding(conn: Connection) -> tuple[Callable[[Any], Any], Callable[[str], bool] | None]:
+    """How the engine decodes its JSON columns, for the JSON text a restore reads.
+
+    The store's own deserializers are ``json.loads`` on text that holds no escaped
+    string (PostgreSQL: see :mod:`.encoding`); one an application configured decodes
+    every row itself.
+    """
+    loads: Callable[[Any], Any] = getattr(conn.dialect, "_json_deserializer", None) or json.loads
+    if loads is encoding.tolerant_loads:
+        return loads, encoding.holds_escapes
+    if loads is encoding.tolerant_sqlite_loads or loads is json.loads:
+        return loads, None
+    return loads, _always
+
+
+def _always(text: str) -> bool:
+    return True
 
 
 def _history_columns() -> tuple[Any, ...]:

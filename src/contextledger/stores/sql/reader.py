@@ -15,7 +15,8 @@ engine's path: create and migrate, or raise ``SchemaOutOfDate``.
 
 The reads are :mod:`~contextledger.stores.sql.window`'s SQL text; values are decoded as
 the engine decodes them (JSON as :func:`~contextledger.stores.sql.encoding.tolerant_sqlite_loads`,
-timestamps as aware UTC), so both paths build equal snapshots.
+the messages' by :func:`~contextledger.stores.sql.window.snapshot`, timestamps as aware
+UTC), so both paths build equal snapshots.
 """
 
 from __future__ import annotations
@@ -147,11 +148,9 @@ class SQLiteReader:
                 state[name] = _json(state[name])
             for name in _TIMESTAMPS:
                 state[name] = _utc(state[name])
-        decoded = [
-            (message_id, seq, role, _json(content), _json(meta), tokens)
-            for message_id, seq, role, content, meta, tokens in messages
-        ]
-        return window.snapshot(state, decoded, summaries, session_id=session_id, agent_id=agent_id)
+        return window.snapshot(
+            state, messages, summaries, session_id=session_id, agent_id=agent_id, loads=tolerant_sqlite_loads
+        )
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
         """A driver error as the library's error, worded like the engine's (see ``engine.translate``)."""

@@ -12,16 +12,17 @@ snapshots. This module imports no SQLAlchemy at import time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
-from contextledger.messages import Message
-from contextledger.records import ConversationState, EntryKind, Reduction, Revision, Snapshot, SummaryEntry, ViewEntry
+from contextledger.messages import Message, message_from_json
+from contextledger.records import ConversationState, Reduction, Revision, Snapshot, SummaryEntry, ViewEntry, view_entry
 from contextledger.stores.base import decoding
+from contextledger.trusted import trusted
 
 if TYPE_CHECKING:
     from sqlalchemy import Select
@@ -77,7 +78,7 @@ class Statements(NamedTuple):
 @cache
 def statements() -> Statements:
     """The three statements, built once (a restore then only binds and executes them)."""
-    from sqlalchemy import bindparam, select
+    from sqlalchemy import Text, bindparam, cast, select
 
     from contextledger.stores.sql.models import ConversationRow, EntryRow, SummaryRow
 
@@ -85,12 +86,14 @@ def statements() -> Statements:
         state=select(*(ConversationRow.__table__.c[name] for name in STATE_COLUMNS)).where(
             ConversationRow.session_id == bindparam("session_id"), ConversationRow.agent_id == bindparam("agent_id")
         ),
+        # The JSON columns as text (no decode by the driver or the engine): the
+        # snapshot parses each once, into the message (see snapshot()).
         active_messages=select(
             EntryRow.message_id,
             EntryRow.seq,
             EntryRow.role,
-            EntryRow.content,
-            EntryRow.metadata_.label("meta"),
+            cast(EntryRow.content, Text).label("content"),
+            cast(EntryRow.metadata_, Text).label("meta"),
             EntryRow.tokens,
         )
         .where(EntryRow.conversation_id == bindparam("conversation_id"), EntryRow.status == "active")
@@ -159,11 +162,8 @@ def _state(state: Mapping[Any, Any], session_id: str, agent_id: str) -> Conversa
     return record(ConversationState, state, session_id=session_id, agent_id=agent_id)
 
 
-def _entry(entry_id: Any, kind: EntryKind, seq: Any, message: Message, tokens: Any) -> ViewEntry:
-    """A view entry; like :func:`_state`, validated only when a column has an unexpected type."""
-    if type(entry_id) is str and type(seq) is int and type(tokens) is int:
-        return ViewEntry.model_construct(entry_id=entry_id, kind=kind, seq=seq, message=message, tokens=tokens)
-    return ViewEntry(entry_id=entry_id, kind=kind, seq=seq, message=message, tokens=tokens)
+def _decoded(loads: Callable[[Any], Any], text: Any) -> Any:
+    return None if text is None else loads(text)
 
 
 def snapshot(
@@ -173,11 +173,17 @@ def snapshot(
     *,
     session_id: str,
     agent_id: str,
+    loads: Callable[[Any], Any],
+    escaped: Callable[[str], bool] | None = None,
 ) -> Snapshot:
-    """The snapshot of a restore's rows, in the column orders of the reads above (JSON decoded).
+    """The snapshot of a restore's rows, in the column orders of the reads above.
 
-    Rows are decoded as :meth:`Message.from_record` decodes them: what the library
-    wrote is taken without a second validation, anything else is validated.
+    The messages' content and metadata come as the JSON text stored, and are parsed
+    once, into the message (:func:`~contextledger.messages.message_from_json`): what
+    the library wrote is taken without a second validation. When a row is anything
+    else, or ``escaped`` says some text needs the store's own decoding, every row is
+    decoded with ``loads`` (the engine's JSON deserializer) and validated, as the
+    engine's JSON columns would have decoded it.
 
     Raises:
         CorruptRecord: A row cannot be decoded (named by table and id).
@@ -185,31 +191,34 @@ def snapshot(
     conversation = _state(state, session_id, agent_id)
     try:
         # One guard for the whole window; a damaged row is then located row by row below.
+        if escaped is not None and any(escaped(text) for row in messages for text in row[3:5] if text is not None):
+            raise ValueError("escaped text: decoded by the store")
         entries = [
-            _entry(
-                message_id,
-                "message",
-                seq,
-                Message.from_record({"message_id": message_id, "role": role, "content": content, "metadata": meta}),
-                tokens,
-            )
+            view_entry(message_id, "message", seq, message_from_json(message_id, role, content, meta), tokens)
             for message_id, seq, role, content, meta, tokens in messages
         ]
     except Exception:  # re-raised as CorruptRecord, located, by message() below
         entries = [
-            ViewEntry(entry_id=message_id, seq=seq, message=message(message_id, role, content, meta), tokens=tokens)
+            ViewEntry(
+                entry_id=message_id,
+                seq=seq,
+                message=message(message_id, role, _decoded(loads, content), _decoded(loads, meta)),
+                tokens=tokens,
+            )
             for message_id, seq, role, content, meta, tokens in messages
         ]
-    entries += [
-        _entry(
-            summary_id,
-            "summary",
-            seq,
-            Message.from_record({"message_id": summary_id, "role": "user", "content": [{"text": text}]}),
-            tokens,
-        )
-        for summary_id, seq, text, tokens in summaries
-    ]
-    # A stable sort keeps insertion order among equal seqs, as the memory store does.
-    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
-    return Snapshot.model_construct(state=conversation, entries=tuple(entries))
+    if summaries := list(summaries):
+        entries += [
+            view_entry(
+                summary_id,
+                "summary",
+                seq,
+                Message.from_record({"message_id": summary_id, "role": "user", "content": [{"text": text}]}),
+                tokens,
+            )
+            for summary_id, seq, text, tokens in summaries
+        ]
+        # A stable sort keeps insertion order among equal seqs, as the memory store does
+        # (the messages alone come in that order already).
+        entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
+    return trusted(Snapshot, {"state": conversation, "entries": tuple(entries)})
