@@ -19,8 +19,17 @@ from typing import Any
 from contextledger.changeset import Changeset
 from contextledger.errors import CorruptRecord, InvalidMessage
 from contextledger.jsonvalues import dumps_encoded, encode_value
-from contextledger.messages import Message
-from contextledger.records import ConversationState, HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry
+from contextledger.messages import Message, message_from_stored_content
+from contextledger.records import (
+    ConversationState,
+    HistoryEntry,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    ViewEntry,
+    view_entry,
+)
+from contextledger.stored import Unusual, parse_json_text
 from contextledger.stores.base import decoding
 from contextledger.stores.redis.keys import view_score
 
@@ -36,6 +45,7 @@ __all__ = [
     "revision_from",
     "summary_from",
     "text",
+    "view_entry_of",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -263,7 +273,7 @@ class MessageRow:
 
     def view_entry(self) -> ViewEntry:
         """The row as an entry of the active view."""
-        return ViewEntry(entry_id=self.entry_id, seq=self.seq, message=self.message, tokens=self.tokens)
+        return view_entry(self.entry_id, "message", self.seq, self.message, self.tokens)
 
     def history_entry(self, session_id: str, agent_id: str) -> HistoryEntry:
         """The row as a history entry."""
@@ -281,6 +291,39 @@ class MessageRow:
             from_call=self.from_call,
             version=self.version,
         )
+
+
+def view_entry_of(
+    entry_id: str, record: bytes, content: bytes, pin: bytes | None, tokens: bytes | None, where: str
+) -> ViewEntry:
+    """The view entry of an active message: ``MessageRow.decode(...).view_entry()`` in fewer steps.
+
+    A restore reads many; each value is decoded and checked as :meth:`MessageRow.decode`
+    does, without building the row. Anything that fails is decoded again by
+    :meth:`MessageRow.decode`, which reports it.
+
+    Raises:
+        CorruptRecord: The record, content or a mutable field is damaged.
+    """
+    try:
+        try:
+            base = parse_json_text(record)
+        except Unusual:
+            base = json.loads(record)
+        message = message_from_stored_content(base, content)
+        if pin is not None:
+            message = message.with_pin(pin == b"1")
+        # Checked as MessageRow.decode checks them, though a view entry holds none of them.
+        datetime.fromisoformat(base["created_at"])
+        int(base.get("from_call", 0))
+        int(base.get("version", 0))
+        return view_entry(
+            entry_id, "message", int(base["seq"]), message, int(tokens) if tokens is not None else int(base["tokens"])
+        )
+    except Exception:  # reported, located, by the general decode below
+        mut = {f"p|{entry_id}": pin, f"t|{entry_id}": tokens}
+        present = {k: v for k, v in mut.items() if v is not None}
+        return MessageRow.decode(entry_id, record, content, present, where).view_entry()
 
 
 def summary_from(raw: bytes, mut: Mapping[str, bytes], where: str = "summary") -> SummaryEntry:

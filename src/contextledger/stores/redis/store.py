@@ -38,13 +38,13 @@ from contextledger.records import (
     Tombstone,
     ViewEntry,
     utcnow,
+    view_entry,
 )
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.redis import erasure, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
-    MessageRow,
     commit_args,
     decode_state,
     flat_hash,
@@ -52,12 +52,14 @@ from contextledger.stores.redis.codec import (
     revision_from,
     summary_from,
     text,
+    view_entry_of,
 )
 from contextledger.stores.redis.connect import UNAVAILABLE, RedisClient, connect, mask_password, one_line, translated
 from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.index import most_recent, relist_recreated, session_infos
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
 from contextledger.stores.redis.queries import RedisQueries
+from contextledger.trusted import trusted
 from contextledger.urls import mask, parse_redis
 
 __all__ = ["RedisStore", "mask_password"]
@@ -215,10 +217,7 @@ class RedisStore(RedisQueries):
                 record, content = records[i], contents[i]
                 if record is None or content is None:
                     raise StoreError(f"active entry {entry_id} of {session_id}/{agent_id} has no stored record")
-                mut = {f"p|{entry_id}": muts[2 * i], f"t|{entry_id}": muts[2 * i + 1]}
-                present = {k: v for k, v in mut.items() if v is not None}
-                row = MessageRow.decode(entry_id, record, content, present, keys.msg)
-                entries.append(row.view_entry())
+                entries.append(view_entry_of(entry_id, record, content, muts[2 * i], muts[2 * i + 1], keys.msg))
             else:
                 raw = summaries[summary_index]
                 summary_index += 1
@@ -226,15 +225,10 @@ class RedisStore(RedisQueries):
                     raise StoreError(f"active summary {entry_id} of {session_id}/{agent_id} has no stored record")
                 summary = summary_from(raw, {}, keys.sum)
                 entries.append(
-                    ViewEntry(
-                        entry_id=summary.summary_id,
-                        kind="summary",
-                        seq=summary.seq,
-                        message=summary.to_message(),
-                        tokens=summary.tokens,
-                    )
+                    view_entry(summary.summary_id, "summary", summary.seq, summary.to_message(), summary.tokens)
                 )
-        return Snapshot(state=state, entries=tuple(entries))
+        # Every part is a record already: the snapshot is not validated again.
+        return trusted(Snapshot, {"state": state, "entries": tuple(entries)})
 
     def entries(
         self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
