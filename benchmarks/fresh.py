@@ -5,10 +5,14 @@
     python benchmarks/fresh.py --against ../old/src  # also run another source tree, interleaved
 
 Each round starts one interpreter per contender, interleaved: ``python -c pass`` (the
-floor), the child below, and with ``--against`` the same child on another checkout's
-``src`` (put first on ``PYTHONPATH``). Prints the median and the fastest wall time of
-each, and which heavy packages the child imported. Bytecode is cached (a warm-up round
-runs first, with ``PYTHONDONTWRITEBYTECODE`` removed from the children's environment).
+interpreter's floor), ``from pydantic import BaseModel`` (pydantic's own import: the
+floor of any restore that builds the library's records), the child below, and with
+``--against`` the same child on another checkout's ``src`` (put first on
+``PYTHONPATH``). Prints the median and the fastest wall time of each, which heavy
+packages the child imported, and the medians of the child's phases as it times them
+itself: import, connect, open the conversation, read its context. Bytecode is cached
+(a warm-up round runs first, with ``PYTHONDONTWRITEBYTECODE`` removed from the
+children's environment).
 """
 
 from __future__ import annotations
@@ -26,14 +30,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CHILD = """
-import sys
+import json, sys, time
+t0 = time.perf_counter()
 from contextledger import Ledger
+t1 = time.perf_counter()
 ledger = Ledger.connect(sys.argv[1])
-messages = ledger.conversation(sys.argv[3], "agent").messages
+t2 = time.perf_counter()
+conversation = ledger.conversation(sys.argv[3], "agent")
+t3 = time.perf_counter()
+messages = conversation.messages
+t4 = time.perf_counter()
 ledger.close()
 assert len(messages) == int(sys.argv[2]), len(messages)
 print({m: m in sys.modules for m in ("sqlalchemy", "alembic", "pydantic")})
+phases = {"import": t1 - t0, "connect": t2 - t1, "open": t3 - t2, "read": t4 - t3}
+print(json.dumps({name: seconds * 1000 for name, seconds in phases.items()}))
 """
+FLOOR = "from pydantic import BaseModel"
 
 
 def build(path: Path, session: str, entries: int, window: int) -> None:
@@ -64,24 +77,32 @@ def main() -> None:
         child = [sys.executable, "-c", CHILD, f"sqlite:///{db}", str(args.window), args.session]
         contenders: dict[str, tuple[list[str], dict[str, str]]] = {
             "python -c pass": ([sys.executable, "-c", "pass"], env),
+            f"python -c '{FLOOR}'": ([sys.executable, "-c", FLOOR], env),
             "contextledger": (child, env),
         }
         if args.against is not None:
             other = {**env, "PYTHONPATH": str(args.against.resolve())}
             contenders[f"contextledger ({args.against})"] = (child, other)
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        phases: dict[str, dict[str, list[float]]] = {name: {} for name in contenders}
         imported: dict[str, str] = {}
         for round_ in range(args.rounds + 1):  # round 0 warms the bytecode caches
             for name, (argv, child_env) in contenders.items():
                 started = time.perf_counter()
                 done = subprocess.run(argv, env=child_env, capture_output=True, text=True, check=True)
+                lines = done.stdout.strip().splitlines()
                 if round_:
                     times[name].append(time.perf_counter() - started)
-                imported[name] = done.stdout.strip()
+                    if len(lines) > 1:
+                        for phase, ms in json.loads(lines[1]).items():
+                            phases[name].setdefault(phase, []).append(ms)
+                imported[name] = lines[0] if lines else ""
         print(f"fresh restore of a {args.window}-message window over {args.entries:,} entries, {args.rounds} rounds")
         for name, samples in times.items():
             line = f"{name:40s} median {statistics.median(samples) * 1000:7.1f} ms  min {min(samples) * 1000:7.1f} ms"
             print(f"{line}  {imported[name]}" if imported[name] else line)
+            if phases[name]:
+                print(" " * 4 + ", ".join(f"{p} {statistics.median(v):.1f} ms" for p, v in phases[name].items()))
         print(json.dumps({name: round(statistics.median(s) * 1000, 1) for name, s in times.items()}))
 
 

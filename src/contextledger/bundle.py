@@ -40,7 +40,8 @@ class ConversationRecords(BaseModel):
         tombstones: What was erased or pruned.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use (export, import, copy), not at import: a restore never needs it.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     state: ConversationState
     messages: tuple[HistoryEntry, ...] = ()

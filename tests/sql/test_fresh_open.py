@@ -74,6 +74,36 @@ def test_a_fresh_process_restores_without_sqlalchemy_or_alembic(sqlite_url: str)
     assert result == {"texts": texts, "loaded": []}
 
 
+def test_a_fresh_restore_builds_no_validator(sqlite_url: str) -> None:
+    # Rows the library wrote are restored without validation, so a fresh process builds
+    # no pydantic validator for any record (each is built on first use, never at import).
+    texts = _ledger(sqlite_url)
+    code = """
+    import json, sys
+    from contextledger import Ledger
+    from pydantic import BaseModel
+    from pydantic._internal._mock_val_ser import MockValSer
+
+    ledger = Ledger.connect(sys.argv[1])
+    messages = ledger.conversation("s", "agent").messages
+    ledger.close()
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    built = sorted(
+        f"{model.__module__}.{model.__qualname__}"
+        for model in subclasses(BaseModel)
+        if model.__module__.startswith("contextledger")
+        and not isinstance(model.__dict__.get("__pydantic_validator__"), MockValSer)
+    )
+    print(json.dumps({"texts": [m.plain_text for m in messages], "built": built}))
+    """
+    assert _child(code, sqlite_url) == {"texts": texts, "built": []}
+
+
 def test_the_first_write_builds_the_engine(sqlite_url: str) -> None:
     _ledger(sqlite_url)
     code = """
