@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from _protocol import Contender, NotApplicable, turn
+from _servers import maintain
 from contenders._files import tree_bytes
 from contextledger import Ledger, Message, ReductionPlan, SlidingWindowConversationManager
 from contextledger.conversation import Conversation
@@ -39,6 +40,10 @@ def bulk_load(conversation: Conversation, *, total: int, active: int) -> None:
             lambda view: ReductionPlan(strategy="bulk_load", evict=tuple(view.ids[: len(view.ids) - active])),
             trigger="manual",
         )
+        # What autovacuum does after a bulk eviction in a live PostgreSQL database (the raw
+        # driver's contender and restore.py do the same): otherwise the first reads walk
+        # the dead index entries of the evicted rows until autovacuum gets to them.
+        maintain(conversation.store, "VACUUM ANALYZE")
 
 
 class ContextLedger(Contender):
