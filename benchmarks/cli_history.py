@@ -36,7 +36,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 SESSION = "cli-history"
-HEAVY = ("alembic", "uvicorn", "starlette", "jinja2", "contextledger.web", "contextledger.demo", "strands")
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "uvicorn",
+    "starlette",
+    "jinja2",
+    "contextledger.web",
+    "contextledger.demo",
+    "strands",
+)
 
 
 def build(url: str, turns: int) -> None:

@@ -147,6 +147,7 @@ class Run:
     store: LedgerStore
     spec: tuple[str, dict[str, Any]]
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    agent_id: str = "default"
     appended: set[str] = field(default_factory=set)
     pinned: set[str] = field(default_factory=set)
     counter: int = 0
@@ -154,7 +155,7 @@ class Run:
     conv: Conversation = field(init=False)
 
     def __post_init__(self) -> None:
-        self.conv = Conversation(self.store, self.session_id, manager=build_manager(self.spec))
+        self.conv = Conversation(self.store, self.session_id, self.agent_id, manager=build_manager(self.spec))
 
     def append(self, *messages: Message) -> None:
         self.conv.append(*messages)
@@ -198,25 +199,25 @@ class Run:
 
     def reduce(self, trigger: str) -> None:
         view = self.conv.view
-        done = len(self.store.reductions(self.session_id, "default"))
+        done = len(self.store.reductions(self.session_id, self.agent_id))
         self.reduce_by(trigger)
         self.check_rules(view, done)
 
     def check_rules(self, view: View, done: int) -> None:
         """The view rules held for the reduction the step committed, if any."""
-        new = self.store.reductions(self.session_id, "default")[done:]
+        new = self.store.reductions(self.session_id, self.agent_id)[done:]
         if len(new) != 1 or new[0].strategy == "tool_pair_repair":
             return
         summary_id, replaces = new[0].summary_id, tuple[str, ...]()
         if summary_id is not None:
-            (summary,) = [s for s in self.store.summaries(self.session_id, "default") if s.summary_id == summary_id]
+            (summary,) = [s for s in self.store.summaries(self.session_id, self.agent_id) if s.summary_id == summary_id]
             replaces = summary.replaces
         assert rule_violations(view, self.conv.view, summary_id, replaces) == []
         self.reductions += 1
 
     def reduce_by(self, trigger: str) -> None:
         conv, manager = self.conv, self.conv.manager
-        before = len(self.store.reductions(self.session_id, "default"))
+        before = len(self.store.reductions(self.session_id, self.agent_id))
         if trigger == "per_turn":
             if isinstance(manager, SlidingWindowConversationManager):
                 manager.per_turn = True
@@ -236,13 +237,13 @@ class Run:
             try:
                 retry = conv.after_model_call(overflow())
             except ReductionFailed:
-                assert len(self.store.reductions(self.session_id, "default")) == before
+                assert len(self.store.reductions(self.session_id, self.agent_id)) == before
             except ContextWindowOverflowError:
                 assert isinstance(manager, NullConversationManager)
             else:
                 # Reactive must reduce (and ask for a retry) or raise.
                 assert retry is True
-                assert len(self.store.reductions(self.session_id, "default")) == before + 1
+                assert len(self.store.reductions(self.session_id, self.agent_id)) == before + 1
         elif trigger == "end_of_invocation":
             conv.after_invocation()
         else:
@@ -252,14 +253,14 @@ class Run:
             except InvalidPlan:
                 # Refused whole: nothing was written.
                 assert isinstance(manager, ScriptedManager)
-                assert len(self.store.reductions(self.session_id, "default")) == before
+                assert len(self.store.reductions(self.session_id, self.agent_id)) == before
                 assert conv.view.ids == view.ids
 
     def crash(self, host_went_on: bool) -> None:
         # The process dies after the model asked for a tool and before its result was stored.
         self.append(Message.user("start"), Message.tool_use(self.tid(), "slow", {}))
         version = self.conv.version
-        self.conv = Conversation(self.store, self.session_id, manager=build_manager(self.spec))
+        self.conv = Conversation(self.store, self.session_id, self.agent_id, manager=build_manager(self.spec))
         # Opening never writes: the view is still mid-tool.
         assert self.conv.view.dangling_tool_uses()
         assert self.conv.version == version
@@ -267,7 +268,7 @@ class Run:
             # The next real write carries the repair, in the same changeset.
             self.append(Message.user("are you there?"))
             assert self.conv.version == version + 1
-            assert self.store.reductions(self.session_id, "default")[-1].strategy == "tool_pair_repair"
+            assert self.store.reductions(self.session_id, self.agent_id)[-1].strategy == "tool_pair_repair"
         else:
             self.conv.repair_interrupted_tools()
         assert not self.conv.view.dangling_tool_uses()
@@ -296,16 +297,16 @@ class Run:
         assert self.pinned <= set(view)
         assert all(view[p].pinned for p in self.pinned)
         # Nothing is lost: every message is in history, the active ones are exactly the view's.
-        history = {h.message.message_id: h for h in store.history(sid, "default")}
+        history = {h.message.message_id: h for h in store.history(sid, self.agent_id)}
         assert self.appended <= set(history)
         assert {k for k, h in history.items() if h.status == "active"} == {
             e.entry_id for e in conv.view if e.kind == "message"
         }
-        summaries = {s.summary_id: s for s in store.summaries(sid, "default")}
+        summaries = {s.summary_id: s for s in store.summaries(sid, self.agent_id)}
         assert {k for k, s in summaries.items() if s.status == "active"} == {
             e.entry_id for e in conv.view if e.kind == "summary"
         }
-        for reduction in store.reductions(sid, "default"):
+        for reduction in store.reductions(sid, self.agent_id):
             for entry_id in reduction.evicted:
                 assert entry_id in history or entry_id in summaries
                 assert entry_id not in view
@@ -314,7 +315,7 @@ class Run:
                 assert entry_id in history or entry_id in summaries
 
     def check_restore(self) -> None:
-        restored = Conversation(self.store, self.session_id)
+        restored = Conversation(self.store, self.session_id, self.agent_id)
         assert list(restored.view.entries) == list(self.conv.view.entries)
         assert restored.model_call_count == self.conv.model_call_count
         assert restored.version == self.conv.version

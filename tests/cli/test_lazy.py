@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from contextledger import Ledger, Message
+from contextledger import Ledger, Message, SlidingWindowConversationManager
 from contextledger.cli.app import COMMANDS, LedgerGroup, Subcommands, app
 
 from .conftest import Invoke
@@ -70,6 +70,45 @@ def test_history_imports_only_what_a_read_needs(sqlite_ledger: str) -> None:
     assert status == 0
     assert "contextledger.cli.inspector" in modules  # the command did run
     assert _loaded(modules, NOT_FOR_HISTORY) == []
+
+
+@pytest.fixture
+def reduced_ledger(tmp_path: Path) -> tuple[str, str]:
+    """A SQLite ledger whose session has evictions, a reduction and a pin; and the id of its first message."""
+    url = f"sqlite:///{tmp_path / 'reduced.db'}"
+    with Ledger.connect(url) as ledger:
+        conversation = ledger.conversation("s", "a", manager=SlidingWindowConversationManager(window_size=4))
+        for turn in range(6):
+            conversation.append(Message.user(f"question {turn}"), Message.assistant(f"answer {turn}"))
+            conversation.before_model_call()
+        conversation.pin_index(len(conversation.view) - 1, True)
+        conversation.reduce("manual")
+        first = ledger.history("s", "a")[0].message.message_id
+    return url, first
+
+
+# Every command that lists what a ledger holds (show twice: its live view and a past model call's input).
+LISTINGS = [
+    ["sessions"],
+    ["show", "s"],
+    ["show", "s", "--at-call", "2"],
+    ["history", "s"],
+    ["evictions", "s"],
+    ["summaries", "s"],
+    ["reductions", "s"],
+    ["revisions", "s"],
+    ["pins", "s"],
+    ["message", "{first}"],
+]
+
+
+@pytest.mark.parametrize("argv", LISTINGS, ids=" ".join)
+def test_a_listing_of_a_sqlite_file_never_imports_sqlalchemy(reduced_ledger: tuple[str, str], argv: list[str]) -> None:
+    url, first = reduced_ledger
+    status, modules, out = _modules_after([a.format(first=first) for a in argv] + ["--url", url])
+    assert status == 0
+    assert out.strip()  # it did list something
+    assert _loaded(modules, ("sqlalchemy", "alembic")) == []
 
 
 def test_a_typo_and_completion_import_no_other_command() -> None:

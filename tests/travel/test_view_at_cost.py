@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
-
-from sqlalchemy import event
 
 from contextledger import Ledger, Message
 from contextledger.managers import SlidingWindowConversationManager
@@ -13,6 +12,7 @@ from contextledger.records import HistoryEntry
 from contextledger.stores.base import AppendedBy, LedgerStore
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.sql import SQLStore
+from tests.sql.helpers import Capture, capture_reads
 
 TURNS = 300  # 600 messages
 WINDOW = 10
@@ -46,13 +46,6 @@ def test_an_early_call_reads_a_window_not_the_history(store: LedgerStore) -> Non
         return rows
 
     fetched: list[int] = []  # what the database or server sent back, below the store
-    if isinstance(store, SQLStore):
-
-        def rows_of_entries(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-            if "FROM cl_entries" in statement and "message_id IN" in statement:
-                fetched.append(-1)  # one statement; its rows are counted by what entries() returned
-
-        event.listen(store.engine, "after_cursor_execute", rows_of_entries)
     if isinstance(store, RedisStore):
         script = store._entries_script
 
@@ -63,8 +56,14 @@ def test_an_early_call_reads_a_window_not_the_history(store: LedgerStore) -> Non
 
         store._entries_script = counting_script  # type: ignore[assignment]
     store.entries = counting  # type: ignore[method-assign]
-    for call in (1, 2, 3):
-        assert [e.message.plain_text for e in ledger.view_at("long", model_call=call)] == seen[call - 1]
+    statements = Capture()
+    with ExitStack() as stack:
+        if isinstance(store, SQLStore):  # on the SQLite reader or the engine, whichever serves the reads
+            statements = stack.enter_context(capture_reads(store))
+        for call in (1, 2, 3):
+            assert [e.message.plain_text for e in ledger.view_at("long", model_call=call)] == seen[call - 1]
+    # One statement per batch of ids; its rows are counted by what entries() returned.
+    fetched += [-1 for s in statements.work if "FROM cl_entries" in s.sql and "message_id IN" in s.sql]
     assert asked[0] >= 2 * TURNS - WINDOW  # the ids evicted since: what was read before
     assert max(returned) <= WINDOW + 2, returned
     if isinstance(store, RedisStore):

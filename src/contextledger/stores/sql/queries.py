@@ -1,4 +1,9 @@
-"""Read queries over the ledger tables; each runs on a connection the caller owns."""
+"""Read queries over the ledger tables; each runs on a connection the caller owns.
+
+These are the SQLAlchemy statements every engine runs; on a SQLite file opened by its
+reader the listings run as SQL text instead (:mod:`.reader_queries`). Both hand their
+rows to :mod:`.rows`, which builds the records.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
-from contextledger.messages import Message
 from contextledger.records import (
     Eviction,
     HistoryEntry,
@@ -34,8 +38,8 @@ from contextledger.records import (
     SummaryEntry,
     Trigger,
 )
-from contextledger.stores.base import AppendedBy, decoding, preview
-from contextledger.stores.sql import encoding, window
+from contextledger.stores.base import AppendedBy
+from contextledger.stores.sql import encoding, rows, window
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
     ConversationRow,
@@ -46,7 +50,6 @@ from contextledger.stores.sql.models import (
     SummaryRow,
     SummarySourceRow,
 )
-from contextledger.stores.sql.window import record
 
 __all__ = [
     "agents",
@@ -60,10 +63,6 @@ __all__ = [
     "sessions",
     "summaries",
 ]
-
-
-def _message(row: Any, message_id: str) -> Message:
-    return window.message(message_id, row.role, row.content, row.meta)
 
 
 def _conversation_filter(session_id: str, agent_id: str | None) -> list[Any]:
@@ -112,7 +111,7 @@ def _always(text: str) -> bool:
 
 
 def _history_columns() -> tuple[Any, ...]:
-    """The columns :func:`_history_rows` reads, in its order."""
+    """The columns :func:`_history_rows` reads, in :data:`.rows.HISTORY_COLUMNS` order."""
     return (
         EntryRow.message_id,
         EntryRow.seq,
@@ -172,23 +171,7 @@ def entries(
 
 
 def _history_rows(conn: Connection, stmt: Any, session_id: str, agent_id: str) -> list[HistoryEntry]:
-    return [
-        HistoryEntry(
-            session_id=session_id,
-            agent_id=agent_id,
-            seq=r.seq,
-            message=_message(r, r.message_id),
-            status=r.status,
-            pinned=r.pinned,
-            tokens=r.tokens,
-            created_at=r.created_at,
-            evicted_by=r.evicted_by,
-            revision_count=r.revision_count,
-            from_call=r.from_call,
-            version=r.version,
-        )
-        for r in conn.execute(stmt)
-    ]
+    return rows.history_entries(conn.execute(stmt), session_id, agent_id)
 
 
 def evictions(
@@ -274,65 +257,38 @@ def evictions(
         .where(evicted_summary.status == "evicted", *reduction_filters())
     )
     both = union_all(messages, summaries_q).subquery()
-    rows = conn.execute(select(both).order_by(both.c.evicted_at, both.c.agent_id, both.c.seq, both.c.kind))
-    out = []
-    for r in rows:
-        if r.kind == "message":
-            with decoding("cl_entries", r.entry_id):
-                message = Message.from_record({"message_id": r.entry_id, "role": r.role, "content": r.content})
-            text = message.plain_text
-        else:
-            text = r.text
-        out.append(
-            Eviction(
-                session_id=session_id,
-                agent_id=r.agent_id,
-                entry_id=r.entry_id,
-                kind=r.kind,
-                seq=r.seq,
-                role=r.role,
-                preview=preview(text),
-                evicted_at=r.evicted_at,
-                trigger=r.trigger,
-                strategy=r.strategy,
-                reduction_id=r.reduction_id,
-                replaced_by_summary=r.replaced_by,
-                error=r.error,
-            )
-        )
-    return out
+    found = conn.execute(select(both).order_by(both.c.evicted_at, both.c.agent_id, both.c.seq, both.c.kind))
+    return rows.evictions(found, session_id)
 
 
 def reductions(conn: Connection, session_id: str, agent_id: str | None) -> list[Reduction]:
     """Reductions in commit order."""
-    rows = conn.execute(
+    found = conn.execute(
         select(ReductionRow, ConversationRow.agent_id)
         .join(ConversationRow, ConversationRow.id == ReductionRow.conversation_id)
         .where(*_conversation_filter(session_id, agent_id))
         .order_by(ReductionRow.created_at, ReductionRow.id)
     )
-    return [record(Reduction, row._mapping, session_id=session_id, restored=tuple(row.restored or ())) for row in rows]
+    return rows.reductions((row._mapping for row in found), session_id)
 
 
 def summaries(conn: Connection, session_id: str, agent_id: str | None) -> list[SummaryEntry]:
     """Every summary, superseded ones included, oldest first (two queries, not one per row)."""
-    rows = conn.execute(
+    found = conn.execute(
         select(SummaryRow, ConversationRow.agent_id)
         .join(ConversationRow, ConversationRow.id == SummaryRow.conversation_id)
         .where(*_conversation_filter(session_id, agent_id))
         .order_by(SummaryRow.created_at, SummaryRow.id)
     ).all()
     replaces: dict[int, list[str]] = {}
-    for batch in chunks([s.id for s in rows]):
+    for batch in chunks([s.id for s in found]):
         for src in conn.execute(
             select(SummarySourceRow.summary_row_id, SummarySourceRow.entry_id)
             .where(SummarySourceRow.summary_row_id.in_(batch))
             .order_by(SummarySourceRow.summary_row_id, SummarySourceRow.position)
         ):
             replaces.setdefault(src.summary_row_id, []).append(src.entry_id)
-    return [
-        record(SummaryEntry, s._mapping, session_id=session_id, replaces=tuple(replaces.get(s.id, ()))) for s in rows
-    ]
+    return rows.summaries([s._mapping for s in found], replaces, session_id)
 
 
 def revisions(conn: Connection, session_id: str, agent_id: str, message_id: str | None) -> list[Revision]:
@@ -345,7 +301,7 @@ def revisions(conn: Connection, session_id: str, agent_id: str, message_id: str 
     )
     if message_id is not None:
         stmt = stmt.where(RevisionRow.message_id == message_id)
-    return [record(Revision, r._mapping, session_id=session_id, agent_id=agent_id) for r in conn.execute(stmt)]
+    return rows.revisions((r._mapping for r in conn.execute(stmt)), session_id, agent_id)
 
 
 def agents(conn: Connection, session_id: str) -> list[str]:
@@ -382,8 +338,7 @@ def sessions(conn: Connection, *, limit: int, offset: int) -> list[SessionInfo]:
             clauses.append(model.status == "active")
         return select(func.count()).select_from(model).where(*clauses).scalar_subquery()
 
-    details: dict[str, list[Any]] = {}
-    for row in conn.execute(
+    details = conn.execute(
         select(
             ConversationRow.session_id,
             ConversationRow.agent_id,
@@ -392,24 +347,13 @@ def sessions(conn: Connection, *, limit: int, offset: int) -> list[SessionInfo]:
         )
         .where(ConversationRow.session_id.in_([p.session_id for p in page]))
         .order_by(ConversationRow.session_id, ConversationRow.agent_id)
-    ):
-        details.setdefault(row.session_id, []).append(row)
-    return [
-        SessionInfo(
-            session_id=p.session_id,
-            agents=tuple(d.agent_id for d in details.get(p.session_id, [])),
-            created_at=p.created_at,
-            updated_at=p.updated_at,
-            active_entries=sum(d.active for d in details.get(p.session_id, [])),
-            total_entries=sum(d.total for d in details.get(p.session_id, [])),
-        )
-        for p in page
-    ]
+    )
+    return rows.session_infos(page, details)
 
 
 def pin_history(conn: Connection, session_id: str, agent_id: str | None) -> list[PinEvent]:
     """Pin events of the session (or one agent), in commit order."""
-    rows = conn.execute(
+    found = conn.execute(
         select(
             ConversationRow.agent_id,
             PinEventRow.entry_id,
@@ -424,17 +368,4 @@ def pin_history(conn: Connection, session_id: str, agent_id: str | None) -> list
         .where(*_conversation_filter(session_id, agent_id))
         .order_by(PinEventRow.created_at, ConversationRow.agent_id, PinEventRow.id)
     )
-    return [
-        PinEvent(
-            session_id=session_id,
-            agent_id=row.agent_id,
-            entry_id=row.entry_id,
-            pinned=row.pinned,
-            source=row.source,
-            at=row.created_at,
-            changeset_id=row.changeset_id,
-            from_call=row.from_call,
-            version=row.version,
-        )
-        for row in rows
-    ]
+    return rows.pin_events(found, session_id)

@@ -4,8 +4,9 @@ Importing SQLAlchemy costs a fresh process far more than the restore itself, so 
 :class:`~contextledger.stores.sql.SQLStore` opens its file with a :class:`SQLiteReader`
 first: one ``sqlite3`` connection in ``mode=ro`` (it cannot write, so opening and
 reading never write: DESIGN semantics 9) that checks the schema version and serves
-:meth:`~contextledger.stores.sql.SQLStore.load`. The engine, and SQLAlchemy with it, is
-built on the first write or the first other query.
+:meth:`~contextledger.stores.sql.SQLStore.load` and the listings (history, summaries,
+sessions...: :mod:`~contextledger.stores.sql.reader_queries`, in :meth:`SQLiteReader.read`).
+The engine, and SQLAlchemy with it, is built on the first write or the first other query.
 
 The schema is current when the ledger's version table holds exactly :data:`SCHEMA_HEAD`
 (a test keeps the constant equal to Alembic's head, so a new migration without it fails
@@ -24,6 +25,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -151,6 +154,30 @@ class SQLiteReader:
         return window.snapshot(
             state, messages, summaries, session_id=session_id, agent_id=agent_id, loads=tolerant_sqlite_loads
         )
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection inside one read transaction, held by this thread for the block.
+
+        Every statement of the block sees the same commit (the several reads of a
+        listing agree with each other), and no other thread uses the connection
+        meanwhile. Fetch every row inside the block.
+
+        Raises:
+            StoreUnavailable: The file cannot be read any more.
+            StoreError: Another driver error.
+        """
+        with self._lock:
+            try:
+                self._connection.execute("BEGIN")
+                try:
+                    yield self._connection
+                except BaseException:
+                    self._connection.execute("ROLLBACK")
+                    raise
+                self._connection.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
 
     def _translate(self, exc: sqlite3.Error) -> StoreError:
         """A driver error as the library's error, worded like the engine's (see ``engine.translate``)."""

@@ -11,8 +11,10 @@ translated to the library's errors here.
 
 A SQLite file whose schema is current is opened by a
 :class:`~contextledger.stores.sql.reader.SQLiteReader` on the standard library's driver,
-which serves every :meth:`SQLStore.load`; the engine (and SQLAlchemy, which costs a
-fresh process more than the restore itself) is built on the first write or other query.
+which serves every :meth:`SQLStore.load` and every listing the inspector uses (history,
+entries, summaries, reductions, revisions, pin events, evictions, agents, sessions); the
+engine (and SQLAlchemy, which costs a fresh process more than the read itself) is built on
+the first write or other query (tombstones, which an export reads too).
 So SQLAlchemy and the modules built on it are imported inside the methods that use the
 engine, never at the top of this module.
 """
@@ -81,8 +83,8 @@ class SQLStore:
     :class:`~contextledger.errors.LedgerClosed` (the engine does not reconnect).
 
     A SQLite file opened by :meth:`from_url` with the default engine options is read
-    by a :class:`~contextledger.stores.sql.reader.SQLiteReader`: :meth:`load` runs on it,
-    and the engine is built on first use (see the module docstring).
+    by a :class:`~contextledger.stores.sql.reader.SQLiteReader`: :meth:`load` and the
+    listings run on it, and the engine is built on first use (see the module docstring).
 
     Attributes:
         url: The database URL with its password masked.
@@ -443,12 +445,29 @@ class SQLStore:
         with self._transaction(snapshot=True) as conn:
             return queries.load(conn, session_id, agent_id)
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order."""
+    def _listing(self, name: str, *args: Any, snapshot: bool = False, **kwargs: Any) -> Any:
+        """Run the listing ``name``: on the SQLite reader when the store has one, else on the engine.
+
+        The reader runs :mod:`.reader_queries`' function ``name`` in one read transaction
+        on its connection (no SQLAlchemy); the engine runs :mod:`.queries`' in a
+        transaction (``snapshot``: one that sees a single commit on PostgreSQL too). Both
+        return the same records.
+        """
+        reader = self._reader
+        if reader is not None:
+            from contextledger.stores.sql import reader_queries
+
+            with self._gate.call(), reader.read() as conn:
+                return getattr(reader_queries, name)(conn, *args, **kwargs)
         from contextledger.stores.sql import queries
 
-        with self._transaction() as conn:
-            return queries.history(conn, session_id, agent_id, include_evicted=include_evicted)
+        with self._transaction(snapshot=snapshot) as conn:
+            return getattr(queries, name)(conn, *args, **kwargs)
+
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """Every message entry in seq order."""
+        found: list[HistoryEntry] = self._listing("history", session_id, agent_id, include_evicted=include_evicted)
+        return found
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one transaction.
@@ -512,10 +531,8 @@ class SQLStore:
 
         With ``appended_by`` the query returns only the rows appended at or before its cut.
         """
-        from contextledger.stores.sql import queries
-
-        with self._transaction() as conn:
-            return queries.entries(conn, session_id, agent_id, ids, appended_by=appended_by)
+        found: list[HistoryEntry] = self._listing("entries", session_id, agent_id, ids, appended_by=appended_by)
+        return found
 
     def evictions(
         self,
@@ -526,45 +543,33 @@ class SQLStore:
         since: datetime | None = None,
     ) -> list[Eviction]:
         """Evicted entries with when, why, by which reduction and which summary replaced them."""
-        from contextledger.stores.sql import queries
-
-        with self._transaction() as conn:
-            return queries.evictions(conn, session_id, agent_id, trigger=trigger, since=since)
+        found: list[Eviction] = self._listing("evictions", session_id, agent_id, trigger=trigger, since=since)
+        return found
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
         """Reductions in commit order."""
-        from contextledger.stores.sql import queries
-
-        with self._transaction() as conn:
-            return queries.reductions(conn, session_id, agent_id)
+        found: list[Reduction] = self._listing("reductions", session_id, agent_id)
+        return found
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
         """Every summary, superseded ones included, oldest first."""
-        from contextledger.stores.sql import queries
-
-        with self._transaction(snapshot=True) as conn:
-            return queries.summaries(conn, session_id, agent_id)
+        found: list[SummaryEntry] = self._listing("summaries", session_id, agent_id, snapshot=True)
+        return found
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Stored original contents, oldest first."""
-        from contextledger.stores.sql import queries
-
-        with self._transaction() as conn:
-            return queries.revisions(conn, session_id, agent_id, message_id)
+        found: list[Revision] = self._listing("revisions", session_id, agent_id, message_id)
+        return found
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
         """Every pin and unpin of the session (or one agent), in commit order."""
-        from contextledger.stores.sql import queries
-
-        with self._transaction() as conn:
-            return queries.pin_history(conn, session_id, agent_id)
+        found: list[PinEvent] = self._listing("pin_history", session_id, agent_id)
+        return found
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session, sorted."""
-        from contextledger.stores.sql import queries
-
-        with self._transaction() as conn:
-            return queries.agents(conn, session_id)
+        found: list[str] = self._listing("agents", session_id)
+        return found
 
     def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
         """Sessions, most recently updated first, paged.
@@ -572,12 +577,10 @@ class SQLStore:
         Raises:
             ConfigurationError: ``limit`` or ``offset`` is negative.
         """
-        from contextledger.stores.sql import queries
-
         if limit < 0 or offset < 0:
             raise ConfigurationError("limit and offset must be >= 0")
-        with self._transaction(snapshot=True) as conn:
-            return queries.sessions(conn, limit=limit, offset=offset)
+        found: list[SessionInfo] = self._listing("sessions", limit=limit, offset=offset, snapshot=True)
+        return found
 
     def close(self) -> None:
         """Refuse further calls, let running ones finish, then dispose the engine (when this store created it)."""

@@ -1,0 +1,224 @@
+"""Rows of the SQL listings as records: one conversion for the engine's rows and the SQLite reader's.
+
+The listings (history, entries, summaries, reductions, revisions, pin events,
+evictions, sessions) are read by two paths: SQLAlchemy statements on the engine
+(:mod:`~contextledger.stores.sql.queries`) and SQL text on the standard library's
+driver (:mod:`~contextledger.stores.sql.reader_queries`). Both select the same columns
+in the same order and hand the rows here, decoded as the engine decodes them (JSON
+parsed, timestamps aware UTC, booleans ``bool``), so both return equal records; a
+property test checks that they do. This module imports no SQLAlchemy.
+
+Positional rows follow the column tuples below; whole-table rows (summaries,
+reductions, revisions) are mappings of column name to value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from contextledger.messages import Message
+from contextledger.records import (
+    Eviction,
+    HistoryEntry,
+    PinEvent,
+    Reduction,
+    Revision,
+    SessionInfo,
+    SummaryEntry,
+)
+from contextledger.stores.base import decoding, preview
+from contextledger.stores.sql.window import message, record
+
+__all__ = [
+    "EVICTION_COLUMNS",
+    "HISTORY_COLUMNS",
+    "PIN_COLUMNS",
+    "evictions",
+    "history_entries",
+    "pin_events",
+    "reductions",
+    "revisions",
+    "session_infos",
+    "summaries",
+]
+
+HISTORY_COLUMNS = (
+    "message_id",
+    "seq",
+    "role",
+    "content",
+    "meta",
+    "status",
+    "pinned",
+    "tokens",
+    "created_at",
+    "evicted_by",
+    "revision_count",
+    "from_call",
+    "version",
+)
+"""The ``cl_entries`` columns of a history row, in order (``meta`` is the ``metadata`` column)."""
+
+EVICTION_COLUMNS = (
+    "entry_id",
+    "kind",
+    "seq",
+    "role",
+    "content",
+    "text",
+    "evicted_at",
+    "trigger",
+    "strategy",
+    "reduction_id",
+    "error",
+    "replaced_by",
+    "agent_id",
+)
+"""The columns of an eviction row (a message's ``content``, or a summary's ``text``), in order."""
+
+PIN_COLUMNS = ("agent_id", "entry_id", "pinned", "source", "changeset_id", "created_at", "from_call", "version")
+"""The columns of a pin event row, in order."""
+
+
+def history_entries(rows: Iterable[Sequence[Any]], session_id: str, agent_id: str) -> list[HistoryEntry]:
+    """History entries of rows in :data:`HISTORY_COLUMNS` order.
+
+    Raises:
+        CorruptRecord: A row's message cannot be decoded (named by table and id).
+    """
+    return [
+        HistoryEntry(
+            session_id=session_id,
+            agent_id=agent_id,
+            seq=seq,
+            message=message(message_id, role, content, meta),
+            status=status,
+            pinned=pinned,
+            tokens=tokens,
+            created_at=created_at,
+            evicted_by=evicted_by,
+            revision_count=revision_count,
+            from_call=from_call,
+            version=version,
+        )
+        for (
+            message_id,
+            seq,
+            role,
+            content,
+            meta,
+            status,
+            pinned,
+            tokens,
+            created_at,
+            evicted_by,
+            revision_count,
+            from_call,
+            version,
+        ) in rows
+    ]
+
+
+def evictions(rows: Iterable[Sequence[Any]], session_id: str) -> list[Eviction]:
+    """Evictions of rows in :data:`EVICTION_COLUMNS` order, previewing a message's text or a summary's.
+
+    Raises:
+        CorruptRecord: An evicted message cannot be decoded.
+    """
+    out = []
+    for entry_id, kind, seq, role, content, text, evicted_at, trigger, strategy, reduction_id, error, by, agent in rows:
+        if kind == "message":
+            with decoding("cl_entries", entry_id):
+                text = Message.from_record({"message_id": entry_id, "role": role, "content": content}).plain_text
+        out.append(
+            Eviction(
+                session_id=session_id,
+                agent_id=agent,
+                entry_id=entry_id,
+                kind=kind,
+                seq=seq,
+                role=role,
+                preview=preview(text),
+                evicted_at=evicted_at,
+                trigger=trigger,
+                strategy=strategy,
+                reduction_id=reduction_id,
+                replaced_by_summary=by,
+                error=error,
+            )
+        )
+    return out
+
+
+def reductions(rows: Iterable[Mapping[Any, Any]], session_id: str) -> list[Reduction]:
+    """Reductions of ``cl_reductions`` rows (with their conversation's ``agent_id``).
+
+    Raises:
+        CorruptRecord: A row holds a value the record cannot take.
+    """
+    return [record(Reduction, row, session_id=session_id, restored=tuple(row["restored"] or ())) for row in rows]
+
+
+def summaries(
+    rows: Iterable[Mapping[Any, Any]], replaces: Mapping[int, Sequence[str]], session_id: str
+) -> list[SummaryEntry]:
+    """Summaries of ``cl_summaries`` rows (with ``agent_id``); ``replaces`` maps a row's ``id`` to its sources in order.
+
+    Raises:
+        CorruptRecord: A row holds a value the record cannot take.
+    """
+    return [
+        record(SummaryEntry, row, session_id=session_id, replaces=tuple(replaces.get(row["id"], ()))) for row in rows
+    ]
+
+
+def revisions(rows: Iterable[Mapping[Any, Any]], session_id: str, agent_id: str) -> list[Revision]:
+    """Revisions of ``cl_revisions`` rows.
+
+    Raises:
+        CorruptRecord: A row holds a value the record cannot take.
+    """
+    return [record(Revision, row, session_id=session_id, agent_id=agent_id) for row in rows]
+
+
+def pin_events(rows: Iterable[Sequence[Any]], session_id: str) -> list[PinEvent]:
+    """Pin events of rows in :data:`PIN_COLUMNS` order."""
+    return [
+        PinEvent(
+            session_id=session_id,
+            agent_id=agent_id,
+            entry_id=entry_id,
+            pinned=pinned,
+            source=source,
+            at=created_at,
+            changeset_id=changeset_id,
+            from_call=from_call,
+            version=version,
+        )
+        for agent_id, entry_id, pinned, source, changeset_id, created_at, from_call, version in rows
+    ]
+
+
+def session_infos(page: Iterable[Sequence[Any]], details: Iterable[Sequence[Any]]) -> list[SessionInfo]:
+    """One page of sessions.
+
+    Args:
+        page: ``(session_id, created_at, updated_at)`` rows, in the page's order.
+        details: ``(session_id, agent_id, active, total)`` rows of the page's
+            conversations, in agent order within each session.
+    """
+    agents: dict[str, list[Sequence[Any]]] = {}
+    for row in details:
+        agents.setdefault(row[0], []).append(row)
+    return [
+        SessionInfo(
+            session_id=session_id,
+            agents=tuple(d[1] for d in agents.get(session_id, [])),
+            created_at=created_at,
+            updated_at=updated_at,
+            active_entries=sum(d[2] for d in agents.get(session_id, [])),
+            total_entries=sum(d[3] for d in agents.get(session_id, [])),
+        )
+        for session_id, created_at, updated_at in page
+    ]
