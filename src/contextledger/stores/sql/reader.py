@@ -27,9 +27,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from contextledger.errors import StoreError, StoreUnavailable
@@ -37,6 +35,7 @@ from contextledger.records import Snapshot
 from contextledger.stores.base import decoding
 from contextledger.stores.sql import window
 from contextledger.stores.sql.encoding import tolerant_sqlite_loads
+from contextledger.stores.sql.reader_queries import stored_json, stored_time
 
 __all__ = ["SCHEMA_HEAD", "VERSION_TABLE", "SQLiteReader"]
 
@@ -50,18 +49,6 @@ VERSION_TABLE = "contextledger_alembic_version"
 
 _JSON_STATE = ("manager_state", "agent_state")
 _TIMESTAMPS = ("created_at", "updated_at")
-
-
-def _utc(value: Any) -> Any:
-    """A stored timestamp as the engine returns it: aware UTC (SQLite stores naive UTC text)."""
-    if not isinstance(value, str):
-        return value
-    parsed = datetime.fromisoformat(value)
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-def _json(value: Any) -> Any:
-    return None if value is None else tolerant_sqlite_loads(value)
 
 
 class SQLiteReader:
@@ -128,29 +115,19 @@ class SQLiteReader:
             StoreError: Another driver error.
             CorruptRecord: A row cannot be decoded.
         """
-        with self._lock:
-            try:
-                self._connection.execute("BEGIN")
-                try:
-                    cursor = self._connection.execute(
-                        window.STATE_SQL, {"session_id": session_id, "agent_id": agent_id}
-                    )
-                    row = cursor.fetchone()
-                    if row is None:
-                        return None
-                    state = dict(zip(window.STATE_COLUMNS, row, strict=True))
-                    key = {"conversation_id": state["id"]}
-                    messages = self._connection.execute(window.ACTIVE_MESSAGES_SQL, key).fetchall()
-                    summaries = self._connection.execute(window.ACTIVE_SUMMARIES_SQL, key).fetchall()
-                finally:
-                    self._connection.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self._translate(exc) from exc
+        with self.read() as connection:
+            row = connection.execute(window.STATE_SQL, {"session_id": session_id, "agent_id": agent_id}).fetchone()
+            if row is None:
+                return None
+            state = dict(zip(window.STATE_COLUMNS, row, strict=True))
+            key = {"conversation_id": state["id"]}
+            messages = connection.execute(window.ACTIVE_MESSAGES_SQL, key).fetchall()
+            summaries = connection.execute(window.ACTIVE_SUMMARIES_SQL, key).fetchall()
         with decoding("cl_conversations", f"{session_id}/{agent_id}"):
             for name in _JSON_STATE:
-                state[name] = _json(state[name])
+                state[name] = stored_json(state[name])
             for name in _TIMESTAMPS:
-                state[name] = _utc(state[name])
+                state[name] = stored_time(state[name])
         return window.snapshot(
             state, messages, summaries, session_id=session_id, agent_id=agent_id, loads=tolerant_sqlite_loads
         )

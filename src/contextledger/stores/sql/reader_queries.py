@@ -41,6 +41,8 @@ __all__ = [
     "revisions",
     "sessions",
     "sqlite_time",
+    "stored_json",
+    "stored_time",
     "summaries",
 ]
 
@@ -173,15 +175,15 @@ def sqlite_time(value: datetime) -> str:
     return value.isoformat(sep=" ", timespec="microseconds")
 
 
-def _utc(value: Any) -> Any:
-    """A stored timestamp as the engine reads it: aware UTC."""
-    if value is None:
-        return None
+def stored_time(value: Any) -> Any:
+    """A stored timestamp as the engine reads it: aware UTC (SQLite stores naive UTC text); ``None`` stays."""
+    if not isinstance(value, str):
+        return value
     parsed = datetime.fromisoformat(value)
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
-def _json(value: Any) -> Any:
+def stored_json(value: Any) -> Any:
     """A JSON column as the engine reads it on SQLite (a bare number is taken as it is)."""
     if value is None or isinstance(value, int | float):
         return value
@@ -217,7 +219,7 @@ def _marks(count: int) -> str:
 def _history_rows(found: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """History rows with their JSON, boolean and time columns decoded (see :data:`.rows.HISTORY_COLUMNS`)."""
     return [
-        (m, seq, role, _json(content), _json(meta), status, _bool(pinned), tokens, _utc(at), *rest)
+        (m, seq, role, stored_json(content), stored_json(meta), status, _bool(pinned), tokens, stored_time(at), *rest)
         for m, seq, role, content, meta, status, pinned, tokens, at, *rest in found
     ]
 
@@ -272,7 +274,7 @@ def summaries(conn: sqlite3.Connection, session_id: str, agent_id: str | None) -
         for row_id, entry_id in conn.execute(_SOURCES_SQL.format(ids=_marks(len(batch))), batch).fetchall():
             replaces.setdefault(row_id, []).append(entry_id)
     for summary in found:
-        summary["created_at"] = _utc(summary["created_at"])
+        summary["created_at"] = stored_time(summary["created_at"])
     return rows.summaries(found, replaces, session_id)
 
 
@@ -282,8 +284,8 @@ def reductions(conn: sqlite3.Connection, session_id: str, agent_id: str | None) 
     found = _mappings(conn.execute(_REDUCTIONS_SQL.format(conversations=where), parameters))
     for reduction in found:
         for name in ("evicted", "revised", "restored"):
-            reduction[name] = _json(reduction[name])
-        reduction["created_at"] = _utc(reduction["created_at"])
+            reduction[name] = stored_json(reduction[name])
+        reduction["created_at"] = stored_time(reduction["created_at"])
     return rows.reductions(found, session_id)
 
 
@@ -293,8 +295,8 @@ def revisions(conn: sqlite3.Connection, session_id: str, agent_id: str, message_
     message = "" if message_id is None else " AND cl_revisions.message_id = :message_id"
     found = _mappings(conn.execute(_REVISIONS_SQL.format(message=message), parameters))
     for revision in found:
-        revision["original"] = _json(revision["original"])
-        revision["created_at"] = _utc(revision["created_at"])
+        revision["original"] = stored_json(revision["original"])
+        revision["created_at"] = stored_time(revision["created_at"])
     return rows.revisions(found, session_id, agent_id)
 
 
@@ -303,7 +305,7 @@ def pin_history(conn: sqlite3.Connection, session_id: str, agent_id: str | None)
     where, parameters = _conversations(session_id, agent_id)
     found = conn.execute(_PINS_SQL.format(conversations=where), parameters).fetchall()
     decoded = [
-        (agent, entry, _bool(pinned), source, cs, _utc(at), *rest)
+        (agent, entry, _bool(pinned), source, cs, stored_time(at), *rest)
         for agent, entry, pinned, source, cs, at, *rest in found
     ]
     return rows.pin_events(decoded, session_id)
@@ -317,7 +319,7 @@ def agents(conn: sqlite3.Connection, session_id: str) -> list[str]:
 def sessions(conn: sqlite3.Connection, *, limit: int, offset: int) -> list[SessionInfo]:
     """One page of sessions, most recently updated first."""
     page = [
-        (session_id, _utc(created), _utc(updated))
+        (session_id, stored_time(created), stored_time(updated))
         for session_id, created, updated in conn.execute(_SESSIONS_SQL, {"limit": limit, "offset": offset}).fetchall()
     ]
     if not page:
@@ -347,7 +349,7 @@ def evictions(
         parameters["since"] = sqlite_time(since)
     found = conn.execute(_EVICTIONS_SQL.format(conversations=where, filters=filters), parameters).fetchall()
     decoded = [
-        (entry_id, kind, seq, role, _json(content), text, _utc(at), *rest)
+        (entry_id, kind, seq, role, stored_json(content), text, stored_time(at), *rest)
         for entry_id, kind, seq, role, content, text, at, *rest in found
     ]
     return rows.evictions(decoded, session_id)
