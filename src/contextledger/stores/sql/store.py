@@ -25,30 +25,22 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, StoreError, StoreUnavailable
 from contextledger.messages import Message
 from contextledger.records import (
-    Eviction,
-    HistoryEntry,
-    PinEvent,
-    Reduction,
-    Revision,
-    SessionInfo,
     Snapshot,
-    SummaryEntry,
     Tombstone,
-    Trigger,
     utcnow,
 )
-from contextledger.stores.base import AppendedBy, check_storable
+from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
+from contextledger.stores.sql.listings import SQLListings
 from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.urls import plain_sqlite_file, plain_sqlite_masked
 
@@ -64,7 +56,7 @@ __all__ = ["SQLStore"]
 logger = logging.getLogger(__name__)
 
 
-class SQLStore:
+class SQLStore(SQLListings):
     """A :class:`~contextledger.stores.base.LedgerStore` on SQLAlchemy 2.
 
     Open one with :meth:`from_url` (what ``Ledger.connect("sqlite:///…")`` and
@@ -121,7 +113,7 @@ class SQLStore:
         self._engine_options: dict[str, Any] = {}
 
     @classmethod
-    def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> SQLStore:
+    def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:
         """A SQLite store reading through ``reader``, whose engine is built from ``url`` on first use."""
         store = cls.__new__(cls)
         store._prepare(plain_sqlite_masked(reader.database), sqlite=True, owns_engine=True)
@@ -237,40 +229,9 @@ class SQLStore:
             or any(v is not None for v in (pool_size, max_overflow, pool_timeout, pool_recycle))
         ):
             database = None
-        if database is not None:
-            reader = SQLiteReader.open(database, busy_timeout=busy_timeout)
-            if reader is not None:  # a ledger at this library's head: nothing to create or migrate
-                logger.debug("url=<%s> | opened SQL ledger for reading", plain_sqlite_masked(database))
-                return cls._on_reader(reader, str(url), options)
-        return cls._open_engine(url, options, auto_upgrade=auto_upgrade, database=database)
+        from contextledger.stores.sql.opening import open_store
 
-    @classmethod
-    def _open_engine(
-        cls, url: str | URL, options: dict[str, Any], *, auto_upgrade: bool | None, database: str | None
-    ) -> SQLStore:
-        """:meth:`from_url` on the engine: build it, then check or upgrade the schema."""
-        from contextledger.stores.sql import schema
-        from contextledger.stores.sql.engine import build_engine, is_sqlite, parse_url
-
-        read_only = bool(options["read_only"])
-        parsed = parse_url(url)
-        engine = build_engine(parsed, **options)
-        store = cls(engine, url=parsed, owns_engine=True)
-        upgrade = not read_only and (is_sqlite(parsed) if auto_upgrade is None else auto_upgrade)
-        try:
-            if upgrade:
-                store.upgrade()
-            else:
-                # A SQLite file without the ledger's schema is some other application's file; an
-                # empty PostgreSQL database is a ledger waiting for its `db upgrade`.
-                schema.verify(engine, absent_is_foreign=read_only and is_sqlite(parsed))
-            if database is not None:  # created or migrated just now: later restores read it directly
-                store._reader = SQLiteReader.open(database, busy_timeout=float(options["busy_timeout"]))
-        except BaseException:
-            engine.dispose()
-            raise
-        logger.debug("url=<%s> | opened SQL ledger", store.url)
-        return store
+        return open_store(cls, url, options, auto_upgrade=auto_upgrade, database=database)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -445,30 +406,6 @@ class SQLStore:
         with self._transaction(snapshot=True) as conn:
             return queries.load(conn, session_id, agent_id)
 
-    def _listing(self, name: str, *args: Any, snapshot: bool = False, **kwargs: Any) -> Any:
-        """Run the listing ``name``: on the SQLite reader when the store has one, else on the engine.
-
-        The reader runs :mod:`.reader_queries`' function ``name`` in one read transaction
-        on its connection (no SQLAlchemy); the engine runs :mod:`.queries`' in a
-        transaction (``snapshot``: one that sees a single commit on PostgreSQL too). Both
-        return the same records.
-        """
-        reader = self._reader
-        if reader is not None:
-            from contextledger.stores.sql import reader_queries
-
-            with self._gate.call(), reader.read() as conn:
-                return getattr(reader_queries, name)(conn, *args, **kwargs)
-        from contextledger.stores.sql import queries
-
-        with self._transaction(snapshot=snapshot) as conn:
-            return getattr(queries, name)(conn, *args, **kwargs)
-
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order."""
-        found: list[HistoryEntry] = self._listing("history", session_id, agent_id, include_evicted=include_evicted)
-        return found
-
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one transaction.
 
@@ -523,64 +460,6 @@ class SQLStore:
         if self._sqlite:
             with self._autocommit() as conn:
                 erasure.checkpoint(conn)
-
-    def entries(
-        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
-    ) -> list[HistoryEntry]:
-        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
-
-        With ``appended_by`` the query returns only the rows appended at or before its cut.
-        """
-        found: list[HistoryEntry] = self._listing("entries", session_id, agent_id, ids, appended_by=appended_by)
-        return found
-
-    def evictions(
-        self,
-        session_id: str,
-        agent_id: str | None = None,
-        *,
-        trigger: Trigger | None = None,
-        since: datetime | None = None,
-    ) -> list[Eviction]:
-        """Evicted entries with when, why, by which reduction and which summary replaced them."""
-        found: list[Eviction] = self._listing("evictions", session_id, agent_id, trigger=trigger, since=since)
-        return found
-
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
-        found: list[Reduction] = self._listing("reductions", session_id, agent_id)
-        return found
-
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included, oldest first."""
-        found: list[SummaryEntry] = self._listing("summaries", session_id, agent_id, snapshot=True)
-        return found
-
-    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
-        """Stored original contents, oldest first."""
-        found: list[Revision] = self._listing("revisions", session_id, agent_id, message_id)
-        return found
-
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or one agent), in commit order."""
-        found: list[PinEvent] = self._listing("pin_history", session_id, agent_id)
-        return found
-
-    def agents(self, session_id: str) -> list[str]:
-        """Agent ids with a conversation in the session, sorted."""
-        found: list[str] = self._listing("agents", session_id)
-        return found
-
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently updated first, paged.
-
-        Raises:
-            ConfigurationError: ``limit`` or ``offset`` is negative.
-        """
-        if limit < 0 or offset < 0:
-            raise ConfigurationError("limit and offset must be >= 0")
-        found: list[SessionInfo] = self._listing("sessions", limit=limit, offset=offset, snapshot=True)
-        return found
 
     def close(self) -> None:
         """Refuse further calls, let running ones finish, then dispose the engine (when this store created it)."""
