@@ -231,7 +231,14 @@ class SQLStore(SQLListings):
             database = None
         from contextledger.stores.sql.opening import open_store
 
-        return open_store(cls, url, options, auto_upgrade=auto_upgrade, database=database)
+        return open_store(
+            url,
+            options,
+            auto_upgrade=auto_upgrade,
+            database=database,
+            on_reader=cls._on_reader,
+            on_engine=lambda engine, parsed: cls(engine, url=parsed, owns_engine=True),
+        )
 
     # -- schema ---------------------------------------------------------------------------
 
