@@ -6,8 +6,10 @@ Both need the ``web`` extra; both only read the ledger.
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
-from typing import Annotated
+from types import FrameType
+from typing import Annotated, Any
 
 import typer
 
@@ -30,6 +32,22 @@ def _need_web() -> None:
         raise ConfigurationError(f"the web view needs its extra: pip install 'contextledger[web]' ({exc})") from exc
 
 
+def _server_class() -> type[Any]:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, remembering whether Ctrl-C stopped it."""
+
+        interrupted = False
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if sig == signal.SIGINT:
+                self.interrupted = True
+            super().handle_exit(sig, frame)
+
+    return Server
+
+
 def serve(
     url: UrlOption = None,
     host: Annotated[
@@ -47,12 +65,17 @@ def serve(
         app = create_app(ledger)
         typer.echo(f"serving {ledger.url} read-only on http://{host}:{port}/ (Ctrl-C to stop)", err=True)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
-        server = uvicorn.Server(config)
+        server = _server_class()(config)
         try:
             server.run()
         except OSError as exc:  # the port is taken, the interface does not exist
             typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
             raise typer.Exit(ExitCode.ERROR) from None
+        if server.interrupted:
+            # uvicorn shuts down gracefully on Ctrl-C and, depending on its release and
+            # asyncio's own SIGINT handling, may or may not re-raise it: exit 130 either way.
+            typer.echo("\ninterrupted", err=True)
+            raise typer.Exit(ExitCode.INTERRUPTED)
         if not server.started:
             raise typer.Exit(ExitCode.ERROR)
 
