@@ -7,7 +7,7 @@ import re
 import yaml
 
 from contextledger.cli import ExitCode
-from tests.docs.examples import DOCS, README, ROOT, blocks
+from tests.docs.examples import DOCS, README, ROOT, blocks, name_of, pages
 
 from .conftest import Invoke
 
@@ -63,3 +63,24 @@ def test_docker_compose_services() -> None:
     assert f"CONTEXTLEDGER_TEST_POSTGRES_URL={url}" in page
     assert f"contextledger demo --url {url}" in page
     assert "CONTEXTLEDGER_TEST_REDIS_URL=redis://127.0.0.1:6379/0" in page
+
+
+def test_every_shell_example_names_real_commands_and_options(invoke: Invoke) -> None:
+    """The ``contextledger ...`` lines of every page's sh blocks: each command and each option exists."""
+    checked = 0
+    for page in pages():
+        for block in blocks(page):
+            if block.language != "sh":
+                continue
+            for line in block.code.splitlines():
+                words = line.split("#", 1)[0].split("|", 1)[0].split()
+                if words[:1] not in (["contextledger"], [".venv/bin/contextledger"]):
+                    continue
+                group = words[1] in {"db"} or (words[1] == "import" and words[2:3] == ["strands"])
+                command = words[1:3] if group else words[1:2]
+                result = invoke(*command, "--help")
+                assert result.exit_code == 0, f"{name_of(page)}: {line}"
+                for option in re.findall(r"(?<!\S)--[a-z-]+", line.split("#", 1)[0]):
+                    assert option in result.stdout, f"{name_of(page)}: {line} ({option})"
+                checked += 1
+    assert checked >= 10
