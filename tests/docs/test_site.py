@@ -16,13 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.docs.examples import DOCS, README, ROOT, name_of
 from tests.plugins import unavailable
 
-pytestmark = pytest.mark.slow
 # A cold build of the API reference takes seconds; on a loaded machine, a minute or more.
 TIMEOUT = 600
 # What a build needs of the repository: the config, the pages, the sources of the API
