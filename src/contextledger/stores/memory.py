@@ -16,13 +16,16 @@ from contextledger.errors import (
     DuplicateEntry,
     EntryNotFound,
     SessionDeleted,
+    SessionExpired,
 )
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
     EntryStatus,
     Eviction,
+    Expiry,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -67,6 +70,7 @@ class _Conversation:
     # version -> id of the changeset that produced it (the commit log, for exactly-once)
     log: dict[int, str] = field(default_factory=dict)
     tombstones: list[Tombstone] = field(default_factory=list)
+    lineage: dict[str, LineageLink] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -81,6 +85,7 @@ class MemoryStore:
         self.url = url
         self._lock = threading.RLock()
         self._data: dict[tuple[str, str], _Conversation] = {}
+        self._expired: dict[tuple[str, str], Expiry] = {}
         self._gate = Gate(url)
 
     # -- reads ---------------------------------------------------------------------------
@@ -267,8 +272,17 @@ class MemoryStore:
             applied = _applied(conv, changeset)
             if applied is not None:
                 return applied
-            _check_version(conv, changeset)
+            self._check_version(conv, changeset)
             return None
+
+    def _check_version(self, conv: _Conversation | None, changeset: Changeset) -> None:
+        try:
+            _check_version(conv, changeset)
+        except SessionDeleted as exc:
+            expiry = self._expired.get((changeset.session_id, changeset.agent_id))
+            if expiry is not None:
+                raise SessionExpired(f"{exc} (it expired: {expiry.reason})") from exc
+            raise
 
     def _send(self, changeset: Changeset) -> int:
         key = (changeset.session_id, changeset.agent_id)
@@ -277,7 +291,7 @@ class MemoryStore:
             applied = _applied(conv, changeset)
             if applied is not None:
                 return applied
-            _check_version(conv, changeset)
+            self._check_version(conv, changeset)
             staged = _validate(conv, changeset)
             if conv is None:
                 conv = _Conversation(
@@ -376,12 +390,59 @@ class MemoryStore:
             return True
 
     def delete_session(self, session_id: str) -> bool:
-        """Drop every conversation of the session."""
+        """Drop every conversation of the session (and what is remembered of its expiry)."""
         with self._gate.call(), self._lock:
             keys = [k for k in self._data if k[0] == session_id]
             for k in keys:
                 del self._data[k]
+            for k in [k for k in self._expired if k[0] == session_id]:
+                del self._expired[k]
             return bool(keys)
+
+    # -- lineage and expiry ----------------------------------------------------------------
+
+    def add_lineage(self, links: Sequence[LineageLink]) -> int:
+        """Record each link under its ancestor conversation when it exists; return how many were new."""
+        with self._gate.call(), self._lock:
+            added = 0
+            for link in links:
+                conv = self._data.get((link.session_id, link.agent_id))
+                if conv is not None and link.key not in conv.lineage:
+                    conv.lineage[link.key] = link
+                    added += 1
+            return added
+
+    def lineage(self, session_id: str, agent_id: str | None = None) -> list[LineageLink]:
+        """The links whose ancestor is the session (or the one agent), oldest first."""
+        with self._gate.call(), self._lock:
+            out = [link for c in self._conversations(session_id, agent_id) for link in c.lineage.values()]
+            return sorted(out, key=lambda link: (link.created_at, link.depth, link.key))
+
+    def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
+        """Remove the session when none of its conversations was written at or after ``idle_before``."""
+        with self._gate.call(), self._lock:
+            keys = [k for k in self._data if k[0] == session_id]
+            if not keys or any(self._data[k].state.updated_at >= idle_before for k in keys):
+                return []
+            now = utcnow()
+            expiries = []
+            for key in sorted(keys):
+                expiry = Expiry(
+                    session_id=key[0],
+                    agent_id=key[1],
+                    reason=reason,
+                    expired_at=now,
+                    last_write=self._data.pop(key).state.updated_at,
+                )
+                self._expired[key] = expiry
+                expiries.append(expiry)
+            return expiries
+
+    def expirations(self, session_id: str) -> list[Expiry]:
+        """The expiries kept for the session, oldest first."""
+        with self._gate.call(), self._lock:
+            found = [e for k, e in self._expired.items() if k[0] == session_id]
+            return sorted(found, key=lambda e: (e.expired_at, e.agent_id))
 
     def close(self) -> None:
         """Refuse further calls (there is nothing to release)."""
