@@ -21,6 +21,7 @@ from contextledger.messages import Message
 from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.testing.exactly_once import ExactlyOnceContract
+from contextledger.testing.lineage import ExpiryContract, LineageContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.transfer import TransferContract
@@ -69,6 +70,8 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
 
 
 class StoreContract(
+    LineageContract,
+    ExpiryContract,
     TransferContract,
     RetentionContract,
     TimeTravelContract,
