@@ -75,6 +75,11 @@ def open_store(url: str, **options: Any) -> LedgerStore:
         SchemaOutOfDate: The SQL schema does not match this library.
     """
     backend = backend_of(url)
+    encryption = options.pop("encryption", None)
+    if encryption is not None:
+        from contextledger.stores.encrypted import with_encryption
+
+        return with_encryption(open_store(url, **options), encryption)
     if "ttl" in options and backend != "redis":
         if options["ttl"] is not None:
             raise ConfigurationError(f"ttl= expires conversations on Redis only; {mask(url)!r} is a {backend} ledger")
@@ -129,7 +134,9 @@ class Ledger:
 
         Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL,
         ``key_prefix="myapp"`` for Redis, ``ttl=3600`` to expire each Redis conversation
-        that many seconds after its last write).
+        that many seconds after its last write), except ``encryption``: a
+        :class:`~contextledger.encryption.Keyring` (or key provider, or a callable returning
+        one) seals content, summaries and state at rest (see :mod:`contextledger.encryption`).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
@@ -139,6 +146,7 @@ class Ledger:
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
+            EncryptionKeyMissing: ``encryption`` is a callable that gave no key.
         """
         return cls(open_store(url, **options))
 

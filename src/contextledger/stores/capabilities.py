@@ -10,13 +10,24 @@ implement both, and the operations that need one refuse a store without it with 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from contextledger.errors import ConfigurationError
 from contextledger.records import Expiry, LineageLink
 
-__all__ = ["ExpiringStore", "LineageStore", "SettlesErasure", "expiring", "with_lineage"]
+__all__ = [
+    "ExpiringStore",
+    "LineageStore",
+    "ResealingStore",
+    "SettlesErasure",
+    "Swap",
+    "expiring",
+    "resealing",
+    "swap_in",
+    "with_lineage",
+]
 
 
 @runtime_checkable
@@ -79,6 +90,77 @@ class SettlesErasure(Protocol):
         (PostgreSQL's ``VACUUM FULL`` of the ledger's tables).
         """
         ...
+
+
+SwapPlace = Literal["content", "meta", "summary", "revision", "manager_state", "agent_state"]
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One sealed token to replace by another where it is still stored (a key rotation's unit).
+
+    Attributes:
+        where: Which value: a message's ``content`` or ``meta`` (``ident``: its id), a
+            ``summary`` (its id), a ``revision``'s original (its message id and
+            ``number``), or the conversation's ``manager_state`` / ``agent_state``.
+        ident: The message or summary id (empty for state).
+        number: The revision number (0 otherwise).
+        old: The token stored now.
+        new: The token to store instead.
+    """
+
+    where: SwapPlace
+    ident: str
+    old: str
+    new: str
+    number: int = 0
+
+
+def swap_in(value: Any, old: str, new: str) -> tuple[Any, bool]:
+    """``value`` (decoded JSON) with the string ``old`` replaced by ``new`` wherever it is a whole value; whether it was."""
+    if isinstance(value, str):
+        return (new, True) if value == old else (value, False)
+    if isinstance(value, dict):
+        found = False
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out[k], hit = swap_in(v, old, new)
+            found = found or hit
+        return out, found
+    if isinstance(value, list | tuple):
+        items = []
+        found = False
+        for v in value:
+            item, hit = swap_in(v, old, new)
+            items.append(item)
+            found = found or hit
+        return items, found
+    return value, False
+
+
+@runtime_checkable
+class ResealingStore(Protocol):
+    """A store that can replace sealed tokens in place (what a key rotation does; see :mod:`contextledger.rotation`)."""
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Apply the swaps of one conversation atomically, each only where its ``old`` token still is; return how many.
+
+        A swap whose token is no longer there (the value was rewritten or erased since
+        it was read) is skipped: the next rotation pass sees the new value. Versions,
+        timestamps and everything else stay as they are.
+        """
+        ...
+
+
+def resealing(store: object) -> ResealingStore:
+    """``store`` as a :class:`ResealingStore`.
+
+    Raises:
+        ConfigurationError: The store cannot reseal values.
+    """
+    if not isinstance(store, ResealingStore):
+        raise ConfigurationError(f"{type(store).__name__} cannot replace sealed values (reseal)")
+    return store
 
 
 def with_lineage(store: object) -> LineageStore:

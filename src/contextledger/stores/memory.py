@@ -39,6 +39,7 @@ from contextledger.records import (
 )
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
 from contextledger.stores.exactly_once import commit_exactly_once
+from contextledger.stores.capabilities import Swap, swap_in
 from contextledger.stores.lifecycle import Gate
 
 __all__ = ["MemoryStore"]
@@ -438,6 +439,12 @@ class MemoryStore:
                 expiries.append(expiry)
             return expiries
 
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Replace sealed tokens where they still are (a key rotation); return how many were."""
+        with self._gate.call(), self._lock:
+            conv = self._data.get((session_id, agent_id))
+            return 0 if conv is None else sum(_reseal(conv, sw) for sw in swaps)
+
     def expirations(self, session_id: str) -> list[Expiry]:
         """The expiries kept for the session, oldest first."""
         with self._gate.call(), self._lock:
@@ -447,6 +454,39 @@ class MemoryStore:
     def close(self) -> None:
         """Refuse further calls (there is nothing to release)."""
         self._gate.close(lambda: None)
+
+
+def _reseal(conv: _Conversation, sw: Swap) -> bool:
+    """Apply one swap to the conversation; whether its token was there."""
+    if sw.where in ("content", "meta"):
+        row = conv.rows.get(sw.ident)
+        if row is None:
+            return False
+        record = row.message.to_record()
+        field_name = "content" if sw.where == "content" else "metadata"
+        value, hit = swap_in(record[field_name], sw.old, sw.new)
+        if hit:
+            row.message = Message.from_record({**record, field_name: value})
+        return hit
+    if sw.where == "summary":
+        summary = conv.summaries.get(sw.ident)
+        if summary is None or summary.content != sw.old:
+            return False
+        conv.summaries[sw.ident] = summary.model_copy(update={"content": sw.new})
+        return True
+    if sw.where == "revision":
+        for i, rev in enumerate(conv.revisions):
+            if rev.message_id == sw.ident and rev.number == sw.number:
+                value, hit = swap_in([dict(b) for b in rev.original], sw.old, sw.new)
+                if hit:
+                    conv.revisions[i] = rev.model_copy(update={"original": value})
+                return hit
+        return False
+    current = conv.state.manager_state if sw.where == "manager_state" else conv.state.agent_state
+    value, hit = swap_in(current, sw.old, sw.new)
+    if hit:
+        conv.state = conv.state.model_copy(update={sw.where: value})
+    return hit
 
 
 def _applied(conv: _Conversation | None, cs: Changeset) -> int | None:

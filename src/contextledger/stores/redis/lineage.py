@@ -13,7 +13,25 @@ import json
 
 from contextledger.records import Expiry, LineageLink
 
-__all__ = ["EXPIRE", "LINK", "expiry_from", "expiry_json", "link_field", "link_from", "link_json"]
+__all__ = ["EXPIRE", "LINK", "RESEAL", "expiry_from", "expiry_json", "link_field", "link_from", "link_json"]
+
+RESEAL = r"""#!lua
+-- Replace stored values that are still what was read. KEYS: the keys of one conversation.
+-- ARGV: groups of 5: key index, h (hash field) | l (list index), field or index, expected, new.
+local done = 0
+for i = 1, #ARGV, 5 do
+  local key = KEYS[tonumber(ARGV[i])]
+  local current
+  if ARGV[i + 1] == 'h' then current = redis.call('HGET', key, ARGV[i + 2])
+  else current = redis.call('LINDEX', key, tonumber(ARGV[i + 2])) end
+  if current == ARGV[i + 3] then
+    if ARGV[i + 1] == 'h' then redis.call('HSET', key, ARGV[i + 2], ARGV[i + 4])
+    else redis.call('LSET', key, tonumber(ARGV[i + 2]), ARGV[i + 4]) end
+    done = done + 1
+  end
+end
+return done
+"""
 
 LINK = r"""#!lua
 -- Record lineage links under one conversation. KEYS: state mut; ARGV: field, json pairs.

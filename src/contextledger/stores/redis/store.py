@@ -44,6 +44,7 @@ from contextledger.records import (
     view_entry,
 )
 from contextledger.stores.base import AppendedBy
+from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.redis import erasure, lineage, scripts, transfer, travel
@@ -149,6 +150,7 @@ class RedisStore(RedisQueries):
         self._align_ttl_script: Script = client.register_script(scripts.ALIGN_TTL)
         self._link_script: Script = client.register_script(lineage.LINK)
         self._expire_script: Script = client.register_script(lineage.EXPIRE)
+        self._reseal_script: Script = client.register_script(lineage.RESEAL)
         self._gate = Gate(self.url)
 
     @classmethod
@@ -652,6 +654,47 @@ class RedisStore(RedisQueries):
             raw = cast(dict[bytes, bytes], self._client.hgetall(SessionKeys.of(self.key_prefix, session_id).expired))
         found = [lineage.expiry_from(v, session_id) for v in raw.values()]
         return sorted(found, key=lambda e: (e.expired_at, e.agent_id))
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Replace sealed tokens where they still are (one script: each value only if unchanged since read)."""
+        if not swaps:
+            return 0
+        keys = self._conversation(session_id, agent_id)
+        order = list(keys.all)
+        places: list[tuple[str, str, str]] = []  # key, h|l, field (list positions filled below)
+        with self._driver("reseal"):
+            revisions = (
+                cast(list[bytes], self._client.lrange(keys.rev, 0, -1)) if any(s.where == "revision" for s in swaps) else []
+            )
+            pipe = self._client.pipeline(transaction=False)
+            for sw in swaps:
+                if sw.where == "revision":
+                    index = next((i for i, raw in enumerate(revisions) if sw.old.encode() in raw), -1)
+                    places.append((keys.rev, "l", str(index)))
+                    pipe.lindex(keys.rev, index)
+                    continue
+                key, field_name = {
+                    "content": (keys.content, sw.ident),
+                    "meta": (keys.msg, sw.ident),
+                    "summary": (keys.sum, sw.ident),
+                    "manager_state": (keys.state, "manager_state"),
+                    "agent_state": (keys.state, "agent_state"),
+                }[sw.where]
+                places.append((key, "h", field_name))
+                pipe.hget(key, field_name)
+            current = pipe.execute()
+        args: list[str] = []
+        for sw, (key, kind, field_name), raw in zip(swaps, places, current, strict=True):
+            if raw is None or field_name == "-1":
+                continue
+            old = text(raw)
+            if sw.old not in old:
+                continue
+            args += [str(order.index(key) + 1), kind, field_name, old, old.replace(sw.old, sw.new)]
+        if not args:
+            return 0
+        with self._driver("reseal"):
+            return int(cast(int, self._reseal_script(keys=order, args=args)))
 
     def settle_erasure(self, *, timeout: float, vacuum: bool = False) -> str | None:
         """Say whether Redis's persistence files may still hold erased values (the keys never do).

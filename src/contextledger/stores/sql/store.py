@@ -40,6 +40,7 @@ from contextledger.records import (
     utcnow,
 )
 from contextledger.stores.base import check_storable
+from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
@@ -523,6 +524,16 @@ class SQLStore(SQLListings):
 
         with self._transaction() as conn:
             return lineage.expirations(conn, session_id)
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Replace sealed tokens where they still are, in one transaction (``secure_delete`` on SQLite)."""
+        from contextledger.stores.sql import erasure, reseal
+
+        if not swaps:
+            return 0
+        with self._transaction(write=True) as conn:
+            erasure.secure(conn)
+            return reseal.reseal(conn, session_id, agent_id, swaps)
 
     def _expired(self, session_id: str, agent_id: str) -> Expiry | None:
         from contextledger.stores.sql import lineage
