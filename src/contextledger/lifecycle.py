@@ -233,10 +233,15 @@ def erase(
     held = [(session_id, agent), *((link.child_session_id, link.child_agent_id) for link in forks)]
     unreached: list[LineageLink] = []
     elsewhere: list[Erasure] = []
-    for link in copies(store, held):
+    reached_there: dict[int, set[tuple[str, str]]] = {}
+    # nearest first: a copy of the conversation itself reaches the copies of its forks there
+    for link in sorted(copies(store, held), key=lambda link: held.index((link.session_id, link.agent_id))):
         other = next((o for o in also if o.url == link.ledger), None)
         if other is None:
             unreached.append(link)
+            continue
+        done = reached_there.setdefault(id(other), set())
+        if (link.child_session_id, link.child_agent_id) in done:
             continue
         if not other.entries(link.child_session_id, link.child_agent_id, [entry_id]):
             continue
@@ -253,6 +258,7 @@ def erase(
                 settle_timeout=settle_timeout,
             )
         )
+        done.update((t.session_id, t.agent_id) for t in elsewhere[-1].tombstones)
     pending = settle_erasure(store, timeout=settle_timeout)
     logger.info(
         "session_id=<%s>, agent_id=<%s>, entry_id=<%s>, forks=<%d>, copies_left=<%d>, pending=<%s> | erased",
