@@ -34,6 +34,7 @@ from typing import Any
 
 from contextledger.errors import ConfigurationError, EncryptionError, EncryptionKeyMissing
 from contextledger.jsonvalues import ContentBlock, decode_blocks, decode_shared, encode_blocks, encode_value
+from contextledger.stored import SEALED
 
 __all__ = [
     "ENV_KEYS",
@@ -47,8 +48,6 @@ __all__ = [
 
 ENV_KEYS = "CONTEXTLEDGER_ENCRYPTION_KEYS"
 """The environment variable that holds the keys: ``id:base64key[,id:base64key...]``, the current one first."""
-SEALED = "cl_encrypted"
-"""The key of a sealed block, metadata or state."""
 _PREFIX = "clenc1."
 _KEY_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _NONCE = 12

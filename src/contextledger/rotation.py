@@ -23,10 +23,14 @@ from contextledger.encryption import SEALED, key_id_of, sealed_token
 from contextledger.errors import ConfigurationError
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import Swap, resealing
+from contextledger.stored import sealed_values_allowed
 from contextledger.stores.encrypted import EncryptedStore, place
 from contextledger.transfer import list_sessions
 
-__all__ = ["DEFAULT_BATCH", "Rotation", "rotate", "stale_swaps"]
+__all__ = ["CLEAR", "DEFAULT_BATCH", "Rotation", "key_census", "rotate", "stale_swaps"]
+
+CLEAR = "(not sealed)"
+"""How :func:`key_census` counts a value written before the ledger was encrypted."""
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,15 @@ def stale_swaps(store: EncryptedStore, session_id: str, agent_id: str) -> Iterat
         return Swap(where=where, ident=ident, old=token, new=new, number=number)  # type: ignore[arg-type]
 
     found: list[Swap | None] = []
+    with sealed_values_allowed():
+        found += _read_swaps(inner, sid, aid, swap)
+    yield from (s for s in found if s is not None)
+
+
+def _read_swaps(
+    inner: LedgerStore, sid: str, aid: str, swap: Callable[..., Swap | None]
+) -> list[Swap | None]:
+    found: list[Swap | None] = []
     for h in inner.history(sid, aid):
         mid = h.message.message_id
         found.append(swap("content", mid, sealed_token(h.message.content), place(sid, aid, "content", mid)))
@@ -81,7 +94,7 @@ def stale_swaps(store: EncryptedStore, session_id: str, agent_id: str) -> Iterat
             value = getattr(snapshot.state, which)
             token = value.get(SEALED) if isinstance(value, dict) else None
             found.append(swap(which, "", token if isinstance(token, str) else None, place(sid, aid, which)))
-    yield from (s for s in found if s is not None)
+    return found
 
 
 def rotate(
@@ -132,4 +145,37 @@ def rotate(
                 logger.info(
                     "session_id=<%s>, agent_id=<%s>, resealed=<%d>, key_id=<%s> | rotated", sid, aid, done, key_id
                 )
+    if resealed:
+        from contextledger.lifecycle import settle_erasure
+
+        settle_erasure(store)  # the old tokens leave the files as erased bytes do
     return Rotation(key_id=key_id, conversations=conversations, resealed=resealed, skipped=skipped)
+
+
+def key_census(store: LedgerStore, session_id: str) -> dict[str, int]:
+    """How many values of the session each key seals (``CLEAR``: not sealed), as stored."""
+    inner = store.inner if isinstance(store, EncryptedStore) else store
+    with sealed_values_allowed():
+        return _census(inner, session_id)
+
+
+def _census(inner: LedgerStore, session_id: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+
+    def count(token: object) -> None:
+        key_id = key_id_of(token) if isinstance(token, str) else None
+        counts[key_id or CLEAR] = counts.get(key_id or CLEAR, 0) + 1
+
+    for aid in inner.agents(session_id):
+        for h in inner.history(session_id, aid):
+            count(sealed_token(h.message.content))
+        for s in inner.summaries(session_id, aid):
+            count(s.content)
+        for r in inner.revisions(session_id, aid):
+            count(sealed_token(r.original))
+        snapshot = inner.load(session_id, aid)
+        if snapshot is not None:
+            for value in (snapshot.state.manager_state, snapshot.state.agent_state):
+                if value is not None:
+                    count(value.get(SEALED))
+    return counts

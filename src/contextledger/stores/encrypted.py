@@ -14,9 +14,10 @@ the stores' :meth:`reseal`, which swaps one token for another only where it stil
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from contextledger.bundle import ConversationRecords
 from contextledger.changeset import Changeset, ContentRevision
@@ -39,6 +40,9 @@ from contextledger.records import (
 )
 from contextledger.stores.base import AppendedBy, LedgerStore, preview
 from contextledger.stores.capabilities import Swap, expiring, resealing, with_lineage
+from contextledger.stored import sealed_values_allowed
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["EncryptedStore", "place", "with_encryption"]
 
@@ -351,3 +355,19 @@ class EncryptedStore:
     def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
         """Swap sealed tokens in the inner store (see :mod:`contextledger.rotation`)."""
         return resealing(self.inner).reseal(session_id, agent_id, swaps)
+
+
+def _allowing_sealed(fn: F) -> F:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with sealed_values_allowed():
+            return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
+# Every method reads or writes sealed content through the inner store: let it through
+# there (and only there; read without the keys, sealed content is EncryptionKeyMissing).
+for _name, _member in list(vars(EncryptedStore).items()):
+    if callable(_member) and not _name.startswith("__"):
+        setattr(EncryptedStore, _name, _allowing_sealed(_member))
