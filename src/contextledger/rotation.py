@@ -123,7 +123,7 @@ def rotate(
         raise ConfigurationError("rotate needs an encrypted ledger: Ledger.connect(url, encryption=keyring)")
     if batch_size < 1:
         raise ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
-    target = resealing(store.inner)
+    resealing(store.inner)  # refuses a store that cannot before anything is read
     key_id, _ = store.sealer.keys.current()
     conversations = resealed = skipped = 0
     for sid in list(session_ids) if session_ids is not None else list_sessions(store):
@@ -132,7 +132,7 @@ def rotate(
             done = 0
             for start in range(0, len(swaps), batch_size):
                 batch = swaps[start : start + batch_size]
-                applied = target.reseal(sid, aid, batch)
+                applied = store.reseal(sid, aid, batch)
                 done += applied
                 skipped += len(batch) - applied
                 if on_batch is not None:

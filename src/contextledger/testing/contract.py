@@ -21,6 +21,7 @@ from contextledger.messages import Message
 from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.testing.exactly_once import ExactlyOnceContract
+from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.lineage import ExpiryContract, LineageContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.retention import RetentionContract
@@ -70,6 +71,7 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
 
 
 class StoreContract(
+    EncryptionContract,
     LineageContract,
     ExpiryContract,
     TransferContract,
