@@ -310,7 +310,7 @@ class Ledger:
         return fork(self.store, session_id, new_session_id, at_call=at_call, agent_id=agent_id)
 
     def fork_origin(self, session_id: str, agent_id: str = "default") -> ForkOrigin | None:
-        """Where the conversation was forked from (its parent, and every ancestor), or ``None`` when it is not a fork."""
+        """Where the conversation was forked from (its parent and every ancestor); ``None`` when it is not a fork."""
         from contextledger.fork import fork_origin
 
         return fork_origin(self.store.reductions(session_id, agent_id))
@@ -481,9 +481,8 @@ class Ledger:
             SessionNotFound: A session of ``session_ids`` is not in this ledger.
             ConversationExists: The target holds one of the conversations with different records.
         """
-        from contextledger.transfer import copy_sessions
-
         from contextledger.lineage import register_copies, register_forks
+        from contextledger.transfer import copy_sessions
 
         store = target if isinstance(target, LedgerStore) else target.store
         report = copy_sessions(self.store, store, session_ids, on_conversation=on_conversation)

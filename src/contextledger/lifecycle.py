@@ -287,7 +287,7 @@ def _erase_row(
     summarizer: Summarizer | None,
     also_summaries: Sequence[str],
 ) -> Tombstone:
-    """Erase ``row`` of one conversation: its content, revisions and the summaries covering it (and ``also_summaries``)."""
+    """Erase ``row`` of one conversation: content, revisions, the summaries covering it (and ``also_summaries``)."""
     entry_id = row.message.message_id
     # Host metadata goes too; only the pin stays (it is not content, and the view keeps it).
     erased = Message(message_id=entry_id, role=row.message.role, content=erase_blocks(row.message.content)).with_pin(

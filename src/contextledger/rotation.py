@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from contextledger.encryption import SEALED, key_id_of, sealed_token
 from contextledger.errors import ConfigurationError
+from contextledger.stored import sealed_values_allowed
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import Swap, resealing
-from contextledger.stored import sealed_values_allowed
 from contextledger.stores.encrypted import EncryptedStore, place
 from contextledger.transfer import list_sessions
 
@@ -74,9 +74,7 @@ def stale_swaps(store: EncryptedStore, session_id: str, agent_id: str) -> Iterat
     yield from (s for s in found if s is not None)
 
 
-def _read_swaps(
-    inner: LedgerStore, sid: str, aid: str, swap: Callable[..., Swap | None]
-) -> list[Swap | None]:
+def _read_swaps(inner: LedgerStore, sid: str, aid: str, swap: Callable[..., Swap | None]) -> list[Swap | None]:
     found: list[Swap | None] = []
     for h in inner.history(sid, aid):
         mid = h.message.message_id

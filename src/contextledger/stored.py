@@ -20,7 +20,6 @@ from contextvars import ContextVar
 from typing import Any
 
 from contextledger.errors import EncryptionKeyMissing
-
 from contextledger.jsonvalues import (  # the codec's private parts: the walk mirrors its decoding
     _BYTES_TAG,
     _ESCAPED_TAG,

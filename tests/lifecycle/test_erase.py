@@ -74,7 +74,8 @@ def test_erase_removes_content_revisions_and_summary_texts(store: LedgerStore) -
     version = ledger.conversation("s").version
     erasure = ledger.erase("s", secret.message_id, reason="GDPR request 42")
     tombstone = erasure.tombstone
-    assert erasure.descendants == () and erasure.copies == ()
+    assert erasure.descendants == ()
+    assert erasure.copies == ()
     assert SECRET not in _everything(ledger)
     (row,) = [h for h in ledger.history("s") if h.message.message_id == secret.message_id]
     assert row.message.plain_text == ERASED_TEXT

@@ -40,7 +40,8 @@ def test_expire_removes_idle_sessions_only_and_keeps_expiries(store: LedgerStore
     with pytest.raises(SessionExpired, match="expired"):
         idle.append(Message.user("still there?"))
     again = ledger.conversation("idle")  # starts afresh
-    assert again.version == 0 and list(again.view) == []
+    assert again.version == 0
+    assert list(again.view) == []
     again.append(Message.user("new start"))
     assert ledger.expire(idle=timedelta(days=1)) == []
     with pytest.raises(ConfigurationError):

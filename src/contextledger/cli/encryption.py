@@ -30,7 +30,10 @@ def _require_keys() -> None:
         raise ConfigurationError(f"set {ENV_KEYS}=id:base64key[,old-id:base64key...] (the current key first)")
 
 
-def new_key(key_id: Annotated[str, typer.Argument(help="The id to give the key (1-40 letters, digits, _ or -).")]) -> None:
+KeyIdArg = Annotated[str, typer.Argument(help="The id to give the key (1-40 letters, digits, _ or -).")]
+
+
+def new_key(key_id: KeyIdArg) -> None:
     """Print a new random 256-bit key as id:base64key, to put first in CONTEXTLEDGER_ENCRYPTION_KEYS."""
     from contextledger.encryption import Keyring, new_key
 

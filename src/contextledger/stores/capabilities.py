@@ -117,7 +117,7 @@ class Swap:
 
 
 def swap_in(value: Any, old: str, new: str) -> tuple[Any, bool]:
-    """``value`` (decoded JSON) with the string ``old`` replaced by ``new`` wherever it is a whole value; whether it was."""
+    """``value`` (decoded JSON) with every string equal to ``old`` replaced by ``new``, and whether one was."""
     if isinstance(value, str):
         return (new, True) if value == old else (value, False)
     if isinstance(value, dict):

@@ -38,9 +38,9 @@ from contextledger.records import (
     Trigger,
     ViewEntry,
 )
+from contextledger.stored import sealed_values_allowed
 from contextledger.stores.base import AppendedBy, LedgerStore, preview
 from contextledger.stores.capabilities import Swap, expiring, resealing, with_lineage
-from contextledger.stored import sealed_values_allowed
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,7 +48,7 @@ __all__ = ["EncryptedStore", "place", "with_encryption"]
 
 
 def with_encryption(store: LedgerStore, encryption: object) -> LedgerStore:
-    """``store`` sealed with the keys of ``encryption`` (a ``KeyProvider``, or a callable returning one); ``None``: as is.
+    """``store`` sealed with the keys of ``encryption`` (a ``KeyProvider`` or a callable giving one), or as is.
 
     Raises:
         EncryptionKeyMissing: The callable gave no key provider.
@@ -64,7 +64,8 @@ def with_encryption(store: LedgerStore, encryption: object) -> LedgerStore:
         raise EncryptionKeyMissing("encryption was asked for but the key provider gave no key")
     if not isinstance(provider, KeyProvider):
         raise ConfigurationError(
-            f"encryption= takes a Keyring (or another KeyProvider), or a callable returning one; got {type(provider).__name__}"
+            "encryption= takes a Keyring (or another KeyProvider), or a callable returning one; "
+            f"got {type(provider).__name__}"
         )
     return EncryptedStore(store, Sealer(provider))
 
@@ -165,9 +166,7 @@ class EncryptedStore:
                 ContentRevision.model_construct(
                     **{
                         **dict(r),
-                        "content": self.sealer.seal_content(
-                            list(r.content), place(sid, aid, "content", r.message_id)
-                        ),
+                        "content": self.sealer.seal_content(list(r.content), place(sid, aid, "content", r.message_id)),
                     }
                 )
                 for r in cs.revisions
@@ -247,9 +246,7 @@ class EncryptedStore:
             return None
         state = snapshot.state.model_copy(
             update={
-                "manager_state": self._open_state(
-                    session_id, agent_id, "manager_state", snapshot.state.manager_state
-                ),
+                "manager_state": self._open_state(session_id, agent_id, "manager_state", snapshot.state.manager_state),
                 "agent_state": self._open_state(session_id, agent_id, "agent_state", snapshot.state.agent_state),
             }
         )
@@ -258,7 +255,8 @@ class EncryptedStore:
 
     def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
         """The inner history, opened."""
-        return [self._open_history(h) for h in self.inner.history(session_id, agent_id, include_evicted=include_evicted)]
+        found = self.inner.history(session_id, agent_id, include_evicted=include_evicted)
+        return [self._open_history(h) for h in found]
 
     def entries(
         self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None

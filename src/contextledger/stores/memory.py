@@ -38,8 +38,8 @@ from contextledger.records import (
     utcnow,
 )
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
-from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.capabilities import Swap, swap_in
+from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 
 __all__ = ["MemoryStore"]

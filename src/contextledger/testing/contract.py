@@ -20,10 +20,10 @@ from contextledger.errors import ConcurrencyConflict, ConfigurationError, Duplic
 from contextledger.messages import Message
 from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
-from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.encryption import EncryptionContract
-from contextledger.testing.lineage import ExpiryContract, LineageContract
+from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
+from contextledger.testing.lineage import ExpiryContract, LineageContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.transfer import TransferContract
 from contextledger.testing.travel import TimeTravelContract

@@ -22,7 +22,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.stores.encrypted import EncryptedStore
 from contextledger.transfer import conversation_lines, read_conversation
 
-__all__ = ["EncryptionContract", "SECRET", "encrypted_conversation", "stored_tokens"]
+__all__ = ["SECRET", "EncryptionContract", "encrypted_conversation", "stored_tokens"]
 
 SECRET = "the launch code is 7-ALPHA-9"
 K1, K2, OTHER = new_key(), new_key(), new_key()
@@ -34,8 +34,10 @@ def encrypted(store: LedgerStore, *keys: tuple[str, str]) -> EncryptedStore:
 
 
 def encrypted_conversation(store: EncryptedStore) -> dict[str, Any]:
-    """A conversation with the secret everywhere content lives: messages, tool input, metadata,
-    a revision, a summary, manager and host state. Returns its ids."""
+    """A conversation with the secret wherever content lives; the ids of its first message and summary.
+
+    The secret is in messages, a tool input, metadata, a revision, a summary and host state.
+    """
     conv = Conversation(store, "s", "a")
     (first,) = conv.append(Message.user(f"remember {SECRET}", metadata={"custom": {"note": SECRET}}))
     conv.append(
@@ -123,7 +125,8 @@ class EncryptionContract:
         with pytest.raises(KeyboardInterrupt):
             rotate(both, batch_size=1, on_batch=stop_after_two)
         census = key_census(both, "s")
-        assert census.get("k2") and census.get("k1"), census  # half-way: both keys in use
+        assert census.get("k2"), census  # half-way: both keys in use
+        assert census.get("k1"), census
         assert both.history("s", "a")  # and everything still opens
         done = rotate(both, batch_size=3)
         assert done.resealed == len(before) - 2
@@ -142,10 +145,13 @@ class EncryptionContract:
         rotate(both)
         with sealed_values_allowed():
             new = sealed_token(store.entries("s", "a", [ids["first"]])[0].message.content)
-        assert old and new and old != new
+        assert old
+        assert new
+        assert old != new
         erase(both, "s", ids["first"], reason="asked")
         tokens = stored_tokens(store)
-        assert old not in tokens and new not in tokens
+        assert old not in tokens
+        assert new not in tokens
         (row,) = both.entries("s", "a", [ids["first"]])
         assert SECRET not in row.message.model_dump_json()
         assert all(SECRET not in s.content for s in both.summaries("s", "a"))

@@ -663,9 +663,8 @@ class RedisStore(RedisQueries):
         order = list(keys.all)
         places: list[tuple[str, str, str]] = []  # key, h|l, field (list positions filled below)
         with self._driver("reseal"):
-            revisions = (
-                cast(list[bytes], self._client.lrange(keys.rev, 0, -1)) if any(s.where == "revision" for s in swaps) else []
-            )
+            wanted = any(s.where == "revision" for s in swaps)
+            revisions = cast(list[bytes], self._client.lrange(keys.rev, 0, -1)) if wanted else []
             pipe = self._client.pipeline(transaction=False)
             for sw in swaps:
                 if sw.where == "revision":
@@ -704,7 +703,7 @@ class RedisStore(RedisQueries):
         store does not rewrite them itself (``BGREWRITEAOF`` / ``BGSAVE`` are the operator's).
         """
         with self._driver("persistence info"):
-            info = cast(dict[str, Any], self._client.info("persistence"))
+            info: dict[str, Any] = self._client.info("persistence")
         if self._cluster and info and all(isinstance(v, dict) for v in info.values()):
             nodes = list(info.values())  # one reply per node
         else:

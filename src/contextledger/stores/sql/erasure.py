@@ -212,6 +212,7 @@ def settle_sqlite(conn: Connection, *, timeout: float, what: str) -> str | None:
         f"for the {timeout:g}s waited; once it ends, run ledger.settle_erasure() to checkpoint and empty the WAL"
     )
 
+
 def vacuum(conn: Connection, *, full: bool = False) -> None:
     """Reclaim dead row versions of the ledger's tables (autocommit connection).
 

@@ -31,7 +31,8 @@ def add_lineage(conn: Connection, links: Sequence[LineageLink]) -> int:
             ).scalar()
             keys: set[str] = set()
             if found is not None:
-                keys = {_key(row) for row in conn.execute(select(LineageRow).where(LineageRow.conversation_id == found))}
+                kept = conn.execute(select(LineageRow).where(LineageRow.conversation_id == found))
+                keys = {_key(row) for row in kept}
             ancestors[pair] = (found, keys)
         conversation, keys = ancestors[pair]
         if conversation is None or link.key in keys:
@@ -74,7 +75,7 @@ def lineage(conn: Connection, session_id: str, agent_id: str | None) -> list[Lin
             agent_id=row.agent_id,
             child_session_id=row.child_session_id,
             child_agent_id=row.child_agent_id,
-            kind=row.kind,  # type: ignore[arg-type] # written from a LineageKind
+            kind=row.kind,
             depth=row.depth,
             at_call=row.at_call,
             version=row.version,
@@ -85,7 +86,9 @@ def lineage(conn: Connection, session_id: str, agent_id: str | None) -> list[Lin
     ]
 
 
-def expire_session(conn: Connection, session_id: str, idle_before: datetime, reason: str, now: datetime) -> list[Expiry]:
+def expire_session(
+    conn: Connection, session_id: str, idle_before: datetime, reason: str, now: datetime
+) -> list[Expiry]:
     """Delete the session when none of its conversations was written at or after ``idle_before``; keep expiries."""
     rows = conn.execute(
         select(ConversationRow.agent_id, ConversationRow.updated_at)

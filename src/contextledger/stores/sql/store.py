@@ -495,7 +495,7 @@ class SQLStore(SQLListings):
     # -- lineage and expiry -----------------------------------------------------------------
 
     def add_lineage(self, links: Sequence[LineageLink]) -> int:
-        """Record each link under its ancestor conversation when it exists (one transaction); return how many were new."""
+        """Record each link under its existing ancestor conversation (one transaction); return how many were new."""
         from contextledger.stores.sql import lineage
 
         if not links:
