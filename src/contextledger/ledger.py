@@ -77,9 +77,10 @@ def open_store(url: str, **options: Any) -> LedgerStore:
     backend = backend_of(url)
     encryption = options.pop("encryption", None)
     if encryption is not None:
-        from contextledger.stores.encrypted import with_encryption
+        from contextledger.stores.encrypted import key_provider, with_encryption
 
-        return with_encryption(open_store(url, **options), encryption)
+        provider = key_provider(encryption)  # before opening: a bad option opens nothing
+        return with_encryption(open_store(url, **options), provider)
     if "ttl" in options and backend != "redis":
         if options["ttl"] is not None:
             raise ConfigurationError(f"ttl= expires conversations on Redis only; {mask(url)!r} is a {backend} ledger")

@@ -111,3 +111,16 @@ def test_cli_rotation_with_keys_from_the_environment(invoke: Invoke, tmp_path: P
     assert "k2: 2" in invoke("encryption", "status", "--url", url, env={"CONTEXTLEDGER_ENCRYPTION_KEYS": k2}).stdout
     new_only = invoke("history", "s", "--url", url, "--no-pager", env={"CONTEXTLEDGER_ENCRYPTION_KEYS": k2})
     assert SECRET in new_only.stdout
+
+
+def test_encryption_takes_a_key_provider_or_a_callable_and_refuses_anything_else(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    ring = Keyring([("k1", new_key())])
+    with Ledger.connect(url, encryption=lambda: ring) as ledger:
+        ledger.conversation("s").append(Message.user(SECRET))
+    with Ledger.connect(url, encryption=ring) as ledger:
+        assert ledger.history("s")[0].message.plain_text == SECRET
+    with pytest.raises(EncryptionKeyMissing):
+        Ledger.connect(url, encryption=lambda: None)
+    with pytest.raises(ConfigurationError):
+        Ledger.connect(url, encryption="k1:not-a-keyring")

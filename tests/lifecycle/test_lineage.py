@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,23 @@ def test_postgres_says_the_bytes_wait_for_vacuum(postgres_store: LedgerStore) ->
     assert erasure.pending is not None
     assert "VACUUM" in erasure.pending
     assert ledger.settle_erasure(vacuum=True) is None
+
+
+def test_the_async_api_forks_lists_and_erases_through_lineage(tmp_path: Path) -> None:
+    import asyncio
+
+    from contextledger.aio import AsyncLedger
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'a.db'}") as ledger:
+            chat = await ledger.conversation("p")
+            (secret,) = await chat.append(Message.user(f"my {SECRET}"))
+            await ledger.fork("p", "c")
+            assert [f.child_session_id for f in await ledger.forks("p")] == ["c"]
+            erasure = await ledger.erase("p", secret.message_id, reason="async")
+            assert [t.session_id for t in erasure.descendants] == ["c"]
+            assert erasure.complete
+            assert await ledger.settle_erasure() is None
+            assert await ledger.expire(idle=timedelta(days=1)) == []
+
+    asyncio.run(main())

@@ -44,7 +44,7 @@ from contextledger.stores.capabilities import Swap, expiring, resealing, with_li
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["EncryptedStore", "place", "with_encryption"]
+__all__ = ["EncryptedStore", "key_provider", "place", "with_encryption"]
 
 
 def with_encryption(store: LedgerStore, encryption: object) -> LedgerStore:
@@ -54,11 +54,27 @@ def with_encryption(store: LedgerStore, encryption: object) -> LedgerStore:
         EncryptionKeyMissing: The callable gave no key provider.
         ConfigurationError: ``encryption`` is neither, or ``cryptography`` is not installed.
     """
+    if encryption is None:
+        return store
+    try:
+        provider = key_provider(encryption)
+        sealer = Sealer(provider)
+    except BaseException:
+        store.close()  # opened for nothing
+        raise
+    return EncryptedStore(store, sealer)
+
+
+def key_provider(encryption: object) -> KeyProvider:
+    """The key provider ``encryption`` is or gives (what ``Ledger.connect(encryption=...)`` takes).
+
+    Raises:
+        EncryptionKeyMissing: A callable gave no key provider.
+        ConfigurationError: ``encryption`` is neither a key provider nor a callable giving one.
+    """
     from contextledger.encryption import KeyProvider
     from contextledger.errors import ConfigurationError, EncryptionKeyMissing
 
-    if encryption is None:
-        return store
     provider = encryption() if callable(encryption) and not isinstance(encryption, KeyProvider) else encryption
     if provider is None:
         raise EncryptionKeyMissing("encryption was asked for but the key provider gave no key")
@@ -67,7 +83,7 @@ def with_encryption(store: LedgerStore, encryption: object) -> LedgerStore:
             "encryption= takes a Keyring (or another KeyProvider), or a callable returning one; "
             f"got {type(provider).__name__}"
         )
-    return EncryptedStore(store, Sealer(provider))
+    return provider
 
 
 def place(session_id: str, agent_id: str, what: str, ident: str = "") -> str:
