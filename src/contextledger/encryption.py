@@ -29,7 +29,7 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from contextledger.errors import ConfigurationError, EncryptionError, EncryptionKeyMissing
@@ -174,6 +174,16 @@ class Sealer:
     """
 
     keys: KeyProvider
+    _ciphers: dict[bytes, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def _cipher(self, key: bytes) -> Any:
+        """The AES-GCM cipher of ``key`` (built once per key)."""
+        cipher = self._ciphers.get(key)
+        if cipher is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            cipher = self._ciphers[key] = AESGCM(key)
+        return cipher
 
     def __post_init__(self) -> None:
         try:
@@ -187,11 +197,9 @@ class Sealer:
 
     def seal_text(self, text: str, place: str) -> str:
         """``text`` sealed under the current key, bound to ``place``."""
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
         key_id, key = self.keys.current()
         nonce = secrets.token_bytes(_NONCE)
-        sealed = AESGCM(key).encrypt(nonce, text.encode("utf-8", "surrogatepass"), place.encode("utf-8"))
+        sealed = self._cipher(key).encrypt(nonce, text.encode("utf-8", "surrogatepass"), place.encode("utf-8"))
         return f"{_PREFIX}{key_id}.{base64.urlsafe_b64encode(nonce + sealed).decode('ascii')}"
 
     def open_text(self, token: str, place: str) -> str:
@@ -202,7 +210,6 @@ class Sealer:
             EncryptionError: The key is wrong or the token was damaged or moved.
         """
         from cryptography.exceptions import InvalidTag
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         where = " / ".join(part for part in place.split("\x1f") if part)
         key_id = key_id_of(token)
@@ -215,7 +222,7 @@ class Sealer:
             )
         try:
             raw = base64.urlsafe_b64decode(token[len(_PREFIX) + len(key_id) + 1 :])
-            plain = AESGCM(key).decrypt(raw[:_NONCE], raw[_NONCE:], place.encode("utf-8"))
+            plain = self._cipher(key).decrypt(raw[:_NONCE], raw[_NONCE:], place.encode("utf-8"))
         except (InvalidTag, binascii.Error, ValueError) as exc:
             raise EncryptionError(
                 f"{where} does not open with key {key_id!r}: a wrong key, or a damaged or moved value"

@@ -37,6 +37,7 @@ from contextledger.records import (
     Tombstone,
     Trigger,
     ViewEntry,
+    view_entry,
 )
 from contextledger.stored import sealed_values_allowed
 from contextledger.stores.base import AppendedBy, LedgerStore, preview
@@ -118,7 +119,10 @@ class EncryptedStore:
 
     def _seal_message(self, sid: str, aid: str, message: Message) -> Message:
         meta = message.with_pin(False).metadata
-        metadata: dict[str, Any] = self.sealer.seal_mapping(meta, place(sid, aid, "meta", message.message_id))
+        # Empty metadata (the common case) holds nothing to hide: kept as it is, one token less to open.
+        metadata: dict[str, Any] = (
+            self.sealer.seal_mapping(meta, place(sid, aid, "meta", message.message_id)) if meta else {}
+        )
         sealed = Message(
             message_id=message.message_id,
             role=message.role,
@@ -129,13 +133,22 @@ class EncryptedStore:
 
     def _open_message(self, sid: str, aid: str, message: Message) -> Message:
         token = sealed_token(message.content)
-        sealed_meta = isinstance(message.metadata.get(SEALED), str)
-        if token is None and not sealed_meta:
+        meta_token = message.metadata.get(SEALED)
+        if token is None and not isinstance(meta_token, str):
             return message  # written before the ledger was encrypted
-        content = self.sealer.open_content(message.content, place(sid, aid, "content", message.message_id))
-        metadata = self.sealer.open_mapping(message.metadata, place(sid, aid, "meta", message.message_id))
-        opened = Message(message_id=message.message_id, role=message.role, content=content, metadata=metadata)
-        return opened.with_pin(message.pinned)
+        mid = message.message_id
+        record = message.to_record()
+        # The opened JSON is what to_record() gave when it was sealed: Message.from_record
+        # rebuilds the message from it on its fast path (no second validation).
+        if token is not None:
+            record["content"] = self.sealer.open_json(token, place(sid, aid, "content", mid))
+        if isinstance(meta_token, str):
+            record["metadata"] = self.sealer.open_json(meta_token, place(sid, aid, "meta", mid))
+        if message.pinned:  # the pin flag is kept clear, beside the sealed metadata
+            metadata = dict(record["metadata"])
+            metadata["custom"] = {**dict(metadata.get("custom") or {}), "pinned": True}
+            record["metadata"] = metadata
+        return Message.from_record(record)
 
     def _seal_text(self, sid: str, aid: str, summary_id: str, text: str) -> str:
         return self.sealer.seal_text(text, place(sid, aid, "summary", summary_id))
@@ -166,9 +179,11 @@ class EncryptedStore:
             if opened is text:
                 return entry
             message = Message(message_id=entry.message.message_id, role=entry.message.role, content=[{"text": opened}])
-            return entry.model_copy(update={"message": message})
-        message = self._open_message(sid, aid, entry.message)
-        return entry if message is entry.message else entry.model_copy(update={"message": message})
+        else:
+            message = self._open_message(sid, aid, entry.message)
+            if message is entry.message:
+                return entry
+        return view_entry(entry.entry_id, entry.kind, entry.seq, message, entry.tokens)
 
     def _seal_changeset(self, cs: Changeset) -> Changeset:
         sid, aid = cs.session_id, cs.agent_id
@@ -383,5 +398,5 @@ def _allowing_sealed(fn: F) -> F:
 # Every method reads or writes sealed content through the inner store: let it through
 # there (and only there; read without the keys, sealed content is EncryptionKeyMissing).
 for _name, _member in list(vars(EncryptedStore).items()):
-    if callable(_member) and not _name.startswith("__"):
+    if callable(_member) and not _name.startswith("_"):
         setattr(EncryptedStore, _name, _allowing_sealed(_member))
