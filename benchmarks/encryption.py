@@ -49,7 +49,7 @@ def run(clear: Ledger, sealed: Ledger, rounds: int) -> dict[str, dict[str, list[
     samples: dict[str, dict[str, list[tuple[float, float]]]] = {}
     pairs = {"clear": clear, "sealed": sealed}
     chats = {name: ledger.conversation("bench-append") for name, ledger in pairs.items()}
-    for name, ledger in pairs.items():
+    for ledger in pairs.values():
         window = ledger.conversation("bench-restore")
         for n in range(10):
             window.append(*turn(n))
@@ -73,7 +73,9 @@ def main() -> None:
     args = parser.parse_args()
     old, new = new_key(), new_key()
     with tempfile.TemporaryDirectory() as folder:
-        targets = [("SQLite", f"sqlite:///{Path(folder) / 'clear.db'}", f"sqlite:///{Path(folder) / 'sealed.db'}", {})]
+        targets: list[tuple[str, str, str, dict[str, str]]] = [
+            ("SQLite", f"sqlite:///{Path(folder) / 'clear.db'}", f"sqlite:///{Path(folder) / 'sealed.db'}", {})
+        ]
         if args.redis:
             stamp = str(int(time.time()))
             targets.append(("Redis", args.redis, args.redis, {"clear": f"bc{stamp}", "sealed": f"bs{stamp}"}))
@@ -97,9 +99,8 @@ def main() -> None:
                     big.append(*turn(n))
             with Ledger.connect(sealed_url, encryption=Keyring([("new", new), ("old", old)]), **sealed_opts) as both:
                 wall, cpu = timed(lambda both=both: rotate(both.store, session_ids=["bench-rotate"]))  # type: ignore[misc]
-                print(
-                    f"{backend:8} rotate   400 messages re-sealed in {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU"
-                )
+                took = f"{wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU"
+                print(f"{backend:8} rotate   400 messages re-sealed in {took}")
 
 
 if __name__ == "__main__":

@@ -222,7 +222,7 @@ class Sealer:
             )
         try:
             raw = base64.urlsafe_b64decode(token[len(_PREFIX) + len(key_id) + 1 :])
-            plain = self._cipher(key).decrypt(raw[:_NONCE], raw[_NONCE:], place.encode("utf-8"))
+            plain: bytes = self._cipher(key).decrypt(raw[:_NONCE], raw[_NONCE:], place.encode("utf-8"))
         except (InvalidTag, binascii.Error, ValueError) as exc:
             raise EncryptionError(
                 f"{where} does not open with key {key_id!r}: a wrong key, or a damaged or moved value"

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from contextledger.bundle import ConversationRecords
 from contextledger.changeset import Changeset, ContentRevision
-from contextledger.encryption import SEALED, Sealer, sealed_token
+from contextledger.encryption import SEALED, KeyProvider, Sealer, sealed_token
 from contextledger.messages import Message
 from contextledger.records import (
     Eviction,
@@ -73,7 +73,6 @@ def key_provider(encryption: object) -> KeyProvider:
         EncryptionKeyMissing: A callable gave no key provider.
         ConfigurationError: ``encryption`` is neither a key provider nor a callable giving one.
     """
-    from contextledger.encryption import KeyProvider
     from contextledger.errors import ConfigurationError, EncryptionKeyMissing
 
     provider = encryption() if callable(encryption) and not isinstance(encryption, KeyProvider) else encryption
