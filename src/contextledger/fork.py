@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, SessionExists, SessionNotFound
+from contextledger.lineage import FORK_STRATEGY, ForkOrigin, fork_origin
 from contextledger.records import Reduction, SummaryEntry, ViewEntry, new_id, utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import with_lineage
@@ -29,33 +28,6 @@ from contextledger.travel import view_at
 __all__ = ["FORK_STRATEGY", "ForkOrigin", "fork", "fork_origin"]
 
 logger = logging.getLogger(__name__)
-
-FORK_STRATEGY = "fork"
-"""The strategy of the reduction that records a fork's origin."""
-
-
-@dataclass(frozen=True)
-class ForkOrigin:
-    """Where a forked conversation came from.
-
-    Attributes:
-        session_id: The original session.
-        agent_id: The original agent.
-        at_call: The model call whose view the fork starts from (``None``: the view then current).
-        version: The original conversation's version at the fork.
-        forked_at: When the fork was committed.
-        reduction_id: The ``fork`` reduction of the new conversation.
-        ancestors: Every conversation it descends from, ``(session_id, agent_id)``, the
-            parent first (empty for a fork recorded before 0.3: the parent alone is known).
-    """
-
-    session_id: str
-    agent_id: str
-    at_call: int | None
-    version: int
-    forked_at: datetime
-    reduction_id: str
-    ancestors: tuple[tuple[str, str], ...] = ()
 
 
 def fork(
@@ -218,24 +190,3 @@ def _fork_changeset(
         ancestors=chain,
     )
     return changeset, origin
-
-
-def fork_origin(reductions: list[Reduction]) -> ForkOrigin | None:
-    """Where a conversation was forked from, read from its ``fork`` reduction (``None``: not a fork)."""
-    for red in reductions:
-        if red.strategy == FORK_STRATEGY and red.trigger == "import" and red.detail:
-            try:
-                data = json.loads(red.detail)
-                chain = tuple((str(s), str(a)) for s, a in data.get("ancestors", ()))
-                return ForkOrigin(
-                    session_id=str(data["forked_from"]),
-                    agent_id=str(data["agent_id"]),
-                    at_call=data["at_call"],
-                    version=int(data["version"]),
-                    forked_at=red.created_at,
-                    reduction_id=red.reduction_id,
-                    ancestors=chain,
-                )
-            except (ValueError, KeyError, TypeError):
-                continue
-    return None

@@ -24,20 +24,80 @@ does not exist; it is skipped when read.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from contextledger.records import LineageLink, utcnow
+from contextledger.records import LineageLink, Reduction, utcnow
 from contextledger.stores.capabilities import with_lineage
 
 if TYPE_CHECKING:
-    from contextledger.fork import ForkOrigin
     from contextledger.stores.base import LedgerStore
 
-__all__ = ["ancestors", "copies", "descendants", "fork_links", "register_copies", "register_forks"]
+__all__ = [
+    "FORK_STRATEGY",
+    "ForkOrigin",
+    "ancestors",
+    "copies",
+    "descendants",
+    "fork_links",
+    "fork_origin",
+    "register_copies",
+    "register_forks",
+]
 
 logger = logging.getLogger(__name__)
+
+FORK_STRATEGY = "fork"
+"""The strategy of the reduction that records a fork's origin."""
+
+
+@dataclass(frozen=True)
+class ForkOrigin:
+    """Where a forked conversation came from.
+
+    Attributes:
+        session_id: The original session.
+        agent_id: The original agent.
+        at_call: The model call whose view the fork starts from (``None``: the view then current).
+        version: The original conversation's version at the fork.
+        forked_at: When the fork was committed.
+        reduction_id: The ``fork`` reduction of the new conversation.
+        ancestors: Every conversation it descends from, ``(session_id, agent_id)``, the
+            parent first (empty for a fork recorded before 0.3: the parent alone is known).
+    """
+
+    session_id: str
+    agent_id: str
+    at_call: int | None
+    version: int
+    forked_at: datetime
+    reduction_id: str
+    ancestors: tuple[tuple[str, str], ...] = ()
+
+
+def fork_origin(reductions: list[Reduction]) -> ForkOrigin | None:
+    """Where a conversation was forked from, read from its ``fork`` reduction (``None``: not a fork)."""
+    for red in reductions:
+        if red.strategy == FORK_STRATEGY and red.trigger == "import" and red.detail:
+            try:
+                data = json.loads(red.detail)
+                chain = tuple((str(s), str(a)) for s, a in data.get("ancestors", ()))
+                return ForkOrigin(
+                    session_id=str(data["forked_from"]),
+                    agent_id=str(data["agent_id"]),
+                    at_call=data["at_call"],
+                    version=int(data["version"]),
+                    forked_at=red.created_at,
+                    reduction_id=red.reduction_id,
+                    ancestors=chain,
+                )
+            except (ValueError, KeyError, TypeError):
+                continue
+    return None
 
 
 def ancestors(store: LedgerStore, session_id: str, agent_id: str) -> list[tuple[str, str]]:
@@ -46,8 +106,6 @@ def ancestors(store: LedgerStore, session_id: str, agent_id: str) -> list[tuple[
     Read from its ``fork`` reduction, which names every ancestor (forks made before 0.3
     name the parent only; the parent's own origin is then read in turn).
     """
-    from contextledger.fork import fork_origin
-
     chain: list[tuple[str, str]] = []
     current = (session_id, agent_id)
     seen = {current}
@@ -121,8 +179,6 @@ def register_forks(store: LedgerStore, conversations: Sequence[tuple[str, str]])
     Call it after a batch is written (a fork may arrive before its parent); a parent
     imported later than its fork, in another batch, does not learn of it. Idempotent.
     """
-    from contextledger.fork import fork_origin
-
     links: list[LineageLink] = []
     for session_id, agent_id in conversations:
         origin = fork_origin(store.reductions(session_id, agent_id))

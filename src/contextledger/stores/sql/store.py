@@ -504,7 +504,16 @@ class SQLStore(SQLListings):
             return lineage.add_lineage(conn, links)
 
     def lineage(self, session_id: str, agent_id: str | None = None) -> list[LineageLink]:
-        """The links kept under the session's conversations (or one agent's), oldest first."""
+        """The links kept under the session's conversations (or one agent's), oldest first.
+
+        On the SQLite reader when the store has one (no SQLAlchemy: ``contextledger show`` lists forks).
+        """
+        reader = self._reader
+        if reader is not None:
+            from contextledger.stores.sql import lineage_reader
+
+            with self._gate.call(), reader.read() as raw:
+                return lineage_reader.lineage(raw, session_id, agent_id)
         from contextledger.stores.sql import lineage
 
         with self._transaction() as conn:
