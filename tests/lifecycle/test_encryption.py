@@ -124,3 +124,23 @@ def test_encryption_takes_a_key_provider_or_a_callable_and_refuses_anything_else
         Ledger.connect(url, encryption=lambda: None)
     with pytest.raises(ConfigurationError):
         Ledger.connect(url, encryption="k1:not-a-keyring")
+
+
+def test_the_async_api_takes_the_keys(tmp_path: Path) -> None:
+    import asyncio
+
+    from contextledger.aio import AsyncLedger
+
+    ring = Keyring([("k1", new_key())])
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(url, encryption=ring) as ledger:
+            chat = await ledger.conversation("s")
+            await chat.append(Message.user(SECRET))
+            assert (await ledger.history("s"))[0].message.plain_text == SECRET
+
+    asyncio.run(main())
+    assert SECRET.encode() not in files(tmp_path)
+    with Ledger.connect(url, encryption=ring) as ledger:
+        assert ledger.history("s")[0].message.plain_text == SECRET
