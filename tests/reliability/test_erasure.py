@@ -181,12 +181,20 @@ def test_a_rotation_killed_at_random_moments_resumes(tmp_path: Path, report: Rep
     kills = 20 if SOAK else 4
     old, new = new_key(), new_key()
     url = f"sqlite:///{tmp_path / 'sealed.db'}"
-    with Ledger.connect(url, encryption=Keyring([("old", old)])) as ledger:
-        for s in range(6):
-            chat = ledger.conversation(f"s{s}")
-            chat.append(*(Message.user(f"message {s}-{i}") for i in range(20)))
-            chat.set_agent_state({"n": s})
-        expected = {f"s{s}": [h.message.plain_text for h in ledger.history(f"s{s}")] for s in range(6)}
+    expected: dict[str, list[str]] = {}
+    states: dict[str, dict[str, int]] = {}
+
+    def write_under_the_old_key(first: int) -> None:
+        """Six more conversations sealed with the old key: work for the next rotation."""
+        with Ledger.connect(url, encryption=Keyring([("old", old)])) as ledger:
+            for s in range(first, first + 6):
+                chat = ledger.conversation(f"s{s}")
+                chat.append(*(Message.user(f"message {s}-{i}") for i in range(20)))
+                chat.set_agent_state({"n": s})
+                expected[f"s{s}"] = [h.message.plain_text for h in ledger.history(f"s{s}")]
+                states[f"s{s}"] = {"n": s}
+
+    write_under_the_old_key(0)
     both = f"new:{new},old:{old}"
     killed_midway = 0
     for _ in range(kills):
@@ -200,18 +208,20 @@ def test_a_rotation_killed_at_random_moments_resumes(tmp_path: Path, report: Rep
         proc.wait(30)
         with Ledger.connect(url, encryption=Keyring.parse(both)) as ledger:
             census: dict[str, int] = {}
-            for s in range(6):
-                assert [h.message.plain_text for h in ledger.history(f"s{s}")] == expected[f"s{s}"]
-                assert ledger.conversation(f"s{s}").agent_state == {"n": s}
-                for key_id, count in key_census(ledger.store, f"s{s}").items():
+            for session, texts in expected.items():
+                assert [h.message.plain_text for h in ledger.history(session)] == texts
+                assert ledger.conversation(session).agent_state == states[session]
+                for key_id, count in key_census(ledger.store, session).items():
                     census[key_id] = census.get(key_id, 0) + count
-            killed_midway += bool(census.get("old")) and bool(census.get("new"))
+        killed_midway += bool(census.get("old")) and bool(census.get("new"))
+        if not census.get("old"):  # the rotation had finished: give the next one work
+            write_under_the_old_key(len(expected))
     with Ledger.connect(url, encryption=Keyring.parse(both)) as ledger:
         rotate(ledger.store)
     with Ledger.connect(url, encryption=Keyring([("new", new)])) as ledger:
-        for s in range(6):
-            assert set(key_census(ledger.store, f"s{s}")) == {"new"}
-            assert [h.message.plain_text for h in ledger.history(f"s{s}")] == expected[f"s{s}"]
+        for session, texts in expected.items():
+            assert set(key_census(ledger.store, session)) == {"new"}
+            assert [h.message.plain_text for h in ledger.history(session)] == texts
     report(
         f"rotation, SQLite: {kills} SIGKILLs during a rotation in batches of 1 ({killed_midway} with both keys "
         "in use): every value opened and equal after each, the next run finished, the old key no longer needed"
