@@ -1,0 +1,269 @@
+"""Lossless mapping between Pydantic AI's ``ModelMessage`` and ledger messages.
+
+Each ``ModelRequest`` / ``ModelResponse`` becomes one :class:`~contextledger.Message`
+whose content is the message's *projection* into Converse blocks -- what every manager,
+token counter and summarizer understands -- and which keeps the message, as Pydantic
+AI's own ``ModelMessagesTypeAdapter`` dumps it to JSON, in
+``metadata["pydantic_ai"]["message"]``:
+
+===============================================  ==========  ==============================
+part (``part_kind``)                             role        content block
+===============================================  ==========  ==============================
+``system-prompt``                                system [1]  ``text``
+``user-prompt``                                  user        ``text`` per string, ``json``
+                                                             per other content (images...)
+``tool-return`` and its kinds, ``retry-prompt``  user        ``toolResult`` (``toolUseId =
+for a tool call                                              tool_call_id``; failed, denied,
+                                                             interrupted or retried: error)
+``text``                                         assistant   ``text``
+``thinking``                                     assistant   ``reasoningContent``
+``tool-call`` and its kinds                      assistant   ``toolUse``
+anything else (built-in tools, files, ...)       its side    ``json`` holding the part
+===============================================  ==========  ==============================
+
+[1] A request is ``system`` only when every part is a system prompt; otherwise ``user``.
+
+A tool call and its return share a ``toolUseId``, so every manager evicts, pins and
+summarizes them together. The response's ``usage`` is kept as ``metadata["usage"]``
+for projected-token management.
+
+Back (:func:`from_ledger`): a message whose content still equals its kept message's
+projection comes back exactly as ``ModelMessagesTypeAdapter`` reads the kept JSON --
+equal to what Pydantic AI's own persistence gives back. A message whose tool return a
+manager revised (truncated) is the kept message with the revised content; a message
+that never was a Pydantic AI message (a summary, the result a crash repair appended, one
+another host wrote) is rendered from its blocks with :data:`RENDERED_AT` as its
+timestamps, so rendering it twice gives equal messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from contextledger.errors import InvalidMessage
+from contextledger.jsonvalues import thaw
+from contextledger.messages import ContentBlock, Message, Role
+from contextledger.view import View
+
+__all__ = ["KEY", "RENDERED_AT", "dump", "from_ledger", "from_view", "kept_json", "project", "to_ledger", "tool_names"]
+
+logger = logging.getLogger(__name__)
+
+KEY = "pydantic_ai"
+"""``Message.metadata[KEY]["message"]`` holds the message as ``ModelMessagesTypeAdapter`` dumps it (JSON mode)."""
+
+RENDERED_AT = datetime(1970, 1, 1, tzinfo=UTC)
+"""The timestamp of a message rendered from blocks (it has none of its own)."""
+
+_FAILED = frozenset({"failed", "denied", "interrupted", "retried"})
+_CALL_KINDS = frozenset({"tool-call", "tool-search-call", "capability-load-call"})
+_RETURN_KINDS = frozenset({"tool-return", "tool-search-return", "capability-load-return", "retry-prompt"})
+
+
+def dump(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """``messages`` as ``ModelMessagesTypeAdapter`` dumps them to JSON values (one call for the list).
+
+    Raises:
+        InvalidMessage: A message holds a value the adapter cannot dump.
+    """
+    try:
+        dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+    except Exception as exc:  # pydantic_core raises its own serialization errors
+        raise InvalidMessage(f"Pydantic AI messages cannot be dumped to JSON: {exc}") from exc
+    return dumped
+
+
+# -- Pydantic AI -> ledger -------------------------------------------------------------------
+
+
+def project(dumped: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
+    """The role and content blocks a dumped message stands for in the ledger (a pure function).
+
+    Raises:
+        InvalidMessage: ``dumped`` is not a dumped request or response.
+    """
+    kind = dumped.get("kind")
+    parts = dumped.get("parts")
+    if kind not in ("request", "response") or not isinstance(parts, list):
+        raise InvalidMessage(f"not a dumped Pydantic AI message: kind {kind!r}")
+    blocks: list[ContentBlock] = []
+    for part in parts:
+        blocks.extend(_request_part(part) if kind == "request" else _response_part(part))
+    if kind == "response":
+        return "assistant", blocks or [{"text": ""}]
+    system = bool(parts) and all(p.get("part_kind") == "system-prompt" for p in parts)
+    return ("system" if system else "user"), blocks or [{"text": ""}]
+
+
+def to_ledger(dumped: Mapping[str, Any], message_id: str) -> Message:
+    """The ledger message for one dumped message (see :func:`dump`), kept whole in its metadata.
+
+    Raises:
+        InvalidMessage: ``dumped`` is not a dumped message, or holds a value the ledger
+            would not give back equal (text no backend can store, nesting too deep).
+    """
+    role, content = project(dumped)
+    metadata: dict[str, Any] = {KEY: {"message": dumped}}
+    usage = dumped.get("usage") if dumped.get("kind") == "response" else None
+    if isinstance(usage, Mapping):
+        metadata["usage"] = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
+    stored = Message(message_id=message_id, role=role, content=content, metadata=metadata)
+    if kept_json(stored) != dumped:
+        raise InvalidMessage(
+            f"Pydantic AI {dumped.get('kind')} {message_id!r} would not come back equal from the ledger"
+        )
+    return stored
+
+
+# -- ledger -> Pydantic AI -------------------------------------------------------------------
+
+
+def kept_json(message: Message) -> dict[str, Any] | None:
+    """The dumped Pydantic AI message kept in ``message``'s metadata (a mutable copy), or ``None``."""
+    kept = message.metadata.get(KEY)
+    if not isinstance(kept, Mapping) or not isinstance(kept.get("message"), Mapping):
+        return None
+    found: dict[str, Any] = thaw(kept["message"])
+    return found
+
+
+def from_ledger(message: Message, tool_names: Mapping[str, str] | None = None) -> ModelMessage:
+    """The Pydantic AI message a ledger message stands for (see the module docstring).
+
+    Args:
+        message: A ledger message.
+        tool_names: toolUseId -> tool name, for a tool result rendered from blocks (a
+            Pydantic AI tool return names its tool).
+    """
+    kept = kept_json(message)
+    if kept is not None:
+        try:
+            unchanged = project(kept) == (message.role, message.content)
+        except InvalidMessage:
+            unchanged = False
+        if not unchanged:
+            kept = _revised(kept, message)
+        try:
+            return ModelMessagesTypeAdapter.validate_python([kept])[0]
+        except ValueError as exc:  # pydantic's ValidationError
+            logger.warning(
+                "message_id=<%s> | the kept Pydantic AI message is unreadable, rendered from blocks: %s",
+                message.message_id,
+                exc,
+            )
+    return _render(message, tool_names or {})
+
+
+def from_view(view: View) -> list[ModelMessage]:
+    """The active view as Pydantic AI messages, in order (a summary as a user prompt)."""
+    names = tool_names(view.messages)
+    return [from_ledger(entry.message, names) for entry in view]
+
+
+def tool_names(messages: Sequence[Message]) -> dict[str, str]:
+    """The tool name of every toolUseId called among ``messages``."""
+    return {b["toolUse"]["toolUseId"]: b["toolUse"]["name"] for m in messages for b in m.content if "toolUse" in b}
+
+
+def _text_or_json(value: Any) -> ContentBlock:
+    return {"text": value} if isinstance(value, str) else {"json": value}
+
+
+def _request_part(part: Mapping[str, Any]) -> list[ContentBlock]:
+    kind = part.get("part_kind")
+    call_id = part.get("tool_call_id")
+    if kind in _RETURN_KINDS and isinstance(call_id, str) and call_id and part.get("tool_name") is not None:
+        failed = kind == "retry-prompt" or part.get("outcome") in _FAILED
+        body = {
+            "toolUseId": call_id,
+            "status": "error" if failed else "success",
+            "content": [_text_or_json(part.get("content"))],
+        }
+        return [{"toolResult": body}]
+    content = part.get("content")
+    if kind == "user-prompt" and isinstance(content, list):
+        return [_text_or_json(item) for item in content]
+    if kind in ("system-prompt", "user-prompt") and isinstance(content, str):
+        return [{"text": content}]
+    return [{"json": dict(part)}]
+
+
+def _response_part(part: Mapping[str, Any]) -> list[ContentBlock]:
+    kind = part.get("part_kind")
+    call_id = part.get("tool_call_id")
+    if kind in _CALL_KINDS and isinstance(call_id, str) and call_id:
+        return [{"toolUse": {"toolUseId": call_id, "name": part.get("tool_name"), "input": part.get("args")}}]
+    if kind == "text" and isinstance(part.get("content"), str):
+        return [{"text": part["content"]}]
+    if kind == "thinking" and isinstance(part.get("content"), str):
+        return [{"reasoningContent": {"reasoningText": {"text": part["content"]}}}]
+    return [{"json": dict(part)}]
+
+
+def _texts(blocks: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
+
+
+def _revised(kept: dict[str, Any], message: Message) -> dict[str, Any]:
+    """The kept message with each tool return's content replaced by the revised result's text."""
+    results = {b["toolResult"]["toolUseId"]: b["toolResult"] for b in message.content if "toolResult" in b}
+    for part in kept.get("parts", []):
+        result = results.get(part.get("tool_call_id")) if part.get("part_kind") in _RETURN_KINDS else None
+        if result is not None:
+            part["content"] = _texts(result.get("content", []))
+    return kept
+
+
+def _render(message: Message, tool_names: Mapping[str, str]) -> ModelMessage:
+    """A Pydantic AI message for a ledger message that never was one."""
+    if message.role == "assistant":
+        response_parts: list[ModelResponsePart] = []
+        text = _texts(message.content)
+        if text:
+            response_parts.append(TextPart(content=text))
+        for block in message.content:
+            if "toolUse" in block:
+                use = block["toolUse"]
+                args = thaw(use.get("input"))
+                response_parts.append(
+                    ToolCallPart(
+                        tool_name=use["name"],
+                        args=args if isinstance(args, str | dict) else None,
+                        tool_call_id=use["toolUseId"],
+                    )
+                )
+        return ModelResponse(parts=response_parts, timestamp=RENDERED_AT)
+    request_parts: list[ModelRequestPart] = []
+    for block in message.content:
+        if "toolResult" in block:
+            result = block["toolResult"]
+            request_parts.append(
+                ToolReturnPart(
+                    tool_name=tool_names.get(result["toolUseId"], "unknown"),
+                    content=_texts(result.get("content", [])),
+                    tool_call_id=result["toolUseId"],
+                    outcome="failed" if result.get("status") == "error" else "success",
+                    timestamp=RENDERED_AT,
+                )
+            )
+        elif isinstance(block.get("text"), str):
+            part_type = SystemPromptPart if message.role == "system" else UserPromptPart
+            request_parts.append(part_type(content=block["text"], timestamp=RENDERED_AT))
+    return ModelRequest(parts=request_parts or [UserPromptPart(content="", timestamp=RENDERED_AT)])
