@@ -16,13 +16,10 @@ Needs ``langchain`` 1.x (``pip install 'contextledger[langchain]'``).
   calls, errors), for examples and tests.
 """
 
-try:
-    import langchain.agents  # noqa: F401
-    import langchain_core  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "contextledger.integrations.langchain needs langchain: pip install 'contextledger[langchain]'"
-    ) from exc
+# ruff: noqa: E402  (the host package is checked first: the imports after the check need it)
+from contextledger.integrations._extras import MissingExtra, require
+
+require("langchain", "langchain", "langchain.agents", "langchain_core")
 
 from contextledger.integrations.langchain.convert import (
     ViewRenderer,
@@ -41,6 +38,7 @@ __all__ = [
     "CallTool",
     "LedgerChatMessageHistory",
     "LedgerMiddleware",
+    "MissingExtra",
     "ScriptExhausted",
     "ScriptedChatModel",
     "Step",

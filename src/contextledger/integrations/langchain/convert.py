@@ -50,7 +50,7 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import tool_call
 
 from contextledger.errors import InvalidMessage
-from contextledger.jsonvalues import thaw
+from contextledger.jsonvalues import dumps_encoded, thaw
 from contextledger.messages import ContentBlock, Message, Role, new_message_id
 from contextledger.view import View
 
@@ -124,6 +124,10 @@ def to_ledger(message: BaseMessage) -> Message:
         metadata["usage"] = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
     message_id = message.id if isinstance(message.id, str) and message.id else new_message_id()
     stored = Message(message_id=message_id, role=role, content=content, metadata=metadata)
+    try:
+        dumps_encoded(stored.metadata)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{message.type} message {message.id!r} cannot be stored as JSON: {exc}") from exc
     if kept_message(stored) != message:
         raise InvalidMessage(
             f"{message.type} message {message.id!r} would not come back equal from the ledger:"

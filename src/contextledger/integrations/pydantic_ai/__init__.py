@@ -14,14 +14,22 @@ Needs ``pydantic-ai-slim`` (``pip install 'contextledger[pydantic-ai]'``).
   reads its JSON.
 """
 
-try:
-    import pydantic_ai  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "contextledger.integrations.pydantic_ai needs pydantic-ai: pip install 'contextledger[pydantic-ai]'"
-    ) from exc
+# ruff: noqa: E402  (the host package is checked first: the imports after the check need it)
+from contextledger.integrations._extras import MissingExtra, require
+
+require("pydantic_ai", "pydantic-ai", "pydantic_ai")
 
 from contextledger.integrations.pydantic_ai.convert import RENDERED_AT, dump, from_ledger, from_view, project, to_ledger
 from contextledger.integrations.pydantic_ai.history import HOST_STRATEGY, LedgerHistory
 
-__all__ = ["HOST_STRATEGY", "RENDERED_AT", "LedgerHistory", "dump", "from_ledger", "from_view", "project", "to_ledger"]
+__all__ = [
+    "HOST_STRATEGY",
+    "RENDERED_AT",
+    "LedgerHistory",
+    "MissingExtra",
+    "dump",
+    "from_ledger",
+    "from_view",
+    "project",
+    "to_ledger",
+]
