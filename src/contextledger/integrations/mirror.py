@@ -8,7 +8,9 @@ what changed as one :class:`~contextledger.changeset.Edit`:
 * a message the view does not hold is appended -- unless it was inserted in place of
   entries that disappeared, in which case it is the host's summary of them (a summary
   row that names exactly what it replaced);
-* a view entry the host no longer holds was evicted by the host;
+* a view entry the host no longer holds was evicted by the host -- with the other half
+  of its tool pair, should the host keep that (a tool call and its result go together:
+  the view handed back never holds half a pair);
 * changed content under the same id is a content revision (the ledger keeps the original).
 
 The edit is recorded ``as_given``: the host already made these changes to its own copy,
@@ -78,8 +80,11 @@ def plan_mirror(
         raise InvalidMessage(f"the host's messages share id(s) {duplicates}; each message needs its own")
 
     entries = view.entries
-    retained = [i for i, entry in enumerate(entries) if entry.entry_id in position]
-    removed = [entry.entry_id for entry in entries if entry.entry_id not in position]
+    gone = _whole_groups(view, [i for i, entry in enumerate(entries) if entry.entry_id not in position])
+    if len(gone) > sum(1 for entry in entries if entry.entry_id not in position):
+        logger.debug("strategy=<%s> | the host removed half of a tool pair: the other half leaves with it", strategy)
+    retained = [i for i in range(len(entries)) if i not in gone]
+    removed = [entries[i].entry_id for i in sorted(gone)]
     host_order = [position[entries[i].entry_id] for i in retained]
     if host_order != sorted(host_order):
         logger.warning("strategy=<%s> | the host reordered messages; the ledger keeps the order they came in", strategy)
@@ -169,6 +174,14 @@ def _pair_edits(found: list[int | None], known: int) -> None:
         if end < len(found) and high - low - 1 == end - position:
             found[position:end] = list(range(low + 1, high))
         position = end
+
+
+def _whole_groups(view: View, removed: Sequence[int]) -> set[int]:
+    """The indexes of ``removed`` and of every entry tool-linked to one of them."""
+    out = set(removed)
+    for index in removed:
+        out.update(view.group_of(index))
+    return out
 
 
 def _summary_position(

@@ -155,13 +155,12 @@ def from_ledger(message: Message, tool_names: Mapping[str, str] | None = None) -
     kept = kept_json(message)
     if kept is not None:
         try:
-            unchanged = project(kept) == (message.role, message.content)
+            revised = kept if project(kept) == (message.role, message.content) else _revised(kept, message)
         except InvalidMessage:
-            unchanged = False
-        if not unchanged:
-            kept = _revised(kept, message)
+            revised = None
         try:
-            return ModelMessagesTypeAdapter.validate_python([kept])[0]
+            if revised is not None:
+                return ModelMessagesTypeAdapter.validate_python([revised])[0]
         except ValueError as exc:  # pydantic's ValidationError
             logger.warning(
                 "message_id=<%s> | the kept Pydantic AI message is unreadable, rendered from blocks: %s",
@@ -221,14 +220,54 @@ def _texts(blocks: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
 
 
-def _revised(kept: dict[str, Any], message: Message) -> dict[str, Any]:
-    """The kept message with each tool return's content replaced by the revised result's text."""
-    results = {b["toolResult"]["toolUseId"]: b["toolResult"] for b in message.content if "toolResult" in b}
-    for part in kept.get("parts", []):
-        result = results.get(part.get("tool_call_id")) if part.get("part_kind") in _RETURN_KINDS else None
-        if result is not None:
-            part["content"] = _texts(result.get("content", []))
+def _revised(kept: dict[str, Any], message: Message) -> dict[str, Any] | None:
+    """The kept message with its parts' content replaced by the revised blocks, part by part.
+
+    Each part stands for the blocks it projects to, in order; a part whose blocks changed
+    takes the revised ones (a tool return its result's text, a prompt or text part its
+    text, a tool call its input, a part kept whole as ``json`` that value). ``None`` when
+    the revised content no longer lines up with the parts (then it is rendered from blocks).
+    """
+    project_part = _request_part if kept.get("kind") == "request" else _response_part
+    parts: list[dict[str, Any]] = kept.get("parts", [])
+    spans = [len(project_part(part)) for part in parts]
+    if sum(spans) != len(message.content) and not (sum(spans) == 0 and len(message.content) == 1):
+        return None
+    at = 0
+    for index, (part, span) in enumerate(zip(parts, spans, strict=True)):
+        before, after = project_part(part), [thaw(b) for b in message.content[at : at + span]]
+        at += span
+        if before != after:
+            parts[index] = _part_with(part, after)
     return kept
+
+
+def _part_with(part: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """``part`` carrying ``blocks`` (the blocks it projects to, revised)."""
+    if (
+        len(blocks) == 1
+        and "json" in blocks[0]
+        and isinstance(blocks[0]["json"], dict)
+        and "part_kind" in blocks[0]["json"]
+    ):
+        return dict(blocks[0]["json"])  # a part kept whole
+    revised = dict(part)
+    if "toolResult" in blocks[0]:
+        inner = blocks[0]["toolResult"].get("content", [])
+        revised["content"] = _texts(inner) if all("text" in b for b in inner) else _value(inner[0])
+    elif "toolUse" in blocks[0]:
+        revised["args"] = blocks[0]["toolUse"].get("input")
+    elif "reasoningContent" in blocks[0]:
+        revised["content"] = blocks[0]["reasoningContent"]["reasoningText"]["text"]
+    elif isinstance(part.get("content"), list):
+        revised["content"] = [_value(b) for b in blocks]
+    else:
+        revised["content"] = _texts(blocks)
+    return revised
+
+
+def _value(block: Mapping[str, Any]) -> Any:
+    return block["text"] if isinstance(block.get("text"), str) else block.get("json")
 
 
 def _render(message: Message, tool_names: Mapping[str, str]) -> ModelMessage:
