@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -13,7 +14,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from contextledger.aio import AsyncLedger
 from contextledger.integrations.pydantic_ai import dump, from_view
 from contextledger.managers import SlidingWindowConversationManager
-from pydantic_ai import Agent
 
 INSTRUCTIONS = "You are a terse support agent."
 

@@ -10,7 +10,9 @@ One object per session, usable three ways:
   reduces reactively and the request is attempted again (``RetryModelRequest``), or
   :class:`~contextledger.errors.ReductionFailed` is raised. After the run its last answer
   is committed and the end-of-invocation management runs. A run given no
-  ``message_history`` continues the conversation from the ledger;
+  ``message_history`` continues the conversation from the ledger. Each answer is
+  committed as soon as Pydantic AI has completed it (after its model request node,
+  before a tool it calls runs), with the call's count;
 * as a **history processor** -- ``ProcessHistory(history.process)``: the same management
   before each request, without the retry on overflow and the commit after the run (call
   :meth:`LedgerHistory.save` with the result's messages);
@@ -23,11 +25,11 @@ that stands between two matched messages in place of an entry is that entry, edi
 What the host removed, edited or added between two calls is mirrored into the ledger
 (:mod:`contextledger.integrations.mirror`, strategy ``pydantic_ai:host``).
 
-What a crash loses: a model's answer is committed with the next request of the run (a
-tool call after its tool ran) or at the end of the run, because Pydantic AI completes
-the answer (run and conversation ids) only after the request hooks; a process killed in
-between restarts from the request before it. The ledger is read and written through the
-async API (:class:`~contextledger.aio.AsyncConversation`); one run at a time per object.
+What a crash loses: during a model request, that request's count (it rides with the
+answer's commit); never a prompt, an answer or a tool result already committed. A
+process killed while a tool runs leaves the call without its result; the next write
+repairs it (an interrupted result, recorded). The ledger is read and written through
+the async API (:class:`~contextledger.aio.AsyncConversation`); one run at a time per object.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai import RetryModelRequest
+from pydantic_ai import ModelRequestNode, RetryModelRequest
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelContextWindowExceededError
 from pydantic_ai.messages import ModelMessage
@@ -215,12 +217,18 @@ class LedgerHistory(AbstractCapability[Any]):
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: Any
     ) -> Any:
-        """Report the finished model call (the answer is committed with the next request or the run's end)."""
+        """Report the finished model call (the answer is committed once complete, see :meth:`after_node_run`)."""
         await (await self.conversation()).after_model_call()
         return response
 
+    async def after_node_run(self, ctx: RunContext[Any], *, node: Any, result: Any) -> Any:
+        """Commit a model request's answer once Pydantic AI has completed it (a tool call before its tool runs)."""
+        if isinstance(node, ModelRequestNode):
+            await self._mirror(await self.conversation(), list(ctx.messages))
+        return result
+
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> AgentRunResult[Any]:
-        """Commit the run's last answer and run the end-of-invocation management."""
+        """Commit what the run holds beyond the ledger (nothing, usually) and run the end-of-invocation management."""
         conversation = await self.conversation()
         await self._mirror(conversation, result.all_messages())
         await conversation.after_invocation()
