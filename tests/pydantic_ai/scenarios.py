@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, repair_messages
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from contextledger.aio import AsyncLedger
@@ -63,7 +63,8 @@ def build(script: Script, *capabilities: AbstractCapability[Any]) -> Agent[None,
 async def assert_view_at_is_what_the_model_received(
     ledger: AsyncLedger, session_id: str, received: Sequence[list[ModelMessage]], *, first_call: int = 1
 ) -> None:
+    """Each request's messages are the view at its call, as Pydantic AI sends a history (``repair_messages``)."""
     for n, messages in enumerate(received, start=first_call):
-        view = await ledger.view_at(session_id, model_call=n)
-        assert dump(from_view(view)) == dump(messages), f"model call {n}"
-        assert from_view(view) == messages, f"model call {n}"
+        sent = repair_messages(from_view(await ledger.view_at(session_id, model_call=n)))
+        assert dump(sent) == dump(messages), f"model call {n}"
+        assert sent == messages, f"model call {n}"
