@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware, AgentState, SummarizationMiddleware
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -211,3 +211,19 @@ def test_a_message_the_ledger_cannot_keep_is_refused_before_anything_is_written(
     assert model.received == []
     assert middleware.conversation().messages == []
     assert to_ledger(HumanMessage("hi", additional_kwargs={"when": [1, 2]})).plain_text == "hi"
+
+
+def test_langchains_own_summarization_is_recorded_as_a_summary_row(store: LedgerStore) -> None:
+    ledger = Ledger(store)
+    summarizer = ScriptedChatModel(script=["The customer asked three things."] * 3)
+    summarization = SummarizationMiddleware(summarizer, trigger=("messages", 6), keep=("messages", 2))
+    agent, model, _ = build(ledger, "summarized", [f"answer {n}" for n in range(5)], middleware=[summarization])
+    run(agent, [f"question {n}" for n in range(5)])
+
+    (summary,) = ledger.summaries("summarized")
+    assert summary.summarizer == "langchain"
+    assert summary.content.endswith("The customer asked three things.")
+    (reduction,) = ledger.reductions("summarized")
+    assert (reduction.strategy, reduction.summary_id) == (HOST_STRATEGY, summary.summary_id)
+    assert set(summary.replaces) == set(reduction.evicted) - {summary.summary_id}
+    assert_view_at_is_what_the_model_received(ledger, "summarized", model)
