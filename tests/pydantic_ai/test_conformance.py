@@ -211,3 +211,18 @@ def test_the_history_processor_alone_manages_and_records(backend_url: tuple[str,
         assert {r.trigger for r in await ledger.reductions("processor")} == {"per_turn"}
 
     on(backend_url, test)
+
+
+def test_extend_appends_a_runs_new_messages_in_one_commit(backend_url: tuple[str, dict[str, Any]]) -> None:
+    async def test(ledger: AsyncLedger) -> None:
+        history = LedgerHistory("extended", ledger=ledger)
+        agent = build(Script(["Hello.", "Fine."]))
+        first = await agent.run("Hi.")
+        await history.extend(first.new_messages())
+        second = await agent.run("How are you?", message_history=await history.messages())
+        version = (await history.conversation()).version
+        await history.extend(second.new_messages())
+        assert (await history.conversation()).version == version + 1
+        assert dump(await history.messages()) == dump(second.all_messages())
+
+    on(backend_url, test)

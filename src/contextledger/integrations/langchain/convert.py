@@ -31,6 +31,7 @@ crash repair appended, one another host wrote) is rendered from its blocks.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -50,7 +51,8 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import tool_call
 
 from contextledger.errors import InvalidMessage
-from contextledger.jsonvalues import dumps_encoded, thaw
+from contextledger.integrations.kept import kept, kept_text, unchanged
+from contextledger.jsonvalues import thaw
 from contextledger.messages import ContentBlock, Message, Role, new_message_id
 from contextledger.view import View
 
@@ -59,7 +61,7 @@ __all__ = ["KEY", "ViewRenderer", "from_ledger", "from_view", "kept_message", "p
 logger = logging.getLogger(__name__)
 
 KEY = "langchain"
-"""``Message.metadata[KEY]["message"]`` holds the LangChain message as ``message_to_dict`` gives it."""
+"""``Message.metadata[KEY]["json"]`` holds the LangChain message as ``message_to_dict`` gives it, as JSON text."""
 
 _CHAT_ROLES: dict[str, Role] = {
     "user": "user",
@@ -115,23 +117,19 @@ def to_ledger(message: BaseMessage) -> Message:
         raise InvalidMessage(f"expected a LangChain message, got {type(message).__name__}")
     role, content = project(message)
     try:
-        kept = message_to_dict(message)
-    except Exception as exc:  # pydantic refuses to dump what it cannot serialize
-        raise InvalidMessage(f"{message.type} message {message.id!r} cannot be dumped: {exc}") from exc
-    metadata: dict[str, Any] = {KEY: {"message": kept}}
+        text = json.dumps(message_to_dict(message), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # an object, bytes, a set or NaN: not JSON
+        raise InvalidMessage(f"{message.type} message {message.id!r} cannot be stored as JSON: {exc}") from exc
+    metadata: dict[str, Any] = {KEY: kept(text, content)}
     usage = getattr(message, "usage_metadata", None)
     if usage:
         metadata["usage"] = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
     message_id = message.id if isinstance(message.id, str) and message.id else new_message_id()
     stored = Message(message_id=message_id, role=role, content=content, metadata=metadata)
-    try:
-        dumps_encoded(stored.metadata)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessage(f"{message.type} message {message.id!r} cannot be stored as JSON: {exc}") from exc
     if kept_message(stored) != message:
         raise InvalidMessage(
             f"{message.type} message {message.id!r} would not come back equal from the ledger:"
-            " keep its fields to JSON values (no tuples, sets, bytes keys or objects)"
+            " keep its fields to JSON values (no tuples, non-string keys or lone surrogates)"
         )
     return stored
 
@@ -156,11 +154,11 @@ def to_ledgers(messages: Iterable[BaseMessage]) -> list[Message]:
 
 def kept_message(message: Message) -> BaseMessage | None:
     """The LangChain message kept in ``message``'s metadata, rebuilt, or ``None`` when it has none."""
-    kept = message.metadata.get(KEY)
-    if not isinstance(kept, Mapping) or not isinstance(kept.get("message"), Mapping):
+    text = kept_text(message, KEY)
+    if text is None:
         return None
     try:
-        return messages_from_dict([thaw(kept["message"])])[0]
+        return messages_from_dict([json.loads(text)])[0]
     except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
         logger.warning(
             "message_id=<%s> | the kept LangChain message is unreadable, rendered from blocks: %s",
@@ -172,24 +170,20 @@ def kept_message(message: Message) -> BaseMessage | None:
 
 def from_ledger(message: Message) -> BaseMessage:
     """The LangChain message a ledger message stands for (see the module docstring)."""
-    kept = kept_message(message)
-    if kept is not None:
-        try:
-            unchanged = project(kept) == (message.role, message.content)
-        except InvalidMessage:
-            unchanged = False
-        if unchanged:
-            return kept
-        return kept.model_copy(update={"content": _revised_content(kept, message)})
-    return _render(message)
+    kept_one = kept_message(message)
+    if kept_one is None:
+        return _render(message)
+    if unchanged(message, KEY):
+        return kept_one
+    return kept_one.model_copy(update={"content": _revised_content(kept_one, message)})
 
 
 class ViewRenderer:
     """Renders views as LangChain messages, reusing what it rendered for an unchanged entry.
 
     A view is rendered before every model call, and most of its entries are the same
-    message objects as the call before (a message is immutable), so each entry's rendering
-    is kept while its message object stays in the view. :meth:`known` gives the entry a
+    messages as the call before (the same objects, or equal ones after a re-read), so each
+    entry's rendering is kept while an equal message stands in the view. :meth:`known` gives the entry a
     LangChain message still stands for unchanged, so a caller can skip converting it back.
     """
 
@@ -202,7 +196,10 @@ class ViewRenderer:
         cache: dict[str, tuple[Message, BaseMessage]] = {}
         for entry in view:
             hit = self._cache.get(entry.entry_id)
-            rendered = hit[1] if hit is not None and hit[0] is entry.message else from_ledger(entry.message)
+            if hit is not None and (hit[0] is entry.message or hit[0] == entry.message):
+                rendered = hit[1]  # an equal message (a re-read gives new objects) renders the same
+            else:
+                rendered = from_ledger(entry.message)
             cache[entry.entry_id] = (entry.message, rendered)
             out.append(rendered)
         self._cache = cache  # entries that left the view are dropped

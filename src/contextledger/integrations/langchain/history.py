@@ -109,8 +109,10 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]  # a read-only property of the base's attribute
         """The active view as LangChain messages, oldest first."""
+        opened = self._sync is not None
         conversation = self.conversation()
-        conversation.refresh()  # another process may have written since
+        if opened:
+            conversation.refresh()  # another process may have written since it was opened
         return self._render(conversation.view)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -132,10 +134,12 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """:attr:`messages`, awaited."""
+        opened = self._async is not None
         conversation = await self.aconversation()
         if isinstance(conversation, Conversation):
             return await asyncio.to_thread(lambda: self.messages)
-        await conversation.refresh()
+        if opened:
+            await conversation.refresh()  # another process may have written since it was opened
         return self._render(conversation.view)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -50,6 +51,7 @@ from langgraph.types import Command
 
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
+from contextledger.integrations.kept import kept_text
 from contextledger.integrations.langchain.convert import KEY, ViewRenderer, to_ledger
 from contextledger.integrations.mirror import plan_mirror
 from contextledger.ledger import Ledger
@@ -279,7 +281,9 @@ def _with_state(
 
 def _is_summary(message: Message) -> bool:
     """Whether a message is LangChain's ``SummarizationMiddleware`` summary (it marks its ``lc_source``)."""
-    kept = message.metadata.get(KEY)
-    data = kept.get("message", {}).get("data", {}) if isinstance(kept, Mapping) else {}
+    text = kept_text(message, KEY)
+    if text is None or "lc_source" not in text:  # the text test spares parsing every new message
+        return False
+    data = json.loads(text).get("data", {})
     kwargs = data.get("additional_kwargs") if isinstance(data, Mapping) else None
     return isinstance(kwargs, Mapping) and kwargs.get("lc_source") == "summarization"

@@ -3,8 +3,8 @@
 Each ``ModelRequest`` / ``ModelResponse`` becomes one :class:`~contextledger.Message`
 whose content is the message's *projection* into Converse blocks -- what every manager,
 token counter and summarizer understands -- and which keeps the message, as Pydantic
-AI's own ``ModelMessagesTypeAdapter`` dumps it to JSON, in
-``metadata["pydantic_ai"]["message"]``:
+AI's own ``ModelMessagesTypeAdapter`` dumps it, as JSON text in ``metadata["pydantic_ai"]``
+(see :mod:`contextledger.integrations.kept`):
 
 ===============================================  ==========  ==============================
 part (``part_kind``)                             role        content block
@@ -38,6 +38,7 @@ timestamps, so rendering it twice gives equal messages.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -58,16 +59,28 @@ from pydantic_ai.messages import (
 )
 
 from contextledger.errors import InvalidMessage
+from contextledger.integrations.kept import kept, kept_text, unchanged
 from contextledger.jsonvalues import thaw
 from contextledger.messages import ContentBlock, Message, Role
 from contextledger.view import View
 
-__all__ = ["KEY", "RENDERED_AT", "dump", "from_ledger", "from_view", "kept_json", "project", "to_ledger", "tool_names"]
+__all__ = [
+    "KEY",
+    "RENDERED_AT",
+    "dump",
+    "from_ledger",
+    "from_ledgers",
+    "from_view",
+    "load",
+    "project",
+    "to_ledger",
+    "tool_names",
+]
 
 logger = logging.getLogger(__name__)
 
 KEY = "pydantic_ai"
-"""``Message.metadata[KEY]["message"]`` holds the message as ``ModelMessagesTypeAdapter`` dumps it (JSON mode)."""
+"""``Message.metadata[KEY]["json"]`` holds the message as ``ModelMessagesTypeAdapter`` dumps it (JSON text)."""
 
 RENDERED_AT = datetime(1970, 1, 1, tzinfo=UTC)
 """The timestamp of a message rendered from blocks (it has none of its own)."""
@@ -77,17 +90,21 @@ _CALL_KINDS = frozenset({"tool-call", "tool-search-call", "capability-load-call"
 _RETURN_KINDS = frozenset({"tool-return", "tool-search-return", "capability-load-return", "retry-prompt"})
 
 
-def dump(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
-    """``messages`` as ``ModelMessagesTypeAdapter`` dumps them to JSON values (one call for the list).
+def dump(messages: Sequence[ModelMessage]) -> list[str]:
+    """Each of ``messages`` as the JSON text ``ModelMessagesTypeAdapter`` writes for it.
 
     Raises:
         InvalidMessage: A message holds a value the adapter cannot dump.
     """
     try:
-        dumped: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+        return [ModelMessagesTypeAdapter.dump_json([m]).decode()[1:-1] for m in messages]
     except Exception as exc:  # pydantic_core raises its own serialization errors
         raise InvalidMessage(f"Pydantic AI messages cannot be dumped to JSON: {exc}") from exc
-    return dumped
+
+
+def load(texts: Sequence[str]) -> list[ModelMessage]:
+    """The messages ``texts`` (see :func:`dump`) stand for, read by ``ModelMessagesTypeAdapter`` in one call."""
+    return ModelMessagesTypeAdapter.validate_json("[" + ",".join(texts) + "]")
 
 
 # -- Pydantic AI -> ledger -------------------------------------------------------------------
@@ -112,36 +129,27 @@ def project(dumped: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
     return ("system" if system else "user"), blocks or [{"text": ""}]
 
 
-def to_ledger(dumped: Mapping[str, Any], message_id: str) -> Message:
-    """The ledger message for one dumped message (see :func:`dump`), kept whole in its metadata.
+def to_ledger(text: str, message_id: str) -> Message:
+    """The ledger message for one message's JSON text (see :func:`dump`), kept whole in its metadata.
 
     Raises:
-        InvalidMessage: ``dumped`` is not a dumped message, or holds a value the ledger
-            would not give back equal (text no backend can store, nesting too deep).
+        InvalidMessage: ``text`` is not a dumped message, or holds text no backend can store.
     """
+    try:
+        dumped = json.loads(text)
+    except ValueError as exc:
+        raise InvalidMessage(f"not a dumped Pydantic AI message: {exc}") from exc
+    if not isinstance(dumped, Mapping):
+        raise InvalidMessage(f"not a dumped Pydantic AI message: a JSON {type(dumped).__name__}")
     role, content = project(dumped)
-    metadata: dict[str, Any] = {KEY: {"message": dumped}}
+    metadata: dict[str, Any] = {KEY: kept(text, content)}
     usage = dumped.get("usage") if dumped.get("kind") == "response" else None
     if isinstance(usage, Mapping):
         metadata["usage"] = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
-    stored = Message(message_id=message_id, role=role, content=content, metadata=metadata)
-    if kept_json(stored) != dumped:
-        raise InvalidMessage(
-            f"Pydantic AI {dumped.get('kind')} {message_id!r} would not come back equal from the ledger"
-        )
-    return stored
+    return Message(message_id=message_id, role=role, content=content, metadata=metadata)
 
 
 # -- ledger -> Pydantic AI -------------------------------------------------------------------
-
-
-def kept_json(message: Message) -> dict[str, Any] | None:
-    """The dumped Pydantic AI message kept in ``message``'s metadata (a mutable copy), or ``None``."""
-    kept = message.metadata.get(KEY)
-    if not isinstance(kept, Mapping) or not isinstance(kept.get("message"), Mapping):
-        return None
-    found: dict[str, Any] = thaw(kept["message"])
-    return found
 
 
 def from_ledger(message: Message, tool_names: Mapping[str, str] | None = None) -> ModelMessage:
@@ -152,33 +160,54 @@ def from_ledger(message: Message, tool_names: Mapping[str, str] | None = None) -
         tool_names: toolUseId -> tool name, for a tool result rendered from blocks (a
             Pydantic AI tool return names its tool).
     """
-    kept = kept_json(message)
-    if kept is not None:
+    return from_ledgers([message], tool_names)[0]
+
+
+def from_ledgers(messages: Sequence[Message], tool_names: Mapping[str, str] | None = None) -> list[ModelMessage]:
+    """:func:`from_ledger` for many messages; the unchanged ones are read by the adapter in one call."""
+    out: list[ModelMessage | None] = [None] * len(messages)
+    texts: dict[int, str] = {}
+    for index, message in enumerate(messages):
+        text = kept_text(message, KEY)
+        if text is not None and unchanged(message, KEY):
+            texts[index] = text
+        else:
+            out[index] = _revised_or_rendered(message, text, tool_names or {})
+    if texts:
         try:
-            revised = kept if project(kept) == (message.role, message.content) else _revised(kept, message)
-        except InvalidMessage:
-            revised = None
-        try:
-            if revised is not None:
-                return ModelMessagesTypeAdapter.validate_python([revised])[0]
-        except ValueError as exc:  # pydantic's ValidationError
-            logger.warning(
-                "message_id=<%s> | the kept Pydantic AI message is unreadable, rendered from blocks: %s",
-                message.message_id,
-                exc,
-            )
-    return _render(message, tool_names or {})
+            loaded = load(list(texts.values()))
+        except ValueError as exc:  # pydantic's ValidationError: read them one by one to find the damaged one
+            logger.debug("kept Pydantic AI messages unreadable as one list, read one by one: %s", exc)
+            loaded = [_revised_or_rendered(messages[i], texts[i], tool_names or {}) for i in texts]
+        for index, model_message in zip(texts, loaded, strict=True):
+            out[index] = model_message
+    return [m for m in out if m is not None]
 
 
 def from_view(view: View) -> list[ModelMessage]:
     """The active view as Pydantic AI messages, in order (a summary as a user prompt)."""
-    names = tool_names(view.messages)
-    return [from_ledger(entry.message, names) for entry in view]
+    return from_ledgers(view.messages, tool_names(view.messages))
 
 
 def tool_names(messages: Sequence[Message]) -> dict[str, str]:
     """The tool name of every toolUseId called among ``messages``."""
     return {b["toolUse"]["toolUseId"]: b["toolUse"]["name"] for m in messages for b in m.content if "toolUse" in b}
+
+
+def _revised_or_rendered(message: Message, text: str | None, tool_names: Mapping[str, str]) -> ModelMessage:
+    """A message a manager revised, as its kept message with the revised content; else rendered from blocks."""
+    if text is not None:
+        try:
+            revised = _revised(json.loads(text), message) if not unchanged(message, KEY) else json.loads(text)
+            if revised is not None:
+                return ModelMessagesTypeAdapter.validate_python([revised])[0]
+        except (ValueError, InvalidMessage) as exc:  # pydantic's ValidationError is a ValueError
+            logger.warning(
+                "message_id=<%s> | the kept Pydantic AI message is unreadable, rendered from blocks: %s",
+                message.message_id,
+                exc,
+            )
+    return _render(message, tool_names)
 
 
 def _text_or_json(value: Any) -> ContentBlock:

@@ -16,8 +16,9 @@ One object per session, usable three ways:
 * as a **history processor** -- ``ProcessHistory(history.process)``: the same management
   before each request, without the retry on overflow and the commit after the run (call
   :meth:`LedgerHistory.save` with the result's messages);
-* as **storage** -- :meth:`LedgerHistory.messages` for ``message_history=`` and
-  :meth:`LedgerHistory.save` for ``result.all_messages()``.
+* as **storage** -- :meth:`LedgerHistory.messages` for ``message_history=``,
+  :meth:`LedgerHistory.save` for ``result.all_messages()`` and :meth:`LedgerHistory.extend`
+  for ``result.new_messages()``.
 
 Pydantic AI messages carry no id: each is matched to the entry it was read from by its
 JSON (as ``ModelMessagesTypeAdapter`` dumps it); one that matches none is new, and one
@@ -51,11 +52,12 @@ from pydantic_ai.tools import RunContext
 from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.changeset import Edit
 from contextledger.errors import ConfigurationError
+from contextledger.integrations.kept import kept_text, unchanged
 from contextledger.integrations.mirror import match_ids, plan_mirror
-from contextledger.integrations.pydantic_ai.convert import dump, from_ledger, to_ledger, tool_names
+from contextledger.integrations.pydantic_ai.convert import KEY, dump, from_ledgers, to_ledger, tool_names
 from contextledger.ledger import DEFAULT_URL
 from contextledger.managers.base import ConversationManager
-from contextledger.messages import Message
+from contextledger.messages import Message, new_message_id
 from contextledger.view import View
 
 __all__ = ["HOST_STRATEGY", "LedgerHistory"]
@@ -113,7 +115,7 @@ class LedgerHistory(AbstractCapability[Any]):
         }
         self._conversation: AsyncConversation | None = None
         self._opening = asyncio.Lock()
-        self._rendered: dict[str, tuple[Message, ModelMessage, dict[str, Any]]] = {}
+        self._rendered: dict[str, tuple[Message, ModelMessage, str]] = {}
         self._sent_version: int | None = None
 
     # -- the conversation ----------------------------------------------------------------
@@ -147,8 +149,10 @@ class LedgerHistory(AbstractCapability[Any]):
 
     async def messages(self) -> list[ModelMessage]:
         """The active view as Pydantic AI messages, for ``message_history=`` (re-read from the ledger)."""
+        opened = self._conversation is not None
         conversation = await self.conversation()
-        await conversation.refresh()  # another process may have written since
+        if opened:
+            await conversation.refresh()  # another process may have written since it was opened
         return self._render(conversation.view)
 
     async def save(self, messages: Sequence[ModelMessage]) -> None:
@@ -161,6 +165,18 @@ class LedgerHistory(AbstractCapability[Any]):
             InvalidMessage: A message cannot be kept losslessly.
         """
         await self._mirror(await self.conversation(), list(messages))
+
+    async def extend(self, messages: Sequence[ModelMessage]) -> None:
+        """Append ``messages`` (e.g. ``result.new_messages()``) as new entries, in one commit.
+
+        Unlike :meth:`save`, nothing is compared with the view: each message is appended.
+
+        Raises:
+            InvalidMessage: A message cannot be kept losslessly; nothing is appended.
+        """
+        stored = [to_ledger(d, new_message_id()) for d in dump(messages)]
+        if stored:
+            await (await self.conversation()).append(*stored)
 
     # -- the history processor -----------------------------------------------------------------
 
@@ -246,13 +262,13 @@ class LedgerHistory(AbstractCapability[Any]):
     ) -> None:
         """Commit what ``messages`` add to or change in the view; a run's own messages alone continue it."""
         dumped = dump(messages)
-        fresh = run_id is not None and all(d.get("run_id") == run_id for d in dumped)
+        fresh = run_id is not None and all(m.run_id == run_id for m in messages)
 
         def plan(view: View) -> Edit | None:
             self._render(view)  # the host form of every entry, for matching
             known = [(self._rendered[entry.entry_id][2], entry.entry_id) for entry in view]
             ids = match_ids(dumped, known, same=operator.eq)
-            host_form = {entry_id: json for json, entry_id in known}
+            host_form = {entry_id: text for text, entry_id in known}
             hosted = [
                 view[view.index_of(i) or 0].message if host_form.get(i) == d else to_ledger(d, i)
                 for d, i in zip(dumped, ids, strict=True)
@@ -272,21 +288,23 @@ class LedgerHistory(AbstractCapability[Any]):
         await conversation.edit(plan)
 
     def _render(self, view: View) -> list[ModelMessage]:
-        """The view as Pydantic AI messages; each entry's rendering kept while its message object is unchanged."""
-        names: dict[str, str] | None = None
-        rendered: dict[str, tuple[Message, ModelMessage, dict[str, Any]]] = {}
-        out: list[ModelMessage] = []
-        for entry in view:
-            hit = self._rendered.get(entry.entry_id)
-            if hit is None or hit[0] is not entry.message:
-                if names is None:
-                    names = tool_names(view.messages)
-                model_message = from_ledger(entry.message, names)
-                hit = (entry.message, model_message, dump([model_message])[0])
-            rendered[entry.entry_id] = hit
-            out.append(hit[1])
-        self._rendered = rendered
-        return out
+        """The view as Pydantic AI messages; each entry's rendering kept while an equal message stands in the view.
+
+        Each entry also keeps its host form (the JSON text the adapter writes for the
+        message it renders as), which the mirror matches the host's messages against.
+        """
+        misses = [
+            e
+            for e in view
+            if (hit := self._rendered.get(e.entry_id)) is None or (hit[0] is not e.message and hit[0] != e.message)
+        ]
+        if misses:
+            rendered = from_ledgers([e.message for e in misses], tool_names(view.messages))
+            for entry, model_message in zip(misses, rendered, strict=True):
+                text = kept_text(entry.message, KEY) if unchanged(entry.message, KEY) else None
+                self._rendered[entry.entry_id] = (entry.message, model_message, text or dump([model_message])[0])
+        self._rendered = {e.entry_id: self._rendered[e.entry_id] for e in view}  # entries that left are dropped
+        return [self._rendered[e.entry_id][1] for e in view]
 
     def __repr__(self) -> str:
         return f"LedgerHistory(session_id={self.session_id!r}, agent_id={self.agent_id!r})"
