@@ -9,7 +9,9 @@ containers), and a store reads one string.
 
 ``digest`` fingerprints the content the message was stored with, so :func:`unchanged`
 tells -- without parsing the host message again -- whether a manager has since revised
-it (a truncated tool result), in which case the integration renders the revision.
+it (a truncated tool result), in which case the integration renders the revision. An
+integration that rebuilds every host message anyway (LangChain) projects it again
+instead and keeps no digest.
 """
 
 from __future__ import annotations
@@ -29,8 +31,14 @@ def content_digest(content: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.blake2b(dumps_encoded(content, compact=True).encode(), digest_size=12).hexdigest()
 
 
-def kept(text: str, content: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The metadata value that keeps a host message's JSON ``text`` stored with ``content``."""
+def kept(text: str, content: Sequence[Mapping[str, Any]] | None = None) -> dict[str, str]:
+    """The metadata value that keeps a host message's JSON ``text`` (stored with ``content``, to check later).
+
+    Without ``content`` no digest is kept: the integration tells a revision apart by
+    projecting the rebuilt host message again (cheaper when it rebuilds it anyway).
+    """
+    if content is None:
+        return {"json": text}
     return {"json": text, "digest": content_digest(content)}
 
 

@@ -51,7 +51,7 @@ from langchain_core.messages import (
 from langchain_core.messages.tool import tool_call
 
 from contextledger.errors import InvalidMessage
-from contextledger.integrations.kept import kept, kept_text, unchanged
+from contextledger.integrations.kept import kept, kept_text
 from contextledger.jsonvalues import thaw
 from contextledger.messages import ContentBlock, Message, Role, new_message_id
 from contextledger.view import View
@@ -120,7 +120,7 @@ def to_ledger(message: BaseMessage) -> Message:
         text = json.dumps(message_to_dict(message), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:  # an object, bytes, a set or NaN: not JSON
         raise InvalidMessage(f"{message.type} message {message.id!r} cannot be stored as JSON: {exc}") from exc
-    metadata: dict[str, Any] = {KEY: kept(text, content)}
+    metadata: dict[str, Any] = {KEY: kept(text)}
     usage = getattr(message, "usage_metadata", None)
     if usage:
         metadata["usage"] = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
@@ -173,8 +173,11 @@ def from_ledger(message: Message) -> BaseMessage:
     kept_one = kept_message(message)
     if kept_one is None:
         return _render(message)
-    if unchanged(message, KEY):
-        return kept_one
+    try:
+        if project(kept_one) == (message.role, message.content):
+            return kept_one
+    except InvalidMessage:
+        pass  # a kept message of a kind that projects to nothing: render the revision
     return kept_one.model_copy(update={"content": _revised_content(kept_one, message)})
 
 

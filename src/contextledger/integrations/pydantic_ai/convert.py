@@ -73,6 +73,7 @@ __all__ = [
     "from_view",
     "load",
     "project",
+    "rendered",
     "to_ledger",
     "tool_names",
 ]
@@ -165,23 +166,35 @@ def from_ledger(message: Message, tool_names: Mapping[str, str] | None = None) -
 
 def from_ledgers(messages: Sequence[Message], tool_names: Mapping[str, str] | None = None) -> list[ModelMessage]:
     """:func:`from_ledger` for many messages; the unchanged ones are read by the adapter in one call."""
-    out: list[ModelMessage | None] = [None] * len(messages)
+    return [model_message for model_message, _ in rendered(messages, tool_names)]
+
+
+def rendered(
+    messages: Sequence[Message], tool_names: Mapping[str, str] | None = None
+) -> list[tuple[ModelMessage, str]]:
+    """Each message as a Pydantic AI message, with the JSON text the adapter writes for it.
+
+    The unchanged kept messages are read by the adapter in one call and their text is the
+    kept one; a revised or rendered message is dumped.
+    """
+    out: list[tuple[ModelMessage, str] | None] = [None] * len(messages)
     texts: dict[int, str] = {}
     for index, message in enumerate(messages):
         text = kept_text(message, KEY)
         if text is not None and unchanged(message, KEY):
             texts[index] = text
         else:
-            out[index] = _revised_or_rendered(message, text, tool_names or {})
+            model_message = _revised_or_rendered(message, text, tool_names or {})
+            out[index] = (model_message, dump([model_message])[0])
     if texts:
         try:
             loaded = load(list(texts.values()))
         except ValueError as exc:  # pydantic's ValidationError: read them one by one to find the damaged one
             logger.debug("kept Pydantic AI messages unreadable as one list, read one by one: %s", exc)
             loaded = [_revised_or_rendered(messages[i], texts[i], tool_names or {}) for i in texts]
-        for index, model_message in zip(texts, loaded, strict=True):
-            out[index] = model_message
-    return [m for m in out if m is not None]
+        for (index, text), model_message in zip(texts.items(), loaded, strict=True):
+            out[index] = (model_message, text)
+    return [pair for pair in out if pair is not None]
 
 
 def from_view(view: View) -> list[ModelMessage]:

@@ -52,9 +52,8 @@ from pydantic_ai.tools import RunContext
 from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.changeset import Edit
 from contextledger.errors import ConfigurationError
-from contextledger.integrations.kept import kept_text, unchanged
 from contextledger.integrations.mirror import match_ids, plan_mirror
-from contextledger.integrations.pydantic_ai.convert import KEY, dump, from_ledgers, to_ledger, tool_names
+from contextledger.integrations.pydantic_ai.convert import dump, rendered, to_ledger, tool_names
 from contextledger.ledger import DEFAULT_URL
 from contextledger.managers.base import ConversationManager
 from contextledger.messages import Message, new_message_id
@@ -299,10 +298,9 @@ class LedgerHistory(AbstractCapability[Any]):
             if (hit := self._rendered.get(e.entry_id)) is None or (hit[0] is not e.message and hit[0] != e.message)
         ]
         if misses:
-            rendered = from_ledgers([e.message for e in misses], tool_names(view.messages))
-            for entry, model_message in zip(misses, rendered, strict=True):
-                text = kept_text(entry.message, KEY) if unchanged(entry.message, KEY) else None
-                self._rendered[entry.entry_id] = (entry.message, model_message, text or dump([model_message])[0])
+            pairs = rendered([e.message for e in misses], tool_names(view.messages))
+            for entry, (model_message, text) in zip(misses, pairs, strict=True):
+                self._rendered[entry.entry_id] = (entry.message, model_message, text)
         self._rendered = {e.entry_id: self._rendered[e.entry_id] for e in view}  # entries that left are dropped
         return [self._rendered[e.entry_id][1] for e in view]
 
