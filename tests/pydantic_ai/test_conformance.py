@@ -226,3 +226,17 @@ def test_extend_appends_a_runs_new_messages_in_one_commit(backend_url: tuple[str
         assert dump(await history.messages()) == dump(second.all_messages())
 
     on(backend_url, test)
+
+
+def test_a_run_sees_what_another_writer_added_since_the_last_run(backend_url: tuple[str, dict[str, Any]]) -> None:
+    async def test(ledger: AsyncLedger) -> None:
+        model = Script(["First.", "Second."])
+        agent = build(model, LedgerHistory("shared", ledger=ledger))
+        await agent.run("One.")
+        other = LedgerHistory("shared", ledger=ledger)  # another process's writer, on the same session
+        await other.extend([ModelRequest(parts=[UserPromptPart("A note from elsewhere.")])])
+        await agent.run("Two.")
+        texts = [p.content for m in model.received[1] for p in getattr(m, "parts", []) if isinstance(p, UserPromptPart)]
+        assert texts == ["One.", "A note from elsewhere.", "Two."]
+
+    on(backend_url, test)

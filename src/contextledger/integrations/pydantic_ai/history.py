@@ -193,6 +193,11 @@ class LedgerHistory(AbstractCapability[Any]):
 
     # -- the capability's hooks --------------------------------------------------------------
 
+    async def before_run(self, ctx: RunContext[Any]) -> None:
+        """Re-read the conversation when it is open: another process may have written since the last run."""
+        if self._conversation is not None:
+            await self._conversation.refresh()
+
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
