@@ -102,7 +102,7 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             )
     for ours, theirs in HOST_PAIRS:
         for workload, what in (("append", "appends a turn"), ("restore_wide", f"restores {run.sizes.wide:,} messages")):
-            if workload in run.results:
+            if workload in run.results and (_get(run, workload, ours) or _get(run, workload, theirs)):
                 r = _ratio(_med(run, workload, theirs), _med(run, workload, ours))
                 out.append((f"{_label(run, ours)} {what} x faster than {_label(run, theirs)}", _x(r), "-"))
     if "fresh_restore" in run.results:
