@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _contenders import DEFERRED, SCOPE
+from _contenders import DEFERRED, HOST_PAIRS, SCOPE
 from _protocol import MESSAGES_PER_TURN
 from _workers import Outcome
 
@@ -100,6 +100,11 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                     verdict(None if r is None else r >= factor),
                 )
             )
+    for ours, theirs in HOST_PAIRS:
+        for workload, what in (("append", "appends a turn"), ("restore_wide", f"restores {run.sizes.wide:,} messages")):
+            if workload in run.results and (_get(run, workload, ours) or _get(run, workload, theirs)):
+                r = _ratio(_med(run, workload, theirs), _med(run, workload, ours))
+                out.append((f"{_label(run, ours)} {what} x faster than {_label(run, theirs)}", _x(r), "-"))
     if "fresh_restore" in run.results:
         cl = _med(run, "fresh_restore", "cl-sqlite")
         out.append(
