@@ -1,0 +1,444 @@
+"""The OpenAI Agents SDK ``Session`` contract, as tests: what ``LedgerSession`` promises an SDK app.
+
+Subclass :class:`OpenAISessionContract` in a test module with a ``ledger_url`` fixture that
+yields ``(url, options)`` of a fresh, empty ledger (options as
+:meth:`~contextledger.aio.AsyncLedger.connect` takes them). Each test opens the ledger in its
+own event loop and drives the SDK's real objects -- ``Runner`` (``run``, ``run_sync``,
+``run_streamed``), ``EncryptedSession``, ``RunConfig``, ``ToolOutputTrimmer`` -- with
+:class:`~contextledger.integrations.openai_agents.ScriptedModel`, offline. It mirrors the
+SDK's own session tests (order, ``limit``, ``pop_item``, ``clear_session``, separate
+sessions, memory across runs, unicode, concurrent writers, wrappers, settings as a dict)
+and adds what the ledger promises besides: with ``run_config=session.run_config()``,
+``view_at(model_call=N)`` is exactly what call ``N`` was given, under every manager.
+
+Where the ledger differs from the SDK's own sessions on purpose: ``get_items(limit)``
+never splits a tool call from its output or a reasoning item from what follows it (it
+returns fewer items rather than half a pair), and ``pop_item``/``clear_session`` record a
+reduction (the items stay in the history) instead of deleting.
+
+Needs ``openai-agents`` and pytest (``pip install 'contextledger[openai,testing]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import pytest
+from agents import Agent, Runner, function_tool
+from agents.extensions import ToolOutputTrimmer
+from agents.extensions.memory import EncryptedSession
+from agents.memory import Session, SessionSettings
+
+from contextledger.aio import AsyncLedger
+from contextledger.errors import ConfigurationError, InvalidMessage
+from contextledger.integrations.openai_agents import (
+    HandoffTo,
+    LedgerRunHooks,
+    LedgerSession,
+    Reply,
+    ScriptedModel,
+    ToolCall,
+    messages_to_items,
+)
+from contextledger.integrations.openai_agents.scripted import ModelCall, ScriptStep
+from contextledger.managers import (
+    SlidingWindowConversationManager,
+    SummarizingConversationManager,
+    TurnWindowConversationManager,
+)
+from contextledger.managers.base import ConversationManager
+
+__all__ = ["MANAGERS", "MODES", "Logged", "OpenAISessionContract", "assert_inputs_exact", "run_turns"]
+
+T = TypeVar("T")
+LedgerURL = tuple[str, dict[str, Any]]
+FERNET_KEY = "5B1wWvOHbHkSVb9IpPr3kfL5lO3Tf1Bbr9zmmSxAyCs="  # a fixed test key (32 bytes, base64)
+
+MODES = ("run", "run_sync", "run_streamed")
+"""How the SDK can run an agent; each must leave the same session."""
+
+MANAGERS: dict[str, Callable[[], ConversationManager | None]] = {
+    "none": lambda: None,
+    "sliding-per-turn": lambda: SlidingWindowConversationManager(window_size=6, per_turn=True),
+    "sliding-proactive": lambda: SlidingWindowConversationManager(window_size=40, proactive_compression=True),
+    "summarizing": lambda: SummarizingConversationManager(
+        summary_ratio=0.5, preserve_recent_messages=2, proactive_compression={"compression_threshold": 0.01}
+    ),
+    "turns": lambda: TurnWindowConversationManager(max_user_turns=2, proactive_compression=True),
+}
+"""contextledger's managers (``none``: the view only grows)."""
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Report the weather of a city."""
+    return f"sunny in {city}, " + "warm " * 80
+
+
+def run_in_loop(ledger_url: LedgerURL, work: Callable[[AsyncLedger], Awaitable[T]]) -> T:
+    """Open the ledger in a fresh event loop, run ``work`` with it, close it."""
+
+    async def main() -> T:
+        url, options = ledger_url
+        ledger = await AsyncLedger.connect(url, **options)
+        try:
+            return await work(ledger)
+        finally:
+            await ledger.close()
+
+    return asyncio.run(main())
+
+
+CROSS_LOOP_FAILS = {"run_sync": ("redis",), "threads": ("sqlite", "postgresql", "redis")}
+"""Where a session used from other event loops fails today, by URL scheme (the async layer's work)."""
+
+CROSS_LOOP_FLAKY = {"threads": ("memory",)}
+"""Where it fails only sometimes (an uncontended lock passes): expected to fail, not strictly."""
+
+
+def cross_loop(request: pytest.FixtureRequest, ledger_url: LedgerURL, mode: str) -> None:
+    """Mark a test that uses the session from other event loops as expected to fail where it does today."""
+    reason = "needs the async layer to work from any loop"
+    if ledger_url[0].startswith(CROSS_LOOP_FAILS.get(mode, ())):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    elif ledger_url[0].startswith(CROSS_LOOP_FLAKY.get(mode, ())):
+        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
+
+
+def script() -> list[ScriptStep]:
+    """Three user turns: tool calls (two at once), a reasoning item, answers."""
+    return [
+        ToolCall("get_weather", {"city": "Oslo"}),
+        "Oslo is sunny.",
+        Reply(
+            reasoning="Two cities.",
+            calls=(ToolCall("get_weather", {"city": "Rome"}), ToolCall("get_weather", {"city": "Lima"})),
+        ),
+        ToolCall("get_weather", {"city": "Pisa"}),
+        "Sunny everywhere.",
+        "You're welcome.",
+    ]
+
+
+PROMPTS = ("Weather in Oslo?", "And Rome, Lima and Pisa?", "Thanks!")
+
+
+async def run_turns(
+    session: LedgerSession, agent: Agent[Any], prompts: Sequence[str], mode: str, **run: Any
+) -> list[Any]:
+    """Run each prompt with the session in ``mode``; returns the final outputs."""
+    outputs: list[Any] = []
+    for prompt in prompts:
+        result: Any
+        if mode == "run":
+            result = await Runner.run(agent, prompt, session=session, **run)
+        elif mode == "run_streamed":
+            streamed = Runner.run_streamed(agent, prompt, session=session, **run)
+            async for _event in streamed.stream_events():
+                pass
+            result = streamed
+        else:  # run_sync owns its event loop: it runs on a thread of its own
+            result = await asyncio.to_thread(functools.partial(Runner.run_sync, agent, prompt, session=session, **run))
+        outputs.append(result.final_output)
+    return outputs
+
+
+async def assert_inputs_exact(ledger: AsyncLedger, session: LedgerSession, calls: Sequence[ModelCall]) -> int:
+    """``view_at(model_call=N)`` equals what call ``N`` was given (``calls``: every call, in order)."""
+    count = (await session.conversation()).model_call_count
+    assert count == len(calls), f"{count} calls counted, {len(calls)} made"
+    for number, call in enumerate(calls, start=1):
+        view = await ledger.view_at(session.session_id, session.agent_id, model_call=number)
+        assert messages_to_items(view.messages) == call.input, f"call {number}"
+    return count
+
+
+class Logged(ScriptedModel):
+    """A scripted model that also notes each call in a log shared by the models of one session."""
+
+    def __init__(self, script: Sequence[ScriptStep], *, name: str, log: list[ModelCall]) -> None:
+        """Play ``script``; append each call to ``log``."""
+        super().__init__(script, name=name)
+        self.log = log
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        """Answer as :class:`ScriptedModel` does and note the call."""
+        try:
+            return await super().get_response(*args, **kwargs)
+        finally:
+            self.log.append(self.calls[-1])
+
+
+class OpenAISessionContract:
+    """``LedgerSession`` as the SDK's ``Session`` contract states it, on a ``ledger_url`` fixture."""
+
+    # -- the Session protocol --------------------------------------------------------------------
+
+    def test_it_is_an_sdk_session_and_keeps_the_order(self, ledger_url: LedgerURL) -> None:
+        """Items come back in the order added, across calls, exactly as given."""
+        items: list[Any] = [
+            {"role": "user", "content": "héllo ✓ 'quotes' \"and\" ; DROP TABLE x; --"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "hi", "annotations": []}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        ]
+
+        async def work(ledger: AsyncLedger) -> list[Any]:
+            session = LedgerSession("s", ledger=ledger)
+            assert isinstance(session, Session)
+            await session.add_items(items[:1])
+            await session.add_items(items[1:])
+            await session.add_items([])
+            return await session.get_items()
+
+        assert run_in_loop(ledger_url, work) == items
+
+    def test_get_items_limit_takes_the_newest_without_splitting_a_pair(self, ledger_url: LedgerURL) -> None:
+        """``limit`` keeps the newest items; a pair it would cut is left out whole (a documented difference)."""
+        call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+        output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+        items: list[Any] = [{"role": "user", "content": "hi"}, call, output, {"role": "assistant", "content": "done"}]
+
+        async def work(ledger: AsyncLedger) -> dict[Any, list[Any]]:
+            session = LedgerSession("s", ledger=ledger)
+            await session.add_items(items)
+            return {limit: await session.get_items(limit) for limit in (None, 0, 1, 2, 3, 4, 10)}
+
+        got = run_in_loop(ledger_url, work)
+        assert got[None] == got[4] == got[10] == items
+        assert got[0] == []
+        assert got[1] == got[2] == items[3:]  # the SDK would return [output, answer] for 2
+        assert got[3] == items[1:]
+
+    def test_session_settings_may_be_a_dict(self, ledger_url: LedgerURL) -> None:
+        """Settings given as a dict are converted, as the SDK converts them; a runner reads them."""
+
+        async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
+            session = LedgerSession("s", ledger=ledger, session_settings={"limit": 2})
+            assert session.session_settings == SessionSettings(limit=2)
+            await session.add_items([{"role": "user", "content": f"m{n}"} for n in range(4)])
+            model = ScriptedModel(["fine"], name="dict")
+            await Runner.run(Agent(name="A", model=model), "next", session=session)
+            session.session_settings = {"limit": None}
+            return model.calls[0].input, await session.get_items(), session.session_settings
+
+        given, everything, settings = run_in_loop(ledger_url, work)
+        assert [i["content"] for i in given] == ["m2", "m3", "next"]
+        assert len(everything) == 6
+        assert settings == SessionSettings(limit=None)
+        with pytest.raises(ConfigurationError):
+            LedgerSession("s", session_settings={"limit": "many"})
+
+    def test_pop_item_returns_the_newest_and_keeps_it_in_the_history(self, ledger_url: LedgerURL) -> None:
+        """pop_item returns the newest item (None when empty); the ledger records it as a reduction."""
+        items: list[Any] = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "second"}]
+
+        async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
+            session = LedgerSession("s", ledger=ledger)
+            await session.add_items(items)
+            popped = [await session.pop_item() for _ in range(3)]
+            return popped, await session.get_items(), len(await ledger.history("s"))
+
+        popped, left, kept = run_in_loop(ledger_url, work)
+        assert popped == [items[1], items[0], None]
+        assert left == []
+        assert kept == 2
+
+    def test_clear_session_and_separate_sessions(self, ledger_url: LedgerURL) -> None:
+        """Clearing one session leaves another untouched; a cleared session starts empty."""
+
+        async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
+            one, two = LedgerSession("one", ledger=ledger), LedgerSession("two", ledger=ledger)
+            await one.add_items([{"role": "user", "content": "a"}])
+            await two.add_items([{"role": "user", "content": "b"}])
+            await one.clear_session()
+            await one.add_items([{"role": "user", "content": "c"}])
+            return await one.get_items(), await two.get_items()
+
+        assert run_in_loop(ledger_url, work) == ([{"role": "user", "content": "c"}], [{"role": "user", "content": "b"}])
+
+    def test_bad_items_are_refused_and_nothing_is_stored(self, ledger_url: LedgerURL) -> None:
+        """A malformed item of a known type is refused with InvalidMessage; the batch is not stored."""
+
+        async def work(ledger: AsyncLedger) -> list[Any]:
+            session = LedgerSession("s", ledger=ledger)
+            with pytest.raises(InvalidMessage):
+                await session.add_items([{"role": "user", "content": "ok"}, {"type": "function_call"}])  # type: ignore[list-item,misc]
+            return await session.get_items()
+
+        assert run_in_loop(ledger_url, work) == []
+
+    # -- the runner ----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("mode", MODES)
+    def test_a_second_run_remembers_the_first(
+        self, ledger_url: LedgerURL, mode: str, request: pytest.FixtureRequest
+    ) -> None:
+        """As the SDK's own sessions: the second run's model is given the first run's items."""
+        cross_loop(request, ledger_url, mode)
+
+        async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
+            session = LedgerSession("s", ledger=ledger)
+            model = ScriptedModel(["San Francisco", "California"], name=f"mem-{mode}")
+            agent = Agent(name="A", model=model)
+            outputs = await run_turns(session, agent, ["Where is the Golden Gate?", "Which state?"], mode)
+            return outputs, model.calls[1].input, await session.get_items()
+
+        outputs, second, items = run_in_loop(ledger_url, work)
+        assert outputs == ["San Francisco", "California"]
+        assert second == items[:3]
+        assert [i.get("content") if i.get("role") == "user" else "answer" for i in items] == [
+            "Where is the Golden Gate?",
+            "answer",
+            "Which state?",
+            "answer",
+        ]
+
+    @pytest.mark.parametrize(
+        ("manager", "mode"),
+        [
+            *((m, "run") for m in sorted(MANAGERS)),
+            ("none", "run_streamed"),
+            *(("sliding-per-turn", m) for m in MODES[1:]),
+        ],
+    )
+    def test_view_at_every_call_is_what_the_model_was_given(
+        self, ledger_url: LedgerURL, manager: str, mode: str, request: pytest.FixtureRequest
+    ) -> None:
+        """With the session's input filter, each call's input is rebuilt exactly, under every manager and mode."""
+        cross_loop(request, ledger_url, mode)
+
+        async def work(ledger: AsyncLedger) -> int:
+            session = LedgerSession("s", ledger=ledger, manager=MANAGERS[manager]())
+            model = ScriptedModel(script(), name=f"x-{manager}-{mode}")
+            agent = Agent(name="A", model=model, tools=[get_weather])
+            await run_turns(session, agent, PROMPTS, mode, run_config=session.run_config())
+            assert model.remaining == 0
+            return await assert_inputs_exact(ledger, session, model.calls)
+
+        assert run_in_loop(ledger_url, work) == 6
+
+    def test_a_per_turn_window_reaches_the_call_it_was_made_for(self, ledger_url: LedgerURL) -> None:
+        """The reported case: per_turn with window_size=6 -- the model gets the trimmed view, as view_at says."""
+
+        async def work(ledger: AsyncLedger) -> list[int]:
+            manager = SlidingWindowConversationManager(window_size=6, per_turn=True)
+            session = LedgerSession("s", ledger=ledger, manager=manager)
+            model = ScriptedModel(script(), name="window")
+            agent = Agent(name="A", model=model, tools=[get_weather])
+            hooks = LedgerRunHooks(session)
+            await run_turns(session, agent, PROMPTS, "run", run_config=session.run_config(), hooks=hooks)
+            await assert_inputs_exact(ledger, session, model.calls)
+            return [len(call.input) for call in model.calls]
+
+        sizes = run_in_loop(ledger_url, work)
+        assert max(sizes) <= 6 + 1  # the window, and the tool output added by the current turn
+
+    def test_a_handoff_and_the_sdk_tool_output_trimmer_stay_exact(self, ledger_url: LedgerURL) -> None:
+        """Two agents' calls in one session, and the SDK's own input filter mirrored as a recorded revision."""
+
+        async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
+            trimmer = ToolOutputTrimmer(recent_turns=1, max_output_chars=100, preview_chars=20)
+            session = LedgerSession("s", ledger=ledger, input_filter=trimmer)
+            log: list[ModelCall] = []
+            billing = Agent(name="Billing", model=Logged(["Billing here."], name="billing", log=log))
+            triage_model = Logged([*script()[:2], HandoffTo("Billing")], name="triage", log=log)
+            triage = Agent(name="Triage", model=triage_model, tools=[get_weather], handoffs=[billing])
+            prompts = ["Weather in Oslo?", "I want a refund."]
+            await run_turns(session, triage, prompts, "run", run_config=session.run_config())
+            count = await assert_inputs_exact(ledger, session, log)
+            return count, await ledger.reductions("s"), await ledger.revisions("s")
+
+        count, reductions, revisions = run_in_loop(ledger_url, work)
+        assert count == 4
+        assert {r.strategy for r in reductions} == {"openai:ToolOutputTrimmer"}
+        assert revisions
+        assert all(len(str(r.original)) > 100 for r in revisions)
+
+    def test_run_hooks_without_the_input_filter_are_refused(self, ledger_url: LedgerURL) -> None:
+        """Counting calls needs the filter: the hooks say so at the first call instead of recording a guess."""
+
+        async def work(ledger: AsyncLedger) -> None:
+            session = LedgerSession("s", ledger=ledger)
+            agent = Agent(name="A", model=ScriptedModel(["hi"], name="nofilter"))
+            with pytest.raises(ConfigurationError, match=r"run_config=session\.run_config"):
+                await Runner.run(agent, "hello", session=session, hooks=LedgerRunHooks(session))
+            with pytest.raises(ConfigurationError, match=r"input_filter="):
+                session.run_config(call_model_input_filter=lambda data: data.model_data)
+
+        run_in_loop(ledger_url, work)
+
+    # -- wrappers ------------------------------------------------------------------------------
+
+    def test_the_sdk_encrypted_session_wraps_a_ledger_session(self, ledger_url: LedgerURL) -> None:
+        """EncryptedSession around LedgerSession: its envelopes are kept exactly; a runner reads them back."""
+
+        async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
+            inner = LedgerSession("s", ledger=ledger)
+            session = EncryptedSession("s", underlying_session=inner, encryption_key=FERNET_KEY)  # type: ignore[arg-type]
+            model = ScriptedModel(["first", "second"], name="enc")
+            agent = Agent(name="A", model=model)
+            await Runner.run(agent, "one", session=session)
+            await Runner.run(agent, "two", session=session)
+            stored = await inner.get_items()
+            popped = await session.pop_item()
+            after_pop = await session.get_items()
+            await session.clear_session()
+            return model.calls[1].input, stored, popped, after_pop, await session.get_items()
+
+        second, stored, popped, after_pop, cleared = run_in_loop(ledger_url, work)
+        assert [i.get("content") for i in second if i.get("role") == "user"] == ["one", "two"]
+        assert len(stored) == 4
+        assert all(set(e) == {"__enc__", "v", "kid", "payload"} for e in stored)  # opaque, kept as given
+        assert popped is not None
+        assert popped.get("role") == "assistant"
+        assert len(after_pop) == 3
+        assert cleared == []
+
+    # -- concurrency ---------------------------------------------------------------------------
+
+    def test_concurrent_writers_in_one_loop_lose_nothing(self, ledger_url: LedgerURL) -> None:
+        """Tasks adding at once each land once; every item is there."""
+
+        async def work(ledger: AsyncLedger) -> list[Any]:
+            session = LedgerSession("s", ledger=ledger)
+            await asyncio.gather(*(session.add_items([{"role": "user", "content": f"m{n}"}]) for n in range(10)))
+            return await session.get_items()
+
+        items = run_in_loop(ledger_url, work)
+        assert sorted(i["content"] for i in items) == sorted(f"m{n}" for n in range(10))
+
+    def test_one_session_from_several_threads_each_with_its_own_loop(
+        self, ledger_url: LedgerURL, request: pytest.FixtureRequest
+    ) -> None:
+        """The pattern of Runner.run_sync in a threaded server: every add_items lands once, none hangs."""
+        cross_loop(request, ledger_url, "threads")
+        url, options = ledger_url
+        session = LedgerSession("s", url=url) if not options else None
+        if session is None:
+            ledger = asyncio.run(AsyncLedger.connect(url, **options))
+            session = LedgerSession("s", ledger=ledger)
+        errors: list[BaseException] = []
+
+        def writer(n: int) -> None:
+            try:
+                for k in range(2):
+                    asyncio.run(session.add_items([{"role": "user", "content": f"t{n}-{k}"}]))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(5)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in threads), "an add_items call never returned"
+        assert errors == []
+        items: list[Any] = asyncio.run(session.get_items())
+        assert sorted(i["content"] for i in items) == sorted(f"t{n}-{k}" for n in range(5) for k in range(2))
