@@ -360,6 +360,32 @@ class OpenAISessionContract:
         assert revisions
         assert all(len(str(r.original)) > 100 for r in revisions)
 
+    @pytest.mark.parametrize("mode", ["run", "run_streamed"])
+    def test_a_session_input_callback_stores_nothing_twice(self, ledger_url: LedgerURL, mode: str) -> None:
+        """With the SDK's session_input_callback the history is stored once and every call stays exact.
+
+        The model is given the managed view: the callback's cut of the history does not
+        reach it (a documented difference; a manager is the ledger's way to cut).
+        """
+
+        async def work(ledger: AsyncLedger) -> list[Any]:
+            session = LedgerSession("s", ledger=ledger)
+            model = ScriptedModel(["a1", "a2", "a3"], name=f"callback-{mode}")
+            config = session.run_config(session_input_callback=lambda history, new: [*history[-1:], *new])
+            await run_turns(session, Agent(name="A", model=model), ["q1", "q2", "q3"], mode, run_config=config)
+            await assert_inputs_exact(ledger, session, model.calls)
+            return await session.get_items()
+
+        items = run_in_loop(ledger_url, work)
+        assert [i["content"] if i.get("role") == "user" else i["content"][0]["text"] for i in items] == [
+            "q1",
+            "a1",
+            "q2",
+            "a2",
+            "q3",
+            "a3",
+        ]
+
     def test_run_hooks_without_the_input_filter_are_refused(self, ledger_url: LedgerURL) -> None:
         """Counting calls needs the filter: the hooks say so at the first call instead of recording a guess."""
 

@@ -30,7 +30,7 @@ from strands.agent.conversation_manager import (
     SlidingWindowConversationManager,
     SummarizingConversationManager,
 )
-from strands.multiagent import Swarm
+from strands.multiagent import GraphBuilder, Swarm
 from strands.types.exceptions import SessionException
 
 from contextledger.errors import ConfigurationError
@@ -57,6 +57,7 @@ from contextledger.managers import (
     TurnWindowConversationManager as LedgerTurnWindow,
 )
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.memory import MemoryStore
 from contextledger.testing.hosts import strands_input
 
 __all__ = ["MANAGERS", "SCRIPT", "StrandsSessionContract", "assert_inputs_exact", "build_agent", "model_inputs"]
@@ -206,6 +207,22 @@ class StrandsSessionContract:
         assert isinstance(again.model, ScriptedModel)
         assert_inputs_exact(ledger, "s", "default", [*inputs, *model_inputs(again.model)])
 
+    def test_time_travel_survives_export_import_and_copy(self, store: LedgerStore) -> None:
+        """The call stamps move with the records: an imported or copied session rebuilds every call the same."""
+        ledger = Ledger(store)
+        agent = build_agent(LedgerSessionManager("s", ledger=ledger), MANAGERS["strands-summarizing"]())
+        play(agent, SCRIPT)
+        assert isinstance(agent.model, ScriptedModel)
+        inputs = model_inputs(agent.model)
+        (records,) = ledger.export_records("s")
+        imported = Ledger(MemoryStore())
+        imported.import_records(records)
+        assert_inputs_exact(imported, "s", "default", inputs)
+        copied = Ledger(MemoryStore())
+        ledger.copy_to(copied, ["s"])
+        assert_inputs_exact(copied, "s", "default", inputs)
+        assert ledger.import_records(copied.export_records("s")[0]) == "unchanged"  # the same records, stamps and all
+
     # -- the session-manager contract ----------------------------------------------------------
 
     def test_each_agent_id_keeps_its_own_conversation(self, store: LedgerStore) -> None:
@@ -301,6 +318,23 @@ class StrandsSessionContract:
                 session_manager=session_manager,
                 id="team",
             )
+
+    def test_a_graph_commits_its_state_after_every_node(self, store: LedgerStore) -> None:
+        """A Graph's state is committed under its reserved id, node by node, in order."""
+        ledger = Ledger(store)
+        builder = GraphBuilder()
+        for name in ("plan", "draft"):
+            node = Agent(name=name, agent_id=name, callback_handler=None, model=ScriptedModel([f"the {name}"]))
+            builder.add_node(node, name)
+        builder.add_edge("plan", "draft")
+        builder.set_entry_point("plan")
+        builder.set_graph_id("pipeline")
+        builder.set_session_manager(LedgerSessionManager("s", ledger=ledger))
+        result = builder.build()("Write it.")
+        assert [n.node_id for n in result.execution_order] == ["plan", "draft"]
+        conversation = ledger.conversation("s", multi_agent_id("pipeline"))
+        assert conversation.agent_state["status"] == "completed"
+        assert conversation.version >= 2  # one commit per node at least, then the end of the run
 
     # -- threads ---------------------------------------------------------------------------------
 
