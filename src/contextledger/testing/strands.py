@@ -177,6 +177,17 @@ class StrandsSessionContract:
         assert isinstance(agent.model, ScriptedModel)
         assert_inputs_exact(ledger, "s", "default", model_inputs(agent.model))
 
+    def test_the_adapter_alone_keeps_time_travel_exact(self, store: LedgerStore) -> None:
+        """A contextledger manager as the agent's conversation manager, no session manager: still exact."""
+        ledger = Ledger(store)
+        adapter = StrandsConversationManager(
+            LedgerSlidingWindow(window_size=6, per_turn=True), ledger=ledger, session_id="solo"
+        )
+        agent = build_agent(None, adapter)
+        play(agent, [(prompt, steps) for prompt, steps in SCRIPT if prompt != "Pin my name."])
+        assert isinstance(agent.model, ScriptedModel)
+        assert_inputs_exact(ledger, "solo", "default", model_inputs(agent.model))
+
     def test_the_first_call_saw_the_prompt_only(self, store: LedgerStore) -> None:
         """A default agent, two turns: call 1 was the first prompt alone, in view_at and in a fork."""
         ledger = Ledger(store)
