@@ -215,7 +215,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from contextledger import __version__  # read from the package metadata: only when asked
+        from contextledger import __version__  # imported only when asked
 
         typer.echo(f"contextledger {__version__}")
         raise typer.Exit()
