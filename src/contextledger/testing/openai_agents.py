@@ -412,6 +412,8 @@ class OpenAISessionContract:
             await Runner.run(agent, "one", session=session)
             await Runner.run(agent, "two", session=session)
             stored = await inner.get_items()
+            with pytest.raises(ConfigurationError, match="without the input filter"):
+                await Runner.run(agent, "three", session=session, run_config=inner.run_config())
             popped = await session.pop_item()
             after_pop = await session.get_items()
             await session.clear_session()
@@ -421,9 +423,8 @@ class OpenAISessionContract:
         assert [i.get("content") for i in second if i.get("role") == "user"] == ["one", "two"]
         assert len(stored) == 4
         assert all(set(e) == {"__enc__", "v", "kid", "payload"} for e in stored)  # opaque, kept as given
-        assert popped is not None
-        assert popped.get("role") == "assistant"
-        assert len(after_pop) == 3
+        assert popped == {"role": "user", "content": "three"}  # the SDK saved the refused run's input first
+        assert len(after_pop) == 4
         assert cleared == []
 
     # -- concurrency ---------------------------------------------------------------------------

@@ -63,6 +63,7 @@ __all__ = [
     "CALL_OUTPUT_TYPES",
     "ITEM_KEY",
     "OPAQUE_ROLE",
+    "is_opaque",
     "item_groups",
     "item_to_message",
     "items_to_messages",
@@ -334,6 +335,12 @@ def _check_json(value: Any, where: str) -> None:
 
 
 # -- messages -> items ---------------------------------------------------------------------
+
+
+def is_opaque(message: Message) -> bool:
+    """Whether ``message`` keeps an item with neither ``type`` nor ``role`` (a wrapper's envelope)."""
+    item = kept_item(message)
+    return item is not None and "type" not in item and "role" not in item
 
 
 def kept_item(message: Message) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from contextledger.changeset import ContentRevision, ReductionPlan
@@ -37,7 +37,10 @@ def _key(item: Item) -> str:
 
 
 def unsaved_items(
-    runner_items: Sequence[Item], read: Sequence[Item] | None, added: Sequence[Item], held: Sequence[Item]
+    runner_items: Sequence[Item],
+    read: Sequence[Item] | None,
+    added: Sequence[Item],
+    held: Callable[[], Sequence[Item]],
 ) -> list[Item]:
     """The tail of ``runner_items`` the ledger does not hold yet.
 
@@ -46,8 +49,8 @@ def unsaved_items(
         read: What the session's last ``get_items`` returned (the history the run started
             from), ``None`` when it was not read.
         added: The items stored since that read, in order.
-        held: Every item the ledger holds now (its view), for when the runner's input is
-            not ``read + added + ...`` (a ``session_input_callback`` reshaped the history).
+        held: Every item the ledger holds now (its view), asked for only when the runner's
+            input is not ``read + added + ...`` (a ``session_input_callback`` reshaped the history).
 
     Returns:
         The items after ``read + added`` when the runner's input starts with them; else the
@@ -58,7 +61,7 @@ def unsaved_items(
         start, end = len(read), len(read) + len(added)
         if list(runner_items[:start]) == list(read) and list(runner_items[start:end]) == list(added):
             return list(runner_items[end:])
-    stored = Counter(_key(item) for item in held)
+    stored = Counter(_key(item) for item in held())
     cut = len(runner_items)
     while cut > 0 and stored[_key(runner_items[cut - 1])] == 0:
         cut -= 1

@@ -41,6 +41,7 @@ from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.changeset import ReductionPlan
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.openai_agents.items import (
+    is_opaque,
     item_groups,
     items_to_messages,
     messages_to_items,
@@ -186,7 +187,7 @@ class LedgerSession:
         Raises:
             InvalidMessage: An item is not one the mapping can keep losslessly.
         """
-        given: list[dict[str, Any]] = [dict(item) for item in items]
+        given: list[Any] = [dict(item) if isinstance(item, Mapping) else item for item in items]
         early = 0
         while early < len(given) and early < len(self._stored_early) and given[early] == self._stored_early[early]:
             early += 1
@@ -263,12 +264,24 @@ class LedgerSession:
 
         Raises:
             InvalidMessage: An item of the runner's input cannot be kept.
-            ConfigurationError: The application's input filter added or reordered items.
+            ConfigurationError: The application's input filter added or reordered items, or
+                the session holds items a wrapper encoded (an ``EncryptedSession`` around
+                this session: run it without the filter).
         """
         conversation = await self.conversation()
+        if any(is_opaque(message) for message in conversation.view.messages):
+            raise ConfigurationError(
+                f"session {self.session_id!r} holds items a wrapper encoded (neither type nor role, as"
+                " EncryptedSession stores them): they cannot be the model's input; run such a session"
+                " without the input filter"
+            )
         runner_items = [dict(item) for item in data.model_data.input]
-        held = messages_to_items(conversation.view.messages)
-        new = [dict(item) for item in unsaved_items(runner_items, self._read, self._added, held)]
+        new = [
+            dict(item)
+            for item in unsaved_items(
+                runner_items, self._read, self._added, lambda: messages_to_items(conversation.view.messages)
+            )
+        ]
         if new:
             await conversation.append(*link_reasoning(items_to_messages(new)))
             self._stored_early.extend(copy.deepcopy(new))
