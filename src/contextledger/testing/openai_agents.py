@@ -269,6 +269,8 @@ class OpenAISessionContract:
             session = LedgerSession("s", ledger=ledger)
             with pytest.raises(InvalidMessage):
                 await session.add_items([{"role": "user", "content": "ok"}, {"type": "function_call"}])  # type: ignore[list-item,misc]
+            with pytest.raises(InvalidMessage, match="an item is a dict"):
+                await session.add_items([{"role": "user", "content": "ok"}, "hello"])  # type: ignore[list-item]
             return await session.get_items()
 
         assert run_in_loop(ledger_url, work) == []
