@@ -20,7 +20,7 @@ Why one module of about 550 lines: the pure parts already live beside it (the di
 :mod:`~contextledger.integrations.strands.diff`, conversion in ``convert``, Strands
 internals in ``_compat``, the state in ``state``). What is left -- restore, sync, the
 model-call cycle and the adapter's reductions -- shares the binding's lock and one
-turn's state (uncounted model calls, the counted edit, the synced shape, a pending
+turn's state (the trigger of the call being prepared, the synced shape, a pending
 overflow), and each part calls the others mid-turn; split into mixins they would share
 private state across modules without becoming easier to read.
 """
