@@ -28,7 +28,7 @@ from contextledger.aio import AsyncLedger
 from contextledger.errors import PinError
 from contextledger.integrations.openai_agents import LedgerSession, Reply, ToolCall
 from contextledger.integrations.openai_agents.scripted import ModelCall, ScriptStep
-from contextledger.testing.openai_agents import MANAGERS, Logged, assert_inputs_exact, get_weather, run_turns
+from contextledger.testing.openai_runs import MANAGERS, Logged, assert_inputs_exact, get_weather, run_turns
 
 EXAMPLES = int(os.environ.get("CONTEXTLEDGER_HOST_EXAMPLES", "12"))
 HOSTS: dict[str, dict[str, Callable[[], Any]]] = {
