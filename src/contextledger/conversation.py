@@ -157,7 +157,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         self.hooks = HookRegistry()
         self._lock = threading.RLock()
         self._pending_calls = 0
-        self._preparing_call = False  # inside before_model_call: commits reach this call's input
+        self._preparing_call = False  # a call is prepared, its input not handed: commits reach that input
         self._reactive_call: int | None = None
         self._riding: Planner | None = None  # a host's pending write, committed with the next commit
         self._defer_count = False  # the pending count waits for a commit with something else in it

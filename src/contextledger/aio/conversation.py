@@ -88,6 +88,7 @@ class AsyncConversation(ShellBase[Conversation]):
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
     edit = coroutine_of(Conversation.edit)
     before_model_call = coroutine_of(Conversation.before_model_call)
+    input_handed = coroutine_of(Conversation.input_handed)
     after_model_call = coroutine_of(Conversation.after_model_call)
     after_invocation = coroutine_of(Conversation.after_invocation)
     projected_input_tokens = coroutine_of(Conversation.projected_input_tokens)

@@ -110,7 +110,7 @@ class StrandsConversationManager(StrandsManagerBase):
         super().register_hooks(registry, **kwargs)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_first, order=HookOrder.SDK_FIRST)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_last, order=HookOrder.SDK_LAST)
-        registry.add_callback(AfterModelCallEvent, self._after_model_call)
+        registry.add_callback(AfterModelCallEvent, self._after_model_call, order=HookOrder.SDK_FIRST)
 
     def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
         if self._standalone(event.agent):

@@ -27,6 +27,7 @@ from strands.types.content import Message as StrandsMessage
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
+from contextledger.integrations.strands.errors import DuplicateAgentId
 from contextledger.integrations.strands.multiagent import MULTI_AGENT_PREFIX, MultiAgentBinding, is_multi_agent_id
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.tokens import TokenCounter
@@ -144,7 +145,9 @@ class LedgerSessionManager(SessionManager):
             order=HookOrder.SDK_LAST,
         )
         registry.add_callback(
-            AfterModelCallEvent, lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e)
+            AfterModelCallEvent,
+            lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e),
+            order=HookOrder.SDK_FIRST,  # the input was handed: nothing after this belongs to it
         )
         registry.add_callback(AfterInvocationEvent, lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
         registry.add_callback(MultiAgentInitializedEvent, lambda event: self.initialize_multi_agent(event.source))
@@ -157,8 +160,9 @@ class LedgerSessionManager(SessionManager):
         """Bind ``agent`` to its conversation: create it, or restore the agent from it.
 
         Raises:
-            ConfigurationError: Another live agent with the same ``agent_id`` is bound, or
-                the ``agent_id`` starts with the reserved ``multi_agent:``.
+            DuplicateAgentId: Another live agent with the same ``agent_id`` is bound (both
+                ``ConfigurationError`` and Strands' ``SessionException``).
+            ConfigurationError: The ``agent_id`` starts with the reserved ``multi_agent:``.
         """
         from contextledger.integrations.strands.adapter import StrandsConversationManager
 
@@ -175,8 +179,8 @@ class LedgerSessionManager(SessionManager):
                 self._bindings.get(agent.agent_id),
                 agent,
                 lambda _bound: (
-                    f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r};"
-                    " each agent of a session needs its own agent_id"
+                    f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r}: the `agent_id`"
+                    " of an agent must be unique in a session"
                 ),
             )
             binding = AgentBinding(
@@ -200,6 +204,14 @@ class LedgerSessionManager(SessionManager):
         stores it from there, under its ``tracking_id``. The final answer of an invocation
         is committed when the invocation ends, together with the end-of-invocation
         management (see :meth:`AgentBinding.message_added`).
+
+        Called directly with a message the agent does not hold, the message is recorded
+        (as Strands' own session managers persist what they are given) and appended to
+        ``agent.messages``, so the live agent shows what a restore would show.
+
+        Raises:
+            InvalidMessage: ``message`` is not a Strands message; nothing is changed.
+            ConfigurationError: ``agent`` was not initialized with this session manager.
         """
         self.binding(agent.agent_id).message_added(agent, message)
 
@@ -219,8 +231,9 @@ class LedgerSessionManager(SessionManager):
         Nothing is written here; the first node that finishes commits the state.
 
         Raises:
-            ConfigurationError: Another live orchestrator with the same id is bound to this
-                session manager, the stored state belongs to another kind of orchestrator,
+            DuplicateAgentId: Another live orchestrator with the same id is bound to this
+                session manager (both ``ConfigurationError`` and Strands' ``SessionException``).
+            ConfigurationError: The stored state belongs to another kind of orchestrator,
                 or ``source`` cannot serialize its state.
         """
         binding = MultiAgentBinding(self.ledger, self.session_id, source)
@@ -292,10 +305,10 @@ def _claim(current: AgentBinding | MultiAgentBinding | None, claimant: object, t
     """Refuse to bind ``claimant`` where another live agent or orchestrator is bound.
 
     Raises:
-        ConfigurationError: ``current`` is bound to another object that is still alive.
+        DuplicateAgentId: ``current`` is bound to another object that is still alive.
     """
     if current is None:
         return
     bound = current.agent() if isinstance(current, AgentBinding) else current.source()
     if bound is not None and bound is not claimant:
-        raise ConfigurationError(taken(bound))
+        raise DuplicateAgentId(taken(bound))
