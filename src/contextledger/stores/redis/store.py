@@ -124,7 +124,7 @@ class RedisStore(RedisQueries):
         if getattr(client.get_encoder(), "decode_responses", False):
             raise ConfigurationError("the Redis ledger store needs a client with decode_responses=False")
         self._client = client
-        # An adapter over redis.asyncio (contextledger.aio) says it is a cluster client itself.
+        # A client adapter of your own (a client_factory's) may say it is a cluster client itself.
         self._cluster = isinstance(client, RedisCluster) or getattr(client, "is_cluster", False) is True
         self.key_prefix = check_prefix(key_prefix)
         if url is None:
