@@ -60,6 +60,15 @@ class ShellBase(Generic[S]):
     async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         return await self._runner.run(fn, *args, **kwargs)
 
+    async def run_sync(self, fn: Callable[Concatenate[S, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``fn(self.sync, *args, **kwargs)`` as one call of this shell (one hop to a worker thread).
+
+        For a host that needs several sync steps at once (re-read, then render the view):
+        they run together, in this shell's order of calls, like SQLAlchemy's
+        ``AsyncConnection.run_sync``.
+        """
+        return await self._call(fn, self._sync, *args, **kwargs)
+
 
 class coroutine_of(Generic[P, R]):
     """A coroutine method that runs the sync method of the same name through the shell's ``_call``.

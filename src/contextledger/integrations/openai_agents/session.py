@@ -17,12 +17,18 @@ manager's plans do not second-guess the host's own request.
 The session also offers ``before_model_call`` / ``after_model_call``, so
 ``LedgerRunHooks(session)`` counts model calls and runs per-turn and proactive management
 on the same conversation the session reads and writes.
+
+Any loop, any thread: each method is one call of the async API (one hop to a worker
+thread of the ledger, see :mod:`contextledger.aio.runner`), and opening is guarded by a
+thread lock taken on that worker, so one session serves tasks of several event loops
+at once -- the ``Runner.run_sync`` pattern in a threaded web server -- without losing
+or reordering a write.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +36,12 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
 from contextledger.aio import AsyncConversation, AsyncLedger
+from contextledger.aio.runner import default_runner
 from contextledger.changeset import ReductionPlan
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.openai_agents.items import items_to_messages, messages_to_items, newest_messages
-from contextledger.ledger import DEFAULT_URL
+from contextledger.conversation import Conversation
+from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
 from contextledger.messages import LINKS_KEY, Message
 from contextledger.view import View
@@ -89,9 +97,10 @@ class LedgerSession:
         self.session_settings = session_settings
         self._ledger = ledger
         self._url = url if ledger is None else None
+        self._owns_ledger = ledger is None
         self._options: dict[str, Any] = {"manager": manager, **options}
         self._conversation: AsyncConversation | None = None
-        self._opening = asyncio.Lock()
+        self._opening = threading.Lock()  # taken on a worker thread, never on a loop
 
     async def conversation(self) -> AsyncConversation:
         """The conversation behind the session (opened on first use; opening only reads).
@@ -100,11 +109,21 @@ class LedgerSession:
             ConfigurationError: An option is invalid.
             StoreUnavailable: The ledger could not be reached.
         """
-        async with self._opening:
+        conversation = self._conversation
+        if conversation is None:
+            runner = self._ledger.runner if self._ledger is not None else default_runner()
+            conversation = await runner.run(self._open)
+        return conversation
+
+    def _open(self) -> AsyncConversation:
+        """Open the ledger (from the URL) and the conversation once, whichever loop or thread asks first."""
+        with self._opening:
             if self._conversation is None:
                 if self._ledger is None:
-                    self._ledger = await AsyncLedger.connect(self._url or DEFAULT_URL)
-                self._conversation = await self._ledger.conversation(self.session_id, self.agent_id, **self._options)
+                    self._ledger = AsyncLedger(open_store(self._url or DEFAULT_URL))
+                ledger = self._ledger
+                sync = ledger.sync.conversation(self.session_id, self.agent_id, **self._options)
+                self._conversation = AsyncConversation(sync, ledger.runner)
             return self._conversation
 
     async def ledger(self) -> AsyncLedger:
@@ -123,9 +142,12 @@ class LedgerSession:
         """
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        conversation = await self.conversation()
-        await conversation.refresh()  # another process may have written since
-        items: list[TResponseInputItem] = messages_to_items(newest_messages(conversation.view, limit))  # type: ignore[assignment]
+
+        def read(conversation: Conversation) -> list[Any]:
+            conversation.refresh()  # another process may have written since
+            return messages_to_items(newest_messages(conversation.view, limit))
+
+        items: list[TResponseInputItem] = await (await self.conversation()).run_sync(read)
         return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -180,8 +202,8 @@ class LedgerSession:
         return await (await self.conversation()).after_model_call(error)
 
     async def close(self) -> None:
-        """Close the ledger when the session opened it from a URL."""
-        if self._url is not None and self._ledger is not None:
+        """Close the ledger when the session opened it (from ``url`` or the default URL)."""
+        if self._owns_ledger and self._ledger is not None:
             await self._ledger.close()
 
     def __repr__(self) -> str:
