@@ -214,6 +214,10 @@ class Runner:
         self._closed = False
         self.calls = 0
         """How many calls were handed to a worker (one per coroutine of the async API)."""
+        self.cancelled_waiting = 0
+        """Calls cancelled before they started (they never ran)."""
+        self.cancelled_running = 0
+        """Calls cancelled while running (they ran to their end first)."""
 
     @property
     def closed(self) -> bool:
@@ -243,9 +247,13 @@ class Runner:
             await job.future
         except asyncio.CancelledError:
             if job.claim.acquire(blocking=False):
+                with self._lock:
+                    self.cancelled_waiting += 1
                 raise  # it had not started: it never will
             job.caller.cancel()
             await _outlast(job)
+            with self._lock:
+                self.cancelled_running += 1
             raise
         error = job.error
         if error is not None:
