@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ class _Shared(MemoryStore):
         pass
 
 
-def _in_threads(threads: int, job: Callable[[int], Awaitable[None]], timeout: float = 60) -> None:
+def _in_threads(threads: int, job: Callable[[int], Coroutine[Any, Any, None]], timeout: float = 60) -> None:
     """Run ``asyncio.run(job(n))`` on ``threads`` threads at once; fail on an error or a thread still running."""
     errors: list[BaseException] = []
     start = threading.Barrier(threads)
@@ -67,7 +67,7 @@ def opened(backend_url: tuple[str, Options]) -> Iterator[tuple[AsyncLedger, Call
     asyncio.run(ledger.close())
 
 
-def _item(thread: int, n: int) -> dict[str, Any]:
+def _item(thread: int, n: int) -> Any:  # an SDK input item (EasyInputMessageParam)
     return {"role": "user", "content": f"thread {thread} item {n}"}
 
 

@@ -115,7 +115,8 @@ def _redis_in_use(clients: list[Redis | RedisCluster]) -> int:
     pools = []
     for client in clients:
         if isinstance(client, RedisCluster):
-            pools += [node.redis_connection.connection_pool for node in client.get_nodes() if node.redis_connection]
+            nodes = client.get_nodes()  # type: ignore[no-untyped-call]
+            pools += [node.redis_connection.connection_pool for node in nodes if node.redis_connection]
         else:
             pools.append(client.connection_pool)
     # redis-py reports (count, OpenTelemetry attributes) per connection state.

@@ -38,9 +38,9 @@ from agents.memory import SessionSettings
 from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.aio.runner import default_runner
 from contextledger.changeset import ReductionPlan
+from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.openai_agents.items import items_to_messages, messages_to_items, newest_messages
-from contextledger.conversation import Conversation
 from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
 from contextledger.messages import LINKS_KEY, Message
