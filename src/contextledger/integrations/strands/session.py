@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,8 +14,10 @@ from strands.hooks import (
     AfterMultiAgentInvocationEvent,
     AfterNodeCallEvent,
     AgentInitializedEvent,
+    BaseHookEvent,
     BeforeInvocationEvent,
     BeforeModelCallEvent,
+    HookCallback,
     HookOrder,
     HookRegistry,
     MessageAddedEvent,
@@ -40,7 +42,7 @@ __all__ = ["LedgerSessionManager"]
 
 logger = logging.getLogger(__name__)
 
-E = TypeVar("E")
+E = TypeVar("E", bound=BaseHookEvent)
 
 
 class LedgerSessionManager(SessionManager):
@@ -165,7 +167,7 @@ class LedgerSessionManager(SessionManager):
         registry.add_callback(AfterNodeCallEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
         registry.add_callback(AfterMultiAgentInvocationEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
 
-    def _awaited(self, work: Callable[[E], object]) -> Callable[[E], Coroutine[Any, Any, None]]:
+    def _awaited(self, work: Callable[[E], object]) -> HookCallback[E]:
         """A coroutine callback that runs ``work(event)`` on a worker thread and waits for it."""
 
         async def callback(event: E) -> None:
