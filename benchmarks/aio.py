@@ -24,6 +24,8 @@ Two measurements per backend:
     python benchmarks/aio.py                               # every backend that is available
     python benchmarks/aio.py --backends memory,sqlite      # no servers
     python benchmarks/aio.py --appends 400 --conversations 50 --turns 10
+    python benchmarks/aio.py --quick                       # small counts (what scripts/bench --quick runs)
+    python benchmarks/aio.py --json figures.json           # also write the medians as JSON (scripts/bench does)
     python benchmarks/aio.py --write-results               # also rewrite its section of DETAILS.md
 
 Servers come from the same places as for the other benchmarks (environment URLs, else
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import tempfile
@@ -135,7 +138,9 @@ async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, wind
     for api in names:  # warm: connections made, statements prepared, scripts loaded
         for n in range(20):
             await append(api, Message.user(f"warm up {n}"))
+    calls = apis.aio.runner.calls
     await timed_rounds(figures, "append", names, appends, lambda api, n: append(api, Message.user(f"{api} msg {n}")))
+    figures.add("append async hops", (apis.aio.runner.calls - calls) / appends)
 
     turns = [Message.user(f"message {n}") if n % 2 == 0 else Message.assistant(f"reply {n}") for n in range(window)]
     apis.sync.conversation(f"restore-{tag}").append(*turns)
@@ -239,11 +244,12 @@ def us(seconds: float) -> str:
 def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> list[str]:
     lines = [
         f"**One call at a time.** Medians (ms wall, µs CPU of every thread) of one-message appends and of restores"
-        f" of a {window}-message view; ratio = that API / sync; switches = voluntary context switches per append.",
+        f" of a {window}-message view; ratio = that API / sync; hops = calls handed to a worker thread per append;"
+        " switches = voluntary context switches of the process per append (a thread hop costs about two).",
         "",
-        "| backend | API | append wall | ratio | append CPU | ratio | switches"
+        "| backend | API | append wall | ratio | append CPU | ratio | hops | switches"
         " | restore wall | ratio | restore CPU | ratio |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for f in rows:
         for api in APIS:
@@ -255,7 +261,8 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
                 base_wall, base_cpu = f.median(f"{op} sync wall"), f.median(f"{op} sync cpu")
                 cells += [ms(wall), f"{wall / base_wall:.2f}x", us(cpu), f"{cpu / base_cpu:.2f}x"]
                 if op == "append":
-                    cells.append(f"{f.mean('append ' + api + ' switches'):.1f}")
+                    hops = f"{f.mean('append async hops'):.0f}" if api == "async" else ("0" if api == "sync" else "-")
+                    cells += [hops, f"{f.mean('append ' + api + ' switches'):.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -288,6 +295,18 @@ async def measure(name: str, url: str, options: dict[str, Any], args: argparse.N
         await apis.close()
 
 
+def as_json(rows: list[Figures]) -> dict[str, Any]:
+    """The medians (seconds, msg/s) and means (switches, hops) per backend, for scripts/bench."""
+    out: dict[str, Any] = {}
+    for f in rows:
+        entry: dict[str, Any] = {}
+        for name in f.samples:
+            kind = "mean" if name.endswith(("switches", "hops")) else "median"
+            entry[name] = f.mean(name) if kind == "mean" else f.median(name)
+        out[f.backend] = entry
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", type=backend_list, default=list(BACKENDS))
@@ -298,8 +317,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="turns each of them commits")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the many-at-once lanes")
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker threads of the AsyncLedger")
+    parser.add_argument("--quick", action="store_true", help="small counts: 150 appends, 20 restores, 3 turns, 1 round")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument("--write-results", action="store_true", help="rewrite this section of DETAILS.md")
     args = parser.parse_args()
+    if args.quick:
+        args.appends, args.restores, args.turns, args.rounds = 150, 20, 3, 1
 
     load = os.getloadavg()[0]
     rows: list[Figures] = []
@@ -319,6 +342,8 @@ def main() -> None:
         versions(),
     ]
     print("\n".join(lines))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"figures": as_json(rows), "workers": args.workers}, indent=1))
     if args.write_results:
         replace_section(SECTION, lines)
 
