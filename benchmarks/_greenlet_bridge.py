@@ -5,9 +5,11 @@
 ``sync_engine`` of an async engine (aiosqlite, psycopg's async mode) with the ledger's
 own engine settings, the ``RedisStore`` on an adapter whose every round trip awaited a
 ``redis.asyncio`` client. The library replaced it with one worker-thread hop per call
-(:mod:`contextledger.aio.runner`); this module rebuilds the old bridge from public
-SQLAlchemy and redis-py APIs (plus the ledger's own engine settings) so both can be
-measured side by side in one run. Needs ``greenlet`` and ``aiosqlite`` (the ``bench`` extra).
+(:mod:`contextledger.aio.runner`); this module rebuilds the old bridge -- with
+SQLAlchemy's ``greenlet_spawn``/``await_only`` (``sqlalchemy.util``, which SQLAlchemy does
+not present as public API: one more reason the library left it) and the ledger's own
+engine settings -- so both can be measured side by side in one run. It is a measurement
+baseline, not library code. Needs ``greenlet`` and ``aiosqlite`` (the ``bench`` extra).
 
 Only what the benchmark calls is here: opening a ledger and running a sync call.
 """

@@ -282,7 +282,7 @@ class Runner:
         if closed:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
             if job.lane is not None:
-                self._release(job.lane)
+                self._following(job.lane)  # closed: fails the calls waiting behind it
             return
         if spawn:
             try:
@@ -295,30 +295,34 @@ class Runner:
                 if alone:  # none: fail it rather than leave its caller waiting
                     job.fail(exc)
 
-    def _release(self, lane: Lane) -> None:
-        """The lane's running call ended: start the next one (failing them all once closed)."""
+    def _following(self, lane: Lane) -> _Job | None:
+        """The lane's next call, counted as handed over (``None``: the lane is idle; once closed, all fail)."""
         while (job := lane.next()) is not None:
-            if not self._closed:
-                self._submit(job)
-                return
+            with self._lock:
+                if not self._closed:
+                    self.calls += 1
+                    return job
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
+        return None
 
     def _work(self) -> None:
         jobs = self._queue
-        while (job := jobs.get()) is not None:
+        job = jobs.get()
+        while job is not None:
             ran = job.run()
-            if job.lane is not None:
-                self._release(job.lane)
-            with self._lock:
-                if self._backlog:
-                    self._backlog -= 1  # a queued job is this thread's next
-                else:
-                    self._idle += 1
-            # Waking the caller is the last thing before waiting for the next job: its loop
-            # wants the GIL back at once, and would otherwise wait for this bookkeeping.
+            # The thread goes on with the conversation's next call, if one waits: no hand-over.
+            following = self._following(job.lane) if job.lane is not None else None
+            if following is None:
+                with self._lock:
+                    if self._backlog:
+                        self._backlog -= 1  # a queued job is this thread's next
+                    else:
+                        self._idle += 1
+            # Waking the caller is the last thing before the next job: its loop wants the GIL
+            # back at once, and would otherwise wait for this bookkeeping.
             if ran:
                 job.wake()
-            del job
+            job = following if following is not None else jobs.get()
 
     def close(self) -> None:
         """Refuse new calls; running calls finish on their threads, which then end."""
