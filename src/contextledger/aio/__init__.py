@@ -19,10 +19,12 @@ redis-py), and the caller's task awaits it without blocking its loop:
 
 Why threads and not the 0.2 greenlet bridge (SQLAlchemy's ``greenlet_spawn`` over
 aiosqlite, psycopg async and redis.asyncio): measured side by side
-(``benchmarks/aio.py``), the bridge paid nine aiosqlite thread hops per SQLite append
-and 3-5x the sync path's CPU, bound every connection to the loop that opened it (another
-loop's call failed or hung), and left a cancelled task holding SQLite's write lock; one
-worker hop per call costs a few tens of microseconds and none of that.
+(``benchmarks/aio.py``), the bridge made about 22 voluntary context switches per SQLite
+append (aiosqlite hands every statement to its own thread) against about 2 here, and
+cost 2.3-2.5x the sync path's CPU; it bound every connection to the loop that opened it
+(another loop's call failed or hung), and a cancelled task could leave SQLite's write
+lock held. It also leaned on ``sqlalchemy.util.concurrency``, which SQLAlchemy does not
+present as public API; nothing here does.
 
 Calls on one ``AsyncConversation`` run one at a time in the order they were made;
 different conversations commit concurrently, up to the ledger's ``workers``.

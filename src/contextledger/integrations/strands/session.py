@@ -297,9 +297,12 @@ class LedgerSessionManager(SessionManager):
         return self.binding(agent_id).conversation
 
     def close(self) -> None:
-        """Close the ledger if this manager opened it, and the manager's worker threads."""
-        self._runner.close()
+        """Close the ledger and the manager's worker threads if this manager opened the ledger.
+
+        A ledger passed in stays open, and so do the threads that serve it (idle, they cost nothing).
+        """
         if self._owns_ledger:
+            self._runner.close()
             self.ledger.close()
 
     def __enter__(self) -> LedgerSessionManager:

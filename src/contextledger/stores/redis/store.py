@@ -169,7 +169,7 @@ class RedisStore(RedisQueries):
             StoreUnavailable: The server (or no cluster node) did not answer.
 
         ``client_factory(driver_url, cluster, options)``, when given, makes the client
-        instead of redis-py's sync classes (the async API passes one over ``redis.asyncio``).
+        instead of redis-py's sync classes (a client of your own making, e.g. one whose pools you watch).
         """
         check_prefix(key_prefix)
         ttl_millis(ttl)
