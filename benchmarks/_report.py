@@ -213,7 +213,7 @@ def _aio_targets(
         r = _ratio(f.get("many async tasks msg/s"), f.get("many sync threads msg/s"))
         out.append(
             (
-                f"concurrent AsyncConversations, {engine}: at least as many msg/s as as many threads on the sync API",
+                f"concurrent AsyncConversations, {engine}: at least the msg/s of as many threads on the sync API",
                 _x(r),
                 verdict(None if r is None else r >= 1.0) if engine != "sqlite" else "-",
             )
