@@ -204,3 +204,30 @@ def test_workers_must_be_a_positive_int(workers: Any) -> None:
         Runner(workers)
     with pytest.raises(ConfigurationError, match="workers"):
         AsyncLedger(MemoryStore(), workers=workers)
+
+
+def test_when_no_thread_can_start_calls_fail_at_once_instead_of_hanging(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextledger.aio.runner as runner_module
+
+    class _Unstartable:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    class _NoThreads:
+        Lock = threading.Lock
+        Thread = _Unstartable
+
+    monkeypatch.setattr(runner_module, "threading", _NoThreads)
+
+    async def main() -> None:
+        runner, lane = Runner(), Lane()
+        first = asyncio.ensure_future(runner.run_in(lane, time.sleep, 0))
+        second = asyncio.ensure_future(runner.run_in(lane, time.sleep, 0))  # waits behind the first
+        for call in (first, second):
+            with pytest.raises(RuntimeError, match="can't start new thread"):
+                await asyncio.wait_for(call, 5)
+
+    asyncio.run(main())

@@ -292,8 +292,10 @@ class Runner:
                     self._threads -= 1
                     self._backlog += 1  # a running thread takes it, if there is one
                     alone = not self._threads
-                if alone:  # none: fail it rather than leave its caller waiting
+                if alone:  # none: fail it (and what waits behind it) rather than leave callers waiting
                     job.fail(exc)
+                    while job.lane is not None and (waiting := job.lane.next()) is not None:
+                        waiting.fail(exc)
 
     def _following(self, lane: Lane) -> _Job | None:
         """The lane's next call, counted as handed over (``None``: the lane is idle; once closed, all fail)."""
