@@ -145,7 +145,7 @@ CONTENDERS: tuple[Spec, ...] = (
                 "concurrency": _SYNC_ONLY,
             },
         )
-        for engine, label in (("sqlite", "aiosqlite"), ("postgres", "psycopg async"), ("redis", "redis.asyncio"))
+        for engine, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("redis", "Redis"))
     ),
     Spec(
         "raw-sqlite",

@@ -1,6 +1,6 @@
 """The sync suites, run unchanged on the async API on every backend (see tests/aio/portal.py).
 
-* the store contract, on each store opened on its asyncio driver;
+* the store contract, on each store with every call handed to the async API's runner;
 * the property tests, with every conversation an ``AsyncConversation``;
 * the restart tests of ``tests/test_conversation.py``, the same way.
 """
@@ -62,7 +62,7 @@ def test_restarts_on_the_async_api(async_store: BlockingStore, opener: Any, rest
 
 @pytest.fixture(params=STORE_BACKENDS)
 def lost_reply(request: pytest.FixtureRequest, portal: Portal) -> Iterator[LossyStore]:
-    """A lossy store of each backend (tests/plugins/faults.py) on its asyncio driver, called through the portal."""
+    """A lossy store of each backend (tests/plugins/faults.py), every call handed to the async API's runner."""
 
     def open_store(url: str, **options: Any) -> LedgerStore:
         return BlockingStore.open(portal, url, **options)

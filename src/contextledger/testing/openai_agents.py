@@ -44,7 +44,6 @@ from contextledger.testing.openai_runs import (
     LedgerURL,
     Logged,
     assert_inputs_exact,
-    cross_loop,
     get_weather,
     run_in_loop,
     run_turns,
@@ -160,11 +159,8 @@ class OpenAISessionContract:
     # -- the runner ----------------------------------------------------------------------------
 
     @pytest.mark.parametrize("mode", MODES)
-    def test_a_second_run_remembers_the_first(
-        self, ledger_url: LedgerURL, mode: str, request: pytest.FixtureRequest
-    ) -> None:
+    def test_a_second_run_remembers_the_first(self, ledger_url: LedgerURL, mode: str) -> None:
         """As the SDK's own sessions: the second run's model is given the first run's items."""
-        cross_loop(request, ledger_url, mode)
 
         async def work(ledger: AsyncLedger) -> tuple[Any, ...]:
             session = LedgerSession("s", ledger=ledger)
@@ -191,11 +187,8 @@ class OpenAISessionContract:
             *(("sliding-per-turn", m) for m in MODES[1:]),
         ],
     )
-    def test_view_at_every_call_is_what_the_model_was_given(
-        self, ledger_url: LedgerURL, manager: str, mode: str, request: pytest.FixtureRequest
-    ) -> None:
+    def test_view_at_every_call_is_what_the_model_was_given(self, ledger_url: LedgerURL, manager: str, mode: str) -> None:
         """With the session's input filter, each call's input is rebuilt exactly, under every manager and mode."""
-        cross_loop(request, ledger_url, mode)
 
         async def work(ledger: AsyncLedger) -> int:
             session = LedgerSession("s", ledger=ledger, manager=MANAGERS[manager]())
@@ -324,11 +317,8 @@ class OpenAISessionContract:
         items = run_in_loop(ledger_url, work)
         assert sorted(i["content"] for i in items) == sorted(f"m{n}" for n in range(10))
 
-    def test_one_session_from_several_threads_each_with_its_own_loop(
-        self, ledger_url: LedgerURL, request: pytest.FixtureRequest
-    ) -> None:
+    def test_one_session_from_several_threads_each_with_its_own_loop(self, ledger_url: LedgerURL) -> None:
         """The pattern of Runner.run_sync in a threaded server: every add_items lands once, none hangs."""
-        cross_loop(request, ledger_url, "threads")
         url, options = ledger_url
         session = LedgerSession("s", url=url) if not options else None
         if session is None:

@@ -32,7 +32,6 @@ __all__ = [
     "LedgerURL",
     "Logged",
     "assert_inputs_exact",
-    "cross_loop",
     "get_weather",
     "run_in_loop",
     "run_turns",
@@ -75,22 +74,6 @@ def run_in_loop(ledger_url: LedgerURL, work: Callable[[AsyncLedger], Awaitable[T
             await ledger.close()
 
     return asyncio.run(main())
-
-
-CROSS_LOOP_FAILS = {"threads": ("sqlite", "postgresql", "redis")}
-"""Where a session used from other event loops fails today, by URL scheme (the async layer's work)."""
-
-CROSS_LOOP_FLAKY = {"threads": ("memory",), "run_sync": ("redis",)}
-"""Where it fails only sometimes (an uncontended lock, a connection not yet reused, passes): not strictly."""
-
-
-def cross_loop(request: pytest.FixtureRequest, ledger_url: LedgerURL, mode: str) -> None:
-    """Mark a test that uses the session from other event loops as expected to fail where it does today."""
-    reason = "needs the async layer to work from any loop"
-    if ledger_url[0].startswith(CROSS_LOOP_FAILS.get(mode, ())):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    elif ledger_url[0].startswith(CROSS_LOOP_FLAKY.get(mode, ())):
-        request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
 
 
 def script() -> list[ScriptStep]:

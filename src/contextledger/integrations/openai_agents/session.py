@@ -20,14 +20,20 @@ hands each call's input to :meth:`LedgerSession.call_model_input_filter`, which 
 the call, runs the manager's per-turn and proactive management and gives the model the
 managed view -- so ``view_at(model_call=N)`` is exactly what call ``N`` received (see
 :mod:`~contextledger.integrations.openai_agents.modelinput`).
+
+Any loop, any thread: each method is one call of the async API (one hop to a worker
+thread of the ledger, see :mod:`contextledger.aio.runner`), and opening is guarded by a
+thread lock taken on that worker, so one session serves tasks of several event loops
+at once -- the ``Runner.run_sync`` pattern in a threaded web server -- without losing
+or reordering a write.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,7 +44,9 @@ from agents.run import CallModelData, ModelInputData, RunConfig
 from agents.run_config import CallModelInputFilter
 
 from contextledger.aio import AsyncConversation, AsyncLedger
+from contextledger.aio.runner import default_runner
 from contextledger.changeset import ReductionPlan
+from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.openai_agents.items import (
     is_opaque,
@@ -48,7 +56,7 @@ from contextledger.integrations.openai_agents.items import (
     newest_messages,
 )
 from contextledger.integrations.openai_agents.modelinput import mirror_filter, unsaved_items
-from contextledger.ledger import DEFAULT_URL
+from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
 from contextledger.messages import LINKS_KEY, Message
 from contextledger.view import View
@@ -116,9 +124,10 @@ class LedgerSession:
         self.input_filter = input_filter
         self._ledger = ledger
         self._url = url if ledger is None else None
+        self._owns_ledger = ledger is None
         self._options: dict[str, Any] = {"manager": manager, **options}
         self._conversation: AsyncConversation | None = None
-        self._opening = asyncio.Lock()
+        self._opening = threading.Lock()  # taken on a worker thread, never on a loop
         # What the runner of the current run holds (see call_model_input_filter): the
         # history it read, the items stored since, and those stored early for a call.
         self._read: list[dict[str, Any]] | None = None
@@ -148,12 +157,30 @@ class LedgerSession:
             ConfigurationError: An option is invalid.
             StoreUnavailable: The ledger could not be reached.
         """
-        async with self._opening:
+        conversation = self._conversation
+        if conversation is None:
+            runner = self._ledger.runner if self._ledger is not None else default_runner()
+            conversation = await runner.run(self._open)
+        return conversation
+
+    def _open(self) -> AsyncConversation:
+        """Open the ledger (from the URL) and the conversation once, whichever loop or thread asks first."""
+        with self._opening:
             if self._conversation is None:
                 if self._ledger is None:
-                    self._ledger = await AsyncLedger.connect(self._url or DEFAULT_URL)
-                self._conversation = await self._ledger.conversation(self.session_id, self.agent_id, **self._options)
+                    self._ledger = AsyncLedger(open_store(self._url or DEFAULT_URL))
+                ledger = self._ledger
+                sync = ledger.sync.conversation(self.session_id, self.agent_id, **self._options)
+                self._conversation = AsyncConversation(sync, ledger.runner)
             return self._conversation
+
+    async def ledger(self) -> AsyncLedger:
+        """The ledger the session writes to (for queries: evictions, reductions, ...)."""
+        await self.conversation()
+        assert self._ledger is not None
+        return self._ledger
+
+    # -- the Session protocol --------------------------------------------------------------
 
     async def ledger(self) -> AsyncLedger:
         """The ledger the session writes to (for queries: evictions, reductions, ...)."""
@@ -171,9 +198,12 @@ class LedgerSession:
         """
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        conversation = await self.conversation()
-        await conversation.refresh()  # another process may have written since
-        items = messages_to_items(newest_messages(conversation.view, limit))
+
+        def read(conversation: Conversation) -> list[Any]:
+            conversation.refresh()  # another process may have written since
+            return messages_to_items(newest_messages(conversation.view, limit))
+
+        items: list[Any] = await (await self.conversation()).run_sync(read)
         # The history a run starts from: the input filter lines the runner's input up with it.
         self._read, self._added, self._stored_early = copy.deepcopy(items), [], []
         return items  # type: ignore[return-value]
@@ -349,8 +379,8 @@ class LedgerSession:
         return await (await self.conversation()).after_model_call(error)
 
     async def close(self) -> None:
-        """Close the ledger when the session opened it from a URL."""
-        if self._url is not None and self._ledger is not None:
+        """Close the ledger when the session opened it (from ``url`` or the default URL)."""
+        if self._owns_ledger and self._ledger is not None:
             await self._ledger.close()
 
     def __repr__(self) -> str:

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strands.hooks import (
     AfterInvocationEvent,
@@ -14,8 +14,10 @@ from strands.hooks import (
     AfterMultiAgentInvocationEvent,
     AfterNodeCallEvent,
     AgentInitializedEvent,
+    BaseHookEvent,
     BeforeInvocationEvent,
     BeforeModelCallEvent,
+    HookCallback,
     HookOrder,
     HookRegistry,
     MessageAddedEvent,
@@ -24,6 +26,7 @@ from strands.hooks import (
 from strands.session.session_manager import SessionManager
 from strands.types.content import Message as StrandsMessage
 
+from contextledger.aio.runner import Runner
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["LedgerSessionManager"]
 
 logger = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=BaseHookEvent)
 
 
 class LedgerSessionManager(SessionManager):
@@ -126,33 +131,52 @@ class LedgerSessionManager(SessionManager):
         self._lock = threading.RLock()
         self._bindings: dict[str, AgentBinding] = {}
         self._multi_agents: dict[str, MultiAgentBinding] = {}
+        self._runner = Runner(name=self.ledger.url)  # threads start with the first awaited callback
 
     # -- hooks -------------------------------------------------------------------------------
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        """Subscribe to the agent's lifecycle (every callback routes to the agent's binding)."""
+        """Subscribe to the agent's lifecycle (every callback routes to the agent's binding).
+
+        Every callback that may reach the store is a coroutine that Strands awaits: its
+        work runs as one call on a worker thread of this manager (see
+        :mod:`contextledger.aio.runner`), so an agent under ``invoke_async`` or
+        ``stream_async`` never blocks its loop on the ledger. Strands calls
+        ``AgentInitializedEvent`` callbacks synchronously only (the restore, a read).
+        """
+        awaited = self._awaited
         registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent))
         registry.add_callback(BeforeInvocationEvent, lambda e: self.binding(e.agent.agent_id).before_invocation())
-        registry.add_callback(MessageAddedEvent, lambda event: self.append_message(event.message, event.agent))
+        registry.add_callback(MessageAddedEvent, awaited(lambda e: self.append_message(e.message, e.agent)))
         registry.add_callback(
             BeforeModelCallEvent,
-            lambda e: self.binding(e.agent.agent_id).before_model_call_first(e.agent, e),
+            awaited(lambda e: self.binding(e.agent.agent_id).before_model_call_first(e.agent, e)),
             order=HookOrder.SDK_FIRST,
         )
         registry.add_callback(
             BeforeModelCallEvent,
-            lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e),
+            awaited(lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e)),
             order=HookOrder.SDK_LAST,
         )
         registry.add_callback(
             AfterModelCallEvent,
-            lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e),
+            awaited(lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e)),
             order=HookOrder.SDK_FIRST,  # the input was handed: nothing after this belongs to it
         )
-        registry.add_callback(AfterInvocationEvent, lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
-        registry.add_callback(MultiAgentInitializedEvent, lambda event: self.initialize_multi_agent(event.source))
-        registry.add_callback(AfterNodeCallEvent, lambda event: self.sync_multi_agent(event.source))
-        registry.add_callback(AfterMultiAgentInvocationEvent, lambda event: self.sync_multi_agent(event.source))
+        registry.add_callback(
+            AfterInvocationEvent, awaited(lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
+        )
+        registry.add_callback(MultiAgentInitializedEvent, awaited(lambda e: self.initialize_multi_agent(e.source)))
+        registry.add_callback(AfterNodeCallEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
+        registry.add_callback(AfterMultiAgentInvocationEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
+
+    def _awaited(self, work: Callable[[E], object]) -> HookCallback[E]:
+        """A coroutine callback that runs ``work(event)`` on a worker thread and waits for it."""
+
+        async def callback(event: E) -> None:
+            await self._runner.run(work, event)
+
+        return callback
 
     # -- SessionManager ----------------------------------------------------------------------
 
@@ -286,8 +310,12 @@ class LedgerSessionManager(SessionManager):
         return self.binding(agent_id).conversation
 
     def close(self) -> None:
-        """Close the ledger if this manager opened it."""
+        """Close the ledger and the manager's worker threads if this manager opened the ledger.
+
+        A ledger passed in stays open, and so do the threads that serve it (idle, they cost nothing).
+        """
         if self._owns_ledger:
+            self._runner.close()
             self.ledger.close()
 
     def __enter__(self) -> LedgerSessionManager:
