@@ -187,7 +187,9 @@ class OpenAISessionContract:
             *(("sliding-per-turn", m) for m in MODES[1:]),
         ],
     )
-    def test_view_at_every_call_is_what_the_model_was_given(self, ledger_url: LedgerURL, manager: str, mode: str) -> None:
+    def test_view_at_every_call_is_what_the_model_was_given(
+        self, ledger_url: LedgerURL, manager: str, mode: str
+    ) -> None:
         """With the session's input filter, each call's input is rebuilt exactly, under every manager and mode."""
 
         async def work(ledger: AsyncLedger) -> int:

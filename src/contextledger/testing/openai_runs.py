@@ -12,7 +12,6 @@ import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import pytest
 from agents import Agent, Runner, function_tool
 
 from contextledger.aio import AsyncLedger

@@ -182,14 +182,6 @@ class LedgerSession:
 
     # -- the Session protocol --------------------------------------------------------------
 
-    async def ledger(self) -> AsyncLedger:
-        """The ledger the session writes to (for queries: evictions, reductions, ...)."""
-        await self.conversation()
-        assert self._ledger is not None
-        return self._ledger
-
-    # -- the Session protocol --------------------------------------------------------------
-
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The active view as items, oldest first; with ``limit``, the newest items without splitting a tool group.
 
@@ -206,7 +198,7 @@ class LedgerSession:
         items: list[Any] = await (await self.conversation()).run_sync(read)
         # The history a run starts from: the input filter lines the runner's input up with it.
         self._read, self._added, self._stored_early = copy.deepcopy(items), [], []
-        return items  # type: ignore[return-value]
+        return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items in one commit (nothing is stored when one is invalid).
