@@ -141,8 +141,15 @@ class Ledger:
 
     @property
     def url(self) -> str:
-        """The store's URL (with any password masked by the store)."""
+        """The store's URL with every credential masked (userinfo password, ``?password=``, ``?token=``...).
+
+        Safe to show or log: see :func:`contextledger.urls.mask`.
+        """
         return self.store.url
+
+    def __repr__(self) -> str:
+        """``Ledger('<masked url>')``."""
+        return f"Ledger({self.url!r})"
 
     def conversation(
         self,

@@ -27,9 +27,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "MASK",
+    "SECRET_NAMES",
     "Backend",
     "RedisURL",
     "backend_of",
+    "is_secret_name",
     "mask",
     "mask_text",
     "parse_redis",
@@ -37,6 +40,7 @@ __all__ = [
     "plain_sqlite_file",
     "plain_sqlite_masked",
     "scheme_of",
+    "secrets_of",
     "sqlite_path",
 ]
 
@@ -59,51 +63,153 @@ _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _REDIS_DRIVERS = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
 _DB_PATH = re.compile(r"/?|/\d+/?")
-# In free text: scheme://user:password@ -- the password runs to the last "@" of its word.
-_USERINFO = re.compile(
-    r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?P<password>\S*?)(?P<tail>@)(?=[^\s@]*(?:\s|$))", re.IGNORECASE
+
+SECRET_NAMES = ("pass", "pwd", "token", "secret", "key", "auth", "credential", "signature", "private")
+"""A query parameter (or DSN keyword) whose name holds one of these (any case) carries a credential.
+
+Covers ``password``, ``passwd``, ``sslpassword``, ``pwd``, ``token``, ``access_token``,
+``api_key``, ``apikey``, ``sslkey``, ``secret``, ``client_secret``, ``auth``... Masking a
+parameter that turns out to be harmless costs nothing; showing a secret cannot be undone.
+"""
+
+MASK = "***"
+"""What a credential is replaced with."""
+
+_SECRET_NAME = re.compile("|".join(SECRET_NAMES), re.IGNORECASE)
+# A URL in free text: a scheme, "://", then everything up to whitespace.
+_URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]*://\S*", re.IGNORECASE)
+# A keyword=value pair (libpq DSN strings, driver options, echoed settings); the value may be quoted.
+_PAIR = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<eq>\s*=\s*)"
+    r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;,'\"]*)"
 )
 
 
-def mask(url: str) -> str:
-    """``url`` with the password of its userinfo replaced by ``***``.
+def is_secret_name(name: str) -> bool:
+    """Whether a query parameter or DSN keyword named ``name`` carries a credential (see :data:`SECRET_NAMES`)."""
+    return _SECRET_NAME.search(unquote(name)) is not None
 
-    Works on anything a user may pass as a URL: a well-formed URL, a malformed one, and
-    a scheme-less ``user:password@host`` string. The username is kept (it helps to tell
-    which login failed); a URL without a password comes back unchanged.
+
+def mask(url: str) -> str:
+    """``url`` with every credential it carries replaced by ``***``.
+
+    Masks the password of the userinfo (``scheme://user:password@host``), the value of
+    every query parameter whose name says it carries a credential (``?password=``,
+    ``?sslpassword=``, ``?token=``, ``?api_key=``...; see :data:`SECRET_NAMES`), and in a
+    libpq-style DSN string (``host=h user=u password=s``) the value of every such keyword.
+    Works on anything a user may pass as a URL: a well-formed URL, a malformed one, a
+    scheme-less ``user:password@host`` string and a DSN string. The username, host, path
+    and the other parameters are kept (they tell which login failed); a URL without a
+    credential comes back unchanged. When the shape is ambiguous (an unencoded ``@`` or
+    ``?`` in a password) more is masked, never less.
     """
     if not isinstance(url, str):
         return repr(type(url).__name__)
     scheme, sep, rest = url.partition("://")
     if not sep:
         scheme, rest = "", url
-    # The authority ends at the first "/" after the userinfo; a password may hold "/" or
-    # "@" when it was not percent-encoded, so the userinfo ends at the last "@" before a path.
-    at = rest.rfind("@")
-    if at < 0:
-        return url
+    userinfo, at, tail = _split_userinfo(rest, has_scheme=bool(sep))
+    head = f"{scheme}{sep}"
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        head += f"{user}:{MASK}@" if colon else f"{user}@"
+    location, question, query = tail.partition("?")
+    if question:
+        return f"{head}{_mask_pairs(location) if not sep else location}?{_mask_query(query)}"
+    return head + (tail if sep else _mask_pairs(tail))
+
+
+def _split_userinfo(rest: str, *, has_scheme: bool) -> tuple[str, str, str]:
+    """``(userinfo, "@", after)`` of a URL's part after ``scheme://``, or ``("", "", rest)`` without userinfo.
+
+    The userinfo ends at the last ``@`` before the query, and the query starts at the first
+    ``?`` after the first ``@``: a password may hold an unencoded ``?``, ``/`` or ``@``.
+    """
+    first = rest.find("@")
+    if first < 0:
+        return "", "", rest
+    query = rest.find("?", first)
+    at = rest.rfind("@", 0, query if query >= 0 else len(rest))
     userinfo = rest[:at]
-    if ":" not in userinfo or (sep and userinfo.startswith("/")):
-        return url
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{rest[at + 1 :]}"
+    if has_scheme and userinfo.startswith("/"):  # sqlite:////path/with@sign: a path, not a login
+        return "", "", rest
+    return userinfo, "@", rest[at + 1 :]
 
 
-def mask_text(text: str, *urls: str | None) -> str:
-    """``text`` with the password of every URL in it (and of each of ``urls``) masked."""
-    for url in urls:
-        password = _password(url or "")
-        if password:
-            text = text.replace(password, "***")
-    return _USERINFO.sub(r"\g<head>***\g<tail>", text)
+def _mask_query(query: str) -> str:
+    """A query string with the value of every secret-named parameter masked (and secret pairs inside values)."""
+    parts = []
+    for part in re.split(r"([&;])", query):
+        name, eq, value = part.partition("=")
+        # A secret-named parameter, or one whose value holds a secret pair (options=-c%20password%3Ds).
+        if eq and (is_secret_name(name) or _mask_pairs(unquote(value)) != unquote(value)):
+            parts.append(f"{name}={MASK}")
+        else:
+            parts.append(part)
+    return "".join(parts)
 
 
-def _password(url: str) -> str | None:
+def _mask_pairs(text: str) -> str:
+    """``text`` with the value of every secret-named ``keyword=value`` pair masked."""
+    return _PAIR.sub(
+        lambda m: f"{m['name']}{m['eq']}{MASK}" if is_secret_name(m["name"]) and m["value"] else m[0], text
+    )
+
+
+def secrets_of(url: str | URL | None) -> tuple[str, ...]:
+    """Every credential ``url`` carries, as written and percent-decoded (to find them echoed by a driver).
+
+    The userinfo password, the values of secret-named query parameters and DSN keywords
+    (see :func:`mask`); for a SQLAlchemy :class:`~sqlalchemy.engine.URL`, its password and
+    secret-named query values. Longest first; empty values are left out.
+    """
+    if url is None:
+        return ()
+    found: list[str] = []
+    if not isinstance(url, str):
+        if url.password:
+            found.append(str(url.password))
+        for name, value in url.query.items():
+            if is_secret_name(name):
+                found += [value] if isinstance(value, str) else list(value)
+        return _with_decoded(found)
     _, sep, rest = url.partition("://")
-    userinfo = (rest if sep else url).rpartition("@")[0]
-    if ":" not in userinfo:
-        return None
-    return userinfo.split(":", 1)[1] or None
+    userinfo, at, tail = _split_userinfo(rest if sep else url, has_scheme=bool(sep))
+    if at and ":" in userinfo:
+        found.append(userinfo.split(":", 1)[1])
+    pairs = tail if at or sep else url
+    if at or sep:  # a URL: its query parameters
+        for part in re.split(r"[?&;]", pairs.partition("?")[2]):
+            name, eq, value = part.partition("=")
+            if eq and (is_secret_name(name) or _mask_pairs(unquote(value)) != unquote(value)):
+                found.append(value)
+    for match in _PAIR.finditer(unquote(pairs)):  # DSN pairs, also inside a decoded query value
+        if is_secret_name(match["name"]):
+            found.append(match["value"].strip("'\""))
+    return _with_decoded(found)
+
+
+def _with_decoded(values: list[str]) -> tuple[str, ...]:
+    out: set[str] = set()
+    for value in values:
+        out.update(form for form in (value, unquote(value), unquote(value.replace("+", " "))) if form)
+    # Longest first, so a secret that holds another is replaced whole.
+    return tuple(sorted(out, key=lambda v: (-len(v), v)))
+
+
+def mask_text(text: str, *urls: str | URL | None) -> str:
+    """``text`` with every credential masked: those of ``urls`` wherever they stand, and those of any URL or DSN in it.
+
+    Use it on anything that may echo a URL or a password: a driver's error message, a
+    traceback, a log line. The credentials of ``urls`` are replaced wherever they appear
+    (as written and percent-decoded: a driver may echo either); then every URL in the text
+    is masked as :func:`mask` masks it, and every secret-named ``keyword=value`` pair.
+    """
+    for url in urls:
+        for secret in secrets_of(url):
+            text = text.replace(secret, MASK)
+    text = _URL_IN_TEXT.sub(lambda m: mask(m[0]), text)
+    return _mask_pairs(text)
 
 
 def scheme_of(url: str) -> str:
@@ -154,11 +260,18 @@ def parse_sql(url: str | URL) -> URL:
         raise InvalidLedgerURL(f"not a SQL ledger URL: {mask(str(url))!r} ({detail})") from None
     name = parsed.drivername.lower()
     if name in _SQLITE_DRIVERS:
+        if parsed.username is not None or parsed.password is not None or parsed.host or parsed.port:
+            # SQLAlchemy would refuse it later with an untyped ArgumentError.
+            raise InvalidLedgerURL(
+                f"invalid SQLite URL {mask(str(url) if isinstance(url, str) else parsed.render_as_string())!r}: "
+                "a SQLite ledger is a file and takes no user, password, host or port "
+                "(sqlite:///relative/path.db or sqlite:////absolute/path.db)"
+            )
         return parsed.set(drivername="sqlite+pysqlite")
     if name in _POSTGRES_DRIVERS:
         return parsed.set(drivername="postgresql+psycopg")
     raise InvalidLedgerURL(
-        f"unsupported SQL driver {parsed.drivername!r} in {parsed.render_as_string(hide_password=True)}; "
+        f"unsupported SQL driver {parsed.drivername!r} in {mask(parsed.render_as_string(hide_password=True))}; "
         "use sqlite:///path.db or postgresql+psycopg://user:password@host/db"
     )
 
@@ -186,8 +299,8 @@ def plain_sqlite_masked(database: str) -> str:
 def sqlite_path(url: str) -> Path | None:
     """The database file a ``sqlite`` URL names; ``None`` for other URLs and in-memory SQLite."""
     scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+", 1)[0].lower() != "sqlite":
-        return None
+    if not sep or scheme.split("+", 1)[0].lower() != "sqlite" or not rest.startswith("/"):
+        return None  # not SQLite, or a host or login stands before the path (parse_sql refuses it)
     # sqlite:///relative.db and sqlite:////absolute.db; query options follow '?'.
     database = rest[1:] if rest.startswith("/") else rest
     database = database.split("?", 1)[0]

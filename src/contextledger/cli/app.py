@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, mask_secrets, one_line
+from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, forget_urls, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
 
 __all__ = ["COMMANDS", "Subcommands", "app"]
@@ -232,6 +232,7 @@ def root(
     ] = 0,
 ) -> None:
     """Conversation state of LLM agents in a real database."""
+    forget_urls()
     _configure_logging(verbose)
 
 

@@ -37,6 +37,7 @@ from contextledger.records import (
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
+from contextledger.urls import mask
 
 __all__ = ["MemoryStore"]
 
@@ -78,10 +79,10 @@ class MemoryStore:
 
     def __init__(self, url: str = "memory://") -> None:
         """Create an empty store."""
-        self.url = url
+        self.url = mask(url)
         self._lock = threading.RLock()
         self._data: dict[tuple[str, str], _Conversation] = {}
-        self._gate = Gate(url)
+        self._gate = Gate(self.url)
 
     # -- reads ---------------------------------------------------------------------------
 
