@@ -14,7 +14,6 @@ see), and the output of ``sessions``, ``show``, ``history``, ``export`` and ``db
 from __future__ import annotations
 
 import logging
-import os
 import string
 import traceback
 import warnings
@@ -33,8 +32,7 @@ from contextledger.cli import ExitCode, app
 from contextledger.errors import ContextLedgerError
 from contextledger.transfer import dump_lines
 from contextledger.urls import mask, mask_text, secrets_of
-
-SOAK = os.environ.get("CONTEXTLEDGER_SOAK") == "1"
+from tests.soak import examples
 
 Position = Literal["userinfo", "query", "both", "dsn"]
 Variant = Literal["live", "unreachable", "malformed"]
@@ -184,12 +182,11 @@ def every_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis_cluster"]
-EXAMPLES = 150 if SOAK else 25
 
 
 @pytest.mark.parametrize("base_url", BACKENDS, indirect=True)
 @settings(
-    max_examples=EXAMPLES,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -210,7 +207,7 @@ def test_no_credential_is_shown(
 
 @pytest.mark.parametrize("base_url", ["sqlite", "postgres", "redis"], indirect=True)
 @settings(
-    max_examples=40 if SOAK else 8,
+    max_examples=examples(8),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

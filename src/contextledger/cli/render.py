@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from contextledger.records import HistoryEntry, SummaryEntry, ViewEntry
 from contextledger.text import describe, fmt_time, short
-from contextledger.transfer import record_json
+from contextledger.transfer import json_line, record_json
 
 __all__ = [
     "Cell",
@@ -72,11 +72,6 @@ def history_row_json(row: HistoryEntry | SummaryEntry) -> dict[str, Any]:
 def dump_json(document: Any) -> None:
     """Write one JSON document to stdout."""
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-
-
-def json_line(document: Mapping[str, Any]) -> str:
-    """One compact JSON line (for JSON-lines exports)."""
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 WRAPPING_COLUMNS = frozenset(
