@@ -14,21 +14,22 @@ would corrupt the target or fail half-way in a store:
   tombstone): ``evicted_by`` a reduction, a summary's ``replaces``, ``supersedes`` and
   ``superseded_by`` entries, a reduction's evicted, revised and restored entries and its
   summary, a revision's message and reduction, a pin's entry;
-* an active entry has no ``evicted_by`` and an evicted one names its reduction;
+* an active entry has no ``evicted_by`` and an evicted one names its reduction; an
+  entry's ``pinned`` is its message's pin flag (``metadata.custom.pinned``);
 * counts and versions are not negative and fit every backend's columns (tokens and
   counts below 2**31, seqs, versions and calls below 2**53), a record's version is at
   most the conversation's, and no reduction counts more model calls than the conversation;
-* timestamps carry a timezone; names (strategy, summarizer, pin source, revision reason)
-  fit their columns and hold no control character; every text is valid Unicode, and
-  host and manager state are plain JSON no deeper than
-  :data:`~contextledger.jsonvalues.MAX_DEPTH`.
+* timestamps carry a timezone and fall within the years 1-9999 in UTC; names (strategy,
+  summarizer, pin source, revision reason) fit their columns and hold no control
+  character; every text is valid Unicode, and host and manager state are plain JSON no
+  deeper than :data:`~contextledger.jsonvalues.MAX_DEPTH`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from contextledger.errors import InvalidExport, InvalidMessage
@@ -96,8 +97,14 @@ class _Checker:
 
     def stamp(self, record: BaseModel, field: str) -> None:
         value = getattr(record, field)
-        if isinstance(value, datetime) and value.tzinfo is None:
+        if not isinstance(value, datetime):
+            return
+        if value.tzinfo is None:
             raise self.fail(record, field, f"has no timezone ({value.isoformat()}); write it in UTC (+00:00)")
+        try:
+            value.astimezone(UTC)  # every store keeps UTC
+        except OverflowError:
+            raise self.fail(record, field, f"is {value.isoformat()}, outside the years 1-9999 in UTC") from None
 
     def at_most_version(self, record: BaseModel, version: int) -> None:
         self.count(record, "version", version, MAX_SEQ)
@@ -209,6 +216,10 @@ class _Checker:
         self.count(entry, "from_call", entry.from_call, MAX_SEQ)
         self.at_most_version(entry, entry.version)
         self.stamp(entry, "created_at")
+        if entry.pinned != entry.message.pinned:  # the flag is the message's metadata.custom.pinned
+            raise self.fail(
+                entry, "pinned", f"is {entry.pinned} but the message's metadata says {entry.message.pinned}"
+            )
         self.evicted(entry)
 
     def evicted(self, entry: Any) -> None:

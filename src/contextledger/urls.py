@@ -76,6 +76,9 @@ MASK = "***"
 """What a credential is replaced with."""
 
 _SECRET_NAME = re.compile("|".join(SECRET_NAMES), re.IGNORECASE)
+# A query parameter anywhere in a URL; its value runs to the next separator (an "@", "?"
+# or "/" left unencoded stays inside it).
+_SECRET_PARAM = re.compile(r"[?&;](?P<name>[^=&;?#/\s]+)=(?P<value>[^&;#\s]*)")
 # A URL in free text: a scheme, "://", then everything up to whitespace.
 _URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]*://\S*", re.IGNORECASE)
 # A keyword=value pair (libpq DSN strings, driver options, echoed settings); the value may be quoted.
@@ -95,73 +98,73 @@ def mask(url: str) -> str:
 
     Masks the password of the userinfo (``scheme://user:password@host``), the value of
     every query parameter whose name says it carries a credential (``?password=``,
-    ``?sslpassword=``, ``?token=``, ``?api_key=``...; see :data:`SECRET_NAMES`), and in a
+    ``?sslpassword=``, ``?token=``, ``?api_key=``...; see :data:`SECRET_NAMES`) or whose
+    value holds such a ``name=value`` pair (``?options=-c password=...``), and in a
     libpq-style DSN string (``host=h user=u password=s``) the value of every such keyword.
     Works on anything a user may pass as a URL: a well-formed URL, a malformed one, a
     scheme-less ``user:password@host`` string and a DSN string. The username, host, path
     and the other parameters are kept (they tell which login failed); a URL without a
-    credential comes back unchanged. When the shape is ambiguous (an unencoded ``@`` or
-    ``?`` in a password) more is masked, never less.
+    credential comes back unchanged. An unencoded ``@``, ``?`` or ``/`` in a value makes
+    the shape ambiguous: every reading a driver may make is masked, so more is masked,
+    never less.
     """
     if not isinstance(url, str):
         return repr(type(url).__name__)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    userinfo, at, tail = _split_userinfo(rest, has_scheme=bool(sep))
-    head = f"{scheme}{sep}"
-    if at:
-        user, colon, _ = userinfo.partition(":")
-        head += f"{user}:{MASK}@" if colon else f"{user}@"
-    location, question, query = tail.partition("?")
-    if question:
-        return f"{head}{_mask_pairs(location) if not sep else location}?{_mask_query(query)}"
-    return head + (tail if sep else _mask_pairs(tail))
+    out, last = [], 0
+    for start, end in _merged(_secret_spans(url)):
+        out += [url[last:start], MASK]
+        last = end
+    return "".join([*out, url[last:]])
 
 
-def _split_userinfo(rest: str, *, has_scheme: bool) -> tuple[str, str, str]:
-    """``(userinfo, "@", after)`` of a URL's part after ``scheme://``, or ``("", "", rest)`` without userinfo.
+def _secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``url`` holds a credential, under every reading of its shape (start, end offsets)."""
+    spans: list[tuple[int, int]] = []
+    scheme, sep, _ = url.partition("://")
+    offset = len(scheme) + len(sep) if sep else 0
+    rest = url[offset:]
+    if not (sep and rest.startswith("/")):  # sqlite:////path/with@sign:x.db is a path, not a login
+        # The login ends at the first "@" (SQLAlchemy), at the last "@" before the path (urllib),
+        # or at the last "@" before the query (a password holding "/" or "?"): mask each reading.
+        netloc_end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+        ends = {rest.find("@"), rest.rfind("@", 0, netloc_end)}
+        first = rest.find("@")
+        if first >= 0:
+            query = rest.find("?", first)
+            ends.add(rest.rfind("@", 0, query if query >= 0 else len(rest)))
+        for at in ends - {-1}:
+            colon = rest.find(":", 0, at)
+            if colon >= 0:
+                spans.append((offset + colon + 1, offset + at))
+    for match in _SECRET_PARAM.finditer(url):
+        value = unquote(match["value"])
+        if match["value"] and (is_secret_name(match["name"]) or _holds_secret_pair(value)):
+            spans.append(match.span("value"))
+    for match in _PAIR.finditer(url):
+        if match["value"] and is_secret_name(match["name"]):
+            spans.append(match.span("value"))
+    return spans
 
-    The userinfo ends at the last ``@`` before the query, and the query starts at the first
-    ``?`` after the first ``@``: a password may hold an unencoded ``?``, ``/`` or ``@``.
-    """
-    first = rest.find("@")
-    if first < 0:
-        return "", "", rest
-    query = rest.find("?", first)
-    at = rest.rfind("@", 0, query if query >= 0 else len(rest))
-    userinfo = rest[:at]
-    if has_scheme and userinfo.startswith("/"):  # sqlite:////path/with@sign: a path, not a login
-        return "", "", rest
-    return userinfo, "@", rest[at + 1 :]
+
+def _holds_secret_pair(text: str) -> bool:
+    return any(m["value"] and is_secret_name(m["name"]) for m in _PAIR.finditer(text))
 
 
-def _mask_query(query: str) -> str:
-    """A query string with the value of every secret-named parameter masked (and secret pairs inside values)."""
-    parts = []
-    for part in re.split(r"([&;])", query):
-        name, eq, value = part.partition("=")
-        # A secret-named parameter, or one whose value holds a secret pair (options=-c%20password%3Ds).
-        if eq and (is_secret_name(name) or _mask_pairs(unquote(value)) != unquote(value)):
-            parts.append(f"{name}={MASK}")
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
-            parts.append(part)
-    return "".join(parts)
-
-
-def _mask_pairs(text: str) -> str:
-    """``text`` with the value of every secret-named ``keyword=value`` pair masked."""
-    return _PAIR.sub(
-        lambda m: f"{m['name']}{m['eq']}{MASK}" if is_secret_name(m["name"]) and m["value"] else m[0], text
-    )
+            merged.append((start, end))
+    return merged
 
 
 def secrets_of(url: str | URL | None) -> tuple[str, ...]:
     """Every credential ``url`` carries, as written and percent-decoded (to find them echoed by a driver).
 
-    The userinfo password, the values of secret-named query parameters and DSN keywords
-    (see :func:`mask`); for a SQLAlchemy :class:`~sqlalchemy.engine.URL`, its password and
-    secret-named query values. Longest first; empty values are left out.
+    What :func:`mask` masks; for a SQLAlchemy :class:`~sqlalchemy.engine.URL`, its
+    password and secret-named query values. Longest first; empty values are left out.
     """
     if url is None:
         return ()
@@ -173,20 +176,18 @@ def secrets_of(url: str | URL | None) -> tuple[str, ...]:
             if is_secret_name(name):
                 found += [value] if isinstance(value, str) else list(value)
         return _with_decoded(found)
-    _, sep, rest = url.partition("://")
-    userinfo, at, tail = _split_userinfo(rest if sep else url, has_scheme=bool(sep))
-    if at and ":" in userinfo:
-        found.append(userinfo.split(":", 1)[1])
-    pairs = tail if at or sep else url
-    if at or sep:  # a URL: its query parameters
-        for part in re.split(r"[?&;]", pairs.partition("?")[2]):
-            name, eq, value = part.partition("=")
-            if eq and (is_secret_name(name) or _mask_pairs(unquote(value)) != unquote(value)):
-                found.append(value)
-    for match in _PAIR.finditer(unquote(pairs)):  # DSN pairs, also inside a decoded query value
-        if is_secret_name(match["name"]):
-            found.append(match["value"].strip("'\""))
+    found = [url[start:end] for start, end in _merged(_secret_spans(url))]
+    found += [value[1:-1] for value in found if len(value) > 1 and value[0] == value[-1] and value[0] in "'\""]
+    for value in list(found):  # a DSN pair inside a decoded value: its value alone too
+        found += [m["value"].strip("'\"") for m in _PAIR.finditer(unquote(value)) if is_secret_name(m["name"])]
     return _with_decoded(found)
+
+
+def _mask_pairs(text: str) -> str:
+    """``text`` with the value of every secret-named ``keyword=value`` pair masked."""
+    return _PAIR.sub(
+        lambda m: f"{m['name']}{m['eq']}{MASK}" if is_secret_name(m["name"]) and m["value"] else m[0], text
+    )
 
 
 def _with_decoded(values: list[str]) -> tuple[str, ...]:

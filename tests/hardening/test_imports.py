@@ -28,6 +28,7 @@ from sqlalchemy import inspect, text
 from typer.testing import CliRunner
 
 from contextledger.cli import ExitCode, app
+from contextledger.conversation import Conversation
 from contextledger.errors import ConversationExists, InvalidExport
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
@@ -224,6 +225,10 @@ HOSTILE: list[Any] = [
     ["nobody"],
     "2020-01-01T00:00:00",
     "2020-01-01T00:00:00+05:00",
+    "0001-01-01T00:00:00+05:00",
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59.999999-05:00",
+    "1969-12-31T23:59:59.999999Z",
     "active",
     "evicted",
     "restore",
@@ -304,3 +309,7 @@ def test_a_mutated_export_imports_exactly_or_changes_nothing(store: LedgerStore,
         assert conversation_lines(again) == conversation_lines(records)
         # what the target now holds exports to a file that imports again
         assert records_from_lines(dump_lines([again]).split("\n")) == [again]
+        # and the conversation opens: its view is restored from what was imported
+        conversation = Conversation(store, records.session_id, records.agent_id)
+        active = {m.message.message_id for m in records.messages if m.status == "active"}
+        assert {e.entry_id for e in conversation.view if e.kind == "message"} == active

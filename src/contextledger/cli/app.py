@@ -185,6 +185,11 @@ class LedgerGroup(TyperGroup):
         """Run the command; map :class:`ContextLedgerError` to :class:`ExitCode`, Ctrl-C to 130."""
         try:
             return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            # Values are checked by pydantic, whose messages start "Value error, ": the option
+            # named in front ("Invalid value for --since: ...") says all the prefix would.
+            exc.message = exc.message.removeprefix("Value error, ")
+            raise
         except KeyboardInterrupt:
             typer.echo("\ninterrupted", err=True)
             raise typer.Exit(ExitCode.INTERRUPTED) from None

@@ -28,7 +28,7 @@ def prune(
     ] = False,
 ) -> None:
     """Delete evicted history older than --older-than; each entry leaves a tombstone (writes)."""
-    cutoff = parse_since(older_than)
+    cutoff = parse_since(older_than, option="--older-than")
     assert cutoff is not None  # the option is required
     with open_ledger(url, read_only=False) as ledger:
         pruned = ledger.prune(older_than=cutoff, keep_summaries=not drop_summaries, session_id=session)
