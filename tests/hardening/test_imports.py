@@ -313,3 +313,30 @@ def test_a_mutated_export_imports_exactly_or_changes_nothing(store: LedgerStore,
         conversation = Conversation(store, records.session_id, records.agent_id)
         active = {m.message.message_id for m in records.messages if m.status == "active"}
         assert {e.entry_id for e in conversation.view if e.kind == "message"} == active
+
+
+def test_an_entry_erased_then_pruned_keeps_both_tombstones(store: LedgerStore) -> None:
+    from datetime import timedelta
+
+    from contextledger import Ledger, Message
+    from contextledger.changeset import ReductionPlan
+
+    session = f"tomb-{uuid.uuid4().hex[:8]}"
+    with Ledger(MemoryStore()) as source:
+        chat = source.conversation(session)
+        first, *rest = [Message.user("secret"), Message.assistant("ok"), Message.user("more"), Message.assistant("k")]
+        chat.append(first, *rest)
+        source.erase(session, first.message_id, reason="asked to forget")
+        evict = (first.message_id, rest[0].message_id)
+        chat.apply_plan(lambda _v: ReductionPlan(strategy="w", evict=evict), trigger="manual", as_given=True)
+        source.prune(older_than=timedelta(0), session_id=session)
+        exported = dump_lines(source.export_records(session))
+    assert sorted(t.reason for t in records_from_lines(exported.split("\n"))[0].tombstones) == [
+        "asked to forget",
+        "prune",
+        "prune",
+    ]
+    import_lines(store, exported.split("\n"))
+    again = read_conversation(store, session, "default")
+    assert again is not None
+    assert dump_lines([again]) == exported
