@@ -64,18 +64,34 @@ _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _REDIS_DRIVERS = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
 _DB_PATH = re.compile(r"/?|/\d+/?")
 
-SECRET_NAMES = ("pass", "pwd", "token", "secret", "key", "auth", "credential", "signature", "private")
-"""A query parameter (or DSN keyword) whose name holds one of these (any case) carries a credential.
+SECRET_NAMES = (
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "passphrase",
+    "token",
+    "secret",
+    "key",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "signature",
+)
+"""A query parameter (or DSN keyword) whose name ends with one of these carries a credential.
 
-Covers ``password``, ``passwd``, ``sslpassword``, ``pwd``, ``token``, ``access_token``,
-``api_key``, ``apikey``, ``sslkey``, ``secret``, ``client_secret``, ``auth``... Masking a
-parameter that turns out to be harmless costs nothing; showing a secret cannot be undone.
+The name is compared in lower case with ``_``, ``-`` and ``.`` left out, so
+``password``, ``sslpassword``, ``PASSWORD``, ``access_token``, ``api_key``, ``x-api-key``,
+``sslkey``, ``client_secret``, ``private_key`` are credentials, and ``tokens_before`` or
+``key_prefix`` are not. Masking a parameter that turns out to be harmless costs nothing;
+showing a secret cannot be undone.
 """
 
 MASK = "***"
 """What a credential is replaced with."""
 
-_SECRET_NAME = re.compile("|".join(SECRET_NAMES), re.IGNORECASE)
+_SECRET_NAME = re.compile("(?:" + "|".join(SECRET_NAMES) + ")$")
 # A query parameter anywhere in a URL; its value runs to the next separator (an "@", "?"
 # or "/" left unencoded stays inside it).
 _SECRET_PARAM = re.compile(r"[?&;](?P<name>[^=&;?#/\s]+)=(?P<value>[^&;#\s]*)")
@@ -90,7 +106,7 @@ _PAIR = re.compile(
 
 def is_secret_name(name: str) -> bool:
     """Whether a query parameter or DSN keyword named ``name`` carries a credential (see :data:`SECRET_NAMES`)."""
-    return _SECRET_NAME.search(unquote(name)) is not None
+    return _SECRET_NAME.search(re.sub(r"[_.\-\s]", "", unquote(name).lower())) is not None
 
 
 def mask(url: str) -> str:
