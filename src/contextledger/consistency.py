@@ -30,19 +30,67 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from contextledger.errors import InvalidExport, InvalidMessage
 from contextledger.ids import id_problem, name_problem
 from contextledger.jsonvalues import MAX_ID_LENGTH, check_plain_json, normalize_json
+from contextledger.records import (
+    ConversationState,
+    HistoryEntry,
+    PinEvent,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    Tombstone,
+    record_json,
+)
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from contextledger.bundle import ConversationRecords
-    from contextledger.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Tombstone
 
-__all__ = ["MAX_COUNT", "MAX_SEQ", "check_conversation"]
+__all__ = ["MAX_COUNT", "MAX_SEQ", "Records", "check_conversation"]
+
+
+class Records(Protocol):
+    """One conversation's records: a :class:`~contextledger.bundle.ConversationRecords`, named without importing it."""
+
+    @property
+    def state(self) -> ConversationState:
+        """The conversation state."""
+        ...
+
+    @property
+    def messages(self) -> tuple[HistoryEntry, ...]:
+        """Every message entry."""
+        ...
+
+    @property
+    def summaries(self) -> tuple[SummaryEntry, ...]:
+        """Every summary."""
+        ...
+
+    @property
+    def reductions(self) -> tuple[Reduction, ...]:
+        """Every reduction."""
+        ...
+
+    @property
+    def revisions(self) -> tuple[Revision, ...]:
+        """Every revision."""
+        ...
+
+    @property
+    def pins(self) -> tuple[PinEvent, ...]:
+        """Every pin event."""
+        ...
+
+    @property
+    def tombstones(self) -> tuple[Tombstone, ...]:
+        """Every tombstone."""
+        ...
+
 
 MAX_COUNT = 2**31 - 1
 """Largest token count, revision number or message count (a 32-bit column on SQL)."""
@@ -55,10 +103,10 @@ _PIN_SOURCE_LENGTH = 32
 class _Checker:
     """One conversation's records, checked record by record (each error names its record and field)."""
 
-    def __init__(self, records: ConversationRecords, strict_ids: bool) -> None:
+    def __init__(self, records: Records, strict_ids: bool) -> None:
         self.records = records
         self.strict = strict_ids
-        self.where = f"conversation {records.session_id}/{records.agent_id}"
+        self.where = f"conversation {records.state.session_id}/{records.state.agent_id}"
         self.version = records.state.version
         self.messages = {m.message.message_id for m in records.messages}
         self.summaries = {s.summary_id for s in records.summaries}
@@ -167,8 +215,9 @@ class _Checker:
             *records.pins,
             *records.tombstones,
         ]
+        state = records.state
         for record in owned:
-            if (record.session_id, record.agent_id) != (records.session_id, records.agent_id):
+            if (record.session_id, record.agent_id) != (state.session_id, state.agent_id):
                 raise self.fail(record, None, f"belongs to {record.session_id}/{record.agent_id}")
 
     def defined_ids(self) -> None:
@@ -307,8 +356,6 @@ class _Checker:
 
     def storable(self) -> None:
         """Every text of every record is valid Unicode and every number finite (what every store writes)."""
-        from contextledger.transfer import record_json
-
         records = self.records
         for record in (
             records.state,
@@ -347,7 +394,7 @@ def _key_of(record: Any) -> str | None:
     return getattr(message, "message_id", None)
 
 
-def check_conversation(records: ConversationRecords, *, strict_ids: bool = False) -> None:
+def check_conversation(records: Records, *, strict_ids: bool = False) -> None:
     """Check ``records`` against the ledger's invariants (see the module docstring).
 
     Args:

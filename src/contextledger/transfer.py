@@ -40,7 +40,7 @@ from contextledger.errors import (
     SessionNotFound,
 )
 from contextledger.ids import id_problem
-from contextledger.messages import Message, decode_blocks, encode_blocks
+from contextledger.messages import Message, decode_blocks
 from contextledger.records import (
     ConversationState,
     HistoryEntry,
@@ -49,6 +49,7 @@ from contextledger.records import (
     Revision,
     SummaryEntry,
     Tombstone,
+    record_json,
 )
 
 if TYPE_CHECKING:
@@ -240,20 +241,6 @@ def copy_sessions(
 
 
 # -- the export format -----------------------------------------------------------------------
-
-
-def record_json(record: BaseModel) -> dict[str, Any]:
-    """A JSON-safe dict of a record; messages and block lists keep their bytes (tagged)."""
-    message = getattr(record, "message", None)
-    exclude = {"message"} if isinstance(message, Message) else set()
-    if isinstance(record, Revision):
-        exclude.add("original")
-    data: dict[str, Any] = record.model_dump(mode="json", exclude=exclude)
-    if isinstance(message, Message):
-        data["message"] = message.to_record()
-    if isinstance(record, Revision):
-        data["original"] = encode_blocks(record.original)
-    return data
 
 
 def conversation_lines(records: ConversationRecords) -> list[dict[str, Any]]:
