@@ -20,6 +20,7 @@ from contextledger.testing import StoreContract
 from tests.aio.portal import BlockingConversation, BlockingStore, Portal, async_opener
 from tests.conftest import STORE_BACKENDS
 from tests.plugins.faults import LossyStore, lossy_backend
+from tests.soak import examples
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ class TestStoreContractOnAsyncDrivers(StoreContract):
         return async_store
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=property_tests.manager_specs, script=property_tests.scripts_of(1, 4))
 def test_random_conversations_on_the_async_api(
     async_store: BlockingStore, opener: Any, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]

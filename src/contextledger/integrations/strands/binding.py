@@ -201,7 +201,7 @@ class AgentBinding:
         """
         conversation = self.conversation
         view = conversation.view if view is None else view
-        repair = plan_repair(view) if conversation.repair else None
+        repair = plan_repair(view, conversation.state.next_seq) if conversation.repair else None
         if repair is None:
             return view
         _, repaired = build_changeset(

@@ -54,8 +54,8 @@ def mask_password(url: str) -> str:
 
 
 def one_line(exc: BaseException) -> str:
-    """``exc``'s message on one line (its type name when it has none)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """``exc``'s message on one line (its type name when it has none), any URL or secret pair in it masked."""
+    return mask_text(" ".join(str(exc).split())) or type(exc).__name__
 
 
 def connect(

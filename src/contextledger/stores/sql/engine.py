@@ -21,6 +21,7 @@ from urllib.parse import quote, unquote
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import (
+    ArgumentError,
     DBAPIError,
     IntegrityError,
     InterfaceError,
@@ -40,7 +41,8 @@ from contextledger.errors import (
 )
 from contextledger.stores.sql import encoding
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
-from contextledger.urls import parse_sql
+from contextledger.urls import mask as mask_url
+from contextledger.urls import mask_text, parse_sql
 
 __all__ = [
     "BEGIN_OPTION",
@@ -76,8 +78,11 @@ def parse_url(url: str | URL) -> URL:
 
 
 def mask(url: URL) -> str:
-    """The URL as a string with its password replaced by ``***``."""
-    return url.render_as_string(hide_password=True)
+    """The URL as a string with every credential masked: its password and secret query parameters.
+
+    See :func:`contextledger.urls.mask` (``?password=``, ``?sslpassword=``... are masked too).
+    """
+    return mask_url(url.render_as_string(hide_password=True))
 
 
 def is_sqlite(url: URL) -> bool:
@@ -153,7 +158,10 @@ def build_engine(
             options.setdefault("poolclass", StaticPool)
             for name in ("pool_size", "max_overflow", "pool_timeout"):
                 options.pop(name, None)
-        engine = create_engine(url, connect_args=args, **options)
+        try:
+            engine = create_engine(url, connect_args=args, **options)
+        except ArgumentError as exc:  # SQLAlchemy's own check of the URL; its message may echo it
+            raise InvalidLedgerURL(f"invalid SQLite URL {mask(url)!r}: {mask_text(_first_line(exc), url)}") from None
         _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not (_is_memory(url) or read_only))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
@@ -251,9 +259,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def translate(exc: SQLAlchemyError, url: URL) -> StoreError:
-    """Map a SQLAlchemy/driver error to the library's error (caller raises ``from exc``)."""
+    """Map a SQLAlchemy/driver error to the library's error (caller raises ``from exc``).
+
+    The message never holds a credential of ``url``, even when the driver echoed one.
+    """
     where = describe(url)
-    detail = _first_line(exc)
+    detail = mask_text(_first_line(exc), url)
     orig = getattr(exc, "orig", None)
     sqlstate = getattr(orig, "sqlstate", None)
     if sqlstate in _RETRYABLE:
