@@ -76,7 +76,7 @@ def test_every_shell_example_names_real_commands_and_options(invoke: Invoke) -> 
                 words = line.split("#", 1)[0].split("|", 1)[0].split()
                 if words[:1] not in (["contextledger"], [".venv/bin/contextledger"]):
                     continue
-                group = words[1] in {"db"} or (words[1] == "import" and words[2:3] == ["strands"])
+                group = words[1] in {"db", "encryption"} or (words[1] == "import" and words[2:3] == ["strands"])
                 command = words[1:3] if group else words[1:2]
                 result = invoke(*command, "--help")
                 assert result.exit_code == 0, f"{name_of(page)}: {line}"

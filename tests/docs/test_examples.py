@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from contextledger.encryption import ENV_KEYS
 from tests.docs.examples import LANGUAGES, ROOT, Block, blocks, name_of, pages, python_blocks, run
 
 RUNNABLE = [page for page in pages() if python_blocks(page)]
@@ -25,6 +26,7 @@ TIMEOUT = 300
 def _run_page(page: Path, directory: Path) -> subprocess.CompletedProcess[str]:
     script = Path(__file__).with_name("examples.py")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    env.pop(ENV_KEYS, None)  # keys in the shell running the tests must not reach a reader's examples
     return subprocess.run(
         [sys.executable, "-P", str(script), str(page), name_of(page)],
         cwd=directory,
@@ -45,7 +47,15 @@ def test_the_examples_of_a_page_run_twice_in_one_directory(page: Path, tmp_path:
 
 def test_the_site_has_examples_to_run() -> None:
     names = {name_of(page) for page in RUNNABLE}
-    for expected in ("README.md", "docs/hosts/strands.md", "docs/hosts/openai-agents.md", "docs/time-travel.md"):
+    for expected in (
+        "README.md",
+        "docs/hosts/strands.md",
+        "docs/hosts/openai-agents.md",
+        "docs/time-travel.md",
+        "docs/operations/erasure.md",
+        "docs/operations/retention.md",
+        "docs/operations/encryption.md",
+    ):
         assert expected in names
 
 
