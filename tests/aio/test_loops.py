@@ -107,7 +107,7 @@ def test_a_session_opened_from_a_url_by_racing_loops_opens_once_and_keeps_every_
     async def job(thread: int) -> None:
         conversations.append(await session.conversation())  # the first call of each loop races to open
         await session.add_items([_item(thread, 0)])
-        await session.before_model_call()
+        await (await session.conversation()).before_model_call()  # a model call, counted by the conversation
 
     _in_threads(THREADS, job)
     assert len({id(c) for c in conversations}) == 1  # one conversation, whoever opened it

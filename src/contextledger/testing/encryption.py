@@ -62,7 +62,7 @@ def encrypted_conversation(store: EncryptedStore) -> dict[str, Any]:
         as_given=True,
     )
     assert red is not None
-    conv.set_agent_state({"token": SECRET, "raw": b"\x00\x01"})
+    conv.set_agent_state({"token": SECRET, "raw": [0, 1]})
     return {"first": first.message_id, "summary": red.summary_id}
 
 
@@ -84,7 +84,7 @@ class EncryptionContract:
         ids = encrypted_conversation(sealed)
         live = Conversation(sealed, "s", "a")
         assert SECRET in live.view[0].message.plain_text  # the summary, opened
-        assert live.agent_state == {"token": SECRET, "raw": b"\x00\x01"}
+        assert live.agent_state == {"token": SECRET, "raw": [0, 1]}
         history = sealed.history("s", "a")
         assert history[0].message.metadata["custom"]["note"] == SECRET
         assert history[1].message.content[0]["toolUse"]["input"] == {"q": SECRET}
@@ -133,7 +133,7 @@ class EncryptionContract:
         assert rotate(both).resealed == 0  # nothing left
         assert set(key_census(both, "s")) == {"k2"}
         new_only = encrypted(store, ("k2", K2))
-        assert Conversation(new_only, "s", "a").agent_state == {"token": SECRET, "raw": b"\x00\x01"}
+        assert Conversation(new_only, "s", "a").agent_state == {"token": SECRET, "raw": [0, 1]}
         assert not set(before) & set(stored_tokens(store))
         assert CLEAR not in key_census(both, "s")
 
