@@ -43,7 +43,8 @@ def test_after_250_turns_the_summary_tells_what_it_covers_and_keeps_the_newest_f
     (summary,) = [s for s in store.summaries("desk", "support") if s.status == "active"]
     truth = covered(store, "desk", "support", summary.summary_id)
     assert truth.messages > 900  # nearly the whole conversation sits behind the one summary
-    assert truth.last_turn is not None and truth.last_turn > 240
+    assert truth.last_turn is not None
+    assert truth.last_turn > 240
     # The header states exactly what the ledger says it covers.
     assert stated(summary.content) == truth, summary.content[:300]
     # The newest covered turn is in the text, not only the oldest ones.
