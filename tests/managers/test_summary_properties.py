@@ -95,7 +95,12 @@ def check_summaries(store: MemoryStore, conv: Conversation, summarizer: Extracti
         text = summary.content
         assert stated(text) == truth, text
         assert len(text) <= summarizer.max_chars
-        header = text.splitlines()[0]
+        header, *lines = text.splitlines()
+        # Every covered message has its line, shown or counted on the one dropped line.
+        gone = [ln for ln in lines if ln.startswith("- ... ")]
+        assert len(gone) <= 1, text
+        dropped = int(gone[0].split()[2].replace(",", "")) if gone else 0
+        assert dropped + len(lines) - len(gone) == truth.messages, text
         room_for_one = len(header) + 1 + LINE_PREFIX + summarizer.sentence_chars + 1 + WORST_DROPPED_LINE
         if truth.last_turn is not None and summarizer.max_chars >= room_for_one:
             assert f"\n- turn {truth.last_turn}, " in text, text

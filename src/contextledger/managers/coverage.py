@@ -34,6 +34,7 @@ from contextledger.view import View
 
 __all__ = [
     "COVERAGE_KEY",
+    "LEDGER_KEY",
     "STAMP_KEY",
     "SUMMARY_MARK",
     "Coverage",
