@@ -11,7 +11,7 @@ from contextledger.managers.coverage import is_summary, stamp_of, summary_covera
 from contextledger.managers.summarizers import ExtractiveSummarizer, coverage_of
 from contextledger.records import SummaryEntry
 from contextledger.stores.base import LedgerStore
-from tests.managers.helpers import backend_store, chat, model_call, tool_turn
+from tests.managers.helpers import backend_store, chat, ids, model_call, tool_turn, view_ids
 from tests.managers.truth import covered, stated
 
 
@@ -263,3 +263,26 @@ def test_a_list_built_by_hand_is_counted_from_the_list() -> None:
     assert (coverage.messages, coverage.prompts, coverage.calls) == (5, 1, 2)
     assert coverage.first_turn is None
     assert coverage.header() == "Summary of 5 messages (1 user prompt, 2 model calls):"
+
+
+def test_a_summary_of_a_message_left_inside_an_older_summary_keeps_the_count_exact(memory_store: LedgerStore) -> None:
+    manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2)
+    conv = Conversation(memory_store, "s", manager=manager)
+    messages = chat(10)
+    conv.append(*messages)
+    conv.pin(messages[2].message_id)
+    conv.reduce("manual")  # m2 stays inside the span of the summary of m0..m7
+    older = only_active_summary(memory_store)
+    assert view_ids(conv) == [messages[2].message_id, older.summary_id, *ids(messages[8:])]
+    conv.unpin(messages[2].message_id)
+    manager.preserve_recent_messages = 3  # the older summary is now among the recent entries: kept
+    conv.reduce("manual")  # summarizes m2 alone, inside the older summary's span
+    summaries = [s for s in memory_store.summaries("s", "default") if s.status == "active"]
+    assert len(summaries) == 2
+    conv.append(*chat(6, prefix="n"))
+    manager.preserve_recent_messages = 2
+    conv.reduce("manual")
+    newest = only_active_summary(memory_store)
+    truth = covered(memory_store, "s", "default", newest.summary_id)
+    assert truth.messages == 10 + 4
+    assert stated(newest.content) == truth

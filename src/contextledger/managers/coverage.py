@@ -355,7 +355,12 @@ def ledger_facts(view: View, records: Mapping[str, SummaryRecord]) -> LedgerFact
             spans[entry.entry_id] = (entry.seq, entry.seq)
             order.append((entry.seq, 1, entry))
     order.sort(key=lambda item: (item[0], item[1]))
-    inside = [(lo, hi) for e_id, (lo, hi) in spans.items() if e_id in records]
+    recorded = {e_id: span for e_id, span in spans.items() if e_id in records}
+
+    def enclosed(entry_id: str, lo: int, hi: int) -> bool:
+        """Whether positions ``lo..hi`` lie inside another recorded summary's span."""
+        return any(a <= lo and hi <= b and (a, b) != (lo, hi) for e_id, (a, b) in recorded.items() if e_id != entry_id)
+
     stamps: dict[str, Stamp] = {}
     after: dict[str, tuple[int | None, bool | None]] = {}
     turn: int | None = 0
@@ -366,13 +371,18 @@ def ledger_facts(view: View, records: Mapping[str, SummaryRecord]) -> LedgerFact
             record = records.get(entry.entry_id)
             if record is None:
                 turn, expected, previous = None, None, None
+            elif enclosed(entry.entry_id, record.first_seq, record.last_seq):
+                # A summary of a message that was left inside an older summary's span (a
+                # pin since lifted): the older one accounts for those positions.
+                after[entry.entry_id] = (record.turn_after, record.ends_in_answer)
+                continue
             else:
                 turn, expected, previous = record.turn_after, record.last_seq + 1, record.ends_in_answer
             after[entry.entry_id] = (turn, previous)
             continue
         seq, role = entry.seq, entry.message.role
         near = seq not in pinned and (seq - 1 in pinned or seq + 1 in pinned)
-        if any(lo < seq < hi for lo, hi in inside):
+        if enclosed(entry.entry_id, seq, seq):
             # Left inside a summary's span: its stamp was taken when the summary was written.
             kept = holes.get(entry.entry_id, Stamp(answer=role == "assistant"))
             stamps[entry.entry_id] = kept.model_copy(update={"near_pin": near})

@@ -50,8 +50,15 @@ class SummarizingConversationManager(PolicyManager):
     summaries inside or right after the run are replaced too: the new summary covers
     them (they are given to the summarizer) and supersedes them; both stay queryable.
 
+    The summarizer gets copies of the replaced entries, each message stamped with its
+    turn and each earlier summary with what it covered (see
+    :mod:`contextledger.managers.coverage`), so a summary can state exactly what it
+    covers, earlier summaries included. To count without reading the store, the
+    manager commits a record of each summary it writes with the summary, in its state
+    (:class:`SummarizingState`), and walks the view past it the next time.
+
     The summarizer runs once per reduction, called by the conversation outside its
-    retry loop and outside any lock (:meth:`write_summary`); plans are pure. Reactive
+    retry loop and outside any lock (:meth:`write_summary`); plans do no I/O. Reactive
     reductions reduce or raise :class:`~contextledger.errors.ReductionFailed` (also when
     the summarizer fails); proactive ones are best-effort.
 
