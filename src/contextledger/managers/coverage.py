@@ -23,12 +23,12 @@ coverage says so rather than guess.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from contextledger.messages import Message, thaw
+from contextledger.messages import Message
 from contextledger.records import ViewEntry
 from contextledger.view import View
 
@@ -61,8 +61,12 @@ STAMP_KEY = "stamp"
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
-class Stamp(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Stamp:
     """Where one message stands in its conversation.
+
+    A plain dataclass: the walk makes one per message of the view on every summarizing
+    plan (pydantic validates it where it is stored, in :class:`SummaryRecord`).
 
     Attributes:
         turn: The user prompts in the conversation up to and including this message
@@ -72,11 +76,12 @@ class Stamp(BaseModel):
         near_pin: Whether the message sits right beside a pinned message in the ledger.
     """
 
-    model_config = _FROZEN
-
-    turn: int | None = Field(default=None, ge=0)
+    turn: Annotated[int, Field(ge=0)] | None = None
     answer: bool = False
     near_pin: bool = False
+
+
+_STAMP: TypeAdapter[Stamp] = TypeAdapter(Stamp)
 
 
 class Coverage(BaseModel):
@@ -104,22 +109,6 @@ class Coverage(BaseModel):
     numbered: bool = True
     summaries: int = Field(default=0, ge=0)
     unknown: int = Field(default=0, ge=0)
-
-    def __add__(self, other: Coverage) -> Coverage:
-        """Both coverages together (turn ranges merged; unknown numbering stays unknown)."""
-        numbered = self.numbered and other.numbered
-        firsts = [t for t in (self.first_turn, other.first_turn) if t is not None]
-        lasts = [t for t in (self.last_turn, other.last_turn) if t is not None]
-        return Coverage(
-            messages=self.messages + other.messages,
-            prompts=self.prompts + other.prompts,
-            calls=self.calls + other.calls,
-            first_turn=min(firsts) if numbered and firsts else None,
-            last_turn=max(lasts) if numbered and lasts else None,
-            numbered=numbered,
-            summaries=self.summaries + other.summaries,
-            unknown=self.unknown + other.unknown,
-        )
 
     @property
     def exact(self) -> bool:
@@ -196,7 +185,7 @@ def stamp_of(message: Message) -> Stamp | None:
     if not isinstance(raw, Mapping):
         return None
     try:
-        return Stamp.model_validate(dict(raw))
+        return _STAMP.validate_python(dict(raw))
     except ValidationError:
         return None
 
@@ -230,20 +219,75 @@ def stamped(entry: ViewEntry, facts: LedgerFacts | None = None) -> Message:
     stamp = facts.stamps.get(entry.entry_id) if facts is not None else None
     if stamp is None:
         return message
-    metadata = thaw(message.metadata)
+    # A shallow merge: the copy the summarizer gets is made deep once, by summarize_texts.
+    metadata = message.metadata
     custom = metadata.get("custom")
     custom = dict(custom) if isinstance(custom, Mapping) else {}
     own = custom.get(LEDGER_KEY)
-    custom[LEDGER_KEY] = {**(own if isinstance(own, Mapping) else {}), STAMP_KEY: stamp.model_dump(mode="json")}
+    custom[LEDGER_KEY] = {**(own if isinstance(own, Mapping) else {}), STAMP_KEY: asdict(stamp)}
     return message.model_copy(update={"metadata": {**metadata, "custom": custom}})
-
-
-_UNRECORDED = Coverage(summaries=1, unknown=1, numbered=False)
-"""An earlier summary whose coverage was not recorded."""
 
 
 def _is_prompt(message: Message) -> bool:
     return message.role == "user" and any("toolResult" not in block for block in message.content)
+
+
+class _Tally:
+    """Adds up what a sequence of messages and earlier summaries covers (the one place that counts)."""
+
+    def __init__(self) -> None:
+        self.messages = self.prompts = self.calls = self.summaries = self.unknown = 0
+        self.numbered = True
+        self.first: int | None = None
+        self.last: int | None = None
+        self.previous_assistant = False
+
+    def summary(self, known: Coverage | None) -> None:
+        """An earlier summary: it counts once, on top of what it folded in; unrecorded, it is unknown."""
+        self.summaries += 1
+        self.previous_assistant = False
+        if known is None:
+            self.unknown += 1
+            self.numbered = False
+            return
+        self.messages += known.messages
+        self.prompts += known.prompts
+        self.calls += known.calls
+        self.summaries += known.summaries
+        self.unknown += known.unknown
+        self.numbered = self.numbered and known.numbered
+        self._turns(known.first_turn, known.last_turn)
+
+    def message(self, message: Message, stamp: Stamp | None) -> None:
+        """A message, with its stamp (without one: counted from the sequence, turns unknown)."""
+        assistant = message.role == "assistant"
+        self.messages += 1
+        self.prompts += _is_prompt(message)
+        self.calls += stamp.answer if stamp is not None else assistant and not self.previous_assistant
+        if stamp is None or stamp.turn is None:
+            self.numbered = False
+        elif stamp.turn:
+            self._turns(stamp.turn, stamp.turn)
+        self.previous_assistant = assistant
+
+    def _turns(self, first: int | None, last: int | None) -> None:
+        if first is not None:
+            self.first = first if self.first is None else min(self.first, first)
+        if last is not None:
+            self.last = last if self.last is None else max(self.last, last)
+
+    def coverage(self) -> Coverage:
+        numbered = self.numbered
+        return Coverage(
+            messages=self.messages,
+            prompts=self.prompts,
+            calls=self.calls,
+            first_turn=self.first if numbered else None,
+            last_turn=self.last if numbered else None,
+            numbered=numbered,
+            summaries=self.summaries,
+            unknown=self.unknown,
+        )
 
 
 def coverage_of(messages: Sequence[Message]) -> Coverage:
@@ -255,30 +299,13 @@ def coverage_of(messages: Sequence[Message]) -> Coverage:
     a prompt is a user message that is not only tool results, an answer opens with an
     assistant message after a non-assistant one, and turns are not numbered.
     """
-    total = Coverage()
-    previous_assistant = False
+    tally = _Tally()
     for message in messages:
         if is_summary(message):
-            known = summary_coverage(message)
-            # The earlier summary itself counts once, on top of those it folded in.
-            total += Coverage(summaries=1) + known if known is not None else _UNRECORDED
-            previous_assistant = False
-            continue
-        stamp = stamp_of(message)
-        assistant = message.role == "assistant"
-        answer = stamp.answer if stamp is not None else assistant and not previous_assistant
-        turn = stamp.turn if stamp is not None else None
-        numbered_turn = turn if turn else None
-        total += Coverage(
-            messages=1,
-            prompts=int(_is_prompt(message)),
-            calls=int(answer),
-            first_turn=numbered_turn,
-            last_turn=numbered_turn,
-            numbered=turn is not None,
-        )
-        previous_assistant = assistant
-    return total
+            tally.summary(summary_coverage(message))
+        else:
+            tally.message(message, stamp_of(message))
+    return tally.coverage()
 
 
 # -- the walk over the view, in ledger order -----------------------------------------------------
@@ -311,12 +338,20 @@ class LedgerFacts:
         last = self.spans[newest][1]
         turn_after, ends_in_answer = self.after[newest]
         holes = {
-            e.entry_id: self.stamps[e.entry_id].model_copy(update={"near_pin": False})
+            e.entry_id: Stamp(self.stamps[e.entry_id].turn, self.stamps[e.entry_id].answer, False)
             for e in view
             if e.kind == "message" and e.entry_id not in gone and first < e.seq < last and e.entry_id in self.stamps
         }
+        # Counted as coverage_of counts the stamped copies the summarizer is handed.
+        tally = _Tally()
+        for entry in covered:
+            if entry.kind == "summary":
+                record = self.records.get(entry.entry_id)
+                tally.summary(record.coverage if record is not None else None)
+            else:
+                tally.message(entry.message, self.stamps.get(entry.entry_id))
         return SummaryRecord(
-            coverage=coverage_of([stamped(e, self) for e in covered]),
+            coverage=tally.coverage(),
             first_seq=first,
             last_seq=last,
             turn_after=turn_after,
@@ -333,7 +368,13 @@ def ledger_facts(view: View, records: Mapping[str, SummaryRecord]) -> LedgerFact
     the turn count it had there, one without a record (or a position nobody accounts
     for) leaves the turn numbers unknown until the next recorded summary.
     """
-    pinned = {view[i].seq for i in range(len(view)) if view[i].kind == "message" and view.is_pinned(i)}
+    pinned = {
+        view[i].seq
+        for group in view.groups
+        if any(view[i].pinned for i in group)
+        for i in group
+        if view[i].kind == "message"
+    }
     spans: dict[str, tuple[int, int]] = {}
     holes: dict[str, Stamp] = {}
     # A summary sorts before a message of equal seq (the view's own order rule).
@@ -384,15 +425,15 @@ def ledger_facts(view: View, records: Mapping[str, SummaryRecord]) -> LedgerFact
         near = seq not in pinned and (seq - 1 in pinned or seq + 1 in pinned)
         if enclosed(entry.entry_id, seq, seq):
             # Left inside a summary's span: its stamp was taken when the summary was written.
-            kept = holes.get(entry.entry_id, Stamp(answer=role == "assistant"))
-            stamps[entry.entry_id] = kept.model_copy(update={"near_pin": near})
+            kept = holes.get(entry.entry_id) or Stamp(None, role == "assistant", False)
+            stamps[entry.entry_id] = Stamp(kept.turn, kept.answer, near)
             after[entry.entry_id] = (kept.turn, role == "assistant")
             continue
         if seq != expected:
             turn, previous = None, None
         if turn is not None and entry.kind == "message" and _is_prompt(entry.message):
             turn += 1
-        stamps[entry.entry_id] = Stamp(turn=turn, answer=role == "assistant" and previous is not True, near_pin=near)
+        stamps[entry.entry_id] = Stamp(turn, role == "assistant" and previous is not True, near)
         expected, previous = seq + 1, role == "assistant"
         after[entry.entry_id] = (turn, previous)
     return LedgerFacts(records=dict(records), stamps=stamps, after=after, spans=spans)
