@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from contextledger import Conversation, Message, SummarizingConversationManager
+from contextledger import Conversation, MemoryStore, Message, SummarizingConversationManager
+from contextledger.aio import AsyncLedger
 from contextledger.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
 from contextledger.managers.coverage import is_summary, stamp_of, summary_coverage
@@ -286,3 +289,26 @@ def test_a_summary_of_a_message_left_inside_an_older_summary_keeps_the_count_exa
     truth = covered(memory_store, "s", "default", newest.summary_id)
     assert truth.messages == 10 + 4
     assert stated(newest.content) == truth
+
+
+def test_a_coroutine_summarizer_under_the_async_api_gets_the_same_facts() -> None:
+    async def summarize(messages: list[Message]) -> str:
+        await asyncio.sleep(0)
+        return coverage_of(messages).header() + "\nA model would write the rest."
+
+    store = MemoryStore()
+
+    async def main() -> None:
+        ledger = AsyncLedger(store)
+        manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2, summarizer=summarize)
+        conv = await ledger.conversation("s", manager=manager)
+        for batch in range(3):
+            await conv.append(*tool_turn(f"a{batch}"), *chat(4, prefix=f"b{batch}-"))
+            assert await conv.reduce() is not None
+
+    asyncio.run(main())
+    summaries = store.summaries("s", "default")
+    assert len(summaries) == 3
+    for summary in summaries:
+        assert stated(summary.content) == covered(store, "s", "default", summary.summary_id)
+    assert "folding in 2 earlier summaries" in summaries[-1].content
