@@ -6,7 +6,13 @@ import asyncio
 
 import pytest
 
-from contextledger import Conversation, MemoryStore, Message, SummarizingConversationManager
+from contextledger import (
+    Conversation,
+    MemoryStore,
+    Message,
+    SlidingWindowConversationManager,
+    SummarizingConversationManager,
+)
 from contextledger.aio import AsyncLedger
 from contextledger.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
@@ -312,3 +318,19 @@ def test_a_coroutine_summarizer_under_the_async_api_gets_the_same_facts() -> Non
     for summary in summaries:
         assert stated(summary.content) == covered(store, "s", "default", summary.summary_id)
     assert "folding in 2 earlier summaries" in summaries[-1].content
+
+
+def test_after_another_managers_trimming_the_counts_stay_exact_and_the_turns_go_unnumbered(
+    memory_store: LedgerStore,
+) -> None:
+    conv = Conversation(memory_store, "s", manager=SlidingWindowConversationManager(window_size=6))
+    conv.append(*chat(12))
+    conv.reduce("manual")  # evicts the oldest 6 without a summary
+    manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2)
+    conv = Conversation(memory_store, "s", manager=manager)
+    conv.reduce("manual")
+    summary = only_active_summary(memory_store)
+    truth = covered(memory_store, "s", "default", summary.summary_id)
+    header = summary.content.splitlines()[0]
+    assert header == f"Summary of {truth.messages} messages ({truth.prompts} user prompts, {truth.calls} model calls):"
+    assert truth.first_turn == 4  # which the summary cannot know without reading the evicted history
