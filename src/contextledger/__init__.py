@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         TurnWindowConversationManager,
     )
     from contextledger.managers.base import ConversationManager, ManagerState, ProtectedMessages, ReductionRequest
+    from contextledger.managers.summarizers import ExtractiveSummarizer, Summarizer
     from contextledger.messages import ContentBlock, Message
     from contextledger.pinning import (
         PIN_MESSAGE_TOOL_SPEC,
@@ -82,7 +83,6 @@ if TYPE_CHECKING:
     )
     from contextledger.stores.base import LedgerStore
     from contextledger.stores.memory import MemoryStore
-    from contextledger.summarizers import ExtractiveSummarizer, Summarizer
     from contextledger.tokens import CharTokenCounter, TokenCounter
     from contextledger.view import View
 
@@ -156,8 +156,8 @@ _EXPORTS: dict[str, str] = {
     "ViewEntry": "contextledger.records",
     "LedgerStore": "contextledger.stores.base",
     "MemoryStore": "contextledger.stores.memory",
-    "ExtractiveSummarizer": "contextledger.summarizers",
-    "Summarizer": "contextledger.summarizers",
+    "ExtractiveSummarizer": "contextledger.managers.summarizers",
+    "Summarizer": "contextledger.managers.summarizers",
     "CharTokenCounter": "contextledger.tokens",
     "TokenCounter": "contextledger.tokens",
     "View": "contextledger.view",

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
         ProactiveCompressionConfig,
     )
     from contextledger.managers.sliding_window import SlidingWindowConversationManager
-    from contextledger.managers.summarizing import SummarizingConversationManager
+    from contextledger.managers.summarizing import SummarizingConversationManager, SummarizingState
     from contextledger.managers.turn_window import TurnWindowConversationManager
 
 _EXPORTS: dict[str, str] = {
@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "ProactiveCompressionConfig": "contextledger.managers.policy",
     "SlidingWindowConversationManager": "contextledger.managers.sliding_window",
     "SummarizingConversationManager": "contextledger.managers.summarizing",
+    "SummarizingState": "contextledger.managers.summarizing",
     "TurnWindowConversationManager": "contextledger.managers.turn_window",
 }
 
@@ -62,5 +63,6 @@ __all__ = [
     "ReductionRequest",
     "SlidingWindowConversationManager",
     "SummarizingConversationManager",
+    "SummarizingState",
     "TurnWindowConversationManager",
 ]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ProtectedMessages
-from contextledger.summarizers import Summarizer
+from contextledger.managers.summarizers import Summarizer
 
 __all__ = [
     "DEFAULT_COMPRESSION_THRESHOLD",

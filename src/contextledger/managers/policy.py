@@ -129,6 +129,8 @@ class PolicyManager(ABC):
     manages_end_of_invocation: ClassVar[bool] = False
     """Whether :class:`AfterInvocationEvent` requests a best-effort ``end_of_invocation`` reduction."""
     options_model: ClassVar[type[PolicyOptions]] = PolicyOptions
+    state_model: ClassVar[type[PolicyState]] = PolicyState
+    """The typed state this manager persists (a :class:`PolicyState`, or a subclass with more fields)."""
 
     proactive_compression = Option[ProactiveCompression, ProactiveCompression]()
     protected_messages = Option[ProtectedMessages, ProtectedSpec]()
@@ -139,7 +141,7 @@ class PolicyManager(ABC):
             self.options: PolicyOptions = self.options_model(**options)
         except ValidationError as exc:
             raise ConfigurationError(describe(exc)) from exc
-        self._state = PolicyState(manager=self.name)
+        self._state = self.state_model(manager=self.name)
 
     @property
     def compression_threshold(self) -> float | None:
@@ -167,17 +169,17 @@ class PolicyManager(ABC):
             ConfigurationError: ``state`` is not valid state of this manager.
         """
         if state is None:
-            self._state = PolicyState(manager=self.name)
+            self._state = self.state_model(manager=self.name)
             return
         if not isinstance(state, Mapping):
             raise ConfigurationError(f"{self.name} manager state must be a JSON object, got {type(state).__name__}")
         owner = state.get("manager")
         if isinstance(owner, str) and owner != self.name:
             logger.info("manager=<%s>, stored_manager=<%s> | state of another manager ignored", self.name, owner)
-            self._state = PolicyState(manager=self.name)
+            self._state = self.state_model(manager=self.name)
             return
         try:
-            self._state = PolicyState.model_validate(dict(state))
+            self._state = self.state_model.model_validate(dict(state))
         except ValidationError as exc:
             raise ConfigurationError(f"invalid {self.name} manager state: {describe(exc)}") from exc
 

@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import cast
+
+from pydantic import Field
 
 from contextledger.changeset import Planned, ReductionPlan, ReductionRequest, SummaryDraft
 from contextledger.errors import ReductionFailed
+from contextledger.managers.coverage import LedgerFacts, SummaryRecord, ledger_facts, stamped
 from contextledger.managers.options import Option, SummarizingOptions
-from contextledger.managers.policy import PolicyManager, ProactiveCompression, ProtectedSpec, entry_ids
-from contextledger.messages import Message
-from contextledger.records import ViewEntry
-from contextledger.summarizers import SUMMARY_MARK, ExtractiveSummarizer, Summarizer, summarize_texts, summarizer_name
+from contextledger.managers.policy import PolicyManager, PolicyState, ProactiveCompression, ProtectedSpec, entry_ids
+from contextledger.managers.summarizers import ExtractiveSummarizer, Summarizer, summarize_texts, summarizer_name
+from contextledger.records import ViewEntry, new_id
 from contextledger.view import View
 
-__all__ = ["SummarizingConversationManager"]
+__all__ = ["SummarizingConversationManager", "SummarizingState"]
+
+RETIRED_RECORDS = 2
+"""Records of superseded summaries kept besides the active ones (an undo may bring them back)."""
+
+
+class SummarizingState(PolicyState):
+    """The summarizing manager's state: the counters, and a record of each summary it wrote.
+
+    Attributes:
+        records: Summary id -> what it covers and where it stands in the ledger (see
+            :class:`~contextledger.managers.coverage.SummaryRecord`), for the summaries in
+            the view and the last few they superseded; oldest first.
+    """
+
+    records: dict[str, SummaryRecord] = Field(default_factory=dict)
 
 
 class SummarizingConversationManager(PolicyManager):
@@ -31,8 +50,15 @@ class SummarizingConversationManager(PolicyManager):
     summaries inside or right after the run are replaced too: the new summary covers
     them (they are given to the summarizer) and supersedes them; both stay queryable.
 
+    The summarizer gets copies of the replaced entries, each message stamped with its
+    turn and each earlier summary with what it covered (see
+    :mod:`contextledger.managers.coverage`), so a summary can state exactly what it
+    covers, earlier summaries included. To count without reading the store, the
+    manager commits a record of each summary it writes with the summary, in its state
+    (:class:`SummarizingState`), and walks the view past it the next time.
+
     The summarizer runs once per reduction, called by the conversation outside its
-    retry loop and outside any lock (:meth:`write_summary`); plans are pure. Reactive
+    retry loop and outside any lock (:meth:`write_summary`); plans do no I/O. Reactive
     reductions reduce or raise :class:`~contextledger.errors.ReductionFailed` (also when
     the summarizer fails); proactive ones are best-effort.
 
@@ -53,6 +79,7 @@ class SummarizingConversationManager(PolicyManager):
     name: str = "summarizing"
     options_model = SummarizingOptions
     options: SummarizingOptions
+    state_model = SummarizingState
 
     summary_ratio = Option[float, float]()
     preserve_recent_messages = Option[int, int]()
@@ -81,12 +108,28 @@ class SummarizingConversationManager(PolicyManager):
         """The name recorded on the summaries this manager makes."""
         return summarizer_name(self.options.summarizer)
 
+    @property
+    def state(self) -> SummarizingState:
+        """The committed typed state (frozen)."""
+        return cast(SummarizingState, self._state)  # state_model makes every state one
+
     def plan(self, view: View, request: ReductionRequest) -> Planned:
-        """The plan (its summary not written yet) with the summarizer that writes it."""
+        """The plan (its summary not written yet) with the summarizer that writes it.
+
+        The summary gets its id here, and the next state a record of what it covers
+        (committed with it), so the summary that later replaces it can say what both cover.
+        """
         planned = super().plan(view, request)
-        if planned.plan is None:
+        plan, state = planned.plan, planned.state
+        if plan is None or plan.summary is None or not isinstance(state, SummarizingState):
             return planned
-        return Planned(planned.plan, planned.state, summarize=self.write_summary)
+        records = self.state.records
+        facts = ledger_facts(view, records)
+        summary_id = new_id()
+        record = facts.record_for(view, plan.summary.replaces, plan.removed_ids())
+        plan = plan.model_copy(update={"summary": plan.summary.model_copy(update={"summary_id": summary_id})})
+        state = state.model_copy(update={"records": _kept_records(records, view, plan, summary_id, record)})
+        return Planned(plan, state, summarize=functools.partial(self.write_summary, facts=facts))
 
     def make_plan(self, view: View, request: ReductionRequest) -> ReductionPlan | None:
         """Pick the run of entries to summarize; the summary text is written later."""
@@ -129,15 +172,19 @@ class SummarizingConversationManager(PolicyManager):
             counted += 0 if earlier_summary else len(group)
         return run if counted else []
 
-    def write_summary(self, entries: Sequence[ViewEntry]) -> str:
-        """Call the summarizer on copies of ``entries`` (earlier summaries marked as such).
+    def write_summary(self, entries: Sequence[ViewEntry], facts: LedgerFacts | None = None) -> str:
+        """Call the summarizer on copies of ``entries``.
+
+        An earlier summary is marked as such (and carries its coverage when ``facts``
+        has a record of it); each message carries its stamp from ``facts`` (see
+        :mod:`contextledger.managers.coverage`). Without ``facts`` only the marks.
 
         Raises:
             ReductionFailed: The summarizer raised or returned no text.
         """
         name = self.summarizer_name
         try:
-            content = summarize_texts(self.options.summarizer, [_for_summarizer(e) for e in entries])
+            content = summarize_texts(self.options.summarizer, [stamped(e, facts) for e in entries])
         except Exception as exc:
             raise ReductionFailed(f"summarizer {name!r} failed on {len(entries)} entries: {exc}") from exc
         if not isinstance(content, str) or not content.strip():
@@ -145,8 +192,21 @@ class SummarizingConversationManager(PolicyManager):
         return content
 
 
-def _for_summarizer(entry: ViewEntry) -> Message:
-    """The message handed to the summarizer; an earlier summary is marked as one."""
-    if entry.kind != "summary":
-        return entry.message
-    return entry.message.model_copy(update={"metadata": {"custom": {"contextledger": {SUMMARY_MARK: entry.entry_id}}}})
+def _kept_records(
+    records: Mapping[str, SummaryRecord], view: View, plan: ReductionPlan, summary_id: str, record: SummaryRecord
+) -> dict[str, SummaryRecord]:
+    """The records to commit with ``plan``: the summaries in the view after it, and the last few to leave it.
+
+    Oldest to leave first, so the ones this plan supersedes are the last dropped: an undo
+    of the newest reduction brings them back, and the walk needs their records then.
+    """
+    shown = [e.entry_id for e in view if e.kind == "summary" and e.entry_id in records]
+    gone = plan.removed_ids()
+    order = [r for r in records if r not in shown]
+    order += [r for r in shown if r in gone] + [r for r in shown if r not in gone]
+    retired = {r for r in order if r not in shown or r in gone}
+    leaving = [r for r in order if r in retired]
+    keep = set(leaving[-RETIRED_RECORDS:]) if RETIRED_RECORDS else set()
+    kept = {r: records[r] for r in order if r not in retired or r in keep}
+    kept[summary_id] = record
+    return kept
