@@ -28,6 +28,7 @@ from contextledger.managers.base import ConversationManager
 from contextledger.reading import ConversationReader
 from contextledger.records import Reduction, Trigger
 from contextledger.reduction import log_skipped, plan_reduction
+from contextledger.telemetry import spans as telemetry
 from contextledger.view import View
 
 __all__ = ["ModelCallCycle"]
@@ -147,6 +148,7 @@ class ModelCallCycle(ConversationReader):
                 handled (the null manager re-raises this way).
         """
         self.input_handed()  # the call is over: whatever commits now reaches the next one
+        telemetry.window(self)
         event = self._dispatch(AfterModelCallEvent(self.context(error=error)))
         reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
         if reactive is not None and error is not None:
