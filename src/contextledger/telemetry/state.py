@@ -51,6 +51,7 @@ class Telemetry:
     """The tracer and instruments of one pair of providers, and the content opt-in.
 
     Attributes:
+        tracer_provider: Where the spans go (a host bridge starts its own spans there).
         tracer: Starts contextledger's spans.
         capture_content: Message content may go into spans (the user opted in).
         commit_duration: Seconds per store commit, by backend and outcome.
@@ -63,6 +64,7 @@ class Telemetry:
         window_tokens: Estimated tokens in the window after each model call, by backend.
     """
 
+    tracer_provider: TracerProvider
     tracer: Tracer
     capture_content: bool
     commit_duration: Histogram
@@ -182,6 +184,7 @@ def _build(config: _Config, tracer_provider: Any, meter_provider: Any) -> Teleme
         meter = meter_provider.get_meter(SCOPE, __version__)
         seconds = list(names.BUCKETS_SECONDS)
         built = Telemetry(
+            tracer_provider=tracer_provider,
             tracer=tracer_provider.get_tracer(SCOPE, __version__),
             capture_content=capture,
             commit_duration=meter.create_histogram(
