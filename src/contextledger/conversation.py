@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from contextledger.changeset import (
@@ -272,9 +273,8 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         manager = self.manager
         if manager is None:
             return None
-        return telemetry.reduction(
-            self, request, lambda: self._plan_and_commit(manager, request), manager=manager.name, note=lambda: self._note
-        )
+        run = partial(self._plan_and_commit, manager, request)
+        return telemetry.reduction(self, request, run, manager=manager.name, note=lambda: self._note)
 
     def _plan_and_commit(self, manager: ConversationManager, request: ReductionRequest) -> Reduction | None:
         written: Written = []
@@ -290,7 +290,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
             except SummaryNeeded as need:
                 if len(written) == MAX_SUMMARIES:
                     break
-                summary = telemetry.summarize(self, need.entries, need.summarize, lambda: write_summary(need))
+                summary = telemetry.summarize(self, need.entries, need.summarize, partial(write_summary, need))
                 written.append((need.entries, summary))
         raise ReductionFailed(f"the summarized entries kept changing under concurrent writers ({MAX_SUMMARIES} tries)")
 

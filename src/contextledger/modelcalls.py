@@ -28,6 +28,7 @@ from contextledger.managers.base import ConversationManager
 from contextledger.reading import ConversationReader
 from contextledger.records import Reduction, Trigger
 from contextledger.reduction import log_skipped, plan_reduction
+from contextledger.stores.base import LedgerStore
 from contextledger.telemetry import spans as telemetry
 from contextledger.view import View
 
@@ -40,6 +41,7 @@ class ModelCallCycle(ConversationReader):
     """Reductions asked for: by the cycle's events (counting model calls), by a caller, or previewed."""
 
     manager: ConversationManager | None
+    store: LedgerStore
     _lock: threading.RLock
     _reactive_call: int | None
     _riding: Callable[[View], Edit | None] | None

@@ -21,6 +21,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from contextledger import telemetry
 
 
+def attrs(item: Any) -> dict[str, Any]:
+    """The attributes of a span or a data point, as a plain dict."""
+    return dict(item.attributes or {})
+
+
 @dataclass
 class Recorded:
     """What the in-memory exporter and reader hold."""

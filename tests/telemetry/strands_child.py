@@ -40,7 +40,9 @@ def main() -> None:
             model=model,
             callback_handler=None,
             session_manager=LedgerSessionManager("strands-otel", ledger=ledger),
-            conversation_manager=StrandsConversationManager(SlidingWindowConversationManager(window_size=4, per_turn=True)),
+            conversation_manager=StrandsConversationManager(
+                SlidingWindowConversationManager(window_size=4, per_turn=True)
+            ),
         )
         for n in range(4):
             model.extend([Reply(f"answer {n}")])

@@ -19,7 +19,7 @@ from contextledger.aio import AsyncLedger
 from contextledger.integrations.openai_agents import LedgerSession, ScriptedModel
 from contextledger.integrations.openai_agents.tracing import OpenTelemetryTracingProcessor
 from contextledger.managers import SlidingWindowConversationManager
-from tests.telemetry.conftest import Recorded
+from tests.telemetry.conftest import Recorded, attrs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,22 +49,32 @@ def test_strands_reductions_and_commits_are_children_of_the_agent_turn(backend: 
     def parent(span: dict[str, Any]) -> dict[str, Any] | None:
         return by_id.get(span["parent_id"])
 
-    per_turn = [s for s in spans if s["name"] == "contextledger.reduction" and s["attributes"]["contextledger.reduction.trigger"] == "per_turn"]
+    per_turn = [
+        s
+        for s in spans
+        if s["name"] == "contextledger.reduction" and s["attributes"]["contextledger.reduction.trigger"] == "per_turn"
+    ]
     assert per_turn, [s["name"] for s in spans]
     for reduction in per_turn:
         cycle = parent(reduction)
-        assert cycle is not None and cycle["name"] == "execute_event_loop_cycle"  # the turn of the model call it prepared
+        assert cycle is not None
+        assert cycle["name"] == "execute_event_loop_cycle"
         agent = parent(cycle)
-        assert agent is not None and agent["name"].startswith("invoke_agent")
+        assert agent is not None
+        assert agent["name"].startswith("invoke_agent")
         assert reduction["trace_id"] == agent["trace_id"]
         assert reduction["attributes"]["contextledger.reduction.outcome"] == "committed"
         [commit] = [s for s in spans if s["parent_id"] == reduction["span_id"]]
         assert commit["name"] == "contextledger.commit"
-        assert commit["attributes"]["contextledger.reduction.id"] == reduction["attributes"]["contextledger.reduction.id"]
+        assert (
+            commit["attributes"]["contextledger.reduction.id"] == reduction["attributes"]["contextledger.reduction.id"]
+        )
     # every commit made during an invocation is in that invocation's trace
     agent_traces = {s["trace_id"] for s in spans if s["name"].startswith("invoke_agent")}
     commits = [s for s in spans if s["name"] == "contextledger.commit"]
-    assert len([c for c in commits if c["trace_id"] in agent_traces]) >= len(commits) - 1  # the agent's first sync may precede it
+    assert (
+        len([c for c in commits if c["trace_id"] in agent_traces]) >= len(commits) - 1
+    )  # the agent's first sync may precede it
 
 
 @pytest.fixture
@@ -78,7 +88,9 @@ def bridge(otel: Recorded) -> Iterator[OpenTelemetryTracingProcessor]:
     set_trace_processors([default_processor()])
 
 
-def test_openai_agents_reductions_are_children_of_the_sdk_turn_span(otel: Recorded, bridge: OpenTelemetryTracingProcessor) -> None:
+def test_openai_agents_reductions_are_children_of_the_sdk_turn_span(
+    otel: Recorded, bridge: OpenTelemetryTracingProcessor
+) -> None:
     async def run() -> None:
         ledger = await AsyncLedger.connect("memory://")
         manager = SlidingWindowConversationManager(window_size=2, per_turn=True)
@@ -93,21 +105,29 @@ def test_openai_agents_reductions_are_children_of_the_sdk_turn_span(otel: Record
     assert len(reductions) == 2  # the second and third runs start over the window
     for reduction in reductions:
         turn = otel.parent_of(reduction)
-        assert turn is not None and turn.name == "turn 1"
-        assert turn.attributes["openai_agents.span.type"] == "turn"
+        assert turn is not None
+        assert turn.name == "turn 1"
+        assert attrs(turn)["openai_agents.span.type"] == "turn"
         agent = otel.parent_of(turn)
-        assert agent is not None and agent.name == "invoke_agent helper"
-        assert agent.attributes["gen_ai.agent.name"] == "helper"
+        assert agent is not None
+        assert agent.name == "invoke_agent helper"
+        assert attrs(agent)["gen_ai.agent.name"] == "helper"
         assert reduction.context.trace_id == agent.context.trace_id
         [commit] = [s for s in otel.spans("contextledger.commit") if otel.parent_of(s) is reduction]
-        assert commit.attributes["contextledger.commit.evicted"] == reduction.attributes["contextledger.reduction.evicted"]
+        assert attrs(commit)["contextledger.commit.evicted"] == attrs(reduction)["contextledger.reduction.evicted"]
     # the mirrors were all ended, and the SDK's traces are each one OpenTelemetry trace
     workflows = [s for s in otel.spans() if s.name == "Agent workflow"]
     assert len(workflows) == 3
-    assert all(otel.parent_of(s) is not None for s in otel.spans() if s.context.trace_id in {w.context.trace_id for w in workflows} and s not in workflows)
+    assert all(
+        otel.parent_of(s) is not None
+        for s in otel.spans()
+        if s.context.trace_id in {w.context.trace_id for w in workflows} and s not in workflows
+    )
 
 
-def test_an_otel_span_opened_inside_the_sdk_span_stays_the_parent(otel: Recorded, bridge: OpenTelemetryTracingProcessor) -> None:
+def test_an_otel_span_opened_inside_the_sdk_span_stays_the_parent(
+    otel: Recorded, bridge: OpenTelemetryTracingProcessor
+) -> None:
     from agents.tracing import custom_span, trace
 
     from contextledger import Conversation, Message
@@ -121,7 +141,8 @@ def test_an_otel_span_opened_inside_the_sdk_span_stays_the_parent(otel: Recorded
             chat.append(Message.user("inside the application's span"))
     first, second = otel.spans("contextledger.commit")
     step = otel.parent_of(first)
-    assert step is not None and step.name == "custom step"
+    assert step is not None
+    assert step.name == "custom step"
     assert otel.parent_of(second) is not None
     assert otel.parent_of(second).context.span_id == own.get_span_context().span_id  # type: ignore[union-attr]
 

@@ -13,6 +13,11 @@ from contextledger.managers import SlidingWindowConversationManager
 from contextledger.stores.memory import MemoryStore
 from tests.telemetry.conftest import Recorded
 
+LINE = (
+    "session_id=<logs>, agent_id=<default>, trigger=<manual>, strategy=<sliding_window>, evicted=<2>, revised=<0>"
+    " | committed reduction"
+)
+
 
 @pytest.fixture
 def captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
@@ -39,12 +44,14 @@ def reduce_once() -> None:
     chat.reduce()
 
 
-def test_the_ids_of_the_reduction_span_are_on_its_log_line(otel: Recorded, captured: tuple[io.StringIO, io.StringIO]) -> None:
+def test_the_ids_of_the_reduction_span_are_on_its_log_line(
+    otel: Recorded, captured: tuple[io.StringIO, io.StringIO]
+) -> None:
     reduce_once()
     [span] = otel.spans("contextledger.reduction")
     trace_id, span_id = f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
     plain, fielded = (stream.getvalue().strip() for stream in captured)
-    assert plain == f"{trace_id}/{span_id} session_id=<logs>, agent_id=<default>, trigger=<manual>, strategy=<sliding_window>, evicted=<2>, revised=<0> | committed reduction"
+    assert plain == f"{trace_id}/{span_id} {LINE}"
     assert fielded == (
         f"INFO trace_id=<{trace_id}>, span_id=<{span_id}>, session_id=<logs>, agent_id=<default>, trigger=<manual>,"
         " strategy=<sliding_window>, evicted=<2>, revised=<0> | committed reduction"
@@ -54,9 +61,8 @@ def test_the_ids_of_the_reduction_span_are_on_its_log_line(otel: Recorded, captu
 def test_without_a_span_the_lines_are_as_they_were(captured: tuple[io.StringIO, io.StringIO]) -> None:
     reduce_once()
     plain, fielded = (stream.getvalue().strip() for stream in captured)
-    line = "session_id=<logs>, agent_id=<default>, trigger=<manual>, strategy=<sliding_window>, evicted=<2>, revised=<0> | committed reduction"
-    assert plain == f"/ {line}"
-    assert fielded == f"INFO {line}"
+    assert plain == f"/ {LINE}"
+    assert fielded == f"INFO {LINE}"
 
 
 def test_a_line_without_fields_gets_the_ids_as_its_fields(otel: Recorded) -> None:

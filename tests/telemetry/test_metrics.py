@@ -10,7 +10,7 @@ from contextledger.managers import SlidingWindowConversationManager
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 from tests.plugins.faults import lossy_memory
-from tests.telemetry.conftest import Recorded
+from tests.telemetry.conftest import Recorded, attrs
 
 
 def test_commit_and_restore_latency_per_backend(store: LedgerStore, otel: Recorded) -> None:
@@ -19,12 +19,12 @@ def test_commit_and_restore_latency_per_backend(store: LedgerStore, otel: Record
         chat.append(Message.user(f"q{n}"))
     Conversation(store, "s")
     [commits] = otel.points("contextledger.commit.duration")
-    backend = commits.attributes["contextledger.backend"]
-    assert dict(commits.attributes) == {"contextledger.backend": backend, "contextledger.commit.outcome": "committed"}
+    backend = attrs(commits)["contextledger.backend"]
+    assert attrs(commits) == {"contextledger.backend": backend, "contextledger.commit.outcome": "committed"}
     assert commits.count == 3
     assert commits.sum > 0
     [restores] = otel.points("contextledger.restore.duration")
-    assert dict(restores.attributes) == {"contextledger.backend": backend}
+    assert attrs(restores) == {"contextledger.backend": backend}
     assert restores.count == 2
 
 
@@ -64,7 +64,7 @@ def test_conflicts_and_retries_are_counted(otel: Recorded) -> None:
     second.append(Message.user("two"))
     assert otel.total("contextledger.commit.conflicts", **{"contextledger.backend": "memory"}) == 1
     assert otel.total("contextledger.commit.retries", **{"contextledger.backend": "memory"}) == 1
-    outcomes = {p.attributes["contextledger.commit.outcome"]: p.count for p in otel.points("contextledger.commit.duration")}
+    outcomes = {attrs(p)["contextledger.commit.outcome"]: p.count for p in otel.points("contextledger.commit.duration")}
     assert outcomes == {"committed": 2, "conflict": 1}
 
 
@@ -80,10 +80,10 @@ def test_an_unknown_outcome_is_counted_and_its_settlement_shown(otel: Recorded) 
     assert [m.content[0]["text"] for m in chat.messages] == ["kept", "maybe", "next"]
     assert otel.total("contextledger.commit.outcome_unknown", **{"contextledger.backend": "memory"}) == 1
     unknown, settled = [s for s in otel.spans("contextledger.commit")][1:3]
-    assert unknown.attributes["contextledger.commit.outcome_unknown"] is True
+    assert attrs(unknown)["contextledger.commit.outcome_unknown"] is True
     assert unknown.status.status_code.name == "ERROR"
-    assert settled.attributes["contextledger.commit.settled"] == "applied"
-    assert settled.attributes["contextledger.commit.changeset_id"] == unknown.attributes["contextledger.commit.changeset_id"]
+    assert attrs(settled)["contextledger.commit.settled"] == "applied"
+    assert attrs(settled)["contextledger.commit.changeset_id"] == attrs(unknown)["contextledger.commit.changeset_id"]
 
 
 def test_a_lost_reply_read_back_is_noted_on_its_commit_span(otel: Recorded) -> None:
@@ -92,9 +92,9 @@ def test_a_lost_reply_read_back_is_noted_on_its_commit_span(otel: Recorded) -> N
     lossy.arm(apply=True)
     chat.append(Message.user("once"))
     [span] = otel.spans("contextledger.commit")
-    assert span.attributes["contextledger.commit.reply_lost"] == "applied"
-    assert span.attributes["contextledger.commit.outcome"] == "committed"
+    assert attrs(span)["contextledger.commit.reply_lost"] == "applied"
+    assert attrs(span)["contextledger.commit.outcome"] == "committed"
     lossy.arm(apply=False)  # the request never arrived: read back, not applied, sent again
     chat.append(Message.user("twice sent"))
-    assert otel.spans("contextledger.commit")[-1].attributes["contextledger.commit.reply_lost"] == "not_applied"
+    assert attrs(otel.spans("contextledger.commit")[-1])["contextledger.commit.reply_lost"] == "not_applied"
     assert [m.content[0]["text"] for m in chat.messages] == ["once", "twice sent"]

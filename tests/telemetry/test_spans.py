@@ -13,7 +13,7 @@ from contextledger.managers import SlidingWindowConversationManager, Summarizing
 from contextledger.records import ViewEntry
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
-from tests.telemetry.conftest import Recorded
+from tests.telemetry.conftest import Recorded, attrs
 
 BACKENDS = {"memory": "memory", "sqlite": "sqlite", "postgresql": "postgresql", "redis": "redis"}
 
@@ -33,12 +33,12 @@ def test_commit_restore_and_reduction_spans_on_every_backend(store: LedgerStore,
     Conversation(store, "s1", "helper")  # a restore of what is there
 
     restores = otel.spans("contextledger.restore")
-    assert [s.attributes["contextledger.restore.found"] for s in restores] == [False, True]
-    backend = restores[0].attributes["contextledger.backend"]
+    assert [attrs(s)["contextledger.restore.found"] for s in restores] == [False, True]
+    backend = attrs(restores[0])["contextledger.backend"]
     assert backend in BACKENDS
     if backend != "memory":
-        assert restores[0].attributes["db.system.name"] == backend
-    restored = restores[1].attributes
+        assert attrs(restores[0])["db.system.name"] == backend
+    restored = attrs(restores[1])
     assert restored["contextledger.restore.entries"] == len(chat.view) == reduction.messages_after == 2
     expected_bytes = sum(len(json.dumps(list(e.message.content), separators=(",", ":")).encode()) for e in chat.view)
     assert restored["contextledger.restore.bytes"] == expected_bytes
@@ -46,22 +46,22 @@ def test_commit_restore_and_reduction_spans_on_every_backend(store: LedgerStore,
 
     append, evict = otel.spans("contextledger.commit")
     for span in (append, evict):
-        assert span.attributes["gen_ai.conversation.id"] == "s1"
-        assert span.attributes["gen_ai.agent.name"] == "helper"
-        assert span.attributes["contextledger.backend"] == backend
-        assert span.attributes["contextledger.commit.outcome"] == "committed"
-        assert span.attributes["contextledger.commit.conflict"] is False
-        assert span.attributes["contextledger.commit.retries"] == 0
-    assert append.attributes["contextledger.commit.appended"] == 4
-    assert append.attributes["contextledger.commit.evicted"] == 0
-    assert append.attributes["contextledger.version"] == 1
-    assert evict.attributes["contextledger.commit.evicted"] == len(reduction.evicted) == 2
-    assert evict.attributes["contextledger.version"] == 2
-    assert evict.attributes["contextledger.reduction.id"] == reduction.reduction_id
+        assert attrs(span)["gen_ai.conversation.id"] == "s1"
+        assert attrs(span)["gen_ai.agent.name"] == "helper"
+        assert attrs(span)["contextledger.backend"] == backend
+        assert attrs(span)["contextledger.commit.outcome"] == "committed"
+        assert attrs(span)["contextledger.commit.conflict"] is False
+        assert attrs(span)["contextledger.commit.retries"] == 0
+    assert attrs(append)["contextledger.commit.appended"] == 4
+    assert attrs(append)["contextledger.commit.evicted"] == 0
+    assert attrs(append)["contextledger.version"] == 1
+    assert attrs(evict)["contextledger.commit.evicted"] == len(reduction.evicted) == 2
+    assert attrs(evict)["contextledger.version"] == 2
+    assert attrs(evict)["contextledger.reduction.id"] == reduction.reduction_id
 
     [span] = otel.spans("contextledger.reduction")
     assert otel.parent_of(evict) is span  # the commit happens inside the reduction
-    assert dict(span.attributes) == {
+    assert attrs(span) == {
         "gen_ai.conversation.id": "s1",
         "gen_ai.agent.name": "helper",
         "contextledger.backend": backend,
@@ -84,7 +84,9 @@ def test_commit_restore_and_reduction_spans_on_every_backend(store: LedgerStore,
 
 def summarizing(summarize: object) -> SummarizingConversationManager:
     return SummarizingConversationManager(
-        summary_ratio=0.5, preserve_recent_messages=2, summarizer=summarize  # type: ignore[arg-type]
+        summary_ratio=0.5,
+        preserve_recent_messages=2,
+        summarizer=summarize,  # type: ignore[arg-type]
     )
 
 
@@ -96,18 +98,19 @@ def test_a_summary_is_written_in_a_summarize_span_inside_the_reduction(otel: Rec
     chat = Conversation(MemoryStore(), "s", manager=summarizing(brief))
     chat.append(*turns(4))
     reduction = chat.reduce()
-    assert reduction is not None and reduction.summary_id is not None
+    assert reduction is not None
+    assert reduction.summary_id is not None
     [summarize] = otel.spans("contextledger.summarize")
     [span] = otel.spans("contextledger.reduction")
     assert otel.parent_of(summarize) is span
-    assert span.attributes["contextledger.reduction.summary_id"] == reduction.summary_id
-    assert summarize.attributes["contextledger.summarize.entries"] == 4
-    assert summarize.attributes["contextledger.summarize.output_chars"] == len("summary of 4 entries")
-    assert summarize.attributes["contextledger.summarizer"] == "SummarizingConversationManager.write_summary"
+    assert attrs(span)["contextledger.reduction.summary_id"] == reduction.summary_id
+    assert attrs(summarize)["contextledger.summarize.entries"] == 4
+    assert attrs(summarize)["contextledger.summarize.output_chars"] == len("summary of 4 entries")
+    assert attrs(summarize)["contextledger.summarizer"] == "SummarizingConversationManager.write_summary"
     # no content unless the user opts in
-    assert "gen_ai.input.messages" not in summarize.attributes
-    assert "gen_ai.output.messages" not in summarize.attributes
-    assert not any("question" in str(value) for s in otel.spans() for value in s.attributes.values())
+    assert "gen_ai.input.messages" not in attrs(summarize)
+    assert "gen_ai.output.messages" not in attrs(summarize)
+    assert not any("question" in str(value) for s in otel.spans() for value in attrs(s).values())
 
 
 @pytest.mark.parametrize("opt_in", ["configure", "environment"])
@@ -123,10 +126,10 @@ def test_content_goes_into_the_summarize_span_only_on_opt_in(
     chat.append(*turns(4))
     chat.reduce()
     [summarize] = otel.spans("contextledger.summarize")
-    read = json.loads(str(summarize.attributes["gen_ai.input.messages"]))
+    read = json.loads(str(attrs(summarize)["gen_ai.input.messages"]))
     assert read[0] == {"role": "user", "parts": [{"type": "text", "content": "question 0"}]}
     assert len(read) == 4
-    written = json.loads(str(summarize.attributes["gen_ai.output.messages"]))
+    written = json.loads(str(attrs(summarize)["gen_ai.output.messages"]))
     assert written[0]["parts"][0]["content"] == "summary of 4 entries"
 
 
@@ -142,8 +145,8 @@ def test_a_failing_summarizer_marks_both_spans_as_errors(otel: Recorded) -> None
     [span] = otel.spans("contextledger.reduction")
     assert summarize.status.status_code.name == "ERROR"
     assert span.status.status_code.name == "ERROR"
-    assert span.attributes["contextledger.reduction.outcome"] == "failed"
-    assert "model down" in str(span.attributes["contextledger.reduction.reason"])
+    assert attrs(span)["contextledger.reduction.outcome"] == "failed"
+    assert "model down" in str(attrs(span)["contextledger.reduction.reason"])
     assert otel.spans("contextledger.commit") == [otel.spans("contextledger.commit")[0]]  # the append only
 
 
@@ -152,7 +155,7 @@ def test_a_reduction_that_finds_nothing_says_why(otel: Recorded) -> None:
     chat.append(*turns(1))
     assert chat.reduce() is None
     [span] = otel.spans("contextledger.reduction")
-    assert span.attributes["contextledger.reduction.outcome"] == "nothing"
+    assert attrs(span)["contextledger.reduction.outcome"] == "nothing"
 
 
 def test_a_conflict_is_retried_in_a_second_commit_span(otel: Recorded) -> None:
@@ -161,13 +164,13 @@ def test_a_conflict_is_retried_in_a_second_commit_span(otel: Recorded) -> None:
     first.append(Message.user("one"))
     second.append(Message.user("two"))  # planned on version 0: conflicts, re-reads, retries
     conflicted, retried = otel.spans("contextledger.commit")[1:]
-    assert conflicted.attributes["contextledger.commit.conflict"] is True
-    assert conflicted.attributes["contextledger.commit.outcome"] == "conflict"
-    assert conflicted.attributes["contextledger.commit.retries"] == 0
+    assert attrs(conflicted)["contextledger.commit.conflict"] is True
+    assert attrs(conflicted)["contextledger.commit.outcome"] == "conflict"
+    assert attrs(conflicted)["contextledger.commit.retries"] == 0
     assert [e.name for e in conflicted.events] == ["conflict"]
-    assert retried.attributes["contextledger.commit.retries"] == 1
-    assert retried.attributes["contextledger.commit.outcome"] == "committed"
-    assert retried.attributes["contextledger.version"] == 2
+    assert attrs(retried)["contextledger.commit.retries"] == 1
+    assert attrs(retried)["contextledger.commit.outcome"] == "committed"
+    assert attrs(retried)["contextledger.version"] == 2
 
 
 def test_a_conflict_past_the_retries_propagates_with_its_span(otel: Recorded) -> None:
@@ -177,5 +180,32 @@ def test_a_conflict_past_the_retries_propagates_with_its_span(otel: Recorded) ->
     with pytest.raises(ConcurrencyConflict):
         second.append(Message.user("two"))
     last = otel.spans("contextledger.commit")[-1]
-    assert last.attributes["contextledger.commit.outcome"] == "conflict"
+    assert attrs(last)["contextledger.commit.outcome"] == "conflict"
     assert last.status.status_code.name == "UNSET"  # a conflict is an outcome, not a failure of the store
+
+
+def test_the_async_api_nests_in_the_span_current_in_the_coroutine(otel: Recorded) -> None:
+    import asyncio
+
+    from contextledger.aio import AsyncLedger
+
+    tracer = otel.tracer_provider.get_tracer("app")
+
+    async def run() -> int:
+        ledger = await AsyncLedger.connect("memory://")
+        with tracer.start_as_current_span("request") as request:
+            chat = await ledger.conversation("s", manager=SlidingWindowConversationManager(window_size=2))
+            await chat.append(Message.user("q0"), Message.assistant("a0"), Message.user("q1"))
+            await chat.reduce()
+        await ledger.close()
+        return request.get_span_context().span_id
+
+    request_id = asyncio.run(run())
+    mine = [s for s in otel.spans() if s.name.startswith("contextledger.")]
+    assert {s.name for s in mine} == {"contextledger.restore", "contextledger.commit", "contextledger.reduction"}
+    for span in mine:
+        top = span
+        while otel.parent_of(top) is not None and otel.parent_of(top).name != "request":  # type: ignore[union-attr]
+            top = otel.parent_of(top)  # type: ignore[assignment]
+        assert top.parent is not None
+        assert top.parent.span_id == request_id

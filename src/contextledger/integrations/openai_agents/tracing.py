@@ -205,7 +205,10 @@ def _usage(span: Span[Any]) -> dict[str, Any]:
     if usage is None:
         return {}
     found = {}
-    for key, attribute in (("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens")):
+    for key, attribute in (
+        ("input_tokens", "gen_ai.usage.input_tokens"),
+        ("output_tokens", "gen_ai.usage.output_tokens"),
+    ):
         value = usage.get(key) if isinstance(usage, dict) else getattr(usage, key, None)
         if isinstance(value, int):
             found[attribute] = value
