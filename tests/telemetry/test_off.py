@@ -91,3 +91,28 @@ def telemetry_error() -> type[Exception]:
     from contextledger.errors import ConfigurationError
 
     return ConfigurationError
+
+
+def test_a_global_provider_is_found_and_rechecked_within_the_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from contextledger.telemetry import state
+
+    telemetry.configure()  # nothing given: the global providers decide
+    assert telemetry.active() is None
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # what trace.set_tracer_provider(provider) makes the API answer (the process-wide one stays unset)
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    assert telemetry.active() is None  # the answer is kept for RECHECK seconds...
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + state.RECHECK + 0.01)
+    found = telemetry.active()  # ...then asked again
+    assert found is not None
+    assert found.tracer_provider is provider
+    Conversation(MemoryStore(), "s").append(Message.user("traced"))
+    assert [s.name for s in exporter.get_finished_spans()] == ["contextledger.restore", "contextledger.commit"]
+    telemetry.configure()

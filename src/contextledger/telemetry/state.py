@@ -1,19 +1,21 @@
 """Whether telemetry is on, and the tracer and instruments when it is.
 
-Off is the default and costs one check per operation: :func:`active` asks the
-OpenTelemetry API for the global tracer and meter providers and returns ``None`` while
-both are the API's own placeholders (its proxy or no-op providers, i.e. nothing was
-configured) -- or when ``opentelemetry-api`` is not installed at all. Once an
-application sets a provider, the next operation sees it and gets a :class:`Telemetry`
-built for that pair of providers (cached until either changes). :func:`configure`
-overrides the global providers for contextledger alone, turns telemetry off, or opts
-in to content capture.
+Off is the default and costs one check per operation: :func:`active` returns ``None``
+while the OpenTelemetry API's global tracer and meter providers are both the API's own
+placeholders (its proxy or no-op providers: nothing was configured), or when
+``opentelemetry-api`` is not installed at all. Asking the API for its providers reads
+the environment each time, so the answer is kept for :data:`RECHECK` seconds: a provider
+an application sets globally is picked up by the operations that start after that, and
+one given to :func:`configure` at once. :func:`configure` also overrides the global
+providers for contextledger alone, turns telemetry off, or opts in to content capture.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,13 +36,16 @@ except ImportError:  # pragma: no cover - the otel extra is not installed: telem
     _metrics = None  # type: ignore[assignment]
     _trace = None  # type: ignore[assignment]
 
-__all__ = ["CAPTURE_CONTENT_ENV", "ParentSource", "Telemetry", "active", "add_parent_source", "configure"]
+__all__ = ["CAPTURE_CONTENT_ENV", "RECHECK", "ParentSource", "Telemetry", "active", "add_parent_source", "configure"]
 
 SCOPE = "contextledger"
 """The instrumentation scope name of every span and metric."""
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI instrumentations' opt-in for message content in spans (``true`` to opt in)."""
+
+RECHECK = 0.25
+"""Seconds the global providers found are trusted before the API is asked again."""
 
 ParentSource = Callable[[], "Context | None"]
 """Returns the context a new span should start in, or ``None`` for the current one."""
@@ -94,7 +99,7 @@ class _Config:
 
 
 _config = _Config()
-_cache: tuple[object, object, Telemetry | None] = (None, None, None)
+_cache: tuple[float, object, object, Telemetry | None] = (-math.inf, None, None, None)
 _lock = threading.Lock()
 _parent_sources: list[ParentSource] = []
 
@@ -132,7 +137,7 @@ def configure(
         raise ConfigurationError("telemetry needs the OpenTelemetry API: pip install 'contextledger[otel]'")
     with _lock:
         _config = _Config(enabled, tracer_provider, meter_provider, capture_content)
-        _cache = (None, None, None)
+        _cache = (-math.inf, None, None, None)
 
 
 def add_parent_source(source: ParentSource) -> None:
@@ -154,18 +159,26 @@ def remove_parent_source(source: ParentSource) -> None:
 def active() -> Telemetry | None:
     """The telemetry to record with now, or ``None`` when nothing would be recorded.
 
-    The off path is what every append pays: two provider look-ups and two identity
-    comparisons, no span, no context object, no clock read.
+    The off path is what every append pays: one monotonic clock read and a comparison
+    (the providers are looked up again every :data:`RECHECK` seconds), no span, no context
+    object.
     """
+    cached = _cache
+    if time.monotonic() < cached[0]:
+        return cached[3]
     config = _config
     if not config.enabled or _trace is None:
         return None
     tracer_provider = config.tracer_provider or _trace.get_tracer_provider()
     meter_provider = config.meter_provider or _metrics.get_meter_provider()
-    cached = _cache
-    if cached[0] is tracer_provider and cached[1] is meter_provider:
-        return cached[2]
-    return _build(config, tracer_provider, meter_provider)
+    both_given = config.tracer_provider is not None and config.meter_provider is not None
+    until = math.inf if both_given else time.monotonic() + RECHECK
+    if cached[1] is tracer_provider and cached[2] is meter_provider:
+        built = cached[3]
+    else:
+        built = _build(config, tracer_provider, meter_provider)
+    _remember(config, until, tracer_provider, meter_provider, built)
+    return built
 
 
 def _is_placeholder(provider: object) -> bool:
@@ -174,8 +187,16 @@ def _is_placeholder(provider: object) -> bool:
     return type(provider).__module__.startswith(("opentelemetry.trace", "opentelemetry.metrics"))
 
 
-def _build(config: _Config, tracer_provider: Any, meter_provider: Any) -> Telemetry | None:
+def _remember(
+    config: _Config, until: float, tracer_provider: object, meter_provider: object, built: Telemetry | None
+) -> None:
     global _cache
+    with _lock:
+        if _config is config:  # a configure() meanwhile keeps its own (empty) cache
+            _cache = (until, tracer_provider, meter_provider, built)
+
+
+def _build(config: _Config, tracer_provider: Any, meter_provider: Any) -> Telemetry | None:
     built: Telemetry | None = None
     if not (_is_placeholder(tracer_provider) and _is_placeholder(meter_provider)):
         capture = config.capture_content
@@ -223,7 +244,4 @@ def _build(config: _Config, tracer_provider: Any, meter_provider: Any) -> Teleme
                 explicit_bucket_boundaries_advisory=list(names.BUCKETS_TOKENS),
             ),
         )
-    with _lock:
-        if _config is config:  # a configure() meanwhile keeps its own (empty) cache
-            _cache = (tracer_provider, meter_provider, built)
     return built
