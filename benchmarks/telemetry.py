@@ -60,13 +60,13 @@ STRAIGHT = SimpleNamespace(
 @contextmanager
 def variant(name: str) -> Iterator[None]:
     if name == "baseline":
-        conversation_module.telemetry = STRAIGHT  # type: ignore[assignment]
-        modelcalls_module.telemetry = STRAIGHT  # type: ignore[assignment]
+        for module in (conversation_module, modelcalls_module):
+            setattr(module, "telemetry", STRAIGHT)  # noqa: B010 - the call sites read the module attribute
         try:
             yield
         finally:
-            conversation_module.telemetry = spans
-            modelcalls_module.telemetry = spans
+            for module in (conversation_module, modelcalls_module):
+                setattr(module, "telemetry", spans)  # noqa: B010
     elif name == "on":
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.trace import TracerProvider
