@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import CommitOutcomeUnknown, StoreUnavailable
-from contextledger.telemetry.spans import reply_lost
+from contextledger.telemetry.notes import reply_lost
 
 __all__ = ["ReplyLost", "commit_exactly_once"]
 

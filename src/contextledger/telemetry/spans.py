@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from contextledger.stores.base import LedgerStore
     from contextledger.view import View
 
-__all__ = ["backend_of", "commit", "reduced", "reduction", "reply_lost", "restore", "summarize", "window"]
+__all__ = ["backend_of", "commit", "reduced", "reduction", "restore", "summarize", "window"]
 
 R = TypeVar("R")
 
@@ -152,17 +152,6 @@ def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: i
             tel.commit_duration.record(
                 time.perf_counter() - started, {names.BACKEND: backend, names.COMMIT_OUTCOME: outcome}
             )
-
-
-def reply_lost(applied: bool) -> None:
-    """Note on the current commit span how a lost reply was resolved (the store read the changeset id back)."""
-    if active() is None:
-        return
-    from opentelemetry.trace import get_current_span
-
-    span = get_current_span()
-    span.set_attribute(names.COMMIT_REPLY_LOST, "applied" if applied else "not_applied")
-    span.add_event("reply_lost", {"applied": applied})
 
 
 # -- restore --------------------------------------------------------------------------------
