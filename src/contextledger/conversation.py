@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from contextledger.changeset import (
@@ -70,6 +71,7 @@ from contextledger.reduction import (
 from contextledger.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_delay, log_conflict
 from contextledger.seam import pause
 from contextledger.stores.base import LedgerStore
+from contextledger.telemetry import spans as telemetry
 from contextledger.tokens import CharTokenCounter, TokenCounter
 from contextledger.undo import ConversationUndo
 from contextledger.view import View
@@ -174,7 +176,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
     def refresh(self) -> None:
         """Re-read state and active view from the store (one read of the active view)."""
         with self._lock:
-            snapshot = self.store.load(self.session_id, self.agent_id)
+            snapshot = telemetry.restore(self.store, self.session_id, self.agent_id)
             if snapshot is None:
                 self._state = ConversationState(session_id=self.session_id, agent_id=self.agent_id)
                 self._view = View(())
@@ -257,7 +259,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
                 return None
             return Edit(plan=plan, trigger=trigger, error=describe_error(error), as_given=as_given)
 
-        return self.edit(build)
+        return telemetry.reduction(self, trigger, lambda: self.edit(build))
 
     def repair_interrupted_tools(self) -> Reduction | None:
         """Repair a view left mid-tool by a crash now, recording a ``restore``/``tool_pair_repair`` reduction.
@@ -271,6 +273,10 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         manager = self.manager
         if manager is None:
             return None
+        run = partial(self._plan_and_commit, manager, request)
+        return telemetry.reduction(self, request, run, manager=manager.name, note=lambda: self._note)
+
+    def _plan_and_commit(self, manager: ConversationManager, request: ReductionRequest) -> Reduction | None:
         written: Written = []
 
         def build(view: View) -> tuple[Edit | None, dict[str, Any] | None]:
@@ -284,7 +290,8 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
             except SummaryNeeded as need:
                 if len(written) == MAX_SUMMARIES:
                     break
-                written.append((need.entries, write_summary(need)))
+                summary = telemetry.summarize(self, need.entries, need.summarize, partial(write_summary, need))
+                written.append((need.entries, summary))
         raise ReductionFailed(f"the summarized entries kept changing under concurrent writers ({MAX_SUMMARIES} tries)")
 
     # -- the transaction -------------------------------------------------------------------
@@ -346,7 +353,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
                     before_call=self._preparing_call,
                 )
                 try:
-                    version = self.store.commit(changeset)
+                    version = telemetry.commit(self.store, changeset, attempt)
                 except ConcurrencyConflict:
                     if attempt == self.max_retries:
                         raise
@@ -365,7 +372,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         """Learn the outcome of a commit whose reply was lost: sent again under its id, it applies once at most."""
         calls = self.model_call_count
         try:
-            self.store.commit(changeset)
+            telemetry.commit(self.store, changeset, settling=True)
         except ConcurrencyConflict:  # it never applied, and others wrote since: what it carried is still due
             changeset = changeset.model_copy(update={"model_call_count": None})
         self._unknown = None
@@ -375,12 +382,13 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
 
     def _after_commit(self, changeset: Changeset, view: View, version: int) -> None:
         self._state = changeset.state_after(self._state, version)
-        self._view = view
+        before, self._view = self._view, view
         self._pending_calls, self._riding, self._defer_count = 0, None, False
         if changeset.reduction is not None:
             if self.manager is not None:
                 self.manager.restore_state(self._state.manager_state)
             log_committed(self.session_id, self.agent_id, changeset.reduction)
+            telemetry.reduced(changeset.reduction, before)
 
     # -- hook dispatch ---------------------------------------------------------------------
 

@@ -28,6 +28,8 @@ from contextledger.managers.base import ConversationManager
 from contextledger.reading import ConversationReader
 from contextledger.records import Reduction, Trigger
 from contextledger.reduction import log_skipped, plan_reduction
+from contextledger.stores.base import LedgerStore
+from contextledger.telemetry import spans as telemetry
 from contextledger.view import View
 
 __all__ = ["ModelCallCycle"]
@@ -39,6 +41,7 @@ class ModelCallCycle(ConversationReader):
     """Reductions asked for: by the cycle's events (counting model calls), by a caller, or previewed."""
 
     manager: ConversationManager | None
+    store: LedgerStore
     _lock: threading.RLock
     _reactive_call: int | None
     _riding: Callable[[View], Edit | None] | None
@@ -147,6 +150,7 @@ class ModelCallCycle(ConversationReader):
                 handled (the null manager re-raises this way).
         """
         self.input_handed()  # the call is over: whatever commits now reaches the next one
+        telemetry.window(self)
         event = self._dispatch(AfterModelCallEvent(self.context(error=error)))
         reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
         if reactive is not None and error is not None:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import CommitOutcomeUnknown, StoreUnavailable
+from contextledger.telemetry.notes import reply_lost
 
 __all__ = ["ReplyLost", "commit_exactly_once"]
 
@@ -82,6 +83,7 @@ def commit_exactly_once(
                 f"({exc}); it was applied at most once -- re-read the conversation",
                 changeset.changeset_id,
             ) from lost.error
+        reply_lost(applied=version is not None)
         if version is not None:
             logger.info(
                 "session_id=<%s>, agent_id=<%s>, changeset_id=<%s>, version=<%d> | reply lost, changeset applied",

@@ -1,0 +1,100 @@
+"""The metrics, read back with the SDK's in-memory metric reader."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextledger import Conversation, Message
+from contextledger.errors import CommitOutcomeUnknown
+from contextledger.managers import SlidingWindowConversationManager
+from contextledger.stores.base import LedgerStore
+from contextledger.stores.memory import MemoryStore
+from tests.plugins.faults import lossy_memory
+from tests.telemetry.conftest import Recorded, attrs
+
+
+def test_commit_and_restore_latency_per_backend(store: LedgerStore, otel: Recorded) -> None:
+    chat = Conversation(store, "s")
+    for n in range(3):
+        chat.append(Message.user(f"q{n}"))
+    Conversation(store, "s")
+    [commits] = otel.points("contextledger.commit.duration")
+    backend = attrs(commits)["contextledger.backend"]
+    assert attrs(commits) == {"contextledger.backend": backend, "contextledger.commit.outcome": "committed"}
+    assert commits.count == 3
+    assert commits.sum > 0
+    [restores] = otel.points("contextledger.restore.duration")
+    assert attrs(restores) == {"contextledger.backend": backend}
+    assert restores.count == 2
+
+
+def test_reductions_by_trigger_and_strategy_and_the_tokens_they_evicted(otel: Recorded) -> None:
+    chat = Conversation(MemoryStore(), "s", manager=SlidingWindowConversationManager(window_size=2))
+    chat.append(Message.user("q0"), Message.assistant("a0"), Message.user("q1"))
+    before = {entry.entry_id: entry.tokens for entry in chat.view}
+    reduction = chat.reduce()
+    assert reduction is not None
+    by = {"contextledger.reduction.trigger": "manual", "contextledger.reduction.strategy": "sliding_window"}
+    assert otel.total("contextledger.reductions", **by) == 1
+    assert otel.total("contextledger.tokens.evicted", **by) == sum(before[i] for i in reduction.evicted) > 0
+    # a host's own reduction (applied as given) counts too, under its strategy
+    chat.apply_plan(lambda view: None, trigger="manual")
+    assert otel.total("contextledger.reductions") == 1
+
+
+def test_tokens_in_the_window_after_each_model_call(otel: Recorded) -> None:
+    chat = Conversation(MemoryStore(), "s")
+    seen = []
+    for n in range(3):
+        chat.append(Message.user(f"question {n}"))
+        chat.before_model_call()
+        chat.after_model_call()
+        seen.append(chat.view.tokens)
+        chat.append(Message.assistant(f"answer {n}"))
+    [point] = otel.points("contextledger.window.tokens")
+    assert point.count == 3
+    assert point.sum == sum(seen)
+    assert point.max == seen[-1]
+
+
+def test_conflicts_and_retries_are_counted(otel: Recorded) -> None:
+    store = MemoryStore()
+    first, second = Conversation(store, "s"), Conversation(store, "s")
+    first.append(Message.user("one"))
+    second.append(Message.user("two"))
+    assert otel.total("contextledger.commit.conflicts", **{"contextledger.backend": "memory"}) == 1
+    assert otel.total("contextledger.commit.retries", **{"contextledger.backend": "memory"}) == 1
+    outcomes = {attrs(p)["contextledger.commit.outcome"]: p.count for p in otel.points("contextledger.commit.duration")}
+    assert outcomes == {"committed": 2, "conflict": 1}
+
+
+def test_an_unknown_outcome_is_counted_and_its_settlement_shown(otel: Recorded) -> None:
+    lossy = lossy_memory()
+    chat = Conversation(lossy.store, "s")
+    chat.append(Message.user("kept"))
+    lossy.arm(apply=True, then_down=True)  # applied, the reply lost, then the store unreachable
+    with pytest.raises(CommitOutcomeUnknown):
+        chat.append(Message.user("maybe"))
+    lossy.restore()
+    chat.append(Message.user("next"))  # settles the unknown commit first
+    assert [m.content[0]["text"] for m in chat.messages] == ["kept", "maybe", "next"]
+    assert otel.total("contextledger.commit.outcome_unknown", **{"contextledger.backend": "memory"}) == 1
+    unknown, settled = [s for s in otel.spans("contextledger.commit")][1:3]
+    assert attrs(unknown)["contextledger.commit.outcome_unknown"] is True
+    assert unknown.status.status_code.name == "ERROR"
+    assert attrs(settled)["contextledger.commit.settled"] == "applied"
+    assert attrs(settled)["contextledger.commit.changeset_id"] == attrs(unknown)["contextledger.commit.changeset_id"]
+
+
+def test_a_lost_reply_read_back_is_noted_on_its_commit_span(otel: Recorded) -> None:
+    lossy = lossy_memory()
+    chat = Conversation(lossy.store, "s")
+    lossy.arm(apply=True)
+    chat.append(Message.user("once"))
+    [span] = otel.spans("contextledger.commit")
+    assert attrs(span)["contextledger.commit.reply_lost"] == "applied"
+    assert attrs(span)["contextledger.commit.outcome"] == "committed"
+    lossy.arm(apply=False)  # the request never arrived: read back, not applied, sent again
+    chat.append(Message.user("twice sent"))
+    assert attrs(otel.spans("contextledger.commit")[-1])["contextledger.commit.reply_lost"] == "not_applied"
+    assert [m.content[0]["text"] for m in chat.messages] == ["once", "twice sent"]
