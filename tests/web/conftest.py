@@ -243,13 +243,19 @@ class Watched:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         page.on("request", lambda request: self.requested.append(request.url))
+        page.on("response", self._response)
         page.on("pageerror", lambda error: self.errors.append(f"pageerror: {error}"))
         page.on("console", self._console)
         page.on("dialog", self._dialog)
 
+    def _response(self, response: Any) -> None:
+        # A page's own status is its test's business; a failed subresource is an error here.
+        if response.status >= 400 and response.request.resource_type != "document":
+            self.errors.append(f"{response.status}: {response.url}")
+
     def _console(self, message: Any) -> None:
         if message.type == "error":
-            self.errors.append(f"console: {message.text}")
+            self.errors.append(f"console: {message.text} at {message.location}")
 
     def _dialog(self, dialog: Any) -> None:
         self.dialogs.append(dialog.message)

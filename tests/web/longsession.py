@@ -61,6 +61,7 @@ class LongSession:
     turns: int
     agents: tuple[str, ...] = ("lead", "writer")
     needle_entry: str = ""
+    needle_summarized: bool = False
     pinned: list[str] = field(default_factory=list)
     started: datetime = START
     ended: datetime = START
@@ -161,7 +162,7 @@ def _lead_turn(agent: _Agent, rng: random.Random, turn: int, at: datetime, out: 
         short = [{"toolResult": {"toolUseId": use_id, "status": "success", "content": [{"text": log[:300] + " …"}]}}]
         plan = ReductionPlan(
             strategy="sliding_window",
-            revisions=(ContentRevision(message_id=result.message_id, content=short),),  # type: ignore[arg-type]
+            revisions=(ContentRevision(message_id=result.message_id, content=short),),
             detail="tool result over 1,000 characters truncated",
         )
         agent.commit(Edit(plan=plan, trigger="per_turn"), at + timedelta(seconds=3))
@@ -182,8 +183,10 @@ def _lead_turn(agent: _Agent, rng: random.Random, turn: int, at: datetime, out: 
                 + ". "
                 + _text(rng, 40)
             )
-            if any(e == out.needle_entry for e in evict):
+            if out.needle_entry and not out.needle_summarized and turn > NEEDLE_TURN:
+                # The summarizer keeps the user's suspicion, whichever reduction evicted it.
                 content += f" The user suspected {NEEDLE}."
+                out.needle_summarized = True
             plan = ReductionPlan(
                 strategy="summarizing", summary=SummaryDraft(content=content, summarizer="offline", replaces=replaced)
             )

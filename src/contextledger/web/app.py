@@ -129,6 +129,7 @@ def session_query(request: Request) -> SessionQuery:
         hpage=_int(request, "hpage"),
         q=params.get("q", "").strip(),
         spage=_int(request, "spage"),
+        unit="messages" if params.get("unit") == "messages" else "tokens",
     )
 
 
@@ -187,6 +188,8 @@ def create_app(ledger: Ledger) -> Starlette:
             Route("/entry", entry, methods=["GET"]),
             Route("/reduction", reduction, methods=["GET"]),
             Route("/healthz", lambda request: PlainTextResponse("ok"), methods=["GET"]),
+            # Pages name no icon; a browser asking anyway (for a bare part) gets an empty answer.
+            Route("/favicon.ico", lambda request: Response(status_code=204), methods=["GET"]),
             Mount("/static", StaticFiles(packages=[("contextledger.web", "static")]), name="static"),
         ],
         exception_handlers={

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from contextledger import __version__
 from contextledger.errors import SessionNotFound
@@ -190,6 +190,8 @@ class SessionQuery:
     hpage: int = 1
     q: str = ""
     spage: int = 1
+    unit: str = "tokens"
+    """What the chart's y axis counts: ``tokens`` or ``messages``."""
 
 
 @dataclass
@@ -262,7 +264,7 @@ class SessionPage:
     all_agents: list[str]
     focus: str | None
     panels: list[AgentPanel]
-    chart: dict[str, object]
+    chart: dict[str, Any]
     triggers: list[str]
     strategies: list[tuple[str, str]]
     query: SessionQuery
@@ -385,14 +387,14 @@ def session_page(
     search = None
     if query.q.strip() and not standalone:
         search = search_session(ledger, session_id, agents, query.q, page=query.spage)
-    strategies = [str(s) for s in chart["strategies"]]  # type: ignore[attr-defined]
+    strategies = [str(s) for s in chart["strategies"]]
     return SessionPage(
         session_id=session_id,
         all_agents=all_agents,
         focus=query.agent,
         panels=panels,
         chart=chart,
-        triggers=[str(t) for t in chart["triggers"]],  # type: ignore[attr-defined]
+        triggers=[str(t) for t in chart["triggers"]],
         strategies=[(s, letter(s)) for s in strategies],
         query=query,
         reductions=paged(listed, query.rpage, 0 if standalone else REDUCTIONS_PER_PAGE),

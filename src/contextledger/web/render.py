@@ -113,6 +113,8 @@ class Links:
         params += query.filters.params()
         if query.q:
             params.append(("q", query.q))
+        if query.unit != "tokens":
+            params.append(("unit", query.unit))
         for name in ("rpage", "hpage", "spage"):
             value = changes.get(name, getattr(query, name))
             if value and value > 1:
@@ -216,16 +218,17 @@ def standalone_session(ledger: Ledger, session_id: str, *, agent: str | None = N
     tokens = sum(r.tokens for p in page.panels if p.history is not None for r in p.history.rows)
     if tokens * 4 < budget:
         whole = session_page(ledger, session_id, query, standalone=True, with_content=True)
-        html = _standalone(whole)
+        html, _ = _standalone(whole)
         if len(html.encode("utf-8")) <= budget:
             return html
-    html = _standalone(page)
-    for _ in range(8):
-        size = len(html.encode("utf-8"))
-        if size <= budget:
+    html, packed = _standalone(page)
+    for _ in range(12):
+        excess = len(html.encode("utf-8")) - budget
+        if excess <= 0:
             break
-        _trim(page, keep=max(0.0, 1 - (size - budget) / size) * 0.9)
-        html = _standalone(page)
+        # The rows left out shrink the packed listings about in proportion.
+        _trim(page, keep=max(0.0, 1 - excess / max(packed, 1)) * 0.95 if packed > excess else 0.5)
+        html, packed = _standalone(page)
     return html
 
 
@@ -243,7 +246,8 @@ def _trim(page: SessionPage, keep: float) -> None:
             panel.summaries = panel.summaries[:kept]  # newest first
 
 
-def _standalone(page: SessionPage) -> str:
+def _standalone(page: SessionPage) -> tuple[str, int]:
+    """The file of ``page``, and the bytes its packed histories take (what trimming can save)."""
     links = Links(standalone=True)
     context = _session_context(page, links, "")
     packs = {"reductions": _packed(_render("_reductions.html", **context, packing=True))}
@@ -251,7 +255,7 @@ def _standalone(page: SessionPage) -> str:
         packs[f"history-{p.agent_id}"] = _packed(_render("_history.html", **context, p=p, packing=True))
     styles = [asset(name) for name in STYLESHEETS]
     scripts = [asset(name) for name in SCRIPTS]
-    return _render(
+    html = _render(
         "session.html",
         **context,
         packs=packs,
@@ -259,6 +263,7 @@ def _standalone(page: SessionPage) -> str:
         inline_scripts=scripts,
         policy=file_policy(scripts, styles),
     )
+    return html, sum(len(v) for k, v in packs.items() if k.startswith("history-"))
 
 
 def render_entry(ledger: Ledger, session_id: str, agent_id: str, entry_id: str, *, links: Links | None = None) -> str:

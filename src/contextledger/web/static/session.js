@@ -12,6 +12,11 @@
 
   var $ = function (selector, root) { return (root || document).querySelector(selector); };
   var $$ = function (selector, root) { return Array.prototype.slice.call((root || document).querySelectorAll(selector)); };
+  // Elements by a data attribute's value, compared as strings: ledger ids never go into a selector.
+  var byData = function (attribute, value, root) {
+    var key = attribute.replace(/-([a-z])/g, function (m, c) { return c.toUpperCase(); });
+    return $$("[data-" + attribute + "]", root).filter(function (el) { return el.dataset[key] === value; })[0] || null;
+  };
   var standalone = figure.dataset.standalone === "1";
   var data = JSON.parse(document.getElementById("chart-data").textContent);
   var styles = getComputedStyle(document.documentElement);
@@ -21,27 +26,29 @@
   var dpr = window.devicePixelRatio || 1;
   var GROUP_PX = 16;      // markers closer than this (CSS pixels) are drawn as one
   var pinPath = new Path2D(data.pin);
-  var filterForm = document.getElementById("filters");
+  var card = document.getElementById("chart");  // holds the filters; never swapped, so it keeps the listeners
 
   // -- filters -----------------------------------------------------------------------------
 
   function checked(name) {
-    var all = $$("input[name='" + name + "']", filterForm);
+    var all = $$("input[name='" + name + "']", document.getElementById("filters"));
     var on = all.filter(function (i) { return i.checked; }).map(function (i) { return i.value; });
-    return { all: all.length, on: new Set(on), every: on.length === all.length };
+    var off = all.filter(function (i) { return !i.checked; }).map(function (i) { return i.value; });
+    return { all: all.length, on: new Set(on), off: new Set(off), every: off.length === 0 };
   }
   var filters = {};
   function readFilters() {
     filters.triggers = checked("trigger");
     filters.strategies = checked("strategy");
     filters.agents = checked("agent_filter");
-    var unit = $("input[name='unit']:checked", filterForm);
+    var unit = $("input[name='unit']:checked", document.getElementById("filters"));
     filters.unit = unit ? unit.value : "tokens";
   }
   readFilters();
-  var agentShown = function (id) { return filters.agents.all === 0 || filters.agents.on.has(id); };
-  var triggerShown = function (i) { return filters.triggers.on.has(data.triggers[i]); };
-  var strategyShown = function (i) { return filters.strategies.on.has(data.strategies[i]); };
+  // What a box leaves unchecked is hidden; a kind that came after the page was drawn is shown.
+  var agentShown = function (id) { return !filters.agents.off.has(id); };
+  var triggerShown = function (i) { return !filters.triggers.off.has(data.triggers[i]); };
+  var strategyShown = function (i) { return !filters.strategies.off.has(data.strategies[i]); };
 
   // -- series: each agent's context size, on one clock ---------------------------------------
 
@@ -185,6 +192,7 @@
     height: 300,
     scales: { x: { time: true }, y: { range: yRange } },
     axes: [{ stroke: "#6b7385" }, { stroke: "#6b7385", label: filters.unit + " in context", size: 60 }],
+    // (the unit can come from the URL: a reload keeps it)
     series: [{}].concat(agentSeries()),
     legend: { show: false },
     // Double-click is ours (back to the whole session, padded like the first view), not uPlot's.
@@ -215,7 +223,7 @@
 
   function fmtTime(t) { return new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + "Z"; }
 
-  var tableTimer = null, started = false;
+  var tableTimer = null, started = false, ownRange = null;
   function onScale(u, key) {
     if (key !== "x" || !ready) return;
     var whole = isFull();
@@ -226,7 +234,9 @@
     document.getElementById("reset-zoom").hidden = whole;
     var left = overview.valToPos(u.scales.x.min, "x"), right = overview.valToPos(u.scales.x.max, "x");
     overview.setSelect(whole ? { left: 0, width: 0, top: 0, height: 0 } : { left: Math.max(0, left), width: Math.max(2, right - left), top: 0, height: overview.bbox.height / dpr }, false);
-    if (started) {
+    // A range the page set itself (following the ledger) brought its listing along.
+    var own = ownRange && Math.abs(ownRange[0] - u.scales.x.min) < 1e-6 && Math.abs(ownRange[1] - u.scales.x.max) < 1e-6;
+    if (started && !own) {
       clearTimeout(tableTimer);
       tableTimer = setTimeout(updateTable, 250);
     }
@@ -313,7 +323,7 @@
 
   // -- filters change: redraw, and narrow the reductions listed -----------------------------
 
-  filterForm.addEventListener("change", function (e) {
+  card.addEventListener("change", function (e) {
     var unitChanged = e.target && e.target.name === "unit";
     readFilters();
     data.agents.forEach(function (a, i) {
@@ -328,8 +338,8 @@
     main.redraw(false);
     updateTable();
   });
-  filterForm.addEventListener("submit", function (e) { e.preventDefault(); updateTable(); });
-  filterForm.classList.add("scripted");
+  card.addEventListener("submit", function (e) { e.preventDefault(); updateTable(); });
+  card.classList.add("scripted");
 
   function filterParams(target) {
     [["trigger", filters.triggers], ["strategy", filters.strategies], ["agent_filter", filters.agents]].forEach(function (pair) {
@@ -348,6 +358,7 @@
     var current = new URLSearchParams(location.search);
     ["id", "agent", "q"].forEach(function (k) { if (current.get(k)) url.searchParams.set(k, current.get(k)); });
     filterParams(url.searchParams);
+    if (filters.unit !== "tokens") url.searchParams.set("unit", filters.unit);
     history.replaceState(null, "", url.pathname + "?" + url.searchParams.toString() + location.hash);
     url.searchParams.set("part", "reductions");
     var mine = ++tableRequest;
@@ -413,7 +424,7 @@
 
   function reductionMatch(row) {
     var t = parseFloat(row.dataset.t);
-    return filters.triggers.on.has(row.dataset.trigger) && filters.strategies.on.has(row.dataset.strategy) &&
+    return !filters.triggers.off.has(row.dataset.trigger) && !filters.strategies.off.has(row.dataset.strategy) &&
       agentShown(row.dataset.agent) && (isFull() || (t >= main.scales.x.min && t <= main.scales.x.max));
   }
 
@@ -455,7 +466,7 @@
       });
     });
     note.textContent = hits.length + (hits.length === 1 ? " entry holds “" : " entries hold “") + box.value.trim() + "” in its first characters.";
-    packed.search = new Packed("search", hits, body, $("[data-pager='search']", results), null);
+    packed.search = new Packed("search", hits, body, byData("pager", "search", results), null);
     figure.dataset.searchHits = String(hits.length);
   }
 
@@ -463,8 +474,8 @@
     var jobs = $$("script.pack").map(function (element) {
       var name = element.dataset.pack;
       return unpack(element).then(function (rows) {
-        var table = $("table[data-packed='" + name + "']");
-        packed[name] = new Packed(name, rows, $("tbody", table), $("[data-pager='" + name + "']"), name === "reductions" ? reductionMatch : null);
+        var table = byData("packed", name);
+        packed[name] = new Packed(name, rows, $("tbody", table), byData("pager", name), name === "reductions" ? reductionMatch : null);
       });
     });
     Promise.all(jobs).then(function () {
@@ -515,15 +526,18 @@
       copy.classList.add("fresh");
       old.replaceWith(copy);
     });
+    readFilters();  // the filters may have new kinds to choose from
     var json = doc.getElementById("chart-data");
     if (json) {
       var following = isFull();
       data = JSON.parse(json.textContent);
+      document.getElementById("chart-data").textContent = json.textContent;  // a data block: never run
       full = fullRange();
       var columns = aligned();
       overview.setData(columns);
       if (following) {
         main.setData(columns, false);
+        ownRange = full.slice();
         main.setScale("x", { min: full[0], max: full[1] });
       } else {
         main.setData(columns, false);
