@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 
 from contextledger import Ledger, Message
 from contextledger.managers import SlidingWindowConversationManager
-from contextledger.records import Reduction
+from contextledger.records import HistoryEntry, Reduction
 from contextledger.web.app import create_app
 from contextledger.web.render import standalone_session
 from contextledger.web.timeline import why
@@ -252,3 +252,33 @@ def test_session_times_are_utc(client: TestClient) -> None:
     stamp = re.search(r'<td class="time">(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ)</td>', html)
     assert stamp is not None
     assert datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=UTC).year == 2025
+
+
+def test_the_session_page_and_an_entry_never_read_the_full_history(
+    long_ledger: LongLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger.connect(long_ledger.url, read_only=True) as opened:
+        calls: list[str] = []
+        read = opened.store.history
+
+        def counted(session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+            calls.append(agent_id)
+            return read(session_id, agent_id, include_evicted=include_evicted)
+
+        monkeypatch.setattr(opened.store, "history", counted)
+        client = TestClient(create_app(opened))
+        assert client.get("/session", params={"id": SID}).status_code == 200
+        assert client.get("/session", params={"id": SID, "part": "reductions", "trigger": "reactive"}).status_code == 200
+        # an evicted tool result: its call is found among what the same reduction evicted
+        evicted = next(
+            h for h in read(SID, "lead") if h.status == "evicted" and h.message.tool_result_ids and h.evicted_by
+        )
+        page = client.get("/entry", params={"session": SID, "agent": "lead", "id": evicted.message.message_id})
+        assert page.status_code == 200
+        assert "← its call" in page.text
+        assert calls == []
+        # an agent's own page and a search read it, once per agent
+        client.get("/session", params={"id": SID, "agent": "lead"})
+        assert calls == ["lead"]
+        client.get("/session", params={"id": SID, "q": "anything"})
+        assert calls == ["lead", "lead", "writer"]

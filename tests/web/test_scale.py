@@ -70,7 +70,7 @@ def test_zoom_groups_and_filters_at_2000_turns(
     page.mouse.move(group["page_x"], group["page_y"])
     page.locator("#chart-tip").wait_for(state="visible")
     assert f"{len(group['idx'])} reductions" in page.locator("#chart-tip").inner_text()
-    save(page, "scale-session.png", tmp_path)
+    save(page, "web-session.png", tmp_path)
 
     # zoom: drag across a tenth of the chart
     drag(page, "#plot-main .u-over", 0.45, 0.55)
@@ -91,7 +91,7 @@ def test_zoom_groups_and_filters_at_2000_turns(
     assert f"{len(inside)} of {len(reductions)} match" in page.locator("#reductions-part .filter-note").inner_text()
     query = parse_qs(urlparse(page.url).query)
     assert abs(float(query["from"][0]) - low) < 0.01
-    save(page, "scale-zoomed.png", tmp_path)
+    save(page, "web-zoomed.png", tmp_path)
 
     # filter: leave out the per-turn trims and the writer
     per_turn = sum(1 for r in inside if r.trigger == "per_turn")
@@ -108,7 +108,7 @@ def test_zoom_groups_and_filters_at_2000_turns(
     )
     assert page.evaluate("window.contextledger.main.series[2].show") is False
     page.wait_for_function("() => !document.querySelector('#reductions-part tr[data-agent=\"writer\"]')")
-    save(page, "scale-filtered.png", tmp_path)
+    save(page, "web-filtered.png", tmp_path)
     # a reload keeps the range and the filters (they are in the URL)
     page.reload()
     again = ready(page)

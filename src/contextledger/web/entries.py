@@ -1,7 +1,8 @@
 """One entry whole, and one reduction whole: the pages a session page links to.
 
-Both read only the rows they show (the store's ``entries`` by id), except that an
-entry page reads the agent's messages once to find the other half of each tool pair.
+Both read only the rows they show (the store's ``entries`` by id) and the agent's
+reductions and summaries, never the full history (but for a tool pair whose halves a
+host's own edits parted; see :func:`_partners`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from contextledger.errors import EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
 from contextledger.messages import Message
-from contextledger.records import Reduction, Revision, SummaryEntry
+from contextledger.records import HistoryEntry, Reduction, Revision, SummaryEntry
 from contextledger.text import fmt_time
 from contextledger.web.rows import (
     Block,
@@ -83,6 +84,30 @@ def _rows(ledger: Ledger, session_id: str, agent_id: str, ids: tuple[str, ...]) 
     return [found[i] for i in ids if i in found]
 
 
+def _partners(
+    ledger: Ledger, session_id: str, agent_id: str, entry: HistoryEntry, reductions: dict[str, Reduction]
+) -> dict[tuple[str, str], str]:
+    """The entries holding the other half of each tool pair of ``entry``.
+
+    A pair lives and leaves together: the other half is in the live view, or among what
+    the reduction that evicted ``entry`` evicted -- both read without the history, which
+    is read only when neither holds it (a pair split by a host's own edits).
+    """
+    wanted = set(entry.message.tool_use_ids) | set(entry.message.tool_result_ids)
+    if not wanted:
+        return {}
+    snapshot = ledger.store.load(session_id, agent_id)
+    near = [e.message for e in snapshot.entries] if snapshot is not None else []
+    evictor = reductions.get(entry.evicted_by or "")
+    if evictor is not None:
+        near += [h.message for h in ledger.store.entries(session_id, agent_id, list(evictor.evicted))]
+    partners = tool_partners([entry.message, *near])
+    halves = {("result", t) for t in entry.message.tool_use_ids} | {("use", t) for t in entry.message.tool_result_ids}
+    if halves <= partners.keys():
+        return partners
+    return tool_partners(h.message for h in ledger.history(session_id, agent_id))
+
+
 def entry_page(ledger: Ledger, session_id: str, agent_id: str, entry_id: str) -> EntryPage:
     """One entry (message or summary) whole, with its revisions and links.
 
@@ -115,11 +140,11 @@ def entry_page(ledger: Ledger, session_id: str, agent_id: str, entry_id: str) ->
             pins=[],
             why=why(row.evicted_by) if row.evicted_by else "",
         )
-    history = ledger.history(session_id, agent_id)
-    entry = next((h for h in history if h.message.message_id == entry_id), None)
-    if entry is None:
+    found = ledger.store.entries(session_id, agent_id, [entry_id])
+    if not found:
         raise EntryNotFound(f"no entry {entry_id!r} in session {session_id!r}, agent {agent_id!r}")
-    partners = tool_partners(h.message for h in history)
+    entry = found[0]
+    partners = _partners(ledger, session_id, agent_id, entry, reductions)
     replaced_by = {i: s.summary_id for s in summaries.values() for i in s.replaces}
     row = history_row(entry, reductions=reductions, replaced_by=replaced_by, partners=partners)
     revisions = [

@@ -3,7 +3,7 @@
 
    Safe by construction: the chart's data is read from a JSON block; ledger text reaches the
    document only through textContent, or as nodes of the server's own (escaped) markup; no
-   string is ever parsed as script or assigned to innerHTML. */
+   string is ever parsed as script or assigned as markup. */
 (function () {
   "use strict";
 
