@@ -268,7 +268,8 @@ def test_the_session_page_and_an_entry_never_read_the_full_history(
         monkeypatch.setattr(opened.store, "history", counted)
         client = TestClient(create_app(opened))
         assert client.get("/session", params={"id": SID}).status_code == 200
-        assert client.get("/session", params={"id": SID, "part": "reductions", "trigger": "reactive"}).status_code == 200
+        part = {"id": SID, "part": "reductions", "trigger": "reactive"}
+        assert client.get("/session", params=part).status_code == 200
         # an evicted tool result: its call is found among what the same reduction evicted
         evicted = next(
             h for h in read(SID, "lead") if h.status == "evicted" and h.message.tool_result_ids and h.evicted_by

@@ -18,7 +18,10 @@ from .test_browser import markers, ready
 
 SID = "incident-2000"
 PNG = b"\x89PNG\r\n\x1a\n"
-ROWS = "n => document.querySelector(\"#reductions-part [data-pager='reductions'] .where\").textContent.endsWith(n + ' rows')"
+ROWS = (
+    "n => document.querySelector(\"#reductions-part [data-pager='reductions'] .where\")"
+    ".textContent.endsWith(n + ' rows')"
+)
 """Wait until the file's reductions listing holds ``n`` rows after its filters."""
 
 
