@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from contextledger import Ledger, Message
@@ -283,3 +285,20 @@ def test_the_session_page_and_an_entry_never_read_the_full_history(
         assert calls == ["lead"]
         client.get("/session", params={"id": SID, "q": "anything"})
         assert calls == ["lead", "lead", "writer"]
+
+
+def test_mounted_under_a_prefix_every_link_follows(ledger: Ledger) -> None:
+    site = Starlette(routes=[Mount("/ledger", app=create_app(ledger))])
+    client = TestClient(site)
+    for path, params in (
+        ("/ledger/", {}),
+        ("/ledger/session", {"id": SID}),
+        ("/ledger/session", {"id": SID, "agent": "writer", "hpage": "2"}),
+        ("/ledger/reduction", {"session": SID, "agent": "lead", "id": ledger.reductions(SID, "lead")[0].reduction_id}),
+    ):
+        reply = client.get(path, params=params)
+        assert reply.status_code == 200
+        targets = re.findall(r'(?:href|src|action)="(/[^"]*)"', reply.text)
+        assert targets
+        assert all(t.startswith("/ledger/") for t in targets), [t for t in targets if not t.startswith("/ledger/")]
+    assert client.get("/ledger/static/session.js").status_code == 200

@@ -41,6 +41,7 @@ from contextledger.ledger import Ledger
 from contextledger.web.data import Filters, SessionQuery, load_session, session_page, session_tag
 from contextledger.web.render import (
     PARTS,
+    Links,
     render_entry,
     render_error,
     render_part,
@@ -133,12 +134,20 @@ def session_query(request: Request) -> SessionQuery:
     )
 
 
+def links(request: Request) -> Links:
+    """Links of the app where it is mounted (its ``root_path``: ``Mount("/ledger", app=...)`` works)."""
+    return Links(root=str(request.scope.get("root_path", "")).rstrip("/"))
+
+
 def create_app(ledger: Ledger) -> Starlette:
-    """The web app over ``ledger`` (the caller keeps it open while the app serves, and closes it)."""
+    """The web app over ``ledger`` (the caller keeps it open while the app serves, and closes it).
+
+    Mount it under a prefix of another ASGI app if you like: its links follow.
+    """
 
     def sessions(request: Request) -> Response:
         query = request.query_params.get("q", "")
-        return HTMLResponse(render_sessions(ledger, query=query, page=_int(request, "page")))
+        return HTMLResponse(render_sessions(ledger, query=query, page=_int(request, "page"), links=links(request)))
 
     def session(request: Request) -> Response:
         session_id = _required(request, "id")
@@ -154,32 +163,44 @@ def create_app(ledger: Ledger) -> Starlette:
         if etag in (t.strip() for t in request.headers.get("if-none-match", "").split(",")):
             return Response(status_code=304, headers=headers)
         page = session_page(ledger, session_id, query, snapshots=snapshots)
-        html = render_part(page, part) if part is not None else render_session(ledger, session_id, page=page, etag=etag)
+        if part is not None:
+            html = render_part(page, part, links(request))
+        else:
+            html = render_session(ledger, session_id, page=page, etag=etag, links=links(request))
         return HTMLResponse(html, headers=headers)
 
     def entry(request: Request) -> Response:
         html = render_entry(
-            ledger, _required(request, "session"), _required(request, "agent"), _required(request, "id")
+            ledger,
+            _required(request, "session"),
+            _required(request, "agent"),
+            _required(request, "id"),
+            links=links(request),
         )
         return HTMLResponse(html)
 
     def reduction(request: Request) -> Response:
         html = render_reduction(
-            ledger, _required(request, "session"), _required(request, "agent"), _required(request, "id")
+            ledger,
+            _required(request, "session"),
+            _required(request, "agent"),
+            _required(request, "id"),
+            links=links(request),
         )
         return HTMLResponse(html)
 
     def not_found(request: Request, exc: Exception) -> Response:
-        return HTMLResponse(render_error(404, str(exc)), status_code=404)
+        return HTMLResponse(render_error(404, str(exc), links=links(request)), status_code=404)
 
     def bad_request(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-        return HTMLResponse(render_error(status, str(detail)), status_code=status)
+        return HTMLResponse(render_error(status, str(detail), links=links(request)), status_code=status)
 
     def ledger_error(request: Request, exc: Exception) -> Response:
         logger.warning("path=<%s>, error=<%s> | ledger read failed", request.url.path, exc)
-        return HTMLResponse(render_error(503, f"the ledger could not be read: {exc}"), status_code=503)
+        message = f"the ledger could not be read: {exc}"
+        return HTMLResponse(render_error(503, message, links=links(request)), status_code=503)
 
     app = Starlette(
         routes=[
