@@ -14,12 +14,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
 import urllib.request
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from contextledger.cli import app
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from tests.plugins import unavailable
 from tests.web.longsession import LongSession, build_long_session
+from tests.web.png import tiny_png
 
 CHROMIUM = os.environ.get("CONTEXTLEDGER_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -46,19 +45,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 MULTI = "research-42"
-
-
-def tiny_png(width: int = 24, height: int = 16) -> bytes:
-    """A real PNG (a blue-to-green gradient) so the browser can decode the inline image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    rows = b"".join(
-        b"\x00" + b"".join(bytes((40, 80 + 7 * y, 255 - 9 * x)) for x in range(width)) for y in range(height)
-    )
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 @dataclass(frozen=True)

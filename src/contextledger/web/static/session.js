@@ -496,13 +496,16 @@
   function follow() {
     if (standalone || !etag) return;
     liveStatus.hidden = false;
-    var failures = 0;
+    var failures = 0, pause = 2000;
     var tick = function () {
       if (document.hidden) { setTimeout(tick, 2000); return; }
+      var asked = Date.now();
       fetch(location.href, { headers: { "If-None-Match": etag }, cache: "no-store" }).then(function (res) {
-        if (res.status === 304) return null;
+        if (res.status === 304) { pause = 2000; return null; }
         if (!res.ok) throw new Error(String(res.status));
         etag = res.headers.get("ETag") || etag;
+        // A page that is costly to draw (a long history) is asked for less often while it keeps changing.
+        pause = Math.min(30000, Math.max(2000, 4 * (Date.now() - asked)));
         return res.text();
       }).then(function (html) {
         failures = 0;
@@ -512,12 +515,17 @@
         failures += 1;
         liveStatus.classList.add("lost");
         $(".text", liveStatus).textContent = "the server does not answer; retrying";
-      }).then(function () { setTimeout(tick, Math.min(30000, 2000 * Math.pow(2, failures))); });
+      }).then(function () { setTimeout(tick, failures ? Math.min(30000, 2000 * Math.pow(2, failures)) : pause); });
     };
     setTimeout(tick, 2000);
   }
 
   function swap(doc) {
+    var json = doc.getElementById("chart-data");
+    if (json && JSON.parse(json.textContent).agents.length !== data.agents.length) {
+      location.reload();  // a new agent: the page's layout changes, not only its data
+      return;
+    }
     $$("[data-live]", doc).forEach(function (fresh) {
       var old = document.getElementById(fresh.id);
       if (!old) return;
@@ -527,7 +535,6 @@
       old.replaceWith(copy);
     });
     readFilters();  // the filters may have new kinds to choose from
-    var json = doc.getElementById("chart-data");
     if (json) {
       var following = isFull();
       data = JSON.parse(json.textContent);
