@@ -38,7 +38,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contextledger.errors import ContextLedgerError, EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
-from contextledger.web.data import Filters, SessionQuery, load_session, session_page, session_tag
+from contextledger.web.data import load_session, session_page, session_tag
+from contextledger.web.query import Filters, SessionQuery
 from contextledger.web.render import (
     PARTS,
     Links,

@@ -1,4 +1,4 @@
-"""What the sessions and session pages show, read from a ledger: plain, render-ready records.
+"""What a session page shows, read from a ledger: plain, render-ready records.
 
 The builders only read (``Ledger`` queries and the store's ``load`` and ``entries``);
 nothing here writes. A session page reads each agent's state and live view, and the
@@ -14,8 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from contextledger import __version__
 from contextledger.errors import SessionNotFound
@@ -30,6 +29,7 @@ from contextledger.records import (
     SummaryEntry,
 )
 from contextledger.text import describe, fmt_time
+from contextledger.web.query import Paged, SessionQuery, paged
 from contextledger.web.rows import (
     PinRow,
     Row,
@@ -44,21 +44,7 @@ from contextledger.web.rows import (
 from contextledger.web.search import SearchResults, search_session
 from contextledger.web.timeline import AgentLine, chart_data, letter, why
 
-__all__ = [
-    "AgentPanel",
-    "Filters",
-    "Paged",
-    "ReductionRow",
-    "SessionPage",
-    "SessionQuery",
-    "SessionRow",
-    "SessionsPage",
-    "session_page",
-    "session_tag",
-    "sessions_page",
-]
-
-T = TypeVar("T")
+__all__ = ["AgentPanel", "ReductionRow", "SessionPage", "load_session", "session_page", "session_tag"]
 
 REDUCTIONS_PER_PAGE = 50
 HISTORY_PER_PAGE = 200
@@ -68,151 +54,9 @@ SUMMARY_CARDS = 5
 """Newest summaries a session page draws per agent (the agent's page draws them all)."""
 REVISION_CARDS = 20
 """Newest rewritten messages an agent's page draws with their originals (``export`` has them all)."""
-SEARCH_SCAN = 20_000
-"""Sessions scanned at most by a search of the sessions page (the store lists sessions, it does not search them)."""
-
-
-# -- sessions ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """One session of the sessions page."""
-
-    session_id: str
-    agents: tuple[str, ...]
-    created_at: str
-    updated_at: str
-    active: int
-    total: int
-
-
-@dataclass(frozen=True)
-class SessionsPage:
-    """A page of sessions, with the search that produced it."""
-
-    rows: list[SessionRow]
-    query: str
-    page: int
-    has_next: bool
-
-
-def sessions_page(ledger: Ledger, *, query: str = "", page: int = 1, per_page: int = 50) -> SessionsPage:
-    """Sessions most recently updated first; ``query`` keeps those whose id contains it."""
-    page = max(page, 1)
-    query = query.strip()
-    if not query:
-        infos = ledger.sessions(limit=per_page + 1, offset=(page - 1) * per_page)
-    else:
-        wanted = (page - 1) * per_page, page * per_page + 1
-        infos, offset, seen = [], 0, 0
-        needle = query.lower()
-        while offset < SEARCH_SCAN and len(infos) < wanted[1]:
-            batch = ledger.sessions(limit=500, offset=offset)
-            for info in batch:
-                if needle in info.session_id.lower():
-                    if seen >= wanted[0]:
-                        infos.append(info)
-                    seen += 1
-            if len(batch) < 500:
-                break
-            offset += 500
-    rows = [
-        SessionRow(
-            session_id=i.session_id,
-            agents=i.agents,
-            created_at=fmt_time(i.created_at),
-            updated_at=fmt_time(i.updated_at),
-            active=i.active_entries,
-            total=i.total_entries,
-        )
-        for i in infos[:per_page]
-    ]
-    return SessionsPage(rows=rows, query=query, page=page, has_next=len(infos) > per_page)
 
 
 # -- one session -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Filters:
-    """Which reductions a session page lists: by trigger, strategy, agent and time (empty: all)."""
-
-    triggers: tuple[str, ...] = ()
-    strategies: tuple[str, ...] = ()
-    agents: tuple[str, ...] = ()
-    since: float | None = None
-    """Epoch seconds (the chart's clock), inclusive."""
-    until: float | None = None
-
-    @property
-    def active(self) -> bool:
-        """Whether any filter is set."""
-        return bool(self.triggers or self.strategies or self.agents) or self.since is not None or self.until is not None
-
-    def admits(self, r: Reduction) -> bool:
-        """Whether the reduction passes every filter."""
-        t = r.created_at.timestamp()
-        return (
-            (not self.triggers or r.trigger in self.triggers)
-            and (not self.strategies or r.strategy in self.strategies)
-            and (not self.agents or r.agent_id in self.agents)
-            and (self.since is None or t >= self.since)
-            and (self.until is None or t <= self.until)
-        )
-
-    def params(self) -> list[tuple[str, str]]:
-        """The filters as query parameters."""
-        out = [("trigger", t) for t in self.triggers] + [("strategy", s) for s in self.strategies]
-        out += [("agent_filter", a) for a in self.agents]
-        if self.since is not None:
-            out.append(("from", f"{self.since:g}"))
-        if self.until is not None:
-            out.append(("to", f"{self.until:g}"))
-        return out
-
-    def range_text(self) -> str:
-        """The time range in words (empty when none)."""
-        if self.since is None and self.until is None:
-            return ""
-        start = fmt_time(datetime.fromtimestamp(self.since, UTC)) if self.since is not None else "the start"
-        end = fmt_time(datetime.fromtimestamp(self.until, UTC)) if self.until is not None else "now"
-        return f"{start} – {end}"
-
-
-@dataclass(frozen=True)
-class SessionQuery:
-    """What a session page was asked for (its query parameters)."""
-
-    agent: str | None = None
-    filters: Filters = field(default_factory=Filters)
-    rpage: int = 1
-    hpage: int = 1
-    q: str = ""
-    spage: int = 1
-    unit: str = "tokens"
-    """What the chart's y axis counts: ``tokens`` or ``messages``."""
-
-
-@dataclass
-class Paged(Generic[T]):
-    """One page of a listing."""
-
-    rows: list[T]
-    page: int
-    pages: int
-    total: int
-
-
-def paged(items: Sequence[T], page: int, per_page: int) -> Paged[T]:
-    """Page ``page`` (1-based, clamped) of ``items``; ``per_page`` 0 means one page of everything."""
-    if per_page <= 0:
-        return Paged(rows=list(items), page=1, pages=1, total=len(items))
-    pages = max(1, -(-len(items) // per_page))
-    current = min(max(page, 1), pages)
-    return Paged(
-        rows=list(items[(current - 1) * per_page : current * per_page]), page=current, pages=pages, total=len(items)
-    )
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from contextledger import __version__
 from contextledger.ledger import Ledger
 from contextledger.urls import mask
-from contextledger.web.data import SessionPage, SessionQuery, session_page, sessions_page
+from contextledger.web.data import SessionPage, session_page
 from contextledger.web.entries import entry_page, reduction_page
+from contextledger.web.query import SessionQuery
 from contextledger.web.security import file_policy
+from contextledger.web.sessions import sessions_page
 from contextledger.web.timeline import PIN_PATH
 
 __all__ = [

@@ -3,7 +3,10 @@
 
    Safe by construction: the chart's data is read from a JSON block; ledger text reaches the
    document only through textContent, or as nodes of the server's own (escaped) markup; no
-   string is ever parsed as script or assigned as markup. */
+   string is ever parsed as script or assigned as markup.
+
+   One file, one closure: the chart, the filters, the packed listings and the live updates
+   share the chart's data and the filters' state, and the page loads it with one request. */
 (function () {
   "use strict";
 
