@@ -49,7 +49,11 @@ __all__ = ["AgentPanel", "ReductionRow", "SessionPage", "load_session", "session
 REDUCTIONS_PER_PAGE = 50
 HISTORY_PER_PAGE = 200
 VIEW_ROWS = 40
-"""Newest live-view entries a session page draws per agent (the agent's page draws them all)."""
+"""Newest live-view entries a session page draws per agent."""
+AGENT_VIEW_ROWS = 200
+"""Newest live-view entries an agent's page draws (its full history holds them all, paged)."""
+PIN_ROWS = 20
+"""Newest pin changes a session page draws per agent (the agent's page draws them all)."""
 SUMMARY_CARDS = 5
 """Newest summaries a session page draws per agent (the agent's page draws them all)."""
 REVISION_CARDS = 20
@@ -85,6 +89,7 @@ class AgentPanel:
     summaries_total: int
     summary_chains: dict[str, list[str]]
     pins: list[PinRow]
+    pins_total: int
     history: Paged[Row] | None = None
     revisions: list[tuple[Row, list[tuple[Revision, tuple[object, ...]]]]] = field(default_factory=list)
     revised_total: int = 0
@@ -268,7 +273,8 @@ def _panel(
     summary_ids = {s.summary_id: s for s in summaries}
     history: Paged[Row] | None = None
     revisions: list[tuple[Row, list[tuple[Revision, tuple[object, ...]]]]] = []
-    entries = snap.entries if whole else snap.entries[max(0, len(snap.entries) - VIEW_ROWS) :]
+    shown_view = None if standalone else AGENT_VIEW_ROWS if whole else VIEW_ROWS
+    entries = snap.entries if shown_view is None else snap.entries[max(0, len(snap.entries) - shown_view) :]
     partners = None
     revised_total = 0
     state_json = ""
@@ -292,7 +298,8 @@ def _panel(
         summaries=shown,
         summaries_total=len(summaries),
         summary_chains={s.summary_id: _chain(s, summary_ids) for s in shown},
-        pins=pin_rows(pins, previews),
+        pins=pin_rows(pins if whole else pins[-PIN_ROWS:], previews),
+        pins_total=len(pins),
         history=history,
         revisions=revisions,
         revised_total=revised_total,
