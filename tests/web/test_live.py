@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from contextledger import ContextWindowOverflowError, Ledger, Message
+from contextledger.cli.tail import Follower
 from contextledger.managers import SlidingWindowConversationManager
 
 from .conftest import Server, serving
@@ -216,3 +217,31 @@ def test_serving_and_tailing_write_nothing(context: Any, tmp_path: Path) -> None
     assert set(after) - set(before) <= {"quiet.db-wal", "quiet.db-shm"}
     wal = folder / "quiet.db-wal"
     assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_tail_reports_messages_appended_and_evicted_between_two_looks() -> None:
+    with Ledger.connect("memory://") as ledger:
+        conversation = ledger.conversation(SID, "lead", manager=SlidingWindowConversationManager(window_size=2))
+        conversation.append(Message.user("first"))
+        follower = Follower(ledger, SID)
+        backlog = follower.backlog(5)
+        assert [e.kind for e in backlog] == ["agent", "message"]
+        assert follower.poll() == []  # nothing committed: nothing to say
+        for turn in range(4):
+            conversation.append(Message.user(f"q{turn}"), Message.assistant(f"a{turn}"))
+        conversation.before_model_call()
+        conversation.reduce("manual")
+        conversation.pin(conversation.view[-1].entry_id)
+        events = follower.poll()
+        texts = [e.text for e in events]
+        assert [t for t in texts if t.startswith(("user: q", "assistant: a"))] == [
+            f"{role}: {kind}{turn}" + (" (already evicted)" if turn < 3 else "")
+            for turn in range(4)
+            for role, kind in (("user", "q"), ("assistant", "a"))
+        ]
+        assert "model call 1" in texts
+        (reduction,) = [e for e in events if e.kind == "reduction"]
+        assert reduction.text.startswith("manual · sliding_window at call 1")
+        assert reduction.text.endswith("— evicted 7 of 9 entries (window 2)")  # why: the manager's detail
+        assert [e.text.split(":")[0] for e in events if e.kind == "pin"] == ["pinned by api"]
+        assert follower.poll() == []
