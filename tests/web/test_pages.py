@@ -302,3 +302,17 @@ def test_mounted_under_a_prefix_every_link_follows(ledger: Ledger) -> None:
         assert targets
         assert all(t.startswith("/ledger/") for t in targets), [t for t in targets if not t.startswith("/ledger/")]
     assert client.get("/ledger/static/session.js").status_code == 200
+
+
+def test_pager_links_keep_the_filters_exactly(client: TestClient, ledger: Ledger) -> None:
+    times = sorted(r.created_at.timestamp() for r in ledger.reductions(SID))
+    since, until = times[10], times[400]
+    html = client.get("/session", params={"id": SID, "from": since, "to": until, "trigger": "per_turn"}).text
+    part = html.split('id="reductions-part"', 1)[1]
+    link = re.search(r'<a class="page" rel="next" data-page="2" href="([^"]+)"', part)
+    assert link is not None
+    following = client.get(link.group(1).replace("&amp;", "&")).text
+    rows = rows_of(following)
+    assert rows
+    assert all(r["trigger"] == "per_turn" and since - 0.001 <= float(r["t"]) <= until + 0.001 for r in rows)
+    assert "page 2 of" in following

@@ -47,9 +47,9 @@ class Filters:
         out = [("trigger", t) for t in self.triggers] + [("strategy", s) for s in self.strategies]
         out += [("agent_filter", a) for a in self.agents]
         if self.since is not None:
-            out.append(("from", f"{self.since:g}"))
+            out.append(("from", f"{self.since:.3f}"))
         if self.until is not None:
-            out.append(("to", f"{self.until:g}"))
+            out.append(("to", f"{self.until:.3f}"))
         return out
 
     def range_text(self) -> str:
