@@ -55,9 +55,9 @@ def write_session(
     """Write ``session`` with ``agents``, every field and id of it ``evil(name of the field)``.
 
     Returns the ids of :data:`IDS` (the second agent's carry a ``2`` at the end); each id
-    also carries its name, so two fields that draw the same text still make distinct ids.
+    also carries its number, so two fields that draw the same text still make distinct ids.
     """
-    ids = {name: evil(f"{name}-id") + f"·{name}" for name in IDS}
+    ids = {name: evil(f"{name}-id") + f"·{n}" for n, name in enumerate(IDS)}  # ids are at most 255 characters
     for n, agent in enumerate(agents):
         tag = "" if n == 0 else "2"
         prompt = Message(message_id=ids["prompt"] + tag, role="user", content=[{"text": evil("text")}])
