@@ -86,7 +86,7 @@ def test_a_0001_ledger_reads_after_the_upgrade_and_goes_on(empty_url: str) -> No
     upgrade(empty_url, "0001")
     messages = _write_as_0001(empty_url)
     upgrade(empty_url)
-    assert current(empty_url) == "0004"
+    assert current(empty_url) == "0005_lineage"
     store = SQLStore.from_url(empty_url, auto_upgrade=False)
     try:
         snap = store.load("old", "a")

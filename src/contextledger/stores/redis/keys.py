@@ -35,7 +35,18 @@ Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
   for the conversations of that slot; ``<tag>`` is a short string that hashes to the
   slot (:func:`slot_tag`), so the commit script of a conversation can write its slot's
   index atomically with the conversation.
-* ``<prefix>:session-slots`` -- on Cluster: set of the slots that have such an index.
+* ``<prefix>:session-slots`` -- on Cluster: set of the slots that have such an index
+  (with a ttl it expires with the last of them: every commit sets its expiry again).
+
+Beside a session (same hash tag as its agent set):
+
+* ``{<prefix>:<session>}:expired`` -- hash: agent id -> JSON of the
+  :class:`~contextledger.records.Expiry` of a conversation removed by ``expire``.
+* ``{<prefix>:<session>}:deleted`` -- with a ttl: set by ``delete_session`` (expiring
+  with the ttl), so a writer of a deleted conversation is told it was deleted, not expired.
+
+Lineage links live in a conversation's ``mut`` hash as ``l|<link key>`` fields (JSON),
+beside its tombstones, so they expire and go with the conversation.
 """
 
 from __future__ import annotations
@@ -155,11 +166,19 @@ class SessionKeys:
 
     agents: str
     sessions: str
+    expired: str
+    deleted: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str) -> SessionKeys:
         """The index keys of ``session_id`` under ``prefix``."""
-        return cls(agents=f"{{{prefix}:{encode_id(session_id)}}}:agents", sessions=cls.index(prefix))
+        stem = f"{{{prefix}:{encode_id(session_id)}}}"
+        return cls(
+            agents=f"{stem}:agents",
+            sessions=cls.index(prefix),
+            expired=f"{stem}:expired",
+            deleted=f"{stem}:deleted",
+        )
 
     @staticmethod
     def index(prefix: str) -> str:
