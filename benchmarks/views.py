@@ -105,7 +105,9 @@ def ms(samples: list[float]) -> str:
 
 def baseline(ref: str, url: str, repeats: int) -> dict[str, dict[str, object]] | None:
     """The session page and timeline file as revision ``ref`` renders them (``None``: cannot)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=False)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "src", "migrations"], capture_output=True, check=False
+    )
     if archive.returncode != 0:
         print(f"no baseline: git archive {ref} failed: {archive.stderr.decode().strip()}")
         return None
