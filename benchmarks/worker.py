@@ -28,6 +28,9 @@ CONTENDERS = {
     "adk": "contenders.adk:DatabaseSessionContender",
     "langgraph": "contenders.langgraph_saver:LangGraphContender",
     "langchain": "contenders.langchain_history:SQLChatHistoryContender",
+    "cl-langchain": "contenders.cl_langchain:LedgerChatHistoryContender",
+    "pydantic-ai-json": "contenders.pydantic_ai_json:PydanticAIJsonRows",
+    "cl-pydantic-ai": "contenders.cl_pydantic_ai:LedgerHistoryContender",
 }
 
 

@@ -41,6 +41,7 @@ from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evi
 from contextledger.stores.capabilities import Swap, swap_in
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
+from contextledger.urls import mask
 
 __all__ = ["MemoryStore"]
 
@@ -83,11 +84,11 @@ class MemoryStore:
 
     def __init__(self, url: str = "memory://") -> None:
         """Create an empty store."""
-        self.url = url
+        self.url = mask(url)
         self._lock = threading.RLock()
         self._data: dict[tuple[str, str], _Conversation] = {}
         self._expired: dict[tuple[str, str], Expiry] = {}
-        self._gate = Gate(url)
+        self._gate = Gate(self.url)
 
     # -- reads ---------------------------------------------------------------------------
 
