@@ -1,9 +1,12 @@
-"""Fixtures of the web tests: a demo ledger, the real server on a free loopback port, a real browser.
+"""Fixtures of the web tests: ledgers, the real server on a free loopback port, a real browser.
 
-The ledger is made by ``contextledger demo`` plus one multi-agent session written through
-the library (an image, a tool pair, pins, a summary chain). The server is
+The demo ledger is made by ``contextledger demo`` plus one multi-agent session written
+through the library (an image, a tool pair, pins, a summary chain); the long ledger holds
+a two-agent session of 2,000 turns each (:mod:`tests.web.longsession`). The server is
 ``python -m contextledger serve`` in a subprocess; the browser is Debian's Chromium
-driven by Playwright. Under ``CI=true`` a missing browser fails instead of skipping.
+driven by Playwright, each page watched for script errors, dialogs, requests elsewhere
+and Content-Security-Policy violations. Under ``CI=true`` a missing browser fails
+instead of skipping.
 """
 
 from __future__ import annotations
@@ -11,13 +14,12 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
 import urllib.request
-import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ from contextledger import ContextWindowOverflowError, Ledger, Message
 from contextledger.cli import app
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from tests.plugins import unavailable
+from tests.web.longsession import LongSession, build_long_session
+from tests.web.png import tiny_png
 
 CHROMIUM = os.environ.get("CONTEXTLEDGER_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -41,19 +45,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 MULTI = "research-42"
-
-
-def tiny_png(width: int = 24, height: int = 16) -> bytes:
-    """A real PNG (a blue-to-green gradient) so the browser can decode the inline image."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    rows = b"".join(
-        b"\x00" + b"".join(bytes((40, 80 + 7 * y, 255 - 9 * x)) for x in range(width)) for y in range(height)
-    )
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 @dataclass(frozen=True)
@@ -138,48 +129,70 @@ class Server:
     process: subprocess.Popen[bytes]
 
 
-@pytest.fixture(scope="session")
-def server(demo_ledger: DemoLedger, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """``python -m contextledger serve`` on a free loopback port, stopped at the end."""
+@contextmanager
+def serving(path: Path, log_dir: Path) -> Iterator[Server]:
+    """``python -m contextledger serve`` over the SQLite file ``path`` on a free loopback port, stopped after."""
     port = free_port()
-    log = (tmp_path_factory.mktemp("serve") / "serve.log").open("wb")
+    log = (log_dir / "serve.log").open("wb")
     # A relative URL from the ledger's folder: the pages (and the screenshots) show no machine path.
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "contextledger",
-            "serve",
-            "--url",
-            f"sqlite:///{demo_ledger.path.name}",
-            "--port",
-            str(port),
-        ],
+        [sys.executable, "-m", "contextledger", "serve", "--url", f"sqlite:///{path.name}", "--port", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
-        cwd=demo_ledger.path.parent,
+        cwd=path.parent,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as reply:
-                if reply.status == 200:
-                    break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                log.close()
-                pytest.fail(f"the server did not start: {Path(log.name).read_text(errors='replace')}")
-            time.sleep(0.1)
-    yield Server(base=base, process=process)
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    log.close()
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the server did not start: {Path(log.name).read_text(errors='replace')}")
+                time.sleep(0.1)
+        yield Server(base=base, process=process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def server(demo_ledger: DemoLedger, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The demo ledger served on a free loopback port."""
+    with serving(demo_ledger.path, tmp_path_factory.mktemp("serve")) as running:
+        yield running
+
+
+@dataclass(frozen=True)
+class LongLedger:
+    """A SQLite file holding the two-agent session of 2,000 turns each (see :mod:`tests.web.longsession`)."""
+
+    path: Path
+    url: str
+    session: LongSession
+
+
+@pytest.fixture(scope="session")
+def long_ledger(tmp_path_factory: pytest.TempPathFactory) -> LongLedger:
+    """The 2,000-turn session, written once per test session (a few seconds)."""
+    path = tmp_path_factory.mktemp("long") / "long.db"
+    url = f"sqlite:///{path}"
+    return LongLedger(path=path, url=url, session=build_long_session(url))
+
+
+@pytest.fixture(scope="session")
+def long_server(long_ledger: LongLedger, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The 2,000-turn session served on a free loopback port."""
+    with serving(long_ledger.path, tmp_path_factory.mktemp("serve-long")) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")
@@ -198,15 +211,79 @@ def browser() -> Iterator[Any]:
         instance.close()
 
 
+# Runs before any script of a page: records what a strict policy refused, and any dialog.
+WATCH = """
+window.__violations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__violations.push(e.violatedDirective + " " + (e.blockedURI || "") + " " + (e.sample || ""));
+});
+"""
+
+
+class Watched:
+    """What a page did that it must not: script errors, refused content, dialogs, requests elsewhere."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.requested: list[str] = []
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("request", lambda request: self.requested.append(request.url))
+        page.on("response", self._response)
+        page.on("pageerror", lambda error: self.errors.append(f"pageerror: {error}"))
+        page.on("console", self._console)
+        page.on("dialog", self._dialog)
+
+    def _response(self, response: Any) -> None:
+        # A page's own status is its test's business; a failed subresource is an error here.
+        if response.status >= 400 and response.request.resource_type != "document":
+            self.errors.append(f"{response.status}: {response.url}")
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            self.errors.append(f"console: {message.text} at {message.location}")
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def clean(self) -> None:
+        """Fail if anything ran that should not have, or was refused by the policy."""
+        violations = self.page.evaluate("window.__violations || []")
+        pwned = self.page.evaluate("window.__pwned || 0")
+        assert (self.errors, self.dialogs, violations, pwned) == ([], [], [], 0)
+
+    def local_only(self, base: str) -> None:
+        """Fail if the page fetched anything but its own server, ``data:`` or its own file."""
+        outside = [u for u in self.requested if not u.startswith((base, "data:", "file:"))]
+        assert outside == [], f"the page fetched from elsewhere: {outside}"
+
+
 @pytest.fixture
-def page(browser: Any, server: Server) -> Iterator[Any]:
-    """A fresh page 1400 px wide that records every request it makes."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def context(browser: Any) -> Iterator[Any]:
+    """A fresh browser context 1400 px wide that reports policy violations to the page."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx.add_init_script(WATCH)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def offline(browser: Any) -> Iterator[Any]:
+    """A fresh, offline browser context (for the self-contained files)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    ctx.add_init_script(WATCH)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def page(context: Any) -> Any:
+    """A fresh page recording every request (``page.requested``) and what it must not do (``page.watch``)."""
     page = context.new_page()
-    page.requested = []
-    page.on("request", lambda request: page.requested.append(request.url))
-    yield page
-    context.close()
+    page.watch = Watched(page)
+    page.requested = page.watch.requested
+    return page
 
 
 def screenshot_dir() -> Path | None:

@@ -58,6 +58,7 @@ COMMANDS: Mapping[str, str | Subcommands] = {
     "delete": "contextledger.cli.inspector:delete",
     "serve": "contextledger.cli.server:serve",
     "timeline": "contextledger.cli.server:timeline",
+    "tail": "contextledger.cli.tail:tail",
     "prune": "contextledger.cli.lifecycle:prune",
     "copy": "contextledger.cli.copy:copy",
     "encryption": Subcommands(

@@ -1,6 +1,7 @@
 """``contextledger serve`` and ``contextledger timeline``: the web view of a ledger.
 
-Both need the ``web`` extra; both only read the ledger.
+Both need the ``web`` extra; both only read the ledger. (``contextledger tail``, the
+same session followed in a terminal, is in :mod:`contextledger.cli.tail`.)
 """
 
 from __future__ import annotations
@@ -86,11 +87,14 @@ def timeline(
     url: UrlOption = None,
     agent: AgentOption = None,
 ) -> None:
-    """Write a session's page as one self-contained HTML file (to attach to a bug report)."""
+    """Write a session's page as one self-contained HTML file (to attach to a bug report).
+
+    The file works offline and carries nothing of this machine (not the ledger's URL).
+    """
     _need_web()
-    from contextledger.web.render import render_session
+    from contextledger.web.render import standalone_session
 
     with open_ledger(url) as ledger:
-        html = render_session(ledger, session_id, agent=agent, standalone=True)
+        html = standalone_session(ledger, session_id, agent=agent)
     write_file(output, html)
     typer.echo(f"wrote the timeline of {session_id} to {output} ({len(html.encode()) // 1024} KiB)", err=True)

@@ -1,121 +1,103 @@
-"""What the web pages show, read from a ledger: plain, render-ready records.
+"""What a session page shows, read from a ledger: plain, render-ready records.
 
-The page builders only read (:meth:`Ledger.history`, ``summaries``, ``reductions``,
-``revisions``, the store's ``load``); nothing here writes. Each builder reads one
-agent's rows once and derives every cross-reference (which reduction evicted an
-entry, which summary replaced it, which entry holds the other half of a tool pair)
-in memory, so a page costs a handful of queries whatever its size.
+The builders only read (``Ledger`` queries and the store's ``load`` and ``entries``);
+nothing here writes. A session page reads each agent's state and live view, and the
+session's reductions, summaries and pin events once -- never the full history, which
+only an agent's own page (paged) and a search read -- so its cost grows with the
+number of reductions, not with the length of the conversation. Listings are paged
+here, on the server; the page gets only the rows it draws.
 """
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from contextledger.errors import EntryNotFound, SessionNotFound
+from contextledger import __version__
+from contextledger.errors import SessionNotFound
 from contextledger.ledger import Ledger
-from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
     HistoryEntry,
     PinEvent,
     Reduction,
     Revision,
+    Snapshot,
     SummaryEntry,
-    ViewEntry,
 )
 from contextledger.text import describe, fmt_time
-from contextledger.web.chart import Chart, build_chart
+from contextledger.web.query import Paged, SessionQuery, paged
+from contextledger.web.rows import (
+    PinRow,
+    Row,
+    history_row,
+    jsonable,
+    pin_rows,
+    render_blocks,
+    summary_row,
+    tool_partners,
+    view_row,
+)
+from contextledger.web.search import SearchResults, search_session
+from contextledger.web.timeline import AgentLine, chart_data, letter, why
 
-__all__ = [
-    "AgentPage",
-    "Block",
-    "EntryPage",
-    "PinRow",
-    "Row",
-    "SessionsPage",
-    "agent_page",
-    "entry_page",
-    "render_blocks",
-    "sessions_page",
-]
+__all__ = ["AgentPanel", "ReductionRow", "SessionPage", "load_session", "session_page", "session_tag"]
 
-PREVIEW = 140
-SEARCH_SCAN = 20_000
-"""Sessions scanned at most by a search (the store lists sessions, it does not search them)."""
-
-
-@dataclass(frozen=True)
-class Block:
-    """One content block ready to draw: ``kind`` picks the template's branch."""
-
-    kind: str  # text | tool_use | tool_result | image | json
-    text: str = ""
-    name: str = ""
-    tool_use_id: str = ""
-    status: str = ""
-    partner: str | None = None  # the entry holding the other half of the tool pair
-    data_uri: str = ""
-    children: tuple[Block, ...] = ()
+REDUCTIONS_PER_PAGE = 50
+HISTORY_PER_PAGE = 200
+VIEW_ROWS = 40
+"""Newest live-view entries a session page draws per agent."""
+AGENT_VIEW_ROWS = 200
+"""Newest live-view entries an agent's page draws (its full history holds them all, paged)."""
+PIN_ROWS = 20
+"""Newest pin changes a session page draws per agent (the agent's page draws them all)."""
+SUMMARY_CARDS = 5
+"""Newest summaries a session page draws per agent (the agent's page draws them all)."""
+REVISION_CARDS = 20
+"""Newest rewritten messages an agent's page draws with their originals (``export`` has them all)."""
 
 
-@dataclass(frozen=True)
-class Row:
-    """One entry of a listing (history or live view)."""
-
-    entry_id: str
-    kind: str
-    seq: int
-    role: str
-    status: str  # active | evicted | superseded
-    pinned: bool
-    tokens: int
-    preview: str
-    created_at: str
-    evicted_by: Reduction | None = None
-    replaced_by: str | None = None
-    revisions: int = 0
-    blocks: tuple[Block, ...] = ()
+# -- one session -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class PinRow:
-    """A pin or unpin of an entry: when, by whom (``api``, ``model``, ``host``, ...)."""
+class ReductionRow:
+    """One reduction of the listing, with its agent and why it ran."""
 
-    entry_id: str
-    pinned: bool
+    agent_id: str
+    reduction: Reduction
+    why: str
+    letter: str
     at: str
-    source: str
-    preview: str
 
 
 @dataclass
-class AgentPage:
-    """Everything the session page draws for one agent."""
+class AgentPanel:
+    """What a session page draws for one agent besides the chart."""
 
-    session_id: str
     agent_id: str
     state: ConversationState
     tokens: int
     view: list[Row]
     view_total: int
-    history: list[Row]
-    history_total: int
-    page: int
-    pages: int
     evicted: int
+    reductions: int
     summaries: list[SummaryEntry]
+    summaries_total: int
     summary_chains: dict[str, list[str]]
-    reductions: list[Reduction]
-    revisions: list[tuple[Row, list[tuple[Revision, tuple[Block, ...]]]]]
     pins: list[PinRow]
-    chart: Chart
-    previews: dict[str, str] = field(default_factory=dict)
-    full_history: bool = True
+    pins_total: int
+    history: Paged[Row] | None = None
+    revisions: list[tuple[Row, list[tuple[Revision, tuple[object, ...]]]]] = field(default_factory=list)
+    revised_total: int = 0
+    state_json: str = ""
+    """The manager's and the host's state, as indented JSON (an agent's own page and the file)."""
+    omitted_history: int = 0
+    """Oldest history rows left out of a self-contained file to keep it small."""
+    omitted_summaries: int = 0
 
     @property
     def manager(self) -> str:
@@ -123,298 +105,62 @@ class AgentPage:
         return str((self.state.manager_state or {}).get("manager", "-"))
 
 
-@dataclass(frozen=True)
-class SessionRow:
-    """One session of the sessions page."""
+@dataclass
+class SessionPage:
+    """Everything a session page (or the self-contained file) draws."""
 
     session_id: str
-    agents: tuple[str, ...]
-    created_at: str
-    updated_at: str
-    active: int
-    total: int
+    all_agents: list[str]
+    focus: str | None
+    panels: list[AgentPanel]
+    chart: dict[str, Any]
+    triggers: list[str]
+    strategies: list[tuple[str, str]]
+    query: SessionQuery
+    reductions: Paged[ReductionRow]
+    reductions_total: int
+    search: SearchResults | None
+    tag: str
+    standalone: bool = False
+    with_content: bool = False
+    """The history rows carry every entry's content (a self-contained file of a small session)."""
 
 
-@dataclass(frozen=True)
-class SessionsPage:
-    """A page of sessions, with the search that produced it."""
+def session_tag(session_id: str, snapshots: Mapping[str, Snapshot | None]) -> str:
+    """A tag that changes whenever anything a page of the session shows may have changed.
 
-    rows: list[SessionRow]
-    query: str
-    page: int
-    has_next: bool
-
-
-@dataclass(frozen=True)
-class EntryPage:
-    """One entry whole."""
-
-    session_id: str
-    agent_id: str
-    row: Row
-    message: Message | None
-    summary: SummaryEntry | None
-    revisions: list[tuple[Revision, tuple[Block, ...]]]
-    replaced: list[Row]
-    chain: list[str]
-    metadata: str
-    pins: list[PinRow]
+    Every commit bumps its conversation's version and time; the tag hashes those of
+    every agent (and this library's version, which decides how the page looks).
+    """
+    parts = [__version__, session_id]
+    for agent_id in sorted(snapshots):
+        snap = snapshots[agent_id]
+        if snap is not None:
+            parts += [agent_id, str(snap.state.version), snap.state.updated_at.isoformat()]
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-# -- sessions ------------------------------------------------------------------------------
-
-
-def sessions_page(ledger: Ledger, *, query: str = "", page: int = 1, per_page: int = 50) -> SessionsPage:
-    """Sessions most recently updated first; ``query`` keeps those whose id contains it."""
-    page = max(page, 1)
-    query = query.strip()
-    if not query:
-        infos = ledger.sessions(limit=per_page + 1, offset=(page - 1) * per_page)
-    else:
-        wanted = (page - 1) * per_page, page * per_page + 1
-        infos, offset, seen = [], 0, 0
-        needle = query.lower()
-        while offset < SEARCH_SCAN and len(infos) < wanted[1]:
-            batch = ledger.sessions(limit=500, offset=offset)
-            for info in batch:
-                if needle in info.session_id.lower():
-                    if seen >= wanted[0]:
-                        infos.append(info)
-                    seen += 1
-            if len(batch) < 500:
-                break
-            offset += 500
-    rows = [
-        SessionRow(
-            session_id=i.session_id,
-            agents=i.agents,
-            created_at=fmt_time(i.created_at),
-            updated_at=fmt_time(i.updated_at),
-            active=i.active_entries,
-            total=i.total_entries,
-        )
-        for i in infos[:per_page]
-    ]
-    return SessionsPage(rows=rows, query=query, page=page, has_next=len(infos) > per_page)
-
-
-# -- one agent ------------------------------------------------------------------------------
-
-
-def _pin_rows(
-    events: Sequence[PinEvent],
-    history: Sequence[HistoryEntry],
-    view: Sequence[ViewEntry],
-) -> tuple[list[PinRow], dict[str, str]]:
-    """Every pin change of the agent, oldest first, and a preview of each entry concerned."""
-    previews = {e.entry_id: describe(e.message, 80) for e in view if e.pinned}
-    wanted = {e.entry_id for e in events} - previews.keys()
-    for h in history:
-        if h.message.message_id in wanted:
-            previews[h.message.message_id] = describe(h.message, 80)
-    rows = [
-        PinRow(
-            entry_id=e.entry_id,
-            pinned=e.pinned,
-            at=fmt_time(e.at),
-            source=e.source,
-            preview=previews.get(e.entry_id, ""),
-        )
-        for e in events
-    ]
-    return rows, previews
-
-
-def agent_page(
-    ledger: Ledger,
-    session_id: str,
-    agent_id: str,
-    *,
-    page: int | None = 1,
-    per_page: int = 200,
-    view_limit: int | None = 200,
-    with_blocks: bool = False,
-    full_history: bool = True,
-    history: Sequence[HistoryEntry] | None = None,
-) -> AgentPage:
-    """Read one agent's conversation and derive what the session page draws.
-
-    Only the rows a page draws are turned into :class:`Row` records; the cost that
-    grows with the history is one read of it (and none without ``full_history``).
-
-    Args:
-        ledger: The ledger (only read).
-        session_id: The session.
-        agent_id: The agent.
-        page: The page of the full history to draw (1-based; ``None``: every entry).
-        per_page: History rows per page.
-        view_limit: Draw only the newest this many entries of the live view (``None``: all).
-        with_blocks: Attach every entry's content blocks (for the self-contained file).
-        full_history: Read the full history (the overview of a session does without it:
-            its page stays O(window + reductions)).
-        history: The history when the caller has read it already.
+def load_session(ledger: Ledger, session_id: str) -> dict[str, Snapshot | None]:
+    """Each agent's snapshot (state and live view): what the tag and the page both need.
 
     Raises:
-        SessionNotFound: The session has no such agent.
+        SessionNotFound: No such session.
     """
-    snapshot = ledger.store.load(session_id, agent_id)
-    if snapshot is None:
-        raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
-    if history is None:
-        history = ledger.history(session_id, agent_id) if full_history else []
-    summaries = ledger.summaries(session_id, agent_id)
-    reductions = ledger.reductions(session_id, agent_id)
-    revisions = ledger.revisions(session_id, agent_id)
-    by_reduction = {r.reduction_id: r for r in reductions}
-    replaced_by: dict[str, str] = {}
-    for s in summaries:
-        for entry_id in s.replaces:
-            replaced_by[entry_id] = s.summary_id
-    needs_partners = with_blocks or bool(revisions)
-    partners = _tool_partners(h.message for h in history) if needs_partners else {}
-
-    def history_row(h: HistoryEntry) -> Row:
-        return Row(
-            entry_id=h.message.message_id,
-            kind="message",
-            seq=h.seq,
-            role=h.message.role,
-            status=h.status,
-            pinned=h.pinned,
-            tokens=h.tokens,
-            preview=describe(h.message, PREVIEW),
-            created_at=fmt_time(h.created_at),
-            evicted_by=by_reduction.get(h.evicted_by or ""),
-            replaced_by=replaced_by.get(h.message.message_id),
-            revisions=h.revision_count,
-            blocks=render_blocks(h.message, partners) if with_blocks else (),
-        )
-
-    def summary_row(s: SummaryEntry) -> Row:
-        status = "superseded" if s.superseded_by else s.status
-        return Row(
-            entry_id=s.summary_id,
-            kind="summary",
-            seq=s.seq,
-            role="user",
-            status=status,
-            pinned=False,
-            tokens=s.tokens,
-            preview=f"summary of {len(s.replaces)}: " + " ".join(s.content.split())[:PREVIEW],
-            created_at=fmt_time(s.created_at),
-            evicted_by=by_reduction.get(s.evicted_by or ""),
-            replaced_by=s.superseded_by,
-            blocks=(Block(kind="text", text=s.content),) if with_blocks else (),
-        )
-
-    items: list[HistoryEntry | SummaryEntry] = [*history, *(summaries if full_history else [])]
-    items.sort(key=lambda r: (r.seq, isinstance(r, HistoryEntry)))
-    total = len(items)
-    pages = max(1, -(-total // per_page))
-    if page is None:
-        shown_items, current = items, 1
-    else:
-        current = min(max(page, 1), pages)
-        shown_items = items[(current - 1) * per_page : current * per_page]
-    by_id: dict[str, HistoryEntry | SummaryEntry] = {
-        (i.message.message_id if isinstance(i, HistoryEntry) else i.summary_id): i for i in items
-    }
-    summary_ids = {s.summary_id: s for s in summaries}
-    made: dict[str, Row] = {}
-
-    def row_of(entry_id: str) -> Row | None:
-        if entry_id not in made:
-            item = by_id.get(entry_id) or summary_ids.get(entry_id)
-            if item is None:
-                return None
-            made[entry_id] = history_row(item) if isinstance(item, HistoryEntry) else summary_row(item)
-        return made[entry_id]
-
-    shown = [row_of(i.message.message_id if isinstance(i, HistoryEntry) else i.summary_id) for i in shown_items]
-    view_entries: Sequence[ViewEntry] = snapshot.entries
-    if view_limit is not None:
-        view_entries = view_entries[max(0, len(view_entries) - view_limit) :]
-    view = [
-        row_of(e.entry_id)
-        or Row(
-            entry_id=e.entry_id,
-            kind=e.kind,
-            seq=e.seq,
-            role=e.message.role,
-            status="active",
-            pinned=e.pinned,
-            tokens=e.tokens,
-            preview=describe(e.message, PREVIEW),
-            created_at="",
-            replaced_by=replaced_by.get(e.entry_id),
-        )
-        for e in view_entries
-    ]
-    in_view = {e.entry_id: e for e in snapshot.entries}
-    revised: dict[str, list[tuple[Revision, tuple[Block, ...]]]] = {}
-    for rev in revisions:
-        revised.setdefault(rev.message_id, []).append((rev, render_blocks(rev.original, partners)))
-    revised_rows = []
-    for message_id, revs in revised.items():
-        found = row_of(message_id)
-        if found is None and message_id in in_view:
-            e = in_view[message_id]
-            found = Row(
-                entry_id=e.entry_id,
-                kind=e.kind,
-                seq=e.seq,
-                role=e.message.role,
-                status="active",
-                pinned=e.pinned,
-                tokens=e.tokens,
-                preview=describe(e.message, PREVIEW),
-                created_at="",
-            )
-        if found is not None:
-            revised_rows.append((found, revs))
-    pin_events = ledger.pin_history(session_id, agent_id)
-    pins, pin_previews = _pin_rows(pin_events, history, snapshot.entries)
-    previews: dict[str, str] = {}
-    for s in summaries:
-        for entry_id in s.replaces:
-            item = by_id.get(entry_id) or summary_ids.get(entry_id)
-            if isinstance(item, HistoryEntry):
-                previews[entry_id] = describe(item.message, PREVIEW)
-            elif item is not None:
-                previews[entry_id] = "summary: " + " ".join(item.content.split())[:PREVIEW]
-    tokens = sum(e.tokens for e in snapshot.entries)
-    if full_history:
-        evicted = sum(1 for i in items if i.status != "active" or (isinstance(i, SummaryEntry) and i.superseded_by))
-    else:
-        evicted = sum(len(r.evicted) for r in reductions)
-    return AgentPage(
-        session_id=session_id,
-        agent_id=agent_id,
-        state=snapshot.state,
-        tokens=tokens,
-        view=view,
-        view_total=len(snapshot.entries),
-        history=[r for r in shown if r is not None],
-        history_total=total,
-        page=current,
-        pages=pages,
-        evicted=evicted,
-        summaries=summaries,
-        summary_chains={s.summary_id: _chain(s, summaries) for s in summaries},
-        reductions=reductions,
-        revisions=revised_rows,
-        pins=pins,
-        chart=build_chart(
-            reductions, snapshot.state.model_call_count, tokens, len(snapshot.entries), pin_events, pin_previews
-        ),
-        previews=previews,
-        full_history=full_history,
-    )
+    return {a: ledger.store.load(session_id, a) for a in ledger.require_session(session_id)}
 
 
-def _chain(summary: SummaryEntry, summaries: Sequence[SummaryEntry]) -> list[str]:
+def _previews(ledger: Ledger, session_id: str, agent_id: str, snapshot: Snapshot, ids: set[str]) -> dict[str, str]:
+    """Short texts of the entries ``ids`` (read from the live view, else the rows themselves)."""
+    found = {e.entry_id: describe(e.message, 80) for e in snapshot.entries if e.entry_id in ids}
+    missing = ids - found.keys()
+    if missing:
+        for h in ledger.store.entries(session_id, agent_id, sorted(missing)):
+            found[h.message.message_id] = describe(h.message, 80)
+    return found
+
+
+def _chain(summary: SummaryEntry, by_id: Mapping[str, SummaryEntry]) -> list[str]:
     """Ids from ``summary`` back through every summary it superseded (newest first)."""
-    by_id = {s.summary_id: s for s in summaries}
     chain, current, seen = [summary.summary_id], summary, {summary.summary_id}
     while current.supersedes and current.supersedes in by_id and current.supersedes not in seen:
         current = by_id[current.supersedes]
@@ -423,134 +169,196 @@ def _chain(summary: SummaryEntry, summaries: Sequence[SummaryEntry]) -> list[str
     return chain
 
 
-# -- one entry -------------------------------------------------------------------------------
+def session_page(
+    ledger: Ledger,
+    session_id: str,
+    query: SessionQuery | None = None,
+    *,
+    snapshots: Mapping[str, Snapshot | None] | None = None,
+    standalone: bool = False,
+    with_content: bool = False,
+) -> SessionPage:
+    """Read a session and derive what its page draws.
 
-
-def _tool_partners(messages: Iterable[Message]) -> dict[tuple[str, str], str]:
-    """(``use`` | ``result``, toolUseId) -> the message id holding that half."""
-    found: dict[tuple[str, str], str] = {}
-    for m in messages:
-        for tool_id in m.tool_use_ids:
-            found.setdefault(("use", tool_id), m.message_id)
-        for tool_id in m.tool_result_ids:
-            found.setdefault(("result", tool_id), m.message_id)
-    return found
-
-
-def render_blocks(
-    message: Message | Sequence[Mapping[str, Any]], partners: Mapping[tuple[str, str], str]
-) -> tuple[Block, ...]:
-    """Content blocks as :class:`Block` records (tool halves linked to their partner entry)."""
-    blocks = message.content if isinstance(message, Message) else message
-    return tuple(_block(b, partners) for b in blocks)
-
-
-def _block(block: Mapping[str, Any], partners: Mapping[tuple[str, str], str]) -> Block:
-    if isinstance(block.get("text"), str):
-        return Block(kind="text", text=block["text"])
-    tool = block.get("toolUse")
-    if isinstance(tool, Mapping):
-        tool_id = str(tool.get("toolUseId", ""))
-        return Block(
-            kind="tool_use",
-            name=str(tool.get("name", "")),
-            tool_use_id=tool_id,
-            text=json.dumps(tool.get("input"), indent=2, ensure_ascii=False, default=str),
-            partner=partners.get(("result", tool_id)),
-        )
-    result = block.get("toolResult")
-    if isinstance(result, Mapping):
-        tool_id = str(result.get("toolUseId", ""))
-        inner = result.get("content")
-        children = (
-            tuple(_block(b, partners) for b in inner if isinstance(b, Mapping)) if isinstance(inner, list) else ()
-        )
-        return Block(
-            kind="tool_result",
-            tool_use_id=tool_id,
-            status=str(result.get("status", "success")),
-            partner=partners.get(("use", tool_id)),
-            children=children,
-        )
-    for kind in ("image", "document", "video"):
-        body = block.get(kind)
-        if isinstance(body, Mapping):
-            source = body.get("source")
-            raw = source.get("bytes") if isinstance(source, Mapping) else None
-            fmt = str(body.get("format", ""))
-            if kind == "image" and isinstance(raw, bytes):
-                mime = "image/jpeg" if fmt in ("jpg", "jpeg") else f"image/{fmt or 'png'}"
-                encoded = base64.b64encode(raw).decode("ascii")
-                return Block(kind="image", name=fmt, text=f"{len(raw)} bytes", data_uri=f"data:{mime};base64,{encoded}")
-            size = f"{len(raw)} bytes" if isinstance(raw, bytes) else ""
-            return Block(kind="json", name=kind, text=f"{body.get('name') or fmt} {size}".strip())
-    return Block(
-        kind="json", name=next(iter(block), "block"), text=json.dumps(_jsonable(block), indent=2, ensure_ascii=False)
-    )
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray):
-        return f"<{len(value)} bytes>"
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def entry_page(ledger: Ledger, session_id: str, agent_id: str, entry_id: str) -> EntryPage:
-    """One entry (message or summary) whole, with its revisions and links.
+    Without ``query.agent`` the page shows every agent: the chart, each agent's newest
+    live-view entries, summaries and pins, and the session's reductions (paged,
+    filtered). With it, the same for that agent alone plus its full history, paged
+    (the one read that grows with the conversation). ``standalone`` draws everything
+    of every agent in one document (the file of ``contextledger timeline``), each
+    history row with its whole content when ``with_content``.
 
     Raises:
-        SessionNotFound: The session has no such agent.
-        EntryNotFound: The agent has no entry with this id.
+        SessionNotFound: No such session, or the session has no agent ``query.agent``.
     """
-    if agent_id not in ledger.agents(session_id):
-        raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
-    history = ledger.history(session_id, agent_id)
-    whole = agent_page(ledger, session_id, agent_id, page=None, view_limit=0, history=history)
-    row = next((r for r in whole.history if r.entry_id == entry_id), None)
-    if row is None:
-        raise EntryNotFound(f"no entry {entry_id!r} in session {session_id!r}, agent {agent_id!r}")
-    partners = _tool_partners(h.message for h in history)
-    pins = [p for p in whole.pins if p.entry_id == entry_id]
-    if row.kind == "summary":
-        summary = next(s for s in whole.summaries if s.summary_id == entry_id)
-        rows = {r.entry_id: r for r in whole.history}
-        replaced = [rows[i] for i in summary.replaces if i in rows]
-        return EntryPage(
-            session_id=session_id,
-            agent_id=agent_id,
-            row=row,
-            message=None,
-            summary=summary,
-            revisions=[],
-            replaced=replaced,
-            chain=whole.summary_chains.get(entry_id, []),
-            metadata="",
-            pins=pins,
+    query = query or SessionQuery()
+    snaps = dict(snapshots) if snapshots is not None else load_session(ledger, session_id)
+    all_agents = sorted(snaps)
+    if query.agent is not None and query.agent not in snaps:
+        raise SessionNotFound(f"session {session_id!r} has no agent {query.agent!r} (agents: {', '.join(all_agents)})")
+    agents = [query.agent] if query.agent is not None else all_agents
+    reductions = ledger.reductions(session_id) if query.agent is None else ledger.reductions(session_id, query.agent)
+    summaries = ledger.summaries(session_id) if query.agent is None else ledger.summaries(session_id, query.agent)
+    pins = ledger.pin_history(session_id) if query.agent is None else ledger.pin_history(session_id, query.agent)
+    lines, panels = [], []
+    for agent_id in agents:
+        snap = snaps[agent_id]
+        if snap is None:  # deleted between the listing and the read
+            continue
+        mine = [r for r in reductions if r.agent_id == agent_id]
+        my_pins = [p for p in pins if p.agent_id == agent_id]
+        my_summaries = [s for s in summaries if s.agent_id == agent_id]
+        previews = _previews(ledger, session_id, agent_id, snap, {p.entry_id for p in my_pins})
+        tokens = sum(e.tokens for e in snap.entries)
+        lines.append(AgentLine(agent_id, snap.state, tokens, len(snap.entries), mine, my_pins, previews))
+        panels.append(
+            _panel(
+                ledger,
+                session_id,
+                agent_id,
+                snap,
+                mine,
+                my_summaries,
+                my_pins,
+                previews,
+                query,
+                standalone,
+                with_content,
+            )
         )
-    message = next(h.message for h in history if h.message.message_id == entry_id)
-    revisions = [
-        (rev, render_blocks(rev.original, partners)) for rev in ledger.revisions(session_id, agent_id, entry_id)
+    chart = chart_data(lines)
+    # Newest first: page 1 is where a running agent's next reduction appears.
+    by_time = sorted(reductions, key=lambda r: (r.created_at, r.agent_id, r.version), reverse=True)
+    listed = [
+        ReductionRow(r.agent_id, r, why(r), letter(r.strategy), fmt_time(r.created_at))
+        for r in by_time
+        if query.filters.admits(r)
     ]
-    row = Row(**{**row.__dict__, "blocks": render_blocks(message, partners)})
-    metadata = json.dumps(_jsonable(message.metadata), indent=2, ensure_ascii=False) if message.metadata else ""
-    return EntryPage(
+    search = None
+    if query.q.strip() and not standalone:
+        search = search_session(ledger, session_id, agents, query.q, page=query.spage)
+    strategies = [str(s) for s in chart["strategies"]]
+    return SessionPage(
         session_id=session_id,
-        agent_id=agent_id,
-        row=row,
-        message=message,
-        summary=None,
-        revisions=revisions,
-        replaced=[],
-        chain=[],
-        metadata=metadata,
-        pins=pins,
+        all_agents=all_agents,
+        focus=query.agent,
+        panels=panels,
+        chart=chart,
+        triggers=[str(t) for t in chart["triggers"]],
+        strategies=[(s, letter(s)) for s in strategies],
+        query=query,
+        reductions=paged(listed, query.rpage, 0 if standalone else REDUCTIONS_PER_PAGE),
+        reductions_total=len(reductions),
+        search=search,
+        tag=session_tag(session_id, snaps),
+        standalone=standalone,
+        with_content=with_content,
     )
 
 
-def when(value: datetime) -> str:
-    """A timestamp as the pages print it."""
-    return fmt_time(value)
+def _panel(
+    ledger: Ledger,
+    session_id: str,
+    agent_id: str,
+    snap: Snapshot,
+    reductions: Sequence[Reduction],
+    summaries: Sequence[SummaryEntry],
+    pins: Sequence[PinEvent],
+    previews: Mapping[str, str],
+    query: SessionQuery,
+    standalone: bool,
+    with_content: bool,
+) -> AgentPanel:
+    whole = standalone or query.agent is not None
+    by_reduction = {r.reduction_id: r for r in reductions}
+    summary_ids = {s.summary_id: s for s in summaries}
+    history: Paged[Row] | None = None
+    revisions: list[tuple[Row, list[tuple[Revision, tuple[object, ...]]]]] = []
+    shown_view = None if standalone else AGENT_VIEW_ROWS if whole else VIEW_ROWS
+    entries = snap.entries if shown_view is None else snap.entries[max(0, len(snap.entries) - shown_view) :]
+    partners = None
+    revised_total = 0
+    state_json = ""
+    if whole:
+        rows = ledger.history(session_id, agent_id)
+        partners = tool_partners(h.message for h in rows)
+        history = _history(rows, summaries, by_reduction, query.hpage, standalone, partners if with_content else None)
+        revisions, revised_total = _revisions(ledger, session_id, agent_id, rows, by_reduction)
+        state = {"manager_state": snap.state.manager_state, "agent_state": snap.state.agent_state}
+        state_json = json.dumps(jsonable(state), indent=2, ensure_ascii=False, default=str)
+    view = [view_row(e, partners if standalone else None) for e in entries]
+    shown = list(reversed(summaries)) if whole else list(reversed(summaries))[:SUMMARY_CARDS]
+    return AgentPanel(
+        agent_id=agent_id,
+        state=snap.state,
+        tokens=sum(e.tokens for e in snap.entries),
+        view=view,
+        view_total=len(snap.entries),
+        evicted=sum(len(r.evicted) for r in reductions) - sum(len(r.restored) for r in reductions),
+        reductions=len(reductions),
+        summaries=shown,
+        summaries_total=len(summaries),
+        summary_chains={s.summary_id: _chain(s, summary_ids) for s in shown},
+        pins=pin_rows(pins if whole else pins[-PIN_ROWS:], previews),
+        pins_total=len(pins),
+        history=history,
+        revisions=revisions,
+        revised_total=revised_total,
+        state_json=state_json,
+    )
+
+
+def _history(
+    rows: Sequence[HistoryEntry],
+    summaries: Sequence[SummaryEntry],
+    by_reduction: Mapping[str, Reduction],
+    page: int,
+    standalone: bool,
+    partners: Mapping[tuple[str, str], str] | None = None,
+) -> Paged[Row]:
+    """The full history (messages and summaries in seq order), one page of it turned into rows.
+
+    With ``partners`` each row carries its content blocks (tool halves linked).
+    """
+    replaced_by = {entry_id: s.summary_id for s in summaries for entry_id in s.replaces}
+    items: list[HistoryEntry | SummaryEntry] = [*rows, *summaries]
+    items.sort(key=lambda r: (r.seq, isinstance(r, HistoryEntry)))
+    page_of = paged(items, page, 0 if standalone else HISTORY_PER_PAGE)
+    return Paged(
+        rows=[
+            history_row(i, reductions=by_reduction, replaced_by=replaced_by, partners=partners)
+            if isinstance(i, HistoryEntry)
+            else summary_row(i, reductions=by_reduction, with_blocks=partners is not None)
+            for i in page_of.rows
+        ],
+        page=page_of.page,
+        pages=page_of.pages,
+        total=page_of.total,
+    )
+
+
+def _revisions(
+    ledger: Ledger,
+    session_id: str,
+    agent_id: str,
+    rows: Sequence[HistoryEntry],
+    by_reduction: Mapping[str, Reduction],
+) -> tuple[list[tuple[Row, list[tuple[Revision, tuple[object, ...]]]]], int]:
+    """The newest :data:`REVISION_CARDS` messages whose content was rewritten, each with its originals.
+
+    Returns those and how many messages were rewritten in all.
+    """
+    revised: dict[str, list[Revision]] = {}
+    for rev in ledger.revisions(session_id, agent_id):
+        revised.setdefault(rev.message_id, []).append(rev)
+    if not revised:
+        return [], 0
+    partners = tool_partners(h.message for h in rows)
+    out: list[tuple[Row, list[tuple[Revision, tuple[object, ...]]]]] = []
+    for h in reversed(rows):
+        revs = revised.get(h.message.message_id)
+        if revs:
+            row = history_row(h, reductions=by_reduction, replaced_by={})
+            out.append((row, [(rev, render_blocks(rev.original, partners)) for rev in revs]))
+            if len(out) == REVISION_CARDS:
+                break
+    return out, len(revised)
