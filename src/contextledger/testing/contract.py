@@ -22,6 +22,7 @@ from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
+from contextledger.testing.owners import OwnersContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.transfer import TransferContract
 from contextledger.testing.travel import TimeTravelContract
@@ -69,6 +70,7 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
 
 
 class StoreContract(
+    OwnersContract,
     TransferContract,
     RetentionContract,
     TimeTravelContract,

@@ -36,6 +36,16 @@ Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
   slot (:func:`slot_tag`), so the commit script of a conversation can write its slot's
   index atomically with the conversation.
 * ``<prefix>:session-slots`` -- on Cluster: set of the slots that have such an index.
+
+Apps and users (see :mod:`contextledger.stores.redis.owners`):
+
+* ``{<prefix>:<session>}:owner`` -- hash: ``app`` and ``user`` of the session (a field
+  is absent when not named), beside the session's agent set (same slot).
+* ``<prefix>:app:<app>``, ``<prefix>:app:<app>:user:<user>``, ``<prefix>:user:<user>``
+  -- sets of the session ids of an app, of one user of an app, of a user (in any app,
+  or in none).
+* ``<prefix>:scope:<app>`` / ``<prefix>:scope:<app>:<user>`` -- hash: the state of an
+  app / of one of its users, key -> JSON text.
 """
 
 from __future__ import annotations
@@ -151,15 +161,32 @@ class ConversationKeys:
 
 @dataclass(frozen=True)
 class SessionKeys:
-    """The index keys a session is listed under (on a single server; see :meth:`slot_index`)."""
+    """The index keys a session is listed under (on a single server; see :meth:`slot_index`), and its owner."""
 
     agents: str
     sessions: str
+    owner: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str) -> SessionKeys:
         """The index keys of ``session_id`` under ``prefix``."""
-        return cls(agents=f"{{{prefix}:{encode_id(session_id)}}}:agents", sessions=cls.index(prefix))
+        stem = f"{{{prefix}:{encode_id(session_id)}}}"
+        return cls(agents=f"{stem}:agents", sessions=cls.index(prefix), owner=f"{stem}:owner")
+
+    @staticmethod
+    def owned(prefix: str, app: str | None, user: str | None) -> str:
+        """The set of the session ids of ``app`` (and ``user``), or of ``user`` alone; at least one is named."""
+        if app is None:
+            return f"{prefix}:user:{encode_id(user or '')}"
+        if user is None:
+            return f"{prefix}:app:{encode_id(app)}"
+        return f"{prefix}:app:{encode_id(app)}:user:{encode_id(user)}"
+
+    @staticmethod
+    def scope(prefix: str, app: str, user: str | None) -> str:
+        """The hash of the state of ``app`` (``user`` ``None``) or of one of its users."""
+        stem = f"{prefix}:scope:{encode_id(app)}"
+        return stem if user is None else f"{stem}:{encode_id(user)}"
 
     @staticmethod
     def index(prefix: str) -> str:
