@@ -47,6 +47,7 @@ from contextledger.integrations.adk.scripted import (
     Reply,
     ScriptedLlm,
     ScriptExhausted,
+    Step,
 )
 from contextledger.integrations.adk.service import LedgerSessionService
 
@@ -65,6 +66,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedLlm",
     "SessionCore",
+    "Step",
     "adk_ids",
     "content_of",
     "contents_of",

@@ -6,28 +6,23 @@ their place, and a later compaction whose range contains an earlier one supersed
 The ledger records the same thing the way it records every reduction: the active entries
 in the range (whole tool pairs, and the summaries of the compactions the range contains)
 are replaced by a summary row holding the compacted text, in one commit with the
-compaction event itself. The plan is held to the view rules like a manager's: a pinned
-entry stays, and a plan the rules refuse leaves the view as it was (the event is still
-stored, and the refusal logged).
+compaction event itself. It is recorded as ADK made it (the host's own reduction, as a
+Strands manager's is), with two exceptions the ledger never gives up: a call and its
+response go together, and a pinned entry (with its pair) stays in the view.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from google.adk.events import Event
 
 from contextledger.changeset import ReductionPlan, SummaryDraft
-from contextledger.errors import InvalidPlan
 from contextledger.integrations.adk.events import EVENT_KEY
 from contextledger.integrations.adk.record import SessionRecord
 from contextledger.view import View
-from contextledger.viewrules import fit_plan
 
 __all__ = ["COMPACTION_STRATEGY", "COMPACTION_SUMMARIZER", "compaction_plan", "summary_id_of"]
-
-logger = logging.getLogger(__name__)
 
 COMPACTION_STRATEGY = "adk_compaction"
 """The strategy of a reduction that records an ADK compaction."""
@@ -61,7 +56,9 @@ def compaction_plan(
             continue
         stamp = _timestamp(entry.message.metadata)
         if stamp is not None and start <= stamp <= end:
-            covered.update(view.group_of(index))  # a call and its response go together
+            group = view.group_of(index)  # a call and its response go together
+            if not any(view.is_pinned(i) for i in group):
+                covered.update(group)
     if not covered:
         return None, record.compactions
     text = "\n".join(p.text for p in compaction.compacted_content.parts or [] if p.text)
@@ -76,17 +73,9 @@ def compaction_plan(
         ),
         detail=f"ADK event compaction of {start!r}..{end!r} (event {event.id})",
     )
-    try:
-        fitted = fit_plan(view, plan)
-    except InvalidPlan as exc:
-        fitted = None
-        logger.warning("event_id=<%s> | ADK compaction left unrecorded in the view: %s", event.id, exc)
-    if fitted is None or fitted.summary is None:
-        return None, record.compactions
-    kept = set(fitted.summary.replaces)
-    ranges = {k: v for k, v in record.compactions.items() if k not in kept}
+    ranges = {k: v for k, v in record.compactions.items() if k not in set(plan.removed_ids())}
     ranges[summary_id] = [start, end]
-    return fitted, ranges
+    return plan, ranges
 
 
 def _timestamp(metadata: Mapping[str, object]) -> float | None:

@@ -87,10 +87,18 @@ class LedgerPlugin(BasePlugin):
         """After an overflow: reduce and call the model again on the reduced view; otherwise leave the error to ADK.
 
         Raises:
-            ReductionFailed: The context overflowed and nothing could be reduced.
+            ReductionFailed: The context overflowed and nothing could be reduced (ADK hands it
+                on wrapped in a ``RuntimeError`` naming the plugin, as it wraps every
+                plugin's error).
         """
         session = callback_context.session
-        if not await self.service.finish_model_call(session, error):
+        try:
+            retry = await self.service.finish_model_call(session, error)
+        except Exception as raised:
+            if raised is error:  # an overflow no manager handles: ADK raises it as the model raised it
+                return None
+            raise
+        if not retry:
             return None
         agent = callback_context.get_invocation_context().agent
         if not isinstance(agent, LlmAgent):  # pragma: no cover - model callbacks run for LLM agents only
