@@ -28,9 +28,9 @@ left out, as ADK leaves them out.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, unquote
 
 from google.adk.events import Event
 from google.genai import types
@@ -62,8 +62,9 @@ def ledger_session_id(app_name: str, user_id: str, session_id: str) -> str:
     """The ledger's session id of an ADK session: ``app/user/session``, each part percent-encoded.
 
     ADK names a session by its app, its user and its id together (two users may both have
-    a session ``s1``); the ledger by one id. Each part is encoded (``/`` and ``%`` among
-    others), so two ADK sessions never share a ledger id and :func:`adk_ids` inverts it.
+    a session ``s1``); the ledger by one id. In each part ``%`` and ``/`` are escaped
+    (``%25``, ``%2F``; every other character is kept), so two ADK sessions never share a
+    ledger id and :func:`adk_ids` inverts it.
 
     Raises:
         ConfigurationError: A part is empty, or the id is longer than the ledger keeps (255).
@@ -71,7 +72,7 @@ def ledger_session_id(app_name: str, user_id: str, session_id: str) -> str:
     for name, value in (("app_name", app_name), ("user_id", user_id), ("session_id", session_id)):
         if not isinstance(value, str) or not value:
             raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
-    key = _SEPARATOR.join(quote(part, safe="") for part in (app_name, user_id, session_id))
+    key = _SEPARATOR.join(_escape(part) for part in (app_name, user_id, session_id))
     if len(key) > 255:
         raise ConfigurationError(
             f"the ledger id of ADK session {session_id!r} (app {app_name!r}, user {user_id!r}) is {len(key)}"
@@ -89,8 +90,16 @@ def adk_ids(ledger_id: str) -> tuple[str, str, str]:
     parts = ledger_id.split(_SEPARATOR)
     if len(parts) != 3 or not all(parts):
         raise ConfigurationError(f"{ledger_id!r} is not the ledger id of an ADK session (app/user/session)")
-    app_name, user_id, session_id = (unquote(part) for part in parts)
+    app_name, user_id, session_id = (_ESCAPED.sub(lambda m: _UNESCAPE[m.group(0)], part) for part in parts)
     return app_name, user_id, session_id
+
+
+_ESCAPED = re.compile("%25|%2F")
+_UNESCAPE = {"%25": "%", "%2F": "/"}
+
+
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace("/", "%2F")
 
 
 # -- events -> messages ------------------------------------------------------------------------
