@@ -15,6 +15,7 @@ from google.adk.sessions import BaseSessionService, InMemorySessionService
 from google.adk.sessions.database_session_service import DatabaseSessionService
 
 from contextledger.integrations.adk import LedgerSessionService
+from tests.cli.conftest import invoke  # noqa: F401 - the CLI runner fixture, for `contextledger import adk`
 from tests.conftest import STORE_BACKENDS
 from tests.plugins.redis import purge
 

@@ -11,6 +11,7 @@ from google.adk.apps import App
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.plugins import BasePlugin
 from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
@@ -68,20 +69,21 @@ TURNS = ["Weather in Paris?", "I like trains.", "And Rome?", "Oslo?"]
 
 
 def build(
-    service: LedgerSessionService,
+    service: BaseSessionService,
     script: Sequence[Step],
     *,
     tools: Sequence[Callable[..., Any]] = (lookup, remember),
     compaction: EventsCompactionConfig | None = None,
     plugins: Sequence[BasePlugin] = (),
 ) -> tuple[Runner, ScriptedLlm]:
-    """A runner of one agent on ``service``, with the ledger plugin and ``script`` as its model."""
+    """A runner of one agent on ``service``, with ``script`` as its model (and the ledger plugin on a ledger)."""
     model = ScriptedLlm(script=list(script))
     agent = LlmAgent(name="assistant", model=model, instruction="Answer briefly.", tools=list(tools))
+    ledger_plugin = [LedgerPlugin(service)] if isinstance(service, LedgerSessionService) else []
     app = App(
         name=APP,
         root_agent=agent,
-        plugins=[LedgerPlugin(service), *plugins],
+        plugins=[*ledger_plugin, *plugins],
         events_compaction_config=compaction,
     )
     return Runner(app=app, session_service=service), model
