@@ -17,7 +17,7 @@ from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.genai import types
 
 from contextledger import Ledger, Message
-from contextledger.integrations.adk import CallTool, LedgerSessionService, ScriptedLlm, ledger_session_id
+from contextledger.integrations.adk import CallTool, LedgerSessionService, ScriptedLlm, Step, ledger_session_id
 from tests.adk.scenarios import APP, build, say
 from tests.cli.conftest import Invoke
 
@@ -32,7 +32,7 @@ async def _adk_sessions(db_url: str) -> None:
         compaction = EventsCompactionConfig(
             compaction_interval=2, overlap_size=0, summarizer=LlmEventSummarizer(llm=summarizer)
         )
-        script = [CallTool("remember", {"fact": "likes trains"}), "Noted.", "Sure.", "Bye."]
+        script: list[Step] = [CallTool("remember", {"fact": "likes trains"}), "Noted.", "Sure.", "Bye."]
         runner, _ = build(source, script, compaction=compaction)
         first = await source.create_session(app_name=APP, user_id="ada", state={"tier": "gold"})
         for text in ("Remember trains.", "Thanks", "Bye"):
