@@ -188,3 +188,24 @@ def test_usage_is_copied_where_proactive_compression_reads_it() -> None:
     )
     assert event_to_message(event).usage == {"inputTokens": 120, "outputTokens": 8, "totalTokens": 128}
     assert event_to_message(Event(author="user")).usage is None
+
+
+def test_events_read_back_hold_plain_mutable_values() -> None:
+    event = Event(
+        author="agent",
+        content=types.Content(
+            role="model",
+            parts=[types.Part(function_call=types.FunctionCall(id="c1", name="f", args={"items": [1, {"a": 2}]}))],
+        ),
+        actions=EventActions(state_delta={"cart": {"items": [1]}}),
+    )
+    stored = Message.from_record(json.loads(json.dumps(event_to_message(event).to_record())))
+    back = kept_event(stored)
+    assert back is not None
+    back.actions.state_delta["cart"]["items"].append(2)  # as a tool or callback may do
+    assert back.content is not None
+    (part,) = back.content.parts or []
+    assert part.function_call is not None
+    assert part.function_call.args is not None
+    part.function_call.args["items"][1]["b"] = 3
+    assert type(back.actions.state_delta["cart"]) is dict

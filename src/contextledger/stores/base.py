@@ -13,6 +13,7 @@ from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessa
 from contextledger.jsonvalues import dumps_encoded
 from contextledger.messages import Message
 from contextledger.records import (
+    ConversationState,
     EntryKind,
     Eviction,
     HistoryEntry,
@@ -109,6 +110,10 @@ class LedgerStore(Protocol):
 
     def load(self, session_id: str, agent_id: str) -> Snapshot | None:
         """Return the state and active view, or ``None`` if the conversation is new."""
+        ...
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The state :meth:`load` returns, read alone (no view), or ``None`` if the conversation is new."""
         ...
 
     def commit(self, changeset: Changeset) -> int:

@@ -262,6 +262,12 @@ class MemoryStore:
             infos.sort(key=lambda i: (i.updated_at, i.session_id), reverse=True)
             return infos[offset : offset + limit]
 
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone, or ``None``."""
+        with self._gate.call(), self._lock:
+            conv = self._data.get((session_id, agent_id))
+            return None if conv is None else conv.state
+
     def owner(self, session_id: str) -> SessionOwner | None:
         """The app and user the session was created for, or ``None`` when it does not exist."""
         with self._gate.call(), self._lock:

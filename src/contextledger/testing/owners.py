@@ -1,4 +1,7 @@
-"""Contract: apps and users -- who a session belongs to, listings by them, their state, erasing a user."""
+"""Contract: apps and users -- who a session belongs to, listings by them, their state, erasing a user.
+
+And the state of one conversation read alone (what an ADK session's record is read with).
+"""
 
 from __future__ import annotations
 
@@ -218,3 +221,16 @@ class OwnersContract:
         assert ledger.history("mine")[-1].message.plain_text == ERASED_TEXT
         with pytest.raises(ConfigurationError):
             ledger.erase_user("shop", "ada", reason=" ")
+
+    def test_a_conversation_s_state_reads_alone_as_load_reads_it(self, store: LedgerStore) -> None:
+        assert store.conversation_state("s", "a") is None
+        chat = Conversation(store, "s", "a", app="shop", user="ada")
+        chat.append(Message.user("hi"), Message.assistant("hello"))
+        chat.set_agent_state({"adk": {"state": {"k": [1, "é"]}, "last_update_time": 1795000000.123456}})
+        chat.before_model_call()
+        snapshot = store.load("s", "a")
+        assert snapshot is not None
+        assert store.conversation_state("s", "a") == snapshot.state
+        assert store.conversation_state("s", "b") is None
+        store.delete_session("s")
+        assert store.conversation_state("s", "a") is None

@@ -155,8 +155,12 @@ class SessionCore:
         """The session with its events (all, or as ``config`` filters them), or ``None``."""
         sid = session_id.strip() if session_id else session_id
         conversation = self.conversation(app_name, user_id, sid)
-        conversation.refresh()
-        record = SessionRecord.of(conversation.agent_state, conversation.session_id)
+        stored = self.ledger.store.conversation_state(conversation.session_id, self.agent_id)
+        if stored is None:
+            return None
+        if stored.version != conversation.version:  # written elsewhere since: the plugin's view follows
+            conversation.refresh()
+        record = SessionRecord.of(stored.agent_state, conversation.session_id)
         if record is None:
             return None
         events: list[Event] = []

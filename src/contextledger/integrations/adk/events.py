@@ -196,6 +196,8 @@ def kept_event(message: Message) -> Event | None:
     if not isinstance(kept, Mapping) or "event" not in kept:
         return None
     try:
+        # Thawed first: values ``Any`` fields hold (state deltas, call args) reach ADK as it
+        # stored them, plain and mutable, never the ledger's read-only containers.
         return Event.model_validate(thaw(kept["event"]))
     except ValidationError as exc:
         raise InvalidMessage(f"message {message.message_id} keeps an event ADK cannot read: {exc}") from exc

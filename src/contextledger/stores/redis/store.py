@@ -32,6 +32,7 @@ from contextledger.errors import (
 )
 from contextledger.messages import Message
 from contextledger.records import (
+    ConversationState,
     HistoryEntry,
     SessionInfo,
     SessionOwner,
@@ -409,6 +410,15 @@ class RedisStore(RedisQueries):
             found = session_infos(self._client, self.key_prefix, listed) if listed else []
         found = [i for i in found if owned(SessionOwner(i.app, i.user), app, user)]
         return sorted(found, key=lambda i: (i.updated_at, i.session_id), reverse=True)
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone (one ``HGETALL``, no view), or ``None``."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("conversation_state"):
+            raw = cast(dict[bytes, bytes], self._client.hgetall(keys.state))
+        if not raw:
+            return None
+        return decode_state(session_id, agent_id, {text(k): v for k, v in raw.items()}, keys.state)
 
     def owner(self, session_id: str) -> SessionOwner | None:
         """The app and user the session was created for, or ``None`` when it does not exist."""

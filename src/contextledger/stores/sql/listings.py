@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextledger.errors import ConfigurationError
 from contextledger.records import (
+    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
@@ -129,6 +130,11 @@ class SQLListings:
         found: list[SessionInfo] = self._listing(
             "sessions", limit=limit, offset=offset, app=app, user=user, snapshot=True
         )
+        return found
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone (one indexed read, no view), or ``None``."""
+        found: ConversationState | None = self._listing("conversation_state", session_id, agent_id)
         return found
 
     def owner(self, session_id: str) -> SessionOwner | None:

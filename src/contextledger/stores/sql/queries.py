@@ -29,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from contextledger.records import (
+    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
@@ -57,6 +58,7 @@ from contextledger.stores.sql.models import (
 
 __all__ = [
     "agents",
+    "conversation_state",
     "entries",
     "evictions",
     "history",
@@ -95,6 +97,12 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
     return window.snapshot(
         row._mapping, messages, summaries, session_id=session_id, agent_id=agent_id, loads=loads, escaped=escaped
     )
+
+
+def conversation_state(conn: Connection, session_id: str, agent_id: str) -> ConversationState | None:
+    """The conversation's state alone (one indexed read), or ``None``."""
+    row = conn.execute(window.statements().state, {"session_id": session_id, "agent_id": agent_id}).first()
+    return None if row is None else window.state_of(row._mapping, session_id, agent_id)
 
 
 def _json_text_decoding(conn: Connection) -> tuple[Callable[[Any], Any], Callable[[str], bool] | None]:

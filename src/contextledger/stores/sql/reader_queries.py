@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contextledger.records import (
+    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
@@ -28,12 +29,13 @@ from contextledger.records import (
     SummaryEntry,
     Trigger,
 )
-from contextledger.stores.base import AppendedBy
-from contextledger.stores.sql import rows
+from contextledger.stores.base import AppendedBy, decoding
+from contextledger.stores.sql import rows, window
 from contextledger.stores.sql.encoding import tolerant_sqlite_loads
 
 __all__ = [
     "agents",
+    "conversation_state",
     "entries",
     "evictions",
     "history",
@@ -319,6 +321,20 @@ def pin_history(conn: sqlite3.Connection, session_id: str, agent_id: str | None)
         for agent, entry, pinned, source, cs, at, *rest in found
     ]
     return rows.pin_events(decoded, session_id)
+
+
+def conversation_state(conn: sqlite3.Connection, session_id: str, agent_id: str) -> ConversationState | None:
+    """The conversation's state alone (one indexed read), or ``None``."""
+    row = conn.execute(window.STATE_SQL, {"session_id": session_id, "agent_id": agent_id}).fetchone()
+    if row is None:
+        return None
+    state = dict(zip(window.STATE_COLUMNS, row, strict=True))
+    with decoding("cl_conversations", f"{session_id}/{agent_id}"):
+        for name in ("manager_state", "agent_state"):
+            state[name] = stored_json(state[name])
+        for name in ("created_at", "updated_at"):
+            state[name] = stored_time(state[name])
+    return window.state_of(state, session_id, agent_id)
 
 
 def owner(conn: sqlite3.Connection, session_id: str) -> SessionOwner | None:
