@@ -1,6 +1,6 @@
 """Done when: an ADK agent runs turns with tools and an overflow, is killed (SIGKILL), and a new process restores it.
 
-Two real child processes (``tests/adk/child.py``) on one ledger: the first is killed
+Two real child processes (``tests/adk/child.py``) on one ledger, on SQLite, PostgreSQL and Redis: the first is killed
 while a tool runs; the second gets the same conversation back from the ledger, repaired
 (the tool call that never got its response is answered as interrupted) and goes on.
 Every model input of both is what ``view_at`` rebuilds, and ``contextledger show``
