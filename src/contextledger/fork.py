@@ -89,8 +89,12 @@ def fork(
     if store.agents(new_session_id):
         raise SessionExists(f"session {new_session_id!r} already exists; a fork creates a new session")
     plans = [_fork_changeset(store, session_id, a, new_session_id, at_call) for a in agents]
+    # A fork belongs to the app and user of its source: listed with their sessions, erased with them.
+    owner = store.owner(session_id)
     origins = []
     for changeset, origin in plans:
+        if owner is not None and (owner.app is not None or owner.user is not None):
+            changeset = changeset.model_copy(update={"app": owner.app, "user": owner.user})
         store.commit(changeset)
         origins.append(origin)
         logger.info(

@@ -234,3 +234,15 @@ class OwnersContract:
         assert store.conversation_state("s", "b") is None
         store.delete_session("s")
         assert store.conversation_state("s", "a") is None
+
+    def test_a_fork_belongs_to_the_app_and_user_of_its_source(self, store: LedgerStore) -> None:
+        ledger = Ledger(store)
+        _session(store, "mine", "shop", "ada")
+        ledger.fork("mine", "mine-fork")
+        assert store.owner("mine-fork") == ("shop", "ada")
+        assert sorted(_ids(store, app="shop", user="ada")) == ["mine", "mine-fork"]
+        report = ledger.erase_user("shop", "ada", reason="request 8")
+        assert sorted(report.sessions) == ["mine", "mine-fork"]
+        _session(store, "free", None, None)
+        ledger.fork("free", "free-fork")
+        assert store.owner("free-fork") == (None, None)
