@@ -186,8 +186,8 @@ class SessionCore:
         users: dict[str, dict[str, Any]] = {}
         out: list[Session] = []
         for key in user_sessions(self.ledger.store, app_name, user_id):
-            snapshot = self.ledger.store.load(key, self.agent_id)
-            record = SessionRecord.of(snapshot.state.agent_state if snapshot else None, key)
+            state = self.ledger.store.conversation_state(key, self.agent_id)  # one read per session, no view
+            record = SessionRecord.of(state.agent_state if state else None, key)
             if record is None:  # another agent's conversation of a ledger session, or deleted meanwhile
                 continue
             if record.user_id not in users:
