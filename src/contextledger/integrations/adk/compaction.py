@@ -81,13 +81,7 @@ def compaction_plan(
 def _timestamp(metadata: Mapping[str, object]) -> float | None:
     """The timestamp of the event a message keeps (``None`` for a message that is no event, or a compaction)."""
     kept = metadata.get(EVENT_KEY)
-    if not isinstance(kept, Mapping):
+    if not isinstance(kept, Mapping) or kept.get("compaction") is True:
         return None
-    event = kept.get("event")
-    if not isinstance(event, Mapping):
-        return None
-    actions = event.get("actions")
-    if isinstance(actions, Mapping) and actions.get("compaction") is not None:
-        return None
-    stamp = event.get("timestamp")
-    return float(stamp) if isinstance(stamp, int | float) else None
+    stamp = kept.get("timestamp")
+    return float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None

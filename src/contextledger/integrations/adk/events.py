@@ -11,10 +11,14 @@ One persisted ADK :class:`~google.adk.events.Event` is one ledger :class:`~conte
   evicted, pinned and summarized together), inline or file data -> ``image`` /
   ``document`` (bytes stay in the event), anything else -> ``json`` naming the part;
   an event without content (a state change) has no blocks;
-* the event itself is kept whole in ``metadata["adk"]["event"]``, as ADK's own database
-  service stores it (``model_dump(mode="json", exclude_none=True)``), so
-  :func:`message_to_event` gives back an equal event; the model's reported usage is
-  copied to ``metadata["usage"]`` so proactive compression sees real token counts.
+* the event itself is kept whole in ``metadata["adk"]["event"]`` as the JSON text ADK's
+  own SQLite service stores (``model_dump_json(exclude_none=True)``), so
+  :func:`message_to_event` gives back an equal event, parsed and validated in one step
+  by pydantic (a text, not a nested value, so reading a session does not walk and copy
+  every event's structure twice); beside it, ``timestamp`` and ``compaction`` say when
+  the event happened and whether it compacts (what the ledger's own code reads). The
+  model's reported usage is copied to ``metadata["usage"]`` so proactive compression
+  sees real token counts.
 
 The model input (:func:`contents_of`) renders each active entry: a message whose blocks
 are still its event's projection gives the event's content unchanged; a message a
@@ -53,7 +57,7 @@ __all__ = [
 ]
 
 EVENT_KEY = "adk"
-"""``Message.metadata[EVENT_KEY]["event"]`` holds the event as ADK serializes it."""
+"""``Message.metadata[EVENT_KEY]``: ``event`` (the event's JSON text), ``timestamp``, ``compaction``."""
 
 _SEPARATOR = "/"
 
@@ -119,7 +123,14 @@ def event_to_message(event: Event, *, message_id: str | None = None) -> Message:
     entry_id = message_id or event.id
     if not entry_id:
         raise InvalidMessage("an ADK event needs an id to be stored (ADK gives every event one)")
-    metadata: dict[str, Any] = {EVENT_KEY: {"event": event.model_dump(mode="json", exclude_none=True)}}
+    compacts = event.actions is not None and event.actions.compaction is not None
+    metadata: dict[str, Any] = {
+        EVENT_KEY: {
+            "event": event.model_dump_json(exclude_none=True),
+            "timestamp": event.timestamp,
+            "compaction": compacts,
+        }
+    }
     usage = event.usage_metadata
     if usage is not None and usage.prompt_token_count is not None:
         metadata["usage"] = {
@@ -193,12 +204,11 @@ def kept_event(message: Message) -> Event | None:
         InvalidMessage: The kept event is not one ADK reads back.
     """
     kept = message.metadata.get(EVENT_KEY)
-    if not isinstance(kept, Mapping) or "event" not in kept:
+    if not isinstance(kept, Mapping) or not isinstance(kept.get("event"), str):
         return None
     try:
-        # Thawed first: values ``Any`` fields hold (state deltas, call args) reach ADK as it
-        # stored them, plain and mutable, never the ledger's read-only containers.
-        return Event.model_validate(thaw(kept["event"]))
+        # Parsed from text: every value (state deltas, call args) reaches ADK plain and mutable.
+        return Event.model_validate_json(kept["event"])
     except ValidationError as exc:
         raise InvalidMessage(f"message {message.message_id} keeps an event ADK cannot read: {exc}") from exc
 
