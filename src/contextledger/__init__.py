@@ -10,8 +10,11 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+# The one place the version is written: the build reads it (pyproject.toml), and
+# CHANGELOG.md's newest release must name it (tests/docs/test_changelog.py).
+__version__ = "0.2.0"
+
 if TYPE_CHECKING:
-    __version__: str
     from contextledger.aio import AsyncConversation, AsyncLedger
     from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
     from contextledger.conversation import Conversation, Edit
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         ReductionFailed,
         SchemaOutOfDate,
         SessionDeleted,
+        SessionExpired,
         SessionNotFound,
         StoreError,
         StoreUnavailable,
@@ -107,6 +111,7 @@ _EXPORTS: dict[str, str] = {
     "ReductionFailed": "contextledger.errors",
     "SchemaOutOfDate": "contextledger.errors",
     "SessionDeleted": "contextledger.errors",
+    "SessionExpired": "contextledger.errors",
     "SessionNotFound": "contextledger.errors",
     "StoreError": "contextledger.errors",
     "StoreUnavailable": "contextledger.errors",
@@ -160,15 +165,8 @@ _EXPORTS: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            value: Any = version("contextledger")
-        except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-            value = "0+unknown"
-    elif name in _EXPORTS:
-        value = getattr(import_module(_EXPORTS[name]), name)
+    if name in _EXPORTS:
+        value: Any = getattr(import_module(_EXPORTS[name]), name)
     else:
         raise AttributeError(f"module 'contextledger' has no attribute {name!r}")
     globals()[name] = value
@@ -176,7 +174,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS, "__version__"})
+    return sorted({*globals(), *_EXPORTS})
 
 
 __all__ = [
@@ -232,6 +230,7 @@ __all__ = [
     "Revision",
     "SchemaOutOfDate",
     "SessionDeleted",
+    "SessionExpired",
     "SessionInfo",
     "SessionNotFound",
     "SlidingWindowConversationManager",

@@ -16,7 +16,10 @@ __all__ = [
     "ConversationExists",
     "CorruptRecord",
     "DuplicateEntry",
+    "EncryptionError",
+    "EncryptionKeyMissing",
     "EntryNotFound",
+    "ErasurePending",
     "InvalidExport",
     "InvalidLedgerURL",
     "InvalidMessage",
@@ -31,6 +34,7 @@ __all__ = [
     "SchemaOutOfDate",
     "SessionDeleted",
     "SessionExists",
+    "SessionExpired",
     "SessionNotFound",
     "SessionOwnerConflict",
     "StoreError",
@@ -179,6 +183,52 @@ class SessionDeleted(SessionNotFound):
     Raised by a commit planned on a version > 0 that finds no conversation: the writer's
     view belongs to a session that no longer exists, and is not silently re-created.
     """
+
+
+class SessionExpired(SessionDeleted):
+    """The conversation expired while this writer held it (a Redis ``ttl``, or ``Ledger.expire``).
+
+    It is gone for good, as a deleted one is: open it again with
+    ``ledger.conversation(session_id, agent_id)`` to start afresh.
+    """
+
+
+class ErasurePending(ContextLedgerError):
+    """An erasure is done in the ledger, but erased bytes may still be on disk, or copies remain elsewhere.
+
+    Raised by :meth:`~contextledger.lifecycle.Erasure.raise_if_incomplete` (the erase
+    itself returns its report): the message says what is left and what to do, e.g. a
+    SQLite WAL held by another process's read transaction (run
+    ``ledger.settle_erasure()`` once it ends) or a copy in another ledger.
+
+    Attributes:
+        erasure: The report (a :class:`~contextledger.lifecycle.Erasure`).
+    """
+
+    def __init__(self, message: str, *, erasure: object) -> None:
+        """Carry the report."""
+        super().__init__(message)
+        self.erasure = erasure
+
+
+class EncryptionError(ContextLedgerError):
+    """A stored value could not be decrypted or encrypted: a wrong key, or a damaged ciphertext.
+
+    Nothing is returned in its place: the ledger never hands out undecrypted bytes.
+    """
+
+
+class EncryptionKeyMissing(EncryptionError):
+    """The key a value was encrypted under is not among the keys given (or no key was given).
+
+    Attributes:
+        key_id: The id of the key that is needed (``None`` when no key at all was given).
+    """
+
+    def __init__(self, message: str, *, key_id: str | None = None) -> None:
+        """Carry the key id."""
+        super().__init__(message)
+        self.key_id = key_id
 
 
 class EntryNotFound(ContextLedgerError, LookupError):

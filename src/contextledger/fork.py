@@ -7,49 +7,27 @@ evicts what was no longer in that view and records where the fork came from -- s
 origin is a plain query (:func:`fork_origin`) and ``contextledger show`` prints it.
 
 Each agent's fork is one atomic commit creating its conversation (version 1); the new
-session must not exist.
+session must not exist. Before it, the fork is recorded under its parent and every
+further ancestor (:mod:`contextledger.lineage`), so an erasure in any of them reaches it;
+after it, erasures its ancestors made while it was being copied are applied to it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ConfigurationError, SessionExists, SessionNotFound
+from contextledger.lineage import FORK_STRATEGY, ForkOrigin, fork_origin
 from contextledger.records import Reduction, SummaryEntry, ViewEntry, new_id, utcnow
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import with_lineage
 from contextledger.travel import view_at
 
 __all__ = ["FORK_STRATEGY", "ForkOrigin", "fork", "fork_origin"]
 
 logger = logging.getLogger(__name__)
-
-FORK_STRATEGY = "fork"
-"""The strategy of the reduction that records a fork's origin."""
-
-
-@dataclass(frozen=True)
-class ForkOrigin:
-    """Where a forked conversation came from.
-
-    Attributes:
-        session_id: The original session.
-        agent_id: The original agent.
-        at_call: The model call whose view the fork starts from (``None``: the view then current).
-        version: The original conversation's version at the fork.
-        forked_at: When the fork was committed.
-        reduction_id: The ``fork`` reduction of the new conversation.
-    """
-
-    session_id: str
-    agent_id: str
-    at_call: int | None
-    version: int
-    forked_at: datetime
-    reduction_id: str
 
 
 def fork(
@@ -88,14 +66,22 @@ def fork(
         raise SessionNotFound(f"no session {session_id!r}" + (f" with agent {agent_id!r}" if agent_id else ""))
     if store.agents(new_session_id):
         raise SessionExists(f"session {new_session_id!r} already exists; a fork creates a new session")
-    plans = [_fork_changeset(store, session_id, a, new_session_id, at_call) for a in agents]
+    from contextledger.lifecycle import catch_up
+    from contextledger.lineage import ancestors, fork_links
+
+    lineage = with_lineage(store)
+    plans = [
+        _fork_changeset(store, session_id, a, new_session_id, at_call, ancestors(store, session_id, a)) for a in agents
+    ]
     # A fork belongs to the app and user of its source: listed with their sessions, erased with them.
     owner = store.owner(session_id)
     origins = []
     for changeset, origin in plans:
         if owner is not None and (owner.app is not None or owner.user is not None):
             changeset = changeset.model_copy(update={"app": owner.app, "user": owner.user})
+        lineage.add_lineage(fork_links(origin, new_session_id, origin.agent_id))  # before the commit: see lineage
         store.commit(changeset)
+        catch_up(store, origin.ancestors, new_session_id, origin.agent_id)
         origins.append(origin)
         logger.info(
             "session_id=<%s>, agent_id=<%s>, new_session_id=<%s>, at_call=<%s> | forked",
@@ -108,7 +94,12 @@ def fork(
 
 
 def _fork_changeset(
-    store: LedgerStore, session_id: str, agent_id: str, new_session_id: str, at_call: int | None
+    store: LedgerStore,
+    session_id: str,
+    agent_id: str,
+    new_session_id: str,
+    at_call: int | None,
+    further: list[tuple[str, str]],
 ) -> tuple[Changeset, ForkOrigin]:
     snapshot = store.load(session_id, agent_id)
     if snapshot is None:
@@ -151,8 +142,15 @@ def _fork_changeset(
         )
     replaced = set(summary.replaces) if summary else set()
     count = at_call if at_call is not None else state.model_call_count
+    chain = ((session_id, agent_id), *further)
     detail = json.dumps(
-        {"forked_from": session_id, "agent_id": agent_id, "at_call": at_call, "version": state.version},
+        {
+            "forked_from": session_id,
+            "agent_id": agent_id,
+            "at_call": at_call,
+            "version": state.version,
+            "ancestors": [list(pair) for pair in chain],
+        },
         sort_keys=True,
     )
     reduction = Reduction(
@@ -193,24 +191,6 @@ def _fork_changeset(
         version=state.version,
         forked_at=utcnow(),
         reduction_id=reduction_id,
+        ancestors=chain,
     )
     return changeset, origin
-
-
-def fork_origin(reductions: list[Reduction]) -> ForkOrigin | None:
-    """Where a conversation was forked from, read from its ``fork`` reduction (``None``: not a fork)."""
-    for red in reductions:
-        if red.strategy == FORK_STRATEGY and red.trigger == "import" and red.detail:
-            try:
-                data = json.loads(red.detail)
-                return ForkOrigin(
-                    session_id=str(data["forked_from"]),
-                    agent_id=str(data["agent_id"]),
-                    at_call=data["at_call"],
-                    version=int(data["version"]),
-                    forked_at=red.created_at,
-                    reduction_id=red.reduction_id,
-                )
-            except (ValueError, KeyError, TypeError):
-                continue
-    return None

@@ -16,7 +16,9 @@ from contextledger.managers.base import ConversationManager
 from contextledger.records import (
     TRIGGERS,
     Eviction,
+    Expiry,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from contextledger.fork import ForkOrigin
+    from contextledger.lifecycle import Erasure
     from contextledger.transfer import ConversationRecords, CopyReport, ImportOutcome
     from contextledger.users import UserErasure
 
@@ -75,6 +78,12 @@ def open_store(url: str, **options: Any) -> LedgerStore:
         SchemaOutOfDate: The SQL schema does not match this library.
     """
     backend = backend_of(url)
+    encryption = options.pop("encryption", None)
+    if encryption is not None:
+        from contextledger.stores.encrypted import key_provider, with_encryption
+
+        provider = key_provider(encryption)  # before opening: a bad option opens nothing
+        return with_encryption(open_store(url, **options), provider)
     if "ttl" in options and backend != "redis":
         if options["ttl"] is not None:
             raise ConfigurationError(f"ttl= expires conversations on Redis only; {mask(url)!r} is a {backend} ledger")
@@ -129,7 +138,9 @@ class Ledger:
 
         Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL,
         ``key_prefix="myapp"`` for Redis, ``ttl=3600`` to expire each Redis conversation
-        that many seconds after its last write).
+        that many seconds after its last write), except ``encryption``: a
+        :class:`~contextledger.encryption.Keyring` (or key provider, or a callable returning
+        one) seals content, summaries and state at rest (see :mod:`contextledger.encryption`).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
@@ -139,6 +150,7 @@ class Ledger:
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
+            EncryptionKeyMissing: ``encryption`` is a callable that gave no key.
         """
         return cls(open_store(url, **options))
 
@@ -308,10 +320,34 @@ class Ledger:
         return fork(self.store, session_id, new_session_id, at_call=at_call, agent_id=agent_id)
 
     def fork_origin(self, session_id: str, agent_id: str = "default") -> ForkOrigin | None:
-        """Where the conversation was forked from, or ``None`` when it is not a fork."""
+        """Where the conversation was forked from (its parent and every ancestor); ``None`` when it is not a fork."""
         from contextledger.fork import fork_origin
 
         return fork_origin(self.store.reductions(session_id, agent_id))
+
+    def forks(self, session_id: str, agent_id: str | None = None, *, transitive: bool = False) -> list[LineageLink]:
+        """The forks of the session that exist, and the copies ``copy_to`` made of it in other ledgers.
+
+        Args:
+            session_id: The session.
+            agent_id: Only this agent's (default: every agent of the session).
+            transitive: Also the forks of its forks (each with its ``depth``).
+
+        Returns:
+            One link per fork (``ledger`` is ``None``) or copy (``ledger`` names the other
+            ledger), nearest first; empty for a session without any.
+
+        Raises:
+            ConfigurationError: The store keeps no lineage.
+        """
+        from contextledger.lineage import copies, descendants
+
+        out: list[LineageLink] = []
+        for agent in [agent_id] if agent_id is not None else self.agents(session_id):
+            found = [link for link in descendants(self.store, session_id, agent) if transitive or link.depth == 1]
+            out += found
+            out += copies(self.store, [(session_id, agent)])
+        return sorted(out, key=lambda link: (link.depth, link.created_at, link.key))
 
     def erase(
         self,
@@ -321,19 +357,45 @@ class Ledger:
         reason: str,
         summarizer: Callable[[Sequence[ViewEntry]], str] | None = None,
         agent_id: str | None = None,
-    ) -> Tombstone:
-        """Erase one message for good: its content, its revisions and the text of summaries covering it.
+        also: Sequence[_HoldsStore | LedgerStore] = (),
+        settle_timeout: float | None = None,
+    ) -> Erasure:
+        """Erase one message for good -- here, in every fork of it, and in the copies of ``also`` -- leaving tombstones.
 
-        Leaves a tombstone (entry id, when, why); see :func:`contextledger.lifecycle.erase`.
+        Its content, its revisions and the text of summaries covering it go; see
+        :func:`contextledger.lifecycle.erase`. The report lists the tombstones, the copies
+        in other ledgers that were not erased, and whether erased bytes may still be on
+        disk (``pending``, with what to do; :meth:`settle_erasure` tries again).
 
         Raises:
             ConfigurationError: ``reason`` is empty.
             SessionNotFound: The session (or agent) does not exist.
             EntryNotFound: No message of the session has that id.
         """
-        from contextledger.lifecycle import erase
+        from contextledger.lifecycle import DEFAULT_SETTLE_TIMEOUT, erase
 
-        return erase(self.store, session_id, entry_id, reason=reason, summarizer=summarizer, agent_id=agent_id)
+        stores = [o if isinstance(o, LedgerStore) else o.store for o in also]
+        return erase(
+            self.store,
+            session_id,
+            entry_id,
+            reason=reason,
+            summarizer=summarizer,
+            agent_id=agent_id,
+            also=stores,
+            settle_timeout=DEFAULT_SETTLE_TIMEOUT if settle_timeout is None else settle_timeout,
+        )
+
+    def settle_erasure(self, *, timeout: float = 5.0, vacuum: bool = False) -> str | None:
+        """Make erased bytes leave the ledger's files; ``None`` when none is known to remain, else why and what to do.
+
+        On SQLite: checkpoint the WAL (``TRUNCATE``), waiting at most ``timeout`` seconds for
+        other processes' read transactions. On PostgreSQL: with ``vacuum``, ``VACUUM FULL``
+        the ledger's tables (it locks them while it runs). See ``docs/operations/erasure.md``.
+        """
+        from contextledger.lifecycle import settle_erasure
+
+        return settle_erasure(self.store, timeout=timeout, vacuum=vacuum)
 
     def prune(
         self, *, older_than: timedelta | datetime, keep_summaries: bool = True, session_id: str | None = None
@@ -349,6 +411,27 @@ class Ledger:
         from contextledger.lifecycle import prune
 
         return prune(self.store, older_than=older_than, keep_summaries=keep_summaries, session_id=session_id)
+
+    def expire(
+        self, *, idle: timedelta | datetime, session_id: str | None = None, dry_run: bool = False
+    ) -> list[Expiry]:
+        """Remove whole sessions not written for ``idle`` (or since the moment ``idle``), each leaving expiries.
+
+        A writer still holding an expired conversation gets ``SessionExpired``;
+        :meth:`conversation` starts it afresh. See :mod:`contextledger.expiry`.
+
+        Raises:
+            ConfigurationError: ``idle`` is not a positive timedelta or a datetime.
+        """
+        from contextledger.expiry import expire
+
+        return expire(self.store, idle=idle, session_id=session_id, dry_run=dry_run)
+
+    def expirations(self, session_id: str) -> list[Expiry]:
+        """What expired of the session (``Ledger.expire``): which conversation, when, why, its last write."""
+        from contextledger.stores.capabilities import expiring
+
+        return expiring(self.store).expirations(session_id)
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """What was erased or pruned in the session: which entry, when, why."""
@@ -384,9 +467,12 @@ class Ledger:
             InvalidExport: The records are inconsistent.
             InvalidMessage: A value cannot be stored as JSON.
         """
+        from contextledger.lineage import register_forks
         from contextledger.transfer import write_conversation
 
-        return write_conversation(self.store, records)
+        outcome = write_conversation(self.store, records)
+        register_forks(self.store, [(records.session_id, records.agent_id)])
+        return outcome
 
     def copy_to(
         self,
@@ -405,10 +491,15 @@ class Ledger:
             SessionNotFound: A session of ``session_ids`` is not in this ledger.
             ConversationExists: The target holds one of the conversations with different records.
         """
+        from contextledger.lineage import register_copies, register_forks
         from contextledger.transfer import copy_sessions
 
         store = target if isinstance(target, LedgerStore) else target.store
-        return copy_sessions(self.store, store, session_ids, on_conversation=on_conversation)
+        report = copy_sessions(self.store, store, session_ids, on_conversation=on_conversation)
+        pairs = [(sid, aid) for sid, aid, _ in report.conversations]
+        register_forks(store, pairs)  # after the batch: a fork may be copied before its parent
+        register_copies(self.store, store.url, pairs)
+        return report
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""

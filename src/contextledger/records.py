@@ -21,7 +21,10 @@ __all__ = [
     "EntryKind",
     "EntryStatus",
     "Eviction",
+    "Expiry",
     "HistoryEntry",
+    "LineageKind",
+    "LineageLink",
     "PinEvent",
     "PinSource",
     "Reduction",
@@ -49,6 +52,8 @@ PinSource = str
 (the ``pin_message`` tool), ``host`` (an integration mirroring its host's pins), or
 another short name an integration chooses."""
 EntryKind = Literal["message", "summary"]
+LineageKind = Literal["fork", "copy"]
+"""How a conversation was made from another: ``fork`` (:meth:`Ledger.fork`) or ``copy`` (:meth:`Ledger.copy_to`)."""
 EntryStatus = Literal["active", "evicted"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -353,6 +358,66 @@ class Tombstone(BaseModel):
     reason: str
     erased_at: datetime = Field(default_factory=utcnow)
     summaries: tuple[str, ...] = ()
+
+
+class LineageLink(BaseModel):
+    """One descendant of a conversation: a fork (of a fork...) in this ledger, or a copy in another.
+
+    Kept under the ancestor, so erasing in it reaches every descendant (see
+    :mod:`contextledger.lineage`). A fork of a fork is recorded under each ancestor,
+    with its ``depth``, so a descendant stays reachable when a session between them is
+    deleted or expires.
+
+    Attributes:
+        session_id: The ancestor session.
+        agent_id: The ancestor agent (forks and copies keep the agent id).
+        child_session_id: The descendant session.
+        child_agent_id: The descendant agent.
+        kind: ``fork`` or ``copy``.
+        depth: 1 for a direct fork or copy, 2 for a fork of a fork, ...
+        at_call: The model call whose view a fork started from (``None``: the view then current).
+        version: The ancestor's version when the descendant was taken from it.
+        created_at: When.
+        ledger: For a copy, the (masked) URL of the ledger that holds it; ``None``: this ledger.
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    child_session_id: str
+    child_agent_id: str
+    kind: LineageKind = "fork"
+    depth: int = 1
+    at_call: int | None = None
+    version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    ledger: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What identifies the link under its ancestor (recording it again changes nothing)."""
+        return f"{self.kind}|{self.ledger or ''}|{self.child_session_id}|{self.child_agent_id}"
+
+
+class Expiry(BaseModel):
+    """What is left of a conversation that expired (``Ledger.expire``): which, when, why.
+
+    Attributes:
+        session_id: The session.
+        agent_id: The agent.
+        reason: Why, e.g. ``idle since 2026-01-01T00:00:00+00:00``.
+        expired_at: When it was removed.
+        last_write: Its last write before that.
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    agent_id: str
+    reason: str
+    expired_at: datetime = Field(default_factory=utcnow)
+    last_write: datetime
 
 
 def in_commit_order(reductions: list[Reduction]) -> list[Reduction]:

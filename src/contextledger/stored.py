@@ -14,9 +14,12 @@ validating path, which reports it as it always has.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+from contextledger.errors import EncryptionKeyMissing
 from contextledger.jsonvalues import (  # the codec's private parts: the walk mirrors its decoding
     _BYTES_TAG,
     _ESCAPED_TAG,
@@ -30,6 +33,7 @@ from contextledger.jsonvalues import (  # the codec's private parts: the walk mi
 
 __all__ = [
     "ROLES",
+    "SEALED",
     "Unusual",
     "check_block",
     "load_frozen",
@@ -37,6 +41,7 @@ __all__ = [
     "message_fields",
     "parse_json_text",
     "record_fields",
+    "sealed_values_allowed",
     "stored_content_fields",
     "text_fields",
 ]
@@ -210,12 +215,34 @@ def message_fields(message_id: Any, role: Any, blocks: Any, metadata: FrozenDict
     return {"message_id": message_id, "role": role, "content": blocks, "metadata": metadata}
 
 
+SEALED = "cl_encrypted"
+"""The key of content sealed by :mod:`contextledger.encryption` (a block of that one key)."""
+_SEALED_OK: ContextVar[bool] = ContextVar("contextledger_sealed_ok", default=False)
+
+
+@contextmanager
+def sealed_values_allowed() -> Iterator[None]:
+    """Let sealed content through (what :class:`~contextledger.stores.encrypted.EncryptedStore` reads and writes)."""
+    token = _SEALED_OK.set(True)
+    try:
+        yield
+    finally:
+        _SEALED_OK.reset(token)
+
+
 def check_block(block: Mapping[str, Any]) -> None:
     """Reject the known block kinds whose shape the ledger relies on (tool pairing, text).
 
     Raises:
         ValueError: ``block`` is a text, toolUse or toolResult block of another shape.
+        EncryptionKeyMissing: ``block`` is sealed content read without the ledger's keys
+            (never handed out in place of the content).
     """
+    if SEALED in block and not _SEALED_OK.get():
+        raise EncryptionKeyMissing(
+            "this ledger is encrypted: open it with its keys (Ledger.connect(url, encryption=Keyring(...)), "
+            "or CONTEXTLEDGER_ENCRYPTION_KEYS for the contextledger command)"
+        )
     if "text" in block and not isinstance(block["text"], str):
         raise ValueError(f"a text block holds a string, got {type(block['text']).__name__}")
     for kind in ("toolUse", "toolResult"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,18 @@ def test_demo_unreachable_server_fails_before_running(invoke: Invoke) -> None:
     assert result.stdout == ""
     assert result.stderr.startswith("error: ")
     assert result.stderr.count("\n") == 1
+
+
+def test_the_closing_hints_run_as_printed(invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("demo", "--url", f"sqlite:///{tmp_path / 'demo.db'}", "--turns", "2", "--sessions", "1")
+    assert result.exit_code == 0, result.stderr
+    hints = [shlex.split(line) for line in result.stdout.splitlines() if line.startswith("  contextledger ")]
+    assert [words[1] for words in hints] == ["sessions", "show", "evictions", "history", "serve", "timeline"]
+    assert "pip install 'contextledger[web]'" in result.stdout
+    for words in hints:
+        if words[1] == "serve":  # it serves until stopped (tests/web start it); its options are real
+            assert invoke("serve", "--help").exit_code == 0
+            continue
+        assert invoke(*words[1:]).exit_code == 0, words
+    assert "<html" in (tmp_path / "demo-1-trip.html").read_text(encoding="utf-8")

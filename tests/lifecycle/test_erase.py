@@ -72,7 +72,10 @@ def test_erase_removes_content_revisions_and_summary_texts(store: LedgerStore) -
     secret, _ = _setup(ledger)
     assert SECRET in _everything(ledger)
     version = ledger.conversation("s").version
-    tombstone = ledger.erase("s", secret.message_id, reason="GDPR request 42")
+    erasure = ledger.erase("s", secret.message_id, reason="GDPR request 42")
+    tombstone = erasure.tombstone
+    assert erasure.descendants == ()
+    assert erasure.copies == ()
     assert SECRET not in _everything(ledger)
     (row,) = [h for h in ledger.history("s") if h.message.message_id == secret.message_id]
     assert row.message.plain_text == ERASED_TEXT

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from contextledger import Changeset, Ledger, Message, ReductionPlan, SummaryDraf
 from contextledger.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict
 from contextledger.lifecycle import erase
+from contextledger.records import LineageLink, utcnow
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.engine import build_engine, parse_url
 from contextledger.stores.sql.models import Base
@@ -110,6 +112,10 @@ def _row_counts(store: SQLStore) -> dict[str, int]:
 
 def test_delete_session_removes_every_row_and_only_that_session(sql_store: SQLStore) -> None:
     for session in ("gone", "kept"):
+        # An expired conversation leaves an expiry row under its ids, forgotten when its session is deleted.
+        for agent in ("a", "b"):
+            Conversation(sql_store, session, agent).append(Message.user("soon expired"))
+        assert len(sql_store.expire_session(session, idle_before=utcnow() + timedelta(seconds=1), reason="t")) == 2
         for agent in ("a", "b"):
             conversation = Conversation(sql_store, session, agent)
             conversation.append(*[Message.user(f"{session}-{agent}-{i}") for i in range(6)])
@@ -137,6 +143,11 @@ def test_delete_session_removes_every_row_and_only_that_session(sql_store: SQLSt
             )
             # An erased entry leaves a tombstone row, deleted with its session too.
             erase(sql_store, session, conversation.view.ids[-2], reason="t", agent_id=agent)
+            # A lineage link is kept under its ancestor, and goes with it.
+            link = LineageLink(
+                session_id=session, agent_id=agent, child_session_id=f"{session}-fork", child_agent_id=agent
+            )
+            assert sql_store.add_lineage([link]) == 1
     before = _row_counts(sql_store)
     assert all(count > 0 for count in before.values()), before
     assert sql_store.delete_session("gone") is True

@@ -1,7 +1,7 @@
 """One test per access to Strands internals (``integrations/strands/_compat.py``).
 
 When one of these fails, the installed Strands changed something the integration relies
-on: update ``_compat.py`` (and the supported range in ``pyproject.toml`` and the README).
+on: update ``_compat.py`` (and the supported range in ``pyproject.toml`` and ``docs/hosts/strands.md``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_installed_strands_is_a_supported_one() -> None:
     assert major < 2, f"strands-agents {installed} is outside {_compat.SUPPORTED_STRANDS}; check _compat.py"
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'strands = ["strands-agents{_compat.SUPPORTED_STRANDS}"]' in pyproject
-    assert f"strands-agents{_compat.SUPPORTED_STRANDS}" in (ROOT / "README.md").read_text()
+    assert f"strands-agents{_compat.SUPPORTED_STRANDS}" in (ROOT / "docs" / "hosts" / "strands.md").read_text()
 
 
 def test_internal_state_is_what_session_agent_stores() -> None:

@@ -27,6 +27,12 @@ def open_async_store(url: str, **options: Any) -> LedgerStore:
         StoreUnavailable: The database or server could not be reached.
         SchemaOutOfDate: The SQL schema does not match this library.
     """
+    encryption = options.pop("encryption", None)
+    if encryption is not None:
+        from contextledger.stores.encrypted import key_provider, with_encryption
+
+        provider = key_provider(encryption)  # before opening: a bad option opens nothing
+        return with_encryption(open_async_store(url, **options), provider)
     backend = backend_of(url)
     if backend != "redis":
         from contextledger.ledger import open_store

@@ -60,6 +60,15 @@ COMMANDS: Mapping[str, str | Subcommands] = {
     "timeline": "contextledger.cli.server:timeline",
     "prune": "contextledger.cli.lifecycle:prune",
     "copy": "contextledger.cli.copy:copy",
+    "encryption": Subcommands(
+        "Encryption at rest: a new key, key rotation, what each key seals "
+        "(keys in CONTEXTLEDGER_ENCRYPTION_KEYS, the current one first).",
+        {
+            "new-key": "contextledger.cli.encryption:new_key",
+            "rotate": "contextledger.cli.encryption:rotate",
+            "status": "contextledger.cli.encryption:status",
+        },
+    ),
     "db": Subcommands(
         "Schema migrations of a SQL ledger.",
         {"upgrade": "contextledger.cli.db:upgrade", "current": "contextledger.cli.db:current"},
@@ -220,7 +229,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from contextledger import __version__  # read from the package metadata: only when asked
+        from contextledger import __version__  # imported only when asked
 
         typer.echo(f"contextledger {__version__}")
         raise typer.Exit()

@@ -3,7 +3,8 @@
 Built on :func:`contextledger.transfer.copy_sessions`: each conversation is read whole
 from the source and written to the target in one atomic commit; a conversation the
 target already holds unchanged is skipped, one it holds with different records stops
-the copy with an error (what was copied before it stays).
+the copy with an error (what was copied before it stays). The source records each copy
+(``Ledger.forks`` lists it), so an erasure there reports the copy, or erases it too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ __all__ = ["copy"]
 
 
 def copy(
-    source: Annotated[str, typer.Option("--from", help="The ledger URL to copy from (read only).", show_default=False)],
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="The ledger URL to copy from (its sessions are read; the copy is recorded in it, for erasure).",
+            show_default=False,
+        ),
+    ],
     target: Annotated[
         str, typer.Option("--to", help="The ledger URL to copy to (created if needed).", show_default=False)
     ],
@@ -45,7 +53,8 @@ def copy(
 
     if source == target:
         raise ConfigurationError("--from and --to name the same ledger")
-    with open_ledger(source) as src, open_ledger(target, must_exist=False, read_only=False) as dst:
+    # The source records the copy (its lineage), so that an erasure there can say the copy exists.
+    with open_ledger(source, read_only=False) as src, open_ledger(target, must_exist=False, read_only=False) as dst:
         ids = list(session) if session else list_sessions(src.store)
         total = sum(len(src.require_session(s)) for s in ids) if session else None
         show = progress if progress is not None else sys.stderr.isatty()

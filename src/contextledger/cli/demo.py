@@ -220,6 +220,12 @@ def render_report(report: DemoReport, url: str) -> None:
         f"contextledger history {first}{flag}",
     ):
         out.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
+    out.print("In a browser (the web view needs pip install 'contextledger[web]'):", markup=False, highlight=False)
+    for command in (
+        f"contextledger serve{flag}",
+        f"contextledger timeline {first}{flag} -o {first}.html",
+    ):
+        out.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _session_json(s: SessionReport) -> dict[str, Any]:

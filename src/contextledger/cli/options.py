@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -28,6 +29,9 @@ __all__ = [
     "resolve_url",
     "sqlite_path",
 ]
+
+ENV_KEYS = "CONTEXTLEDGER_ENCRYPTION_KEYS"
+"""The encryption keys of the ledger, when it is encrypted (see :mod:`contextledger.encryption`)."""
 
 DEMO_URL = "sqlite:///contextledger-demo.db"
 """The demo's own ledger (``contextledger demo``), read when no other ledger is named or found."""
@@ -91,6 +95,9 @@ def open_ledger(url: str | None, *, must_exist: bool = True, read_only: bool = T
     contextledger ledger". With ``must_exist`` a SQLite URL naming a missing file is
     refused instead of creating an empty ledger there.
 
+    With ``CONTEXTLEDGER_ENCRYPTION_KEYS`` set, the ledger is opened with those keys
+    (an encrypted ledger; see :mod:`contextledger.encryption`).
+
     Raises:
         InvalidLedgerURL: The URL is malformed, unsupported, or names a missing SQLite file.
         NotALedger: The database holds no ledger (another application's database).
@@ -102,9 +109,15 @@ def open_ledger(url: str | None, *, must_exist: bool = True, read_only: bool = T
     path = sqlite_path(url)
     if must_exist and path is not None and not path.is_file():
         raise InvalidLedgerURL(f"no ledger at {mask(url)}: the file {str(path)!r} does not exist")
+    options: dict[str, Any] = {}
+    if os.environ.get(ENV_KEYS, "").strip():
+        # An encrypted ledger is read and written with the keys in the environment.
+        from contextledger.encryption import Keyring
+
+        options["encryption"] = Keyring.from_env()
     if read_only and is_sql_url(url):
-        return Ledger.connect(url, read_only=True)
-    return Ledger.connect(url)
+        return Ledger.connect(url, read_only=True, **options)
+    return Ledger.connect(url, **options)
 
 
 def agents_of(ledger: Ledger, session_id: str, agent: str | None) -> list[str]:

@@ -91,7 +91,7 @@ def show(
 
 
 def _print_origins(session_id: str, url: str | None, agent: str | None) -> None:
-    """One line per forked agent: where its conversation was forked from."""
+    """Its lineage, one line each: where a forked agent came from, its forks (of forks), its copies elsewhere."""
     with open_ledger(url) as ledger:
         for agent_id in agents_of(ledger, session_id, agent):
             origin = ledger.fork_origin(session_id, agent_id)
@@ -100,4 +100,18 @@ def _print_origins(session_id: str, url: str | None, agent: str | None) -> None:
                 typer.echo(
                     f"{session_id} / {agent_id} was forked from {origin.session_id} / {origin.agent_id}"
                     f" at {where} (version {origin.version})"
+                )
+            for link in ledger.forks(session_id, agent_id, transitive=True):
+                when = link.created_at.isoformat(timespec="seconds")
+                if link.ledger is not None:
+                    typer.echo(
+                        f"{session_id} / {agent_id} was copied to {link.ledger} (version {link.version}, {when})"
+                    )
+                    continue
+                cut = "its view then" if link.at_call is None else f"model call {link.at_call}"
+                kin = "fork" if link.depth == 1 else f"fork of a fork (depth {link.depth})"
+                detail = f"at {cut}, " if link.depth == 1 else ""
+                typer.echo(
+                    f"{session_id} / {agent_id} has a {kin}: {link.child_session_id} / {link.child_agent_id}"
+                    f" ({detail}{when})"
                 )

@@ -18,13 +18,16 @@ from contextledger.errors import (
     DuplicateEntry,
     EntryNotFound,
     SessionDeleted,
+    SessionExpired,
 )
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
     EntryStatus,
     Eviction,
+    Expiry,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -45,6 +48,7 @@ from contextledger.stores.base import (
     check_storable,
     owned,
 )
+from contextledger.stores.capabilities import Swap, swap_in
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 
@@ -79,6 +83,7 @@ class _Conversation:
     # version -> id of the changeset that produced it (the commit log, for exactly-once)
     log: dict[int, str] = field(default_factory=dict)
     tombstones: list[Tombstone] = field(default_factory=list)
+    lineage: dict[str, LineageLink] = field(default_factory=dict)
 
 
 class MemoryStore:
@@ -95,6 +100,7 @@ class MemoryStore:
         self._data: dict[tuple[str, str], _Conversation] = {}
         self._owners: dict[str, SessionOwner] = {}  # session id -> the app and user it was created for
         self._scopes: dict[tuple[str, str | None], dict[str, str]] = {}  # (app, user) -> key -> JSON text
+        self._expired: dict[tuple[str, str], Expiry] = {}
         self._gate = Gate(url)
 
     # -- reads ---------------------------------------------------------------------------
@@ -317,8 +323,17 @@ class MemoryStore:
             applied = _applied(conv, changeset)
             if applied is not None:
                 return applied
-            _check_version(conv, changeset)
+            self._check_version(conv, changeset)
             return None
+
+    def _check_version(self, conv: _Conversation | None, changeset: Changeset) -> None:
+        try:
+            _check_version(conv, changeset)
+        except SessionDeleted as exc:
+            expiry = self._expired.get((changeset.session_id, changeset.agent_id))
+            if expiry is not None:
+                raise SessionExpired(f"{exc} (it expired: {expiry.reason})") from exc
+            raise
 
     def _send(self, changeset: Changeset) -> int:
         key = (changeset.session_id, changeset.agent_id)
@@ -327,7 +342,7 @@ class MemoryStore:
             applied = _applied(conv, changeset)
             if applied is not None:
                 return applied
-            _check_version(conv, changeset)
+            self._check_version(conv, changeset)
             staged = _validate(conv, changeset)
             if conv is None:
                 session = changeset.session_id
@@ -430,17 +445,103 @@ class MemoryStore:
             return True
 
     def delete_session(self, session_id: str) -> bool:
-        """Drop every conversation of the session."""
+        """Drop every conversation of the session (and what is remembered of its expiry)."""
         with self._gate.call(), self._lock:
             keys = [k for k in self._data if k[0] == session_id]
             for k in keys:
                 del self._data[k]
             self._owners.pop(session_id, None)
+            for k in [k for k in self._expired if k[0] == session_id]:
+                del self._expired[k]
             return bool(keys)
+
+    # -- lineage and expiry ----------------------------------------------------------------
+
+    def add_lineage(self, links: Sequence[LineageLink]) -> int:
+        """Record each link under its ancestor conversation when it exists; return how many were new."""
+        with self._gate.call(), self._lock:
+            added = 0
+            for link in links:
+                conv = self._data.get((link.session_id, link.agent_id))
+                if conv is not None and link.key not in conv.lineage:
+                    conv.lineage[link.key] = link
+                    added += 1
+            return added
+
+    def lineage(self, session_id: str, agent_id: str | None = None) -> list[LineageLink]:
+        """The links whose ancestor is the session (or the one agent), oldest first."""
+        with self._gate.call(), self._lock:
+            out = [link for c in self._conversations(session_id, agent_id) for link in c.lineage.values()]
+            return sorted(out, key=lambda link: (link.created_at, link.depth, link.key))
+
+    def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
+        """Remove the session when none of its conversations was written at or after ``idle_before``."""
+        with self._gate.call(), self._lock:
+            keys = [k for k in self._data if k[0] == session_id]
+            if not keys or any(self._data[k].state.updated_at >= idle_before for k in keys):
+                return []
+            now = utcnow()
+            expiries = []
+            for key in sorted(keys):
+                expiry = Expiry(
+                    session_id=key[0],
+                    agent_id=key[1],
+                    reason=reason,
+                    expired_at=now,
+                    last_write=self._data.pop(key).state.updated_at,
+                )
+                self._expired[key] = expiry
+                expiries.append(expiry)
+            return expiries
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Replace sealed tokens where they still are (a key rotation); return how many were."""
+        with self._gate.call(), self._lock:
+            conv = self._data.get((session_id, agent_id))
+            return 0 if conv is None else sum(_reseal(conv, sw) for sw in swaps)
+
+    def expirations(self, session_id: str) -> list[Expiry]:
+        """The expiries kept for the session, oldest first."""
+        with self._gate.call(), self._lock:
+            found = [e for k, e in self._expired.items() if k[0] == session_id]
+            return sorted(found, key=lambda e: (e.expired_at, e.agent_id))
 
     def close(self) -> None:
         """Refuse further calls (there is nothing to release)."""
         self._gate.close(lambda: None)
+
+
+def _reseal(conv: _Conversation, sw: Swap) -> bool:
+    """Apply one swap to the conversation; whether its token was there."""
+    if sw.where in ("content", "meta"):
+        row = conv.rows.get(sw.ident)
+        if row is None:
+            return False
+        record = row.message.to_record()
+        field_name = "content" if sw.where == "content" else "metadata"
+        value, hit = swap_in(record[field_name], sw.old, sw.new)
+        if hit:
+            row.message = Message.from_record({**record, field_name: value})
+        return hit
+    if sw.where == "summary":
+        summary = conv.summaries.get(sw.ident)
+        if summary is None or summary.content != sw.old:
+            return False
+        conv.summaries[sw.ident] = summary.model_copy(update={"content": sw.new})
+        return True
+    if sw.where == "revision":
+        for i, rev in enumerate(conv.revisions):
+            if rev.message_id == sw.ident and rev.number == sw.number:
+                value, hit = swap_in([dict(b) for b in rev.original], sw.old, sw.new)
+                if hit:
+                    conv.revisions[i] = rev.model_copy(update={"original": value})
+                return hit
+        return False
+    current = conv.state.manager_state if sw.where == "manager_state" else conv.state.agent_state
+    value, hit = swap_in(current, sw.old, sw.new)
+    if hit:
+        conv.state = conv.state.model_copy(update={sw.where: value})
+    return hit
 
 
 def _applied(conv: _Conversation | None, cs: Changeset) -> int | None:

@@ -21,7 +21,18 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     ) from exc
 
 from contextledger.testing.contract import StoreContract
+from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.exactly_once import ExactlyOnceContract, LostReply
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
+from contextledger.testing.lineage import ExpiryContract, LineageContract
 
-__all__ = ["ExactlyOnceContract", "LifecycleContract", "LostReply", "PinHistoryContract", "StoreContract"]
+__all__ = [
+    "EncryptionContract",
+    "ExactlyOnceContract",
+    "ExpiryContract",
+    "LifecycleContract",
+    "LineageContract",
+    "LostReply",
+    "PinHistoryContract",
+    "StoreContract",
+]

@@ -20,8 +20,10 @@ from contextledger.errors import ConcurrencyConflict, ConfigurationError, Duplic
 from contextledger.messages import Message
 from contextledger.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
+from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
+from contextledger.testing.lineage import ExpiryContract, LineageContract
 from contextledger.testing.owners import OwnersContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.transfer import TransferContract
@@ -71,6 +73,9 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
 
 class StoreContract(
     OwnersContract,
+    EncryptionContract,
+    LineageContract,
+    ExpiryContract,
     TransferContract,
     RetentionContract,
     TimeTravelContract,

@@ -35,12 +35,23 @@ Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
   for the conversations of that slot; ``<tag>`` is a short string that hashes to the
   slot (:func:`slot_tag`), so the commit script of a conversation can write its slot's
   index atomically with the conversation.
-* ``<prefix>:session-slots`` -- on Cluster: set of the slots that have such an index.
+* ``<prefix>:session-slots`` -- on Cluster: set of the slots that have such an index
+  (with a ttl it expires with the last of them: every commit sets its expiry again).
 
-Apps and users (see :mod:`contextledger.stores.redis.owners`):
+Beside a session (same hash tag as its agent set):
 
+* ``{<prefix>:<session>}:expired`` -- hash: agent id -> JSON of the
+  :class:`~contextledger.records.Expiry` of a conversation removed by ``expire``.
+* ``{<prefix>:<session>}:deleted`` -- with a ttl: set by ``delete_session`` (expiring
+  with the ttl), so a writer of a deleted conversation is told it was deleted, not expired.
 * ``{<prefix>:<session>}:owner`` -- hash: ``app`` and ``user`` of the session (a field
-  is absent when not named), beside the session's agent set (same slot).
+  is absent when not named); see :mod:`contextledger.stores.redis.owners`.
+
+Lineage links live in a conversation's ``mut`` hash as ``l|<link key>`` fields (JSON),
+beside its tombstones, so they expire and go with the conversation.
+
+Apps and users:
+
 * ``<prefix>:app:<app>``, ``<prefix>:app:<app>:user:<user>``, ``<prefix>:user:<user>``
   -- sets of the session ids of an app, of one user of an app, of a user (in any app,
   or in none).
@@ -165,13 +176,21 @@ class SessionKeys:
 
     agents: str
     sessions: str
+    expired: str
+    deleted: str
     owner: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str) -> SessionKeys:
         """The index keys of ``session_id`` under ``prefix``."""
         stem = f"{{{prefix}:{encode_id(session_id)}}}"
-        return cls(agents=f"{stem}:agents", sessions=cls.index(prefix), owner=f"{stem}:owner")
+        return cls(
+            agents=f"{stem}:agents",
+            sessions=cls.index(prefix),
+            expired=f"{stem}:expired",
+            deleted=f"{stem}:deleted",
+            owner=f"{stem}:owner",
+        )
 
     @staticmethod
     def owned(prefix: str, app: str | None, user: str | None) -> str:

@@ -6,7 +6,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from redis import Redis
@@ -27,13 +27,16 @@ from contextledger.errors import (
     EntryNotFound,
     InvalidLedgerURL,
     SessionDeleted,
+    SessionExpired,
     StoreError,
     StoreUnavailable,
 )
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
+    Expiry,
     HistoryEntry,
+    LineageLink,
     SessionInfo,
     SessionOwner,
     Snapshot,
@@ -44,9 +47,10 @@ from contextledger.records import (
     view_entry,
 )
 from contextledger.stores.base import AppendedBy, owned
+from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, owners, scripts, transfer, travel
+from contextledger.stores.redis import erasure, lineage, owners, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
     commit_args,
     decode_state,
@@ -149,6 +153,9 @@ class RedisStore(RedisQueries):
         self._import_script: Script = client.register_script(transfer.IMPORT)
         self._align_ttl_script: Script = client.register_script(scripts.ALIGN_TTL)
         self._claim_script: Script = client.register_script(owners.CLAIM)
+        self._link_script: Script = client.register_script(lineage.LINK)
+        self._expire_script: Script = client.register_script(lineage.EXPIRE)
+        self._reseal_script: Script = client.register_script(lineage.RESEAL)
         self._gate = Gate(self.url)
 
     @classmethod
@@ -346,7 +353,10 @@ class RedisStore(RedisQueries):
                 slot_index = SessionKeys.slot_index(self.key_prefix, keys.slot)
                 written = self._import_script(keys=[*keys.all, slot_index], args=args)
                 if self.ttl_ms:
-                    self._client.pexpire(index.agents, self.ttl_ms)
+                    pipe = self._client.pipeline(transaction=False)
+                    pipe.pexpire(index.agents, self.ttl_ms)
+                    pipe.pexpire(SessionKeys.slots(self.key_prefix), self.ttl_ms)
+                    pipe.execute()
         return bool(int(cast(int, written)))
 
     def agents(self, session_id: str) -> list[str]:
@@ -480,7 +490,7 @@ class RedisStore(RedisQueries):
             return cs.new_version
         found = int(current) if current is not None else 0
         if found == 0 and cs.expected_version > 0:
-            raise _deleted(cs)
+            raise self._gone(cs)
         if found != cs.expected_version:
             raise ConcurrencyConflict(
                 f"session_id={cs.session_id} agent_id={cs.agent_id}: "
@@ -518,6 +528,10 @@ class RedisStore(RedisQueries):
                 if self.ttl_ms:
                     pipe.pexpire(index.agents, self.ttl_ms)
                     pipe.pexpire(index.owner, self.ttl_ms)
+                    # the set of slots with an index expires with the last write too
+                    slots = SessionKeys.slots(self.key_prefix)
+                    pipe.sadd(slots, keys.slot)
+                    pipe.pexpire(slots, self.ttl_ms)
                 pipe.execute()
             except (RedisError, RedisClusterException) as exc:
                 # The commit is applied, and listed since before it; only that race is left open.
@@ -540,7 +554,7 @@ class RedisStore(RedisQueries):
                 raise
             code, _, detail = str(exc).partition(" ")
             if code == "CLDELETED":
-                raise _deleted(cs) from exc
+                raise self._gone(cs) from exc
             if code == "CLCONFLICT":
                 raise ConcurrencyConflict(
                     f"session_id={cs.session_id} agent_id={cs.agent_id}: "
@@ -601,6 +615,9 @@ class RedisStore(RedisQueries):
             pipe.delete(index.owner)
             for key in owners.index_sets(self.key_prefix, owner):
                 pipe.srem(key, session_id)
+            pipe.delete(index.expired)
+            if self.ttl_ms:  # so a writer still holding it is told it was deleted, not that it expired
+                pipe.set(index.deleted, "1", px=self.ttl_ms)
             pipe.execute()
             if agents:
                 self._relist_recreated(session_id, index, agents, conversations)
@@ -612,6 +629,172 @@ class RedisStore(RedisQueries):
         self, session_id: str, index: SessionKeys, agents: list[str], conversations: list[ConversationKeys]
     ) -> None:
         relist_recreated(self._client, self.key_prefix, self._cluster, session_id, index, agents, conversations)
+
+    def _gone(self, cs: Changeset) -> SessionDeleted:
+        """Why a conversation a writer held is gone: expired (``expire``, or its ttl) or deleted."""
+        index = SessionKeys.of(self.key_prefix, cs.session_id)
+        with self._driver("read why a conversation is gone"):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hget(index.expired, cs.agent_id)
+            pipe.exists(index.deleted)
+            expired, deleted = pipe.execute()
+        base = _deleted(cs)
+        if expired is not None:
+            reason = lineage.expiry_from(expired, cs.session_id).reason
+            return SessionExpired(f"{base} (it expired: {reason})")
+        if self.ttl_ms and not int(deleted):
+            return SessionExpired(f"{base} (it expired: no write for its ttl of {self.ttl_ms / 1000:g}s)")
+        return base
+
+    # -- lineage, expiry, erased bytes --------------------------------------------------------
+
+    def add_lineage(self, links: Sequence[LineageLink]) -> int:
+        """Record each link under its ancestor conversation while it exists (one script per ancestor)."""
+        by_ancestor: dict[tuple[str, str], list[str]] = {}
+        for link in links:
+            by_ancestor.setdefault((link.session_id, link.agent_id), []).extend(
+                [lineage.link_field(link), lineage.link_json(link)]
+            )
+        added = 0
+        for (session_id, agent_id), args in by_ancestor.items():
+            keys = self._conversation(session_id, agent_id)
+            with self._driver("add lineage"):
+                added += int(cast(int, self._link_script(keys=[keys.state, keys.mut], args=args)))
+        return added
+
+    def lineage(self, session_id: str, agent_id: str | None = None) -> list[LineageLink]:
+        """The links kept under the session's conversations (or one agent's), oldest first."""
+        out: list[LineageLink] = []
+        for aid in self._agent_ids(session_id, agent_id):
+            keys = self._conversation(session_id, aid)
+            with self._driver("lineage"):
+                (mut,) = self._snapshot([keys.mut], ["h"])
+            out += [
+                lineage.link_from(raw, session_id, aid)
+                for field, raw in flat_hash(mut).items()
+                if field.startswith("l|")
+            ]
+        return sorted(out, key=lambda link: (link.created_at, link.depth, link.key))
+
+    def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
+        """Remove the session's conversations when none was written at or after ``idle_before``.
+
+        Each conversation goes in one script, only while its last write is the one read
+        (on Cluster its keys are in its own slot, so a session of several agents is removed
+        one conversation at a time; a write racing with it stops the expiry there).
+        """
+        index = SessionKeys.of(self.key_prefix, session_id)
+        agents = self.agents(session_id)
+        with self._driver("expire"):
+            pipe = self._client.pipeline(transaction=False)
+            for aid in agents:
+                pipe.hget(self._conversation(session_id, aid).state, "updated_at")
+            stamps = pipe.execute()
+        if not agents or any(s is None or datetime.fromisoformat(text(s)) >= idle_before for s in stamps):
+            return []
+        now = utcnow()
+        out: list[Expiry] = []
+        for aid, stamp in zip(agents, stamps, strict=True):
+            keys = self._conversation(session_id, aid)
+            with self._driver("expire"):
+                removed = int(cast(int, self._expire_script(keys=list(keys.all), args=[stamp])))
+            if not removed:
+                break
+            out.append(
+                Expiry(
+                    session_id=session_id,
+                    agent_id=aid,
+                    reason=reason,
+                    expired_at=now,
+                    last_write=datetime.fromisoformat(text(stamp)),
+                )
+            )
+        if out:
+            gone = [e.agent_id for e in out]
+            with self._driver("expire"):
+                pipe = self._client.pipeline(transaction=False)
+                pipe.hset(index.expired, mapping={e.agent_id: lineage.expiry_json(e) for e in out})
+                if self.ttl_ms:
+                    pipe.pexpire(index.expired, self.ttl_ms)
+                pipe.srem(index.agents, *gone)
+                if len(gone) == len(agents):
+                    if self._cluster:
+                        for slot in sorted({self._conversation(session_id, a).slot for a in gone}):
+                            pipe.zrem(SessionKeys.slot_index(self.key_prefix, slot), session_id)
+                    else:
+                        pipe.zrem(index.sessions, session_id)
+                pipe.execute()
+        logger.info("session_id=<%s>, agents=<%d> | expired", session_id, len(out))
+        return out
+
+    def expirations(self, session_id: str) -> list[Expiry]:
+        """The expiries kept for the session, oldest first."""
+        with self._driver("expirations"):
+            raw = cast(dict[bytes, bytes], self._client.hgetall(SessionKeys.of(self.key_prefix, session_id).expired))
+        found = [lineage.expiry_from(v, session_id) for v in raw.values()]
+        return sorted(found, key=lambda e: (e.expired_at, e.agent_id))
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Replace sealed tokens where they still are (one script: each value only if unchanged since read)."""
+        if not swaps:
+            return 0
+        keys = self._conversation(session_id, agent_id)
+        order = list(keys.all)
+        places: list[tuple[str, str, str]] = []  # key, h|l, field (list positions filled below)
+        with self._driver("reseal"):
+            wanted = any(s.where == "revision" for s in swaps)
+            revisions = cast(list[bytes], self._client.lrange(keys.rev, 0, -1)) if wanted else []
+            pipe = self._client.pipeline(transaction=False)
+            for sw in swaps:
+                if sw.where == "revision":
+                    index = next((i for i, raw in enumerate(revisions) if sw.old.encode() in raw), -1)
+                    places.append((keys.rev, "l", str(index)))
+                    pipe.lindex(keys.rev, index)
+                    continue
+                key, field_name = {
+                    "content": (keys.content, sw.ident),
+                    "meta": (keys.msg, sw.ident),
+                    "summary": (keys.sum, sw.ident),
+                    "manager_state": (keys.state, "manager_state"),
+                    "agent_state": (keys.state, "agent_state"),
+                }[sw.where]
+                places.append((key, "h", field_name))
+                pipe.hget(key, field_name)
+            current = pipe.execute()
+        args: list[str] = []
+        for sw, (key, kind, field_name), raw in zip(swaps, places, current, strict=True):
+            if raw is None or field_name == "-1":
+                continue
+            old = text(raw)
+            if sw.old not in old:
+                continue
+            args += [str(order.index(key) + 1), kind, field_name, old, old.replace(sw.old, sw.new)]
+        if not args:
+            return 0
+        with self._driver("reseal"):
+            return int(cast(int, self._reseal_script(keys=order, args=args)))
+
+    def settle_erasure(self, *, timeout: float, vacuum: bool = False) -> str | None:
+        """Say whether Redis's persistence files may still hold erased values (the keys never do).
+
+        An append-only file keeps every write until it is rewritten, and an RDB snapshot
+        taken before the erase keeps the old values until the next one replaces it; the
+        store does not rewrite them itself (``BGREWRITEAOF`` / ``BGSAVE`` are the operator's).
+        """
+        with self._driver("persistence info"):
+            info: dict[str, Any] = self._client.info("persistence")
+        if self._cluster and info and all(isinstance(v, dict) for v in info.values()):
+            nodes = list(info.values())  # one reply per node
+        else:
+            nodes = [info]
+        notes = []
+        if any(int(n.get("aof_enabled", 0)) for n in nodes):
+            notes.append("the append-only file keeps the erased values until it is rewritten (BGREWRITEAOF)")
+        if any(int(n.get("rdb_saves", 0)) or int(n.get("rdb_changes_since_last_save", 0)) < 0 for n in nodes):
+            notes.append("an RDB snapshot taken before the erase keeps them until the next one replaces it (BGSAVE)")
+        if not notes:
+            return None
+        return f"Redis at {self.url}: " + "; ".join(notes)
 
     def close(self) -> None:
         """Refuse further calls, let running ones finish, then release the client's connections."""

@@ -60,12 +60,20 @@ group(KEYS[6], 'HSET', 2)
 group(KEYS[7], 'RPUSH', 1)
 group(KEYS[8], 'RPUSH', 1)
 group(KEYS[10], 'RPUSH', 1)
+if #KEYS >= 11 then redis.call('ZADD', KEYS[11], 'GT', ARGV[1], ARGV[2]) end
+if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[3]) end
+-- With a ttl the index keys expire as a commit makes them expire: the session's agent
+-- set (single server) and the sessions index, which drops sessions written more than
+-- ttl ago (ARGV[1] is this import's time when there is a ttl).
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
   for i = 1, 10 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  if #KEYS >= 12 then redis.call('PEXPIRE', KEYS[12], ttl) end
+  if #KEYS >= 11 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[11], ttl)
+  end
 end
-if #KEYS >= 11 then redis.call('ZADD', KEYS[11], 'GT', ARGV[1], ARGV[2]) end
-if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[3]) end
 return 1
 """
 

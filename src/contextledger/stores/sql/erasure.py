@@ -10,6 +10,8 @@ rewrites them, so the old bytes leave the data files).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Connection, delete, insert, select, text, update
@@ -20,7 +22,18 @@ from contextledger.records import Tombstone
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import ConversationRow, EntryRow, RevisionRow, SummaryRow, TombstoneRow
 
-__all__ = ["LEDGER_TABLES", "erase", "prune", "tombstones"]
+__all__ = ["LEDGER_TABLES", "POSTGRES_PENDING", "erase", "prune", "settle_sqlite", "tombstones"]
+
+POSTGRES_PENDING = (
+    "PostgreSQL keeps erased row versions in the table files until VACUUM reuses their space: run "
+    "ledger.settle_erasure(vacuum=True) (VACUUM FULL of the ledger's tables, which locks them while it runs); "
+    "its WAL, archives, replicas and backups keep them until those are recycled"
+)
+"""What a PostgreSQL erasure leaves until ``VACUUM`` (see ``docs/operations/erasure.md``)."""
+
+logger = logging.getLogger("contextledger.stores.sql.store")
+
+_ATTEMPT_MS = 100
 
 LEDGER_TABLES = ("cl_entries", "cl_revisions", "cl_summaries", "cl_summary_sources", "cl_tombstones")
 """The tables an erase or a prune rewrites (what :func:`vacuum` cleans)."""
@@ -163,10 +176,41 @@ def tombstones(conn: Connection, session_id: str, agent_id: str | None) -> list[
     ]
 
 
-def checkpoint(conn: Connection) -> None:
-    """On SQLite, move the WAL into the database file and empty the WAL (outside a transaction)."""
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+def checkpoint(conn: Connection) -> bool:
+    """On SQLite, move the WAL into the database file and empty it (outside a transaction); whether it could.
+
+    ``False`` when another connection's read transaction still needs frames of the WAL
+    (they hold the page images written before an erase), so it could not be emptied.
+    """
+    if conn.dialect.name != "sqlite":
+        return True
+    row = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").first()
+    return row is None or int(row[0]) == 0
+
+
+def settle_sqlite(conn: Connection, *, timeout: float, what: str) -> str | None:
+    """Checkpoint the WAL (``TRUNCATE``), trying again for at most ``timeout`` seconds; ``None`` once done.
+
+    Each attempt waits a short while (its own busy timeout) so that a reader that ends
+    soon lets it through, and the connection's own busy timeout is restored afterwards.
+    """
+    deadline = time.monotonic() + max(timeout, 0.0)
+    previous = conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+    conn.exec_driver_sql(f"PRAGMA busy_timeout = {_ATTEMPT_MS}")
+    try:
+        while True:
+            if checkpoint(conn):
+                return None
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(_ATTEMPT_MS / 1000)
+    finally:
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(previous or 0)}")
+    logger.warning("url=<%s>, waited=<%s> | the WAL still holds erased bytes: a reader holds it", what, timeout)
+    return (
+        f"the SQLite WAL of {what} still holds erased bytes: another connection kept a read transaction open "
+        f"for the {timeout:g}s waited; once it ends, run ledger.settle_erasure() to checkpoint and empty the WAL"
+    )
 
 
 def vacuum(conn: Connection, *, full: bool = False) -> None:

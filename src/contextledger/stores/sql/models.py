@@ -44,6 +44,8 @@ __all__ = [
     "ChangesetRow",
     "ConversationRow",
     "EntryRow",
+    "ExpiryRow",
+    "LineageRow",
     "PinEventRow",
     "ReductionRow",
     "RevisionRow",
@@ -350,3 +352,41 @@ class TombstoneRow(Base):
     reason: Mapped[str] = mapped_column(Text)
     summaries: Mapped[list[str] | None] = mapped_column(_id_list())
     created_at: Mapped[datetime]
+
+
+class LineageRow(Base):
+    """A fork (of a fork...) or a copy taken from a conversation, kept under that ancestor.
+
+    It goes with its ancestor (``ON DELETE CASCADE``); the descendant is named by its ids,
+    not a foreign key: it may be in another ledger (``ledger``), not created yet (the row
+    is written before the fork's commit), or gone.
+    """
+
+    __tablename__ = "cl_lineage"
+    __table_args__ = (Index("ix_cl_lineage_conversation_id", "conversation_id"),)
+
+    id: Mapped[int] = mapped_column(_PK, primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(_PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"))
+    child_session_id: Mapped[str] = mapped_column(_ID)
+    child_agent_id: Mapped[str] = mapped_column(_ID)
+    kind: Mapped[str] = mapped_column(String(16))
+    ledger: Mapped[str] = mapped_column(Text)
+    """The masked URL of the ledger holding a copy; empty for this ledger."""
+    depth: Mapped[int] = mapped_column(BigInteger)
+    at_call: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    version: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime]
+
+
+class ExpiryRow(Base):
+    """What is left of a conversation that expired: which, when, why, its last write (no foreign key: it is gone)."""
+
+    __tablename__ = "cl_expiries"
+    __table_args__ = (Index("ix_cl_expiries_session_id_agent_id", "session_id", "agent_id"),)
+
+    id: Mapped[int] = mapped_column(_PK, primary_key=True)
+    session_id: Mapped[str] = mapped_column(_ID)
+    agent_id: Mapped[str] = mapped_column(_ID)
+    reason: Mapped[str] = mapped_column(Text)
+    expired_at: Mapped[datetime]
+    last_write: Mapped[datetime]

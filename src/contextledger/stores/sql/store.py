@@ -25,18 +25,22 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
 from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
-from contextledger.errors import ConfigurationError, StoreError, StoreUnavailable
+from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired, StoreError, StoreUnavailable
 from contextledger.messages import Message
 from contextledger.records import (
+    Expiry,
+    LineageLink,
     Snapshot,
     Tombstone,
     utcnow,
 )
 from contextledger.stores.base import check_storable
+from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
@@ -325,7 +329,15 @@ class SQLStore(SQLListings):
         if hot is None:
             check_storable(changeset)
         with self._gate.call():
-            version = commit_exactly_once(changeset, lambda cs: self._send(cs, hot), self._read_back)
+            try:
+                version = commit_exactly_once(changeset, lambda cs: self._send(cs, hot), self._read_back)
+            except SessionDeleted as exc:
+                if isinstance(exc, SessionExpired):
+                    raise
+                expiry = self._expired(changeset.session_id, changeset.agent_id)
+                if expiry is None:
+                    raise
+                raise SessionExpired(f"{exc} (it expired: {expiry.reason})") from exc
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset",
             changeset.session_id,
@@ -389,10 +401,12 @@ class SQLStore(SQLListings):
         """Remove every row of the session (rows cascade from the session row)."""
         from sqlalchemy import delete
 
+        from contextledger.stores.sql.lineage import forget_expiries
         from contextledger.stores.sql.models import SessionRow
 
         with self._transaction(write=True) as conn:
             result = conn.execute(delete(SessionRow).where(SessionRow.session_id == session_id))
+            forget_expiries(conn, session_id)
             return bool(result.rowcount)
 
     def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
@@ -434,8 +448,9 @@ class SQLStore(SQLListings):
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one transaction.
 
-        On SQLite the transaction runs with ``secure_delete`` and the WAL is checkpointed
-        afterwards, so the erased bytes leave both files (see :mod:`.erasure`).
+        On SQLite the transaction runs with ``secure_delete``, so the pages it frees are
+        zeroed; :meth:`settle_erasure` then moves the WAL into the file and empties it
+        (see :mod:`.erasure`).
 
         Raises:
             EntryNotFound: The entry or a summary is not in the conversation (nothing changes).
@@ -445,7 +460,6 @@ class SQLStore(SQLListings):
         with self._transaction(write=True) as conn:
             erasure.secure(conn)
             erasure.erase(conn, tombstone, erased, summaries)
-        self._checkpoint()
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
         """Delete the evicted entries among ``entry_ids`` (never an active one) in one transaction."""
@@ -454,7 +468,6 @@ class SQLStore(SQLListings):
         with self._transaction(write=True) as conn:
             erasure.secure(conn)
             count = erasure.prune(conn, session_id, agent_id, entry_ids, tombstones)
-        self._checkpoint()
         return count
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
@@ -479,12 +492,81 @@ class SQLStore(SQLListings):
         with self._autocommit() as conn:
             erasure.vacuum(conn, full=full)
 
-    def _checkpoint(self) -> None:
+    def settle_erasure(self, *, timeout: float, vacuum: bool = False) -> str | None:
+        """Make erased bytes leave the database files; ``None`` when none is known to remain, else why and what to do.
+
+        SQLite: checkpoint the WAL (``TRUNCATE``), trying again for at most ``timeout``
+        seconds while another connection's read transaction holds old pages in it.
+        PostgreSQL: the erased row versions stay in the table files until ``VACUUM``;
+        with ``vacuum`` the ledger's tables are rewritten (``VACUUM FULL``) first.
+        """
         from contextledger.stores.sql import erasure
 
         if self._sqlite:
             with self._autocommit() as conn:
-                erasure.checkpoint(conn)
+                return erasure.settle_sqlite(conn, timeout=timeout, what=self.url)
+        if vacuum:
+            self.vacuum(full=True)
+            return None
+        return erasure.POSTGRES_PENDING
+
+    # -- lineage and expiry -----------------------------------------------------------------
+
+    def add_lineage(self, links: Sequence[LineageLink]) -> int:
+        """Record each link under its existing ancestor conversation (one transaction); return how many were new."""
+        from contextledger.stores.sql import lineage
+
+        if not links:
+            return 0
+        with self._transaction(write=True) as conn:
+            return lineage.add_lineage(conn, links)
+
+    def lineage(self, session_id: str, agent_id: str | None = None) -> list[LineageLink]:
+        """The links kept under the session's conversations (or one agent's), oldest first.
+
+        On the SQLite reader when the store has one (no SQLAlchemy: ``contextledger show`` lists forks).
+        """
+        reader = self._reader
+        if reader is not None:
+            from contextledger.stores.sql import lineage_reader
+
+            with self._gate.call(), reader.read() as raw:
+                return lineage_reader.lineage(raw, session_id, agent_id)
+        from contextledger.stores.sql import lineage
+
+        with self._transaction() as conn:
+            return lineage.lineage(conn, session_id, agent_id)
+
+    def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
+        """Delete the session in one transaction when it was idle since before ``idle_before``; keep its expiries."""
+        from contextledger.stores.sql import erasure, lineage
+
+        with self._transaction(write=True) as conn:
+            erasure.secure(conn)
+            return lineage.expire_session(conn, session_id, idle_before, reason, utcnow())
+
+    def expirations(self, session_id: str) -> list[Expiry]:
+        """The expiries kept for the session, oldest first."""
+        from contextledger.stores.sql import lineage
+
+        with self._transaction() as conn:
+            return lineage.expirations(conn, session_id)
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Replace sealed tokens where they still are, in one transaction (``secure_delete`` on SQLite)."""
+        from contextledger.stores.sql import erasure, reseal
+
+        if not swaps:
+            return 0
+        with self._transaction(write=True) as conn:
+            erasure.secure(conn)
+            return reseal.reseal(conn, session_id, agent_id, swaps)
+
+    def _expired(self, session_id: str, agent_id: str) -> Expiry | None:
+        from contextledger.stores.sql import lineage
+
+        with self._transaction() as conn:
+            return lineage.expired(conn, session_id, agent_id)
 
     def close(self) -> None:
         """Refuse further calls, let running ones finish, then dispose the engine (when this store created it)."""

@@ -1,7 +1,7 @@
 """Apps and users: the app and user a session belongs to, and the key/value state of each.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005_lineage
 Create Date: 2026-04-01 00:00:00
 
 Two nullable columns and an index on ``cl_sessions`` (sessions written before belong to
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005"
-down_revision: str | Sequence[str] | None = "0004"
+revision: str = "0006"
+down_revision: str | Sequence[str] | None = "0005_lineage"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

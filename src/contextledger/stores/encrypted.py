@@ -1,0 +1,446 @@
+"""``EncryptedStore``: any store, with content, summaries and state sealed before they reach it.
+
+One layer for every backend (memory, SQLite, PostgreSQL, Redis): it implements the
+store protocol by sealing what a changeset, an erase or an import writes (see
+:mod:`contextledger.encryption` for what is sealed and what stays clear) and opening
+what the reads return; the store under it never sees a plaintext value. Erasure keeps
+working: an erase overwrites the sealed value (and the store's own erasure makes the old
+bytes leave its files). Re-sealing under a new key (:mod:`contextledger.rotation`) uses
+the stores' :meth:`reseal`, which swaps one token for another only where it still is.
+
+``Ledger.connect(url, encryption=keyring)`` wraps the store it opens; the
+``contextledger`` command does so when ``CONTEXTLEDGER_ENCRYPTION_KEYS`` is set.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from contextledger.bundle import ConversationRecords
+from contextledger.changeset import Changeset, ContentRevision
+from contextledger.encryption import SEALED, KeyProvider, Sealer, sealed_token
+from contextledger.messages import Message
+from contextledger.records import (
+    ConversationState,
+    Eviction,
+    Expiry,
+    HistoryEntry,
+    LineageLink,
+    PinEvent,
+    Reduction,
+    Revision,
+    SessionInfo,
+    SessionOwner,
+    Snapshot,
+    SummaryEntry,
+    Tombstone,
+    Trigger,
+    ViewEntry,
+    view_entry,
+)
+from contextledger.stored import sealed_values_allowed
+from contextledger.stores.base import AppendedBy, LedgerStore, preview
+from contextledger.stores.capabilities import Swap, expiring, resealing, with_lineage
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["EncryptedStore", "key_provider", "place", "with_encryption"]
+
+
+def with_encryption(store: LedgerStore, encryption: object) -> LedgerStore:
+    """``store`` sealed with the keys of ``encryption`` (a ``KeyProvider`` or a callable giving one), or as is.
+
+    Raises:
+        EncryptionKeyMissing: The callable gave no key provider.
+        ConfigurationError: ``encryption`` is neither, or ``cryptography`` is not installed.
+    """
+    if encryption is None:
+        return store
+    try:
+        provider = key_provider(encryption)
+        sealer = Sealer(provider)
+    except BaseException:
+        store.close()  # opened for nothing
+        raise
+    return EncryptedStore(store, sealer)
+
+
+def key_provider(encryption: object) -> KeyProvider:
+    """The key provider ``encryption`` is or gives (what ``Ledger.connect(encryption=...)`` takes).
+
+    Raises:
+        EncryptionKeyMissing: A callable gave no key provider.
+        ConfigurationError: ``encryption`` is neither a key provider nor a callable giving one.
+    """
+    from contextledger.errors import ConfigurationError, EncryptionKeyMissing
+
+    provider = encryption() if callable(encryption) and not isinstance(encryption, KeyProvider) else encryption
+    if provider is None:
+        raise EncryptionKeyMissing("encryption was asked for but the key provider gave no key")
+    if not isinstance(provider, KeyProvider):
+        raise ConfigurationError(
+            "encryption= takes a Keyring (or another KeyProvider), or a callable returning one; "
+            f"got {type(provider).__name__}"
+        )
+    return provider
+
+
+def place(session_id: str, agent_id: str, what: str, ident: str = "") -> str:
+    """What a sealed value is bound to (its authenticated data): the conversation, the field, the id."""
+    return "\x1f".join((session_id, agent_id, what, ident))
+
+
+class EncryptedStore:
+    """A :class:`~contextledger.stores.base.LedgerStore` that seals content before it reaches ``inner``.
+
+    Args:
+        inner: The store that keeps the sealed values.
+        sealer: Seals and opens them (its keys).
+
+    Attributes not part of the protocol (``vacuum``, ``upgrade``, ``reader``...) are the
+    inner store's.
+    """
+
+    def __init__(self, inner: LedgerStore, sealer: Sealer) -> None:
+        self.inner = inner
+        self.sealer = sealer
+        self.url = inner.url
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes this class lacks: the inner store's own (vacuum, upgrade, ...).
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"EncryptedStore({self.inner!r})"
+
+    # -- sealing ------------------------------------------------------------------------
+
+    def _seal_message(self, sid: str, aid: str, message: Message) -> Message:
+        meta = message.with_pin(False).metadata
+        # Empty metadata (the common case) holds nothing to hide: kept as it is, one token less to open.
+        metadata: dict[str, Any] = (
+            self.sealer.seal_mapping(meta, place(sid, aid, "meta", message.message_id)) if meta else {}
+        )
+        sealed = Message(
+            message_id=message.message_id,
+            role=message.role,
+            content=self.sealer.seal_content(list(message.content), place(sid, aid, "content", message.message_id)),
+            metadata=metadata,
+        )
+        return sealed.with_pin(True) if message.pinned else sealed
+
+    def _open_message(self, sid: str, aid: str, message: Message) -> Message:
+        token = sealed_token(message.content)
+        meta_token = message.metadata.get(SEALED)
+        if token is None and not isinstance(meta_token, str):
+            return message  # written before the ledger was encrypted
+        mid = message.message_id
+        record = message.to_record()
+        # The opened JSON is what to_record() gave when it was sealed: Message.from_record
+        # rebuilds the message from it on its fast path (no second validation).
+        if token is not None:
+            record["content"] = self.sealer.open_json(token, place(sid, aid, "content", mid))
+        if isinstance(meta_token, str):
+            record["metadata"] = self.sealer.open_json(meta_token, place(sid, aid, "meta", mid))
+        if message.pinned:  # the pin flag is kept clear, beside the sealed metadata
+            metadata = dict(record["metadata"])
+            metadata["custom"] = {**dict(metadata.get("custom") or {}), "pinned": True}
+            record["metadata"] = metadata
+        return Message.from_record(record)
+
+    def _seal_text(self, sid: str, aid: str, summary_id: str, text: str) -> str:
+        return self.sealer.seal_text(text, place(sid, aid, "summary", summary_id))
+
+    def _open_text(self, sid: str, aid: str, summary_id: str, text: str) -> str:
+        if not text.startswith("clenc1."):
+            return text
+        return self.sealer.open_text(text, place(sid, aid, "summary", summary_id))
+
+    def _seal_state(self, sid: str, aid: str, which: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else self.sealer.seal_mapping(value, place(sid, aid, which))
+
+    def _open_state(self, sid: str, aid: str, which: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else self.sealer.open_mapping(value, place(sid, aid, which))
+
+    def _open_summary(self, s: SummaryEntry) -> SummaryEntry:
+        text = self._open_text(s.session_id, s.agent_id, s.summary_id, s.content)
+        return s if text is s.content else s.model_copy(update={"content": text})
+
+    def _open_history(self, h: HistoryEntry) -> HistoryEntry:
+        message = self._open_message(h.session_id, h.agent_id, h.message)
+        return h if message is h.message else h.model_copy(update={"message": message})
+
+    def _open_entry(self, sid: str, aid: str, entry: ViewEntry) -> ViewEntry:
+        if entry.kind == "summary":
+            text = entry.message.plain_text
+            opened = self._open_text(sid, aid, entry.entry_id, text)
+            if opened is text:
+                return entry
+            message = Message(message_id=entry.message.message_id, role=entry.message.role, content=[{"text": opened}])
+        else:
+            message = self._open_message(sid, aid, entry.message)
+            if message is entry.message:
+                return entry
+        return view_entry(entry.entry_id, entry.kind, entry.seq, message, entry.tokens)
+
+    def _seal_changeset(self, cs: Changeset) -> Changeset:
+        sid, aid = cs.session_id, cs.agent_id
+        update: dict[str, Any] = {}
+        if cs.appends:
+            update["appends"] = tuple(
+                e.model_copy(update={"message": self._seal_message(sid, aid, e.message)}) for e in cs.appends
+            )
+        if cs.revisions:
+            update["revisions"] = tuple(
+                ContentRevision.model_construct(
+                    **{
+                        **dict(r),
+                        "content": self.sealer.seal_content(list(r.content), place(sid, aid, "content", r.message_id)),
+                    }
+                )
+                for r in cs.revisions
+            )
+        if cs.summary is not None:
+            text = self._seal_text(sid, aid, cs.summary.summary_id, cs.summary.content)
+            update["summary"] = cs.summary.model_copy(update={"content": text})
+        if cs.manager_state is not None:
+            update["manager_state"] = self._seal_state(sid, aid, "manager_state", cs.manager_state)
+        if cs.agent_state is not None:
+            update["agent_state"] = self._seal_state(sid, aid, "agent_state", cs.agent_state)
+        return cs.model_copy(update=update) if update else cs
+
+    # -- the protocol: writes -------------------------------------------------------------
+
+    def commit(self, changeset: Changeset) -> int:
+        """Seal the changeset's content and state, then commit it to the inner store (see its contract)."""
+        return self.inner.commit(self._seal_changeset(changeset))
+
+    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+        """Erase through the inner store; the new (erased) values are sealed too."""
+        sid, aid = tombstone.session_id, tombstone.agent_id
+        texts = {k: self._seal_text(sid, aid, k, v) for k, v in summaries.items()}
+        self.inner.erase(tombstone, self._seal_message(sid, aid, erased), texts)
+
+    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
+        """Prune through the inner store (nothing to seal)."""
+        return self.inner.prune(session_id, agent_id, entry_ids, tombstones)
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Seal the records' content and state, then import them into the inner store."""
+        sid, aid = records.session_id, records.agent_id
+        state = records.state.model_copy(
+            update={
+                "manager_state": self._seal_state(sid, aid, "manager_state", records.state.manager_state),
+                "agent_state": self._seal_state(sid, aid, "agent_state", records.state.agent_state),
+            }
+        )
+        sealed = records.model_copy(
+            update={
+                "state": state,
+                "messages": tuple(
+                    h.model_copy(update={"message": self._seal_message(sid, aid, h.message)}) for h in records.messages
+                ),
+                "summaries": tuple(
+                    s.model_copy(update={"content": self._seal_text(sid, aid, s.summary_id, s.content)})
+                    for s in records.summaries
+                ),
+                "revisions": tuple(
+                    r.model_copy(
+                        update={
+                            "original": self.sealer.seal_content(
+                                list(r.original), place(sid, aid, "content", r.message_id)
+                            )
+                        }
+                    )
+                    for r in records.revisions
+                ),
+            }
+        )
+        return self.inner.import_conversation(sealed)
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete through the inner store."""
+        return self.inner.delete_session(session_id)
+
+    def close(self) -> None:
+        """Close the inner store."""
+        self.inner.close()
+
+    # -- the protocol: reads --------------------------------------------------------------
+
+    def load(self, session_id: str, agent_id: str) -> Snapshot | None:
+        """The inner snapshot, opened."""
+        snapshot = self.inner.load(session_id, agent_id)
+        if snapshot is None:
+            return None
+        state = snapshot.state.model_copy(
+            update={
+                "manager_state": self._open_state(session_id, agent_id, "manager_state", snapshot.state.manager_state),
+                "agent_state": self._open_state(session_id, agent_id, "agent_state", snapshot.state.agent_state),
+            }
+        )
+        entries = tuple(self._open_entry(session_id, agent_id, e) for e in snapshot.entries)
+        return Snapshot(state=state, entries=entries)
+
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """The inner history, opened."""
+        found = self.inner.history(session_id, agent_id, include_evicted=include_evicted)
+        return [self._open_history(h) for h in found]
+
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The inner entries, opened."""
+        return [self._open_history(h) for h in self.inner.entries(session_id, agent_id, ids, appended_by=appended_by)]
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """The inner summaries, opened."""
+        return [self._open_summary(s) for s in self.inner.summaries(session_id, agent_id)]
+
+    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
+        """The inner revisions, their originals opened."""
+        out = []
+        for r in self.inner.revisions(session_id, agent_id, message_id):
+            if sealed_token(r.original) is None:
+                out.append(r)
+                continue
+            original = self.sealer.open_content(r.original, place(session_id, agent_id, "content", r.message_id))
+            out.append(r.model_copy(update={"original": original}))
+        return out
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """The inner evictions, their previews made from the opened content (the store saw only tokens)."""
+        found = self.inner.evictions(session_id, agent_id, trigger=trigger, since=since)
+        if not found:
+            return found
+        texts: dict[tuple[str, str], str] = {}
+        for aid in sorted({e.agent_id for e in found}):
+            wanted = [e.entry_id for e in found if e.agent_id == aid and e.kind == "message"]
+            for h in self.entries(session_id, aid, wanted):
+                texts[(aid, h.message.message_id)] = h.message.plain_text
+            if any(e.agent_id == aid and e.kind == "summary" for e in found):
+                for s in self.summaries(session_id, aid):
+                    texts[(aid, s.summary_id)] = s.content
+        return [
+            e.model_copy(update={"preview": preview(texts[(e.agent_id, e.entry_id)])})
+            if (e.agent_id, e.entry_id) in texts
+            else e
+            for e in found
+        ]
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """The inner reductions (clear)."""
+        return self.inner.reductions(session_id, agent_id)
+
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """The inner pin events (clear)."""
+        return self.inner.pin_history(session_id, agent_id)
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """The inner tombstones (clear)."""
+        return self.inner.tombstones(session_id, agent_id)
+
+    def agents(self, session_id: str) -> list[str]:
+        """The inner agents."""
+        return self.inner.agents(session_id)
+
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """The inner sessions (clear, as session ids, apps and users are)."""
+        return self.inner.sessions(limit=limit, offset=offset, app=app, user=user)
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The inner state, opened."""
+        state = self.inner.conversation_state(session_id, agent_id)
+        if state is None:
+            return None
+        return state.model_copy(
+            update={
+                "manager_state": self._open_state(session_id, agent_id, "manager_state", state.manager_state),
+                "agent_state": self._open_state(session_id, agent_id, "agent_state", state.agent_state),
+            }
+        )
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The inner owner (clear)."""
+        return self.inner.owner(session_id)
+
+    # -- apps' and users' state: each value sealed (merges stay key by key), keys clear --------
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The inner state of the app (or user), each value opened."""
+        return {
+            key: self.sealer.open_json(value, _scope_place(app, user, key))
+            if isinstance(value, str) and value.startswith("clenc1.")
+            else value
+            for key, value in self.inner.scope_state(app, user).items()
+        }
+
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Merge ``delta`` into the inner state, each value sealed."""
+        sealed = {key: self.sealer.seal_json(value, _scope_place(app, user, key)) for key, value in delta.items()}
+        self.inner.merge_scope_state(app, user, sealed)
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Delete the inner state."""
+        return self.inner.delete_scope_state(app, user)
+
+    # -- capabilities ---------------------------------------------------------------------
+
+    def add_lineage(self, links: Sequence[LineageLink]) -> int:
+        """Lineage is clear: kept by the inner store."""
+        return with_lineage(self.inner).add_lineage(links)
+
+    def lineage(self, session_id: str, agent_id: str | None = None) -> list[LineageLink]:
+        """Lineage of the inner store."""
+        return with_lineage(self.inner).lineage(session_id, agent_id)
+
+    def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
+        """Expire in the inner store."""
+        return expiring(self.inner).expire_session(session_id, idle_before=idle_before, reason=reason)
+
+    def expirations(self, session_id: str) -> list[Expiry]:
+        """Expiries of the inner store."""
+        return expiring(self.inner).expirations(session_id)
+
+    def settle_erasure(self, *, timeout: float, vacuum: bool = False) -> str | None:
+        """The inner store's erased bytes (see :func:`contextledger.lifecycle.settle_erasure`)."""
+        from contextledger.lifecycle import settle_erasure
+
+        return settle_erasure(self.inner, timeout=timeout, vacuum=vacuum)
+
+    def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
+        """Swap sealed tokens in the inner store (see :mod:`contextledger.rotation`)."""
+        return resealing(self.inner).reseal(session_id, agent_id, swaps)
+
+
+def _scope_place(app: str, user: str | None, key: str) -> str:
+    """What a value of an app's (or user's) state is bound to."""
+    return "\x1f".join(("scope", app, user or "", key))
+
+
+def _allowing_sealed(fn: F) -> F:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with sealed_values_allowed():
+            return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
+# Every method reads or writes sealed content through the inner store: let it through
+# there (and only there; read without the keys, sealed content is EncryptionKeyMissing).
+for _name, _member in list(vars(EncryptedStore).items()):
+    if callable(_member) and not _name.startswith("_"):
+        setattr(EncryptedStore, _name, _allowing_sealed(_member))
