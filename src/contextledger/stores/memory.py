@@ -492,6 +492,7 @@ class MemoryStore:
                 )
                 self._expired[key] = expiry
                 expiries.append(expiry)
+            self._owners.pop(session_id, None)  # the session is gone whole: so is who it belonged to
             return expiries
 
     def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:

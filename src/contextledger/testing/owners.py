@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from contextledger.ledger import Ledger
 from contextledger.lifecycle import ERASED_TEXT
 from contextledger.managers.sliding_window import SlidingWindowConversationManager
 from contextledger.messages import Message
+from contextledger.records import utcnow
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["OwnersContract"]
@@ -246,3 +248,13 @@ class OwnersContract:
         _session(store, "free", None, None)
         ledger.fork("free", "free-fork")
         assert store.owner("free-fork") == (None, None)
+
+    def test_an_expired_session_leaves_no_owner_behind(self, store: LedgerStore) -> None:
+        from contextledger.stores.capabilities import expiring
+
+        _session(store, "idle", "shop", "ada")
+        assert expiring(store).expire_session("idle", idle_before=utcnow() + timedelta(seconds=5), reason="idle")
+        assert store.owner("idle") is None
+        assert _ids(store, app="shop", user="ada") == []
+        _session(store, "idle", "bank", "bob")  # the id is free again, for anyone
+        assert store.owner("idle") == ("bank", "bob")

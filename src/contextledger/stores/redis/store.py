@@ -712,6 +712,9 @@ class RedisStore(RedisQueries):
         if out:
             gone = [e.agent_id for e in out]
             with self._driver("expire"):
+                (owner,) = (
+                    read_owners(self._client, self.key_prefix, [session_id]) if len(gone) == len(agents) else (None,)
+                )
                 pipe = self._client.pipeline(transaction=False)
                 pipe.hset(index.expired, mapping={e.agent_id: lineage.expiry_json(e) for e in out})
                 if self.ttl_ms:
@@ -723,6 +726,10 @@ class RedisStore(RedisQueries):
                             pipe.zrem(SessionKeys.slot_index(self.key_prefix, slot), session_id)
                     else:
                         pipe.zrem(index.sessions, session_id)
+                    if owner is not None:  # the session is gone whole: so is who it belonged to
+                        pipe.delete(index.owner)
+                        for key in owners.index_sets(self.key_prefix, owner):
+                            pipe.srem(key, session_id)
                 pipe.execute()
         logger.info("session_id=<%s>, agents=<%d> | expired", session_id, len(out))
         return out
