@@ -114,7 +114,9 @@ class ModelCall:
 class ScriptedLlm(BaseLlm):
     """An ADK model that answers from a script and records every call (see the module docstring).
 
-    Args:
+    ``ScriptedLlm(script=[...])``; a pydantic model, as every ADK model is.
+
+    Attributes:
         script: The steps, consumed one per model call.
         model: The model's name.
     """
