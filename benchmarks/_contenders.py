@@ -78,6 +78,13 @@ _RAW_WHY = {
     "before_model_call": _NO_HOOKS,
 }
 _PEER_WHY = {"restore_window": _NO_LEDGER, "reduction": _NO_LEDGER, "before_model_call": _NO_HOOKS}
+_HOST_DOES = frozenset({"append", "restore_wide", "storage"})
+_HOST_WHY = {
+    "restore_window": "measured on the core API (the interface adds the same per-message work)",
+    "reduction": "measured on the core API",
+    "before_model_call": "measured on the core API",
+    "concurrency": "measured on PostgreSQL and Redis only",
+}
 
 
 def _peer(key: str, label: str, worker: str, env: str, engine: str, *, why: dict[str, str] | None = None) -> Spec:
@@ -139,7 +146,7 @@ CONTENDERS: tuple[Spec, ...] = (
                 "concurrency": _SYNC_ONLY,
             },
         )
-        for engine, label in (("sqlite", "aiosqlite"), ("postgres", "psycopg async"), ("redis", "redis.asyncio"))
+        for engine, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("redis", "Redis"))
     ),
     Spec(
         "raw-sqlite",
@@ -198,7 +205,19 @@ CONTENDERS: tuple[Spec, ...] = (
     _peer("langgraph-sqlite", "LangGraph SqliteSaver", "langgraph", "langgraph", "sqlite"),
     _peer("langgraph-postgres", "LangGraph PostgresSaver", "langgraph", "langgraph", "postgres"),
     _peer("langchain", "LangChain SQLChatMessageHistory (SQLite)", "langchain", "langchain", "sqlite"),
+    _peer("pydantic-ai-json", "Pydantic AI JSON rows per run (SQLite)", "pydantic-ai-json", "pydantic_ai", "sqlite"),
+    # contextledger behind each host's own storage interface, next to that host's store above.
+    *(
+        Spec(key, label, "contextledger", key, None, "sqlite", _HOST_DOES, _HOST_WHY)
+        for key, label in (
+            ("cl-langchain", "contextledger LedgerChatMessageHistory (SQLite)"),
+            ("cl-pydantic-ai", "contextledger LedgerHistory, Pydantic AI (SQLite)"),
+        )
+    ),
 )
+
+HOST_PAIRS: tuple[tuple[str, str], ...] = (("cl-langchain", "langchain"), ("cl-pydantic-ai", "pydantic-ai-json"))
+"""(contextledger behind a host's interface, that host's own store): compared in the targets."""
 
 GROUPS = ("contextledger", "raw", "peer")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _contenders import DEFERRED, SCOPE
+from _contenders import DEFERRED, HOST_PAIRS, SCOPE
 from _protocol import MESSAGES_PER_TURN
 from _workers import Outcome
 
@@ -100,6 +100,11 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                     verdict(None if r is None else r >= factor),
                 )
             )
+    for ours, theirs in HOST_PAIRS:
+        for workload, what in (("append", "appends a turn"), ("restore_wide", f"restores {run.sizes.wide:,} messages")):
+            if workload in run.results and (_get(run, workload, ours) or _get(run, workload, theirs)):
+                r = _ratio(_med(run, workload, theirs), _med(run, workload, ours))
+                out.append((f"{_label(run, ours)} {what} x faster than {_label(run, theirs)}", _x(r), "-"))
     if "fresh_restore" in run.results:
         cl = _med(run, "fresh_restore", "cl-sqlite")
         out.append(
@@ -180,6 +185,44 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                     verdict(None if len(values) < 2 else grows),
                 )
             )
+    aio = _get(run, "aio", "aio")
+    if aio is not None and aio.ok:
+        out += _aio_targets(aio.info.get("figures", {}), verdict)
+    return out
+
+
+def _aio_targets(
+    figures: dict[str, dict[str, float]], verdict: Callable[[bool | None], str]
+) -> list[tuple[str, str, str]]:
+    """The async API's targets, from ``benchmarks/aio.py``'s figures."""
+    out: list[tuple[str, str, str]] = []
+    for engine in ("sqlite", "postgres", "redis"):
+        f = figures.get(engine, {})
+        hops = f.get("append async hops")
+        if hops is not None:
+            out.append((f"async append, {engine}: one worker hop per commit", f"{hops:.2f}", verdict(hops <= 1.0)))
+        sync, aio = f.get("append sync cpu"), f.get("append async cpu")
+        r = _ratio(aio, sync)
+        shown = (
+            "n/a" if r is None or sync is None or aio is None else f"{_x(r)} ({aio * 1e6:,.0f} vs {sync * 1e6:,.0f} us)"
+        )
+        out.append(
+            (
+                f"async append, {engine}: CPU within 1.2x of the sync API's",
+                shown,
+                verdict(None if r is None else r <= 1.2),
+            )
+        )
+    for engine in ("postgres", "redis", "sqlite"):
+        f = figures.get(engine, {})
+        r = _ratio(f.get("many async tasks msg/s"), f.get("many sync threads msg/s"))
+        out.append(
+            (
+                f"concurrent AsyncConversations, {engine}: at least the msg/s of as many threads on the sync API",
+                _x(r),
+                verdict(None if r is None else r >= 1.0) if engine != "sqlite" else "-",
+            )
+        )
     return out
 
 
@@ -461,6 +504,12 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         if body and body[0].startswith("## "):
             body = body[1:]
         doc += ["\n".join(body).strip()] if turn.ok else [_na(turn)]
+    aio = _get(run, "aio", "aio")
+    if aio is not None:
+        doc += ["", "## The async API against the sync API and 0.2's greenlet bridge (`benchmarks/aio.py`)", ""]
+        body = str(aio.value).strip().split("\n")
+        start = next((i for i, line in enumerate(body) if line.startswith("**One call")), 0)
+        doc += ["\n".join(body[start:]).strip()] if aio.ok else [_na(aio)]
     doc += ["", "## Not applicable", "", *na_table(run), ""]
     (out / "RESULTS.md").write_text("\n".join(doc))
     payload = {

@@ -25,6 +25,7 @@ PEER_PACKAGES: dict[str, tuple[str, ...]] = {
     "openai_agents": ("openai-agents[sqlalchemy]", "aiosqlite"),
     "langgraph": ("langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "psycopg[binary]"),
     "langchain": ("langchain-community", "langchain-core", "sqlalchemy[asyncio]"),
+    "pydantic_ai": ("pydantic-ai-slim",),
     "adk": ("google-adk[db]", "aiosqlite"),
 }
 

@@ -1,21 +1,31 @@
-"""The async API against the sync one: append and restore medians, side by side, on every backend.
+"""The async API against the sync one and against 0.2's greenlet bridge, side by side, on every backend.
 
-Per backend (memory, SQLite, PostgreSQL, Redis, Redis Cluster) one process opens the
-same database twice -- ``Ledger.connect(url)`` (sync drivers) and
-``AsyncLedger.connect(url)`` (aiosqlite, psycopg async, redis.asyncio) -- and alternates
-the two APIs call by call, so both see the same machine load:
+Three ways to reach one database from Python, in one process:
 
-* ``append``: one message appended to a conversation of each API (one commit);
-* ``restore``: a conversation of ``--window`` active messages opened again (one read of
-  the active view), written once by each API beforehand.
+* ``sync``: ``Ledger.connect(url)``, the sync API on the sync drivers;
+* ``async``: ``AsyncLedger.connect(url)``, each call one hop to a worker thread of the
+  ledger (the sync drivers; :mod:`contextledger.aio.runner`);
+* ``bridge``: 0.2's async API, the sync core in a greenlet on the loop over aiosqlite,
+  psycopg async and redis.asyncio (rebuilt in ``_greenlet_bridge.py``).
 
-The async calls run one at a time on an event loop (``await``), so the ratio is the
-price of the greenlet hop and the async driver per call, not a concurrency gain. The
-script prints the medians and their ratios (async / sync).
+Two measurements per backend:
+
+1. **One call at a time** -- ``append`` (one message, one commit) and ``restore`` (a
+   ``--window``-message view opened again), the three APIs alternating call by call in
+   a rotating order: medians of wall time and of the process's CPU time (every thread,
+   so a worker's or a driver thread's work counts), their ratios to ``sync``, and the
+   voluntary context switches per append (each thread hop costs about two).
+2. **Many at once** -- ``--conversations`` conversations each committing ``--turns``
+   turns (a user and an assistant message, one commit) at the same time: as many
+   threads on the sync API, as many tasks on one event loop with the async API and with
+   the bridge, and one thread serving them in turn; ``--rounds`` rounds, the order
+   rotated, medians of messages per second and CPU per commit.
 
     python benchmarks/aio.py                               # every backend that is available
     python benchmarks/aio.py --backends memory,sqlite      # no servers
-    python benchmarks/aio.py --appends 400 --restores 100 --window 200
+    python benchmarks/aio.py --appends 400 --conversations 50 --turns 10
+    python benchmarks/aio.py --quick                       # small counts (what scripts/bench --quick runs)
+    python benchmarks/aio.py --json figures.json           # also write the medians as JSON (scripts/bench does)
     python benchmarks/aio.py --write-results               # also rewrite its section of DETAILS.md
 
 Servers come from the same places as for the other benchmarks (environment URLs, else
@@ -26,21 +36,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import resource
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _greenlet_bridge as bridge
 from _servers import BACKENDS, LABELS, backend_list, median, ms, postgres_database, redis_url, replace_section, versions
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
+from contextledger.aio.runner import DEFAULT_WORKERS
 from contextledger.stores.memory import MemoryStore
 
 SECTION = "## Async API vs sync API (`benchmarks/aio.py`)"
+APIS = ("sync", "async", "bridge")
 
 
 @dataclass
@@ -48,16 +65,20 @@ class Figures:
     backend: str
     samples: dict[str, list[float]] = field(default_factory=dict)
 
-    def add(self, name: str, seconds: float) -> None:
-        self.samples.setdefault(name, []).append(seconds)
+    def add(self, name: str, value: float) -> None:
+        self.samples.setdefault(name, []).append(value)
 
     def median(self, name: str) -> float:
         return median(self.samples[name])
 
+    def mean(self, name: str) -> float:
+        values = self.samples[name]
+        return sum(values) / len(values)
+
 
 @contextmanager
 def ledger_url(name: str, directory: Path) -> Iterator[tuple[str, dict[str, Any]] | None]:
-    """``(url, options)`` of a fresh ledger on ``name`` that both APIs open, or ``None``."""
+    """``(url, options)`` of a fresh ledger on ``name`` that every API opens, or ``None``."""
     if name == "memory":
         yield "memory://", {}
     elif name == "sqlite":
@@ -70,67 +91,240 @@ def ledger_url(name: str, directory: Path) -> Iterator[tuple[str, dict[str, Any]
             yield (found[0], {"key_prefix": f"clbench-aio-{uuid.uuid4().hex[:8]}"}) if found is not None else None
 
 
-async def measure(name: str, url: str, options: dict[str, Any], appends: int, restores: int, window: int) -> Figures:
-    figures = Figures(name)
-    if name == "memory":  # one store, both APIs (a memory URL opens a new, empty one)
-        shared = MemoryStore()
-        sync_ledger, async_ledger = Ledger(shared), AsyncLedger(shared)
-    else:
-        sync_ledger = Ledger.connect(url, **options)
-        async_ledger = await AsyncLedger.connect(url, **options)
-    try:
-        sync_conv = sync_ledger.conversation("append-sync")
-        async_conv = await async_ledger.conversation("append-async")
-        sync_conv.append(Message.user("warm up"))
-        await async_conv.append(Message.user("warm up"))
-        for n in range(appends):
-            start = time.perf_counter()
-            sync_conv.append(Message.user(f"sync message {n}"))
-            middle = time.perf_counter()
-            await async_conv.append(Message.user(f"async message {n}"))
-            figures.add("append sync", middle - start)
-            figures.add("append async", time.perf_counter() - middle)
+@dataclass
+class Apis:
+    """The same database opened three ways; ``run`` calls a sync callable through one of them."""
 
-        turns = [Message.user(f"message {n}") if n % 2 == 0 else Message.assistant(f"reply {n}") for n in range(window)]
-        sync_ledger.conversation("restore-sync").append(*turns)
-        await (await async_ledger.conversation("restore-async")).append(*turns)
-        for _ in range(restores):
-            start = time.perf_counter()
-            restored = sync_ledger.conversation("restore-sync")
-            middle = time.perf_counter()
-            arestored = await async_ledger.conversation("restore-async")
-            figures.add("restore sync", middle - start)
-            figures.add("restore async", time.perf_counter() - middle)
-            assert len(restored.view) == len(arestored.view) == window
-    finally:
-        sync_ledger.close()
-        await async_ledger.close()
+    sync: Ledger
+    aio: AsyncLedger
+    bridged: Ledger | None  # None for memory: the bridge had no memory store of its own
+
+    @classmethod
+    async def open(cls, name: str, url: str, options: dict[str, Any], workers: int) -> Apis:
+        if name == "memory":
+            shared = MemoryStore()
+            return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None)
+        sync = Ledger.connect(url, **options)  # creates the schema
+        aio = await AsyncLedger.connect(url, workers=workers, **options)
+        return cls(sync, aio, await bridge.open_ledger(url, **options))
+
+    def names(self) -> list[str]:
+        return [api for api in APIS if api != "bridge" or self.bridged is not None]
+
+    async def close(self) -> None:
+        self.sync.close()
+        await self.aio.close()
+        if self.bridged is not None:
+            await bridge.call(self.bridged.close)
+
+
+async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, window: int) -> Figures:
+    figures = Figures(name)
+    names = apis.names()
+    tag = uuid.uuid4().hex[:6]
+    sync_conv = apis.sync.conversation(f"append-sync-{tag}")
+    async_conv = await apis.aio.conversation(f"append-async-{tag}")
+    bridged_conv = await bridge.call(apis.bridged.conversation, f"append-bridge-{tag}") if apis.bridged else None
+
+    async def append(api: str, message: Message) -> None:
+        if api == "sync":
+            sync_conv.append(message)
+        elif api == "async":
+            await async_conv.append(message)
+        else:
+            assert bridged_conv is not None
+            await bridge.call(bridged_conv.append, message)
+
+    for api in names:  # warm: connections made, statements prepared, scripts loaded
+        for n in range(20):
+            await append(api, Message.user(f"warm up {n}"))
+    calls = apis.aio.runner.calls
+    await timed_rounds(figures, "append", names, appends, lambda api, n: append(api, Message.user(f"{api} msg {n}")))
+    figures.add("append async hops", (apis.aio.runner.calls - calls) / appends)
+
+    turns = [Message.user(f"message {n}") if n % 2 == 0 else Message.assistant(f"reply {n}") for n in range(window)]
+    apis.sync.conversation(f"restore-{tag}").append(*turns)
+
+    async def restore(api: str, _n: int) -> None:
+        if api == "sync":
+            view = apis.sync.conversation(f"restore-{tag}").view
+        elif api == "async":
+            view = (await apis.aio.conversation(f"restore-{tag}")).view
+        else:
+            assert apis.bridged is not None
+            view = (await bridge.call(apis.bridged.conversation, f"restore-{tag}")).view
+        assert len(view) == window
+
+    await timed_rounds(figures, "restore", names, restores, restore)
     return figures
 
 
-def table(rows: list[Figures], window: int) -> list[str]:
+async def timed_rounds(
+    figures: Figures, op: str, names: list[str], rounds: int, step: Callable[[str, int], Awaitable[None]]
+) -> None:
+    """Each round calls ``step`` once per API, in an order rotated every round."""
+    for n in range(rounds):
+        shift = n % len(names)
+        for api in names[shift:] + names[:shift]:
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+            wall, cpu = time.perf_counter(), time.process_time()
+            await step(api, n)
+            figures.add(f"{op} {api} wall", time.perf_counter() - wall)
+            figures.add(f"{op} {api} cpu", time.process_time() - cpu)
+            figures.add(f"{op} {api} switches", resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches)
+
+
+def _turn(session: str, n: int) -> tuple[Message, Message]:
+    return Message.user(f"{session} question {n}"), Message.assistant(f"{session} answer {n}")
+
+
+async def many_at_once(name: str, apis: Apis, figures: Figures, conversations: int, turns: int, rounds: int) -> None:
+    lanes = ["sync threads", "sync one thread", *(f"{api} tasks" for api in apis.names() if api != "sync")]
+    for r in range(rounds):
+        shift = r % len(lanes)
+        for lane in lanes[shift:] + lanes[:shift]:
+            sessions = [f"many-{lane.replace(' ', '-')}-{r}-{n}-{uuid.uuid4().hex[:6]}" for n in range(conversations)]
+            wall, cpu = await run_lane(lane, apis, sessions, turns)
+            commits = conversations * turns
+            figures.add(f"many {lane} msg/s", 2 * commits / wall)
+            figures.add(f"many {lane} cpu", cpu / commits)
+
+
+async def run_lane(lane: str, apis: Apis, sessions: list[str], turns: int) -> tuple[float, float]:
+    """Open every conversation (untimed), then time all of them committing ``turns`` turns."""
+    if lane.startswith("sync"):
+        convs = [apis.sync.conversation(s) for s in sessions]
+        if lane == "sync one thread":
+            wall, cpu = time.perf_counter(), time.process_time()
+            for n in range(turns):
+                for conv, session in zip(convs, sessions, strict=True):
+                    conv.append(*_turn(session, n))
+            return time.perf_counter() - wall, time.process_time() - cpu
+        barrier = threading.Barrier(len(convs) + 1)
+
+        def work(conv: Any, session: str) -> None:
+            barrier.wait()
+            for n in range(turns):
+                conv.append(*_turn(session, n))
+
+        threads = [threading.Thread(target=work, args=(c, s)) for c, s in zip(convs, sessions, strict=True)]
+        for thread in threads:
+            thread.start()
+        wall, cpu = time.perf_counter(), time.process_time()
+        barrier.wait()
+        for thread in threads:
+            thread.join()
+        return time.perf_counter() - wall, time.process_time() - cpu
+    if lane == "async tasks":
+        aconvs = [await apis.aio.conversation(s) for s in sessions]
+
+        async def agent(conv: Any, session: str) -> None:
+            for n in range(turns):
+                await conv.append(*_turn(session, n))
+
+        wall, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(agent(c, s) for c, s in zip(aconvs, sessions, strict=True)))
+        return time.perf_counter() - wall, time.process_time() - cpu
+    assert apis.bridged is not None
+    bconvs = [await bridge.call(apis.bridged.conversation, s) for s in sessions]
+
+    async def bridged(conv: Any, session: str) -> None:
+        for n in range(turns):
+            await bridge.call(conv.append, *_turn(session, n))
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(bridged(c, s) for c, s in zip(bconvs, sessions, strict=True)))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f}"
+
+
+def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> list[str]:
     lines = [
-        f"| backend | append sync | append async | ratio | restore {window} sync | restore {window} async | ratio |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"**One call at a time.** Medians (ms wall, µs CPU of every thread) of one-message appends and of restores"
+        f" of a {window}-message view; ratio = that API / sync; hops = calls handed to a worker thread per append;"
+        " switches = voluntary context switches of the process per append (a thread hop costs about two).",
+        "",
+        "| backend | API | append wall | ratio | append CPU | ratio | hops | switches"
+        " | restore wall | ratio | restore CPU | ratio |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for f in rows:
-        cells = [LABELS[f.backend]]
-        for op in ("append", "restore"):
-            sync, aio = f.median(f"{op} sync"), f.median(f"{op} async")
-            cells += [ms(sync), ms(aio), f"{aio / sync:.2f}x"]
-        lines.append("| " + " | ".join(cells) + " |")
+        for api in APIS:
+            if f"append {api} wall" not in f.samples:
+                continue
+            cells = [LABELS[f.backend], api]
+            for op in ("append", "restore"):
+                wall, cpu = f.median(f"{op} {api} wall"), f.median(f"{op} {api} cpu")
+                base_wall, base_cpu = f.median(f"{op} sync wall"), f.median(f"{op} sync cpu")
+                cells += [ms(wall), f"{wall / base_wall:.2f}x", us(cpu), f"{cpu / base_cpu:.2f}x"]
+                if op == "append":
+                    hops = f"{f.mean('append async hops'):.0f}" if api == "async" else ("0" if api == "sync" else "-")
+                    cells += [hops, f"{f.mean('append ' + api + ' switches'):.1f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"**Many at once.** {conversations} conversations x {turns} turns (two messages, one commit each) at the same"
+        " time; medians over the rounds of messages per second (wall) and CPU per commit; ratio = msg/s of the lane /"
+        " msg/s of the threads on the sync API.",
+        "",
+        "| backend | lane | msg/s | ratio | CPU per commit (µs) |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for f in rows:
+        lanes = sorted({k.split(" msg/s")[0].removeprefix("many ") for k in f.samples if k.endswith("msg/s")})
+        if not lanes:
+            continue
+        base = f.median("many sync threads msg/s")
+        for lane in sorted(lanes, key=["sync threads", "sync one thread", "async tasks", "bridge tasks"].index):
+            rate, cpu = f.median(f"many {lane} msg/s"), f.median(f"many {lane} cpu")
+            lines.append(f"| {LABELS[f.backend]} | {lane} | {rate:,.0f} | {rate / base:.2f}x | {us(cpu)} |")
     return lines
+
+
+async def measure(name: str, url: str, options: dict[str, Any], args: argparse.Namespace) -> Figures:
+    apis = await Apis.open(name, url, options, args.workers)
+    try:
+        figures = await one_at_a_time(name, apis, args.appends, args.restores, args.window)
+        if name != "memory" and args.conversations:
+            await many_at_once(name, apis, figures, args.conversations, args.turns, args.rounds)
+        return figures
+    finally:
+        await apis.close()
+
+
+def as_json(rows: list[Figures]) -> dict[str, Any]:
+    """The medians (seconds, msg/s) and means (switches, hops) per backend, for scripts/bench."""
+    out: dict[str, Any] = {}
+    for f in rows:
+        entry: dict[str, Any] = {}
+        for name in f.samples:
+            kind = "mean" if name.endswith(("switches", "hops")) else "median"
+            entry[name] = f.mean(name) if kind == "mean" else f.median(name)
+        out[f.backend] = entry
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", type=backend_list, default=list(BACKENDS))
-    parser.add_argument("--appends", type=int, default=200, help="appends per API and backend")
+    parser.add_argument("--appends", type=int, default=400, help="appends per API and backend")
     parser.add_argument("--restores", type=int, default=50, help="restores per API and backend")
     parser.add_argument("--window", type=int, default=100, help="active messages of the restored conversation")
+    parser.add_argument("--conversations", type=int, default=100, help="conversations committing at once (0: skip)")
+    parser.add_argument("--turns", type=int, default=5, help="turns each of them commits")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the many-at-once lanes")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker threads of the AsyncLedger")
+    parser.add_argument("--quick", action="store_true", help="small counts: 150 appends, 20 restores, 3 turns, 1 round")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument("--write-results", action="store_true", help="rewrite this section of DETAILS.md")
     args = parser.parse_args()
+    if args.quick:
+        args.appends, args.restores, args.turns, args.rounds = 150, 20, 3, 1
 
+    load = os.getloadavg()[0]
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.backends:
@@ -138,17 +332,18 @@ def main() -> None:
                 if found is None:
                     continue
                 url, options = found
-                rows.append(asyncio.run(measure(name, url, options, args.appends, args.restores, args.window)))
+                rows.append(asyncio.run(measure(name, url, options, args)))
                 print(f"{LABELS[name]}: done", flush=True)
     lines = [
-        f"Medians of {args.appends} appends (one message, one commit) and {args.restores} restores of a"
-        f" {args.window}-message view per API, the two APIs alternating call by call; ratio = async / sync.",
+        *tables(rows, args.window, args.conversations, args.turns),
         "",
-        *table(rows, args.window),
-        "",
+        f"AsyncLedger workers: {args.workers}. Load average (1 min): {load:.1f} at the start,"
+        f" {os.getloadavg()[0]:.1f} at the end.",
         versions(),
     ]
     print("\n".join(lines))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"figures": as_json(rows), "workers": args.workers}, indent=1))
     if args.write_results:
         replace_section(SECTION, lines)
 

@@ -54,6 +54,7 @@ WORKLOADS = (
     "before_model_call",
     "concurrency",
     "strands_turn",
+    "aio",
 )
 
 # Durability, the same for every contender on an engine (and of one class across them:
@@ -467,6 +468,23 @@ class Harness:
             self.run.put("strands_turn", "strands", Outcome(na=f"failed: {why}"))
         else:
             self.run.put("strands_turn", "strands", Outcome(value=done.stdout))
+
+    def aio(self) -> None:
+        """``benchmarks/aio.py``: the async API against the sync one and 0.2's bridge, on the run's servers."""
+        figures = self.workdir / "aio.json"
+        env = dict(os.environ)
+        if self.run.servers.get("postgres"):
+            env["CONTEXTLEDGER_TEST_POSTGRES_URL"] = str(self.run.servers["postgres"])
+        if self.run.servers.get("redis"):
+            env["CONTEXTLEDGER_TEST_REDIS_URL"] = str(self.run.servers["redis"])
+        argv = [sys.executable, str(HERE / "aio.py"), "--json", str(figures), *(["--quick"] if self.run.quick else [])]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600, env=env)
+        if done.returncode != 0 or not figures.exists():
+            why = (done.stderr.strip().splitlines() or ["?"])[-1][:300]
+            self.run.put("aio", "aio", Outcome(na=f"failed: {why}"))
+        else:
+            self.run.put("aio", "aio", Outcome(value=done.stdout, info=json.loads(figures.read_text())))
+        print("aio: done", file=sys.stderr, flush=True)
 
 
 def _dist(requirement: str) -> str:

@@ -30,6 +30,9 @@ CONTENDERS = {
     "cl-adk": "contenders.cl_adk:LedgerSessionContender",
     "langgraph": "contenders.langgraph_saver:LangGraphContender",
     "langchain": "contenders.langchain_history:SQLChatHistoryContender",
+    "cl-langchain": "contenders.cl_langchain:LedgerChatHistoryContender",
+    "pydantic-ai-json": "contenders.pydantic_ai_json:PydanticAIJsonRows",
+    "cl-pydantic-ai": "contenders.cl_pydantic_ai:LedgerHistoryContender",
 }
 
 

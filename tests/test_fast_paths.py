@@ -36,6 +36,7 @@ from contextledger.stored import Unusual, load_frozen, load_json_text
 from contextledger.stores.sql import encoding
 from contextledger.trusted import trusted
 from contextledger.view import View
+from tests.soak import examples
 
 json_scalars = st.one_of(
     st.none(),
@@ -98,7 +99,7 @@ def _shape(value: Any) -> Any:
     return (type(value), value)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages)
 def test_from_record_equals_the_validating_constructor(message: Message) -> None:
     record = json.loads(json.dumps(message.to_record()))
@@ -165,7 +166,7 @@ writers = st.sampled_from(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages, writers)
 def test_message_from_json_equals_the_validating_constructor(message: Message, write: Any) -> None:
     record = message.to_record()
@@ -203,7 +204,7 @@ json_texts = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.sampled_from(["m", "", "é", "x" * 256, "a\ud800"]),
     st.sampled_from(["user", "assistant", "bot"]),
@@ -253,7 +254,7 @@ def test_message_from_json_refuses_damaged_rows_with_the_typed_error(
         assert type(fast.value) is slow
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(any_json)
 def test_load_json_text_freezes_what_json_loads_parses(value: Any) -> None:
     text = json.dumps(value)
@@ -288,7 +289,7 @@ def test_trusted_builds_what_model_construct_builds() -> None:
         assert _record_attributes(trusted(model, dict(values))) == _record_attributes(model.model_construct(**values))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.one_of(st.text(max_size=3), st.integers(0, 3), st.none()),
     st.sampled_from(["message", "summary", "other", 1]),
@@ -327,7 +328,7 @@ kinds = st.sampled_from(["use", "result", "text", "usage"])
 steps = st.lists(st.tuples(kinds, st.sampled_from(["a", "b", "c"]), st.integers(0, 50)), max_size=5)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(steps, min_size=1, max_size=5), st.integers(0, 4))
 def test_appended_views_carry_the_facts_a_fresh_view_computes(turns: list[list[Any]], warm: int) -> None:
     view = View(())

@@ -29,6 +29,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.view import View
 from tests.core.helpers import ScriptedManager, rule_violations
 from tests.managers.helpers import assert_valid_view, overflow
+from tests.soak import examples
 
 TRIGGERS = ["per_turn", "proactive", "reactive", "end_of_invocation", "manual"]
 
@@ -329,7 +330,7 @@ def run_script(store: LedgerStore, spec: tuple[str, dict[str, Any]], script: lis
     run.check_restore()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=scripts)
 def test_random_conversations_keep_the_semantics(
     memory_store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
@@ -337,7 +338,7 @@ def test_random_conversations_keep_the_semantics(
     run_script(memory_store, spec, script)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=scripts_of(1, 4))
 def test_random_conversations_on_every_backend(
     store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
@@ -345,7 +346,7 @@ def test_random_conversations_on_every_backend(
     run_script(store, spec, script)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(spec=policy_specs, script=scripts)
 def test_plans_are_deterministic(spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]) -> None:
     run = Run(MemoryStore(), spec)

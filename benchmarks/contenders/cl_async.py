@@ -1,4 +1,4 @@
-"""contextledger via its async API: AsyncLedger, AsyncConversation (aiosqlite, psycopg async, redis.asyncio).
+"""contextledger via its async API: AsyncLedger, AsyncConversation (each call one hop to a worker thread).
 
 The worker keeps one event loop; each repetition runs one coroutine on it and times
 the library call inside the coroutine, so starting the loop is not in the figures.

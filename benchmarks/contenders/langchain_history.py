@@ -11,24 +11,11 @@ import time
 from typing import Any
 
 from langchain_community.chat_message_histories import SQLChatMessageHistory
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from sqlalchemy import create_engine, event
 
-from _protocol import Contender, NotApplicable, text_of, tool_result, tool_use, turn
+from _protocol import Contender, NotApplicable
 from contenders._files import tree_bytes
-
-
-def messages_of(session: str, n: int) -> list[Any]:
-    """Turn ``n`` as LangChain messages."""
-    user, call, result, answer = turn(session, n)
-    use, res = tool_use(call), tool_result(result)
-    assert use is not None and res is not None
-    return [
-        HumanMessage(content=text_of(user)),
-        AIMessage(content="", tool_calls=[{"name": use["name"], "args": use["input"], "id": use["toolUseId"]}]),
-        ToolMessage(content=res["content"][0]["text"], tool_call_id=res["toolUseId"]),
-        AIMessage(content=text_of(answer)),
-    ]
+from contenders._lc_turns import messages_of
 
 
 class SQLChatHistoryContender(Contender):

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from contextledger.errors import InvalidExport, InvalidMessage
+from contextledger.errors import InvalidMessage
 from contextledger.messages import encode_blocks
 from contextledger.records import (
     ConversationState,
@@ -78,46 +78,24 @@ class ConversationRecords(BaseModel):
             }
         )
 
-    def check(self) -> None:
-        """Check that the records belong together and can be written.
+    def check(self, *, strict_ids: bool = False) -> None:
+        """Check that the records belong together and can be written (see :mod:`contextledger.consistency`).
+
+        Args:
+            strict_ids: Hold ids to the grammar of :mod:`contextledger.ids` (a file import).
 
         Raises:
-            InvalidExport: A record names another conversation, an id repeats, the
-                version is not positive, or a revision names an unknown message.
+            InvalidExport: A record breaks one of the ledger's invariants: it names another
+                conversation, an id repeats or is not one, a seq repeats or is not below
+                ``next_seq``, a reference names nothing, a count is negative... The error
+                carries the record and the field at fault.
         """
-        where = f"{self.session_id}/{self.agent_id}"
-        if self.state.version < 1:
-            raise InvalidExport(f"conversation {where}: version must be >= 1, got {self.state.version}")
-        owned: list[HistoryEntry | SummaryEntry | Reduction | Revision | PinEvent | Tombstone] = [
-            *self.messages,
-            *self.summaries,
-            *self.reductions,
-            *self.revisions,
-            *self.pins,
-            *self.tombstones,
-        ]
-        for record in owned:
-            if (record.session_id, record.agent_id) != (self.session_id, self.agent_id):
-                raise InvalidExport(
-                    f"conversation {where}: a {type(record).__name__} belongs to {record.session_id}/{record.agent_id}"
-                )
-        message_ids = [m.message.message_id for m in self.messages]
-        summary_ids = [s.summary_id for s in self.summaries]
-        reduction_ids = [r.reduction_id for r in self.reductions]
-        for kind, ids in (("entry", message_ids + summary_ids), ("reduction", reduction_ids)):
-            if len(set(ids)) != len(ids):
-                duplicate = next(i for i in ids if ids.count(i) > 1)
-                raise InvalidExport(f"conversation {where}: {kind} id {duplicate!r} appears twice")
-        known = set(message_ids)
-        for rev in self.revisions:
-            if rev.message_id not in known:
-                raise InvalidExport(f"conversation {where}: a revision names unknown message {rev.message_id!r}")
-        numbers = [(r.message_id, r.number) for r in self.revisions]
-        if len(set(numbers)) != len(numbers):
-            raise InvalidExport(f"conversation {where}: a revision number repeats")
+        from contextledger.consistency import check_conversation
+
+        check_conversation(self, strict_ids=strict_ids)
 
 
-def check_records(records: ConversationRecords) -> None:
+def check_records(records: ConversationRecords, *, strict_ids: bool = False) -> None:
     """Check ``records`` (see :meth:`ConversationRecords.check`) and that every JSON value can be stored.
 
     Stores call it before they write anything.
@@ -126,7 +104,6 @@ def check_records(records: ConversationRecords) -> None:
         InvalidExport: The records are inconsistent.
         InvalidMessage: A message, revision or state value cannot be stored as JSON (NaN, ...).
     """
-    records.check()
     values: list[tuple[str, Any]] = [("manager state", records.state.manager_state)]
     values.append(("agent state", records.state.agent_state))
     values += [(f"message {h.message.message_id}", h.message.to_record()) for h in records.messages]
@@ -136,3 +113,4 @@ def check_records(records: ConversationRecords) -> None:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
+    records.check(strict_ids=strict_ids)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contextledger.errors import EntryNotFound, InvalidMessage, PinError
+from contextledger.jsonvalues import storable_text
 from contextledger.messages import ContentBlock, Message
 from contextledger.records import ConversationState, Reduction, SummaryEntry, Trigger, ViewEntry, new_id
 from contextledger.tokens import TokenCounter
@@ -439,8 +440,9 @@ def build_changeset(
             revised=tuple(revised),
             summary_id=summary.summary_id if summary else None,
             model_call_count=model_call_count,
-            error=edit.error,
-            detail=plan.detail if plan else None,
+            # Diagnostic text: a lone surrogate in an exception's message must not fail the write.
+            error=storable_text(edit.error) if edit.error is not None else None,
+            detail=storable_text(plan.detail) if plan and plan.detail is not None else None,
             from_call=from_call,
             version=state.version + 1,
         )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextledger.errors import ConfigurationError, InvalidMessage
+from contextledger.jsonvalues import check_plain_json
 from contextledger.messages import check_id, normalize_json
 from contextledger.records import TRIGGERS
 
@@ -122,7 +123,8 @@ def check_agent_state(state: object) -> dict[str, Any]:
 
     Raises:
         InvalidMessage: ``state`` is not a mapping, has a key that is not a string, or
-            holds a value JSON cannot store.
+            holds a value JSON cannot store (bytes included: see
+            :func:`~contextledger.jsonvalues.check_plain_json`).
     """
     if not isinstance(state, Mapping):
         raise InvalidMessage(f"agent state must be a mapping, got {type(state).__name__}")
@@ -130,4 +132,5 @@ def check_agent_state(state: object) -> dict[str, Any]:
         if not isinstance(key, str):
             raise InvalidMessage(f"agent state keys are strings, got {type(key).__name__} {key!r:.40}")
     snapshot: dict[str, Any] = normalize_json(dict(state), "agent state", coerce_keys=True)
+    check_plain_json(snapshot, "agent state")
     return snapshot

@@ -164,7 +164,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         self.hooks = HookRegistry()
         self._lock = threading.RLock()
         self._pending_calls = 0
-        self._preparing_call = False  # inside before_model_call: commits reach this call's input
+        self._preparing_call = False  # a call is prepared, its input not handed: commits reach that input
         self._reactive_call: int | None = None
         self._riding: Planner | None = None  # a host's pending write, committed with the next commit
         self._defer_count = False  # the pending count waits for a commit with something else in it
@@ -271,7 +271,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
 
         Writes only when the view needs it (see :mod:`contextledger.managers.repair`).
         """
-        return self._transact(lambda view: (plan_repair(view), None), repair=False)
+        return self._transact(lambda view: (plan_repair(view, self._state.next_seq), None), repair=False)
 
     def _reduce(self, request: ReductionRequest) -> Reduction | None:
         """Plan ``request`` once, write its summary once (outside the lock), commit once."""
@@ -336,10 +336,10 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
                 if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
                     if edit.plan is not None or edit.strategy is not None:
                         # One reduction row per changeset: the repair commits first, alone.
-                        self._transact(lambda view: (plan_repair(view), None), repair=False)
+                        self._transact(lambda view: (plan_repair(view, self._state.next_seq), None), repair=False)
                         continue
                     log_repair(self.session_id, self.agent_id)
-                    edit = with_repair(self._view, edit)
+                    edit = with_repair(self._view, edit, self._state.next_seq)
                 if manager_state is None and self.manager is not None:
                     manager_state = self.manager.export_state()
                 changeset, entries = build_changeset(

@@ -302,4 +302,20 @@ class ConversationExists(SessionExists):
 
 
 class InvalidExport(ContextLedgerError, ValueError):
-    """An export file (or a conversation's records) cannot be loaded: malformed or inconsistent."""
+    """An export file (or a conversation's records) cannot be loaded: malformed or inconsistent.
+
+    Raised before anything is written. The message names the line of the file (and the
+    field) when the records came from one.
+
+    Attributes:
+        line: The line of the export file (counting from 1), when known.
+        field: The field of the record at fault (``seq``, ``evicted_by``...), when known.
+        record: The record at fault, when known (to find its line).
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None, record: object = None):
+        self.detail = message
+        self.line = line
+        self.field = field
+        self.record = record
+        super().__init__(message if line is None else f"line {line}: {message}")

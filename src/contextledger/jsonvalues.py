@@ -31,6 +31,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "check_id",
+    "check_plain_json",
     "check_text",
     "decode_blocks",
     "decode_shared",
@@ -39,6 +40,7 @@ __all__ = [
     "encode_value",
     "freeze_value",
     "normalize_json",
+    "storable_text",
     "thaw",
     "too_long",
 ]
@@ -156,6 +158,59 @@ def check_id(value: str, what: str = "id") -> str:
     if len(value) > MAX_ID_LENGTH:
         raise ConfigurationError(too_long(what, value))
     return value
+
+
+def storable_text(value: str) -> str:
+    """Diagnostic text (an error message, a reason) as every backend stores it: never refused.
+
+    Like :func:`check_text`, but a lone surrogate -- which an exception's message may
+    carry from any source -- becomes U+FFFD instead of an error: the text describes
+    something, and recording it must not fail the write it belongs to.
+    """
+    try:
+        return check_text(value)
+    except InvalidMessage:
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def check_plain_json(value: Any, what: str) -> None:
+    """Check that ``value`` is plain JSON: what host and manager state hold on every backend.
+
+    State is stored as standard JSON text and read back as it was written, so it may hold
+    only what JSON has a form for: ``dict`` (string keys), ``list``, ``str``, ``int``,
+    finite ``float``, ``bool`` and ``None``. Bytes are refused (encode them first, e.g.
+    base64): unlike message content, state has no codec tag that would read them back.
+
+    Raises:
+        InvalidMessage: ``value`` holds bytes, NaN or infinity, or something JSON cannot represent.
+    """
+    try:
+        _SPACED.encode(value)
+    except (TypeError, ValueError) as exc:
+        where = _bytes_path(value, "")
+        if where is not None:
+            raise InvalidMessage(
+                f"{what} holds bytes at {where or 'its top level'}: state is stored as plain JSON on every "
+                "backend; encode bytes first (e.g. base64)"
+            ) from exc
+        raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
+
+
+def _bytes_path(value: Any, path: str) -> str | None:
+    """Where the first ``bytes`` value in ``value`` stands (``['k'][0]``), or ``None``."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return path
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _bytes_path(item, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
 
 
 def too_long(what: str, value: str) -> str:

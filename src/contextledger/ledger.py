@@ -156,8 +156,15 @@ class Ledger:
 
     @property
     def url(self) -> str:
-        """The store's URL (with any password masked by the store)."""
+        """The store's URL with every credential masked (userinfo password, ``?password=``, ``?token=``...).
+
+        Safe to show or log: see :func:`contextledger.urls.mask`.
+        """
         return self.store.url
+
+    def __repr__(self) -> str:
+        """``Ledger('<masked url>')``."""
+        return f"Ledger({self.url!r})"
 
     def conversation(
         self,
@@ -460,12 +467,16 @@ class Ledger:
         """Write one conversation's records exactly (ids, timestamps, versions...) in one atomic commit.
 
         Idempotent: ``"unchanged"`` when the conversation already holds exactly these
-        records. See :func:`contextledger.transfer.write_conversation`.
+        records. The records are checked against the ledger's invariants and their ids
+        against the id grammar (:mod:`contextledger.ids`) first; to load a whole file,
+        parse it with :func:`contextledger.transfer.records_from_lines`, which checks every
+        conversation in it before returning any. See
+        :func:`contextledger.transfer.write_conversation`.
 
         Raises:
             ConversationExists: The conversation exists with different records (nothing is written).
-            InvalidExport: The records are inconsistent.
-            InvalidMessage: A value cannot be stored as JSON.
+            InvalidExport: The records are inconsistent, or an id breaks the grammar (nothing is written).
+            InvalidMessage: A value cannot be stored as JSON (nothing is written).
         """
         from contextledger.lineage import register_forks
         from contextledger.transfer import write_conversation

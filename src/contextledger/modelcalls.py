@@ -44,7 +44,7 @@ class ModelCallCycle(ConversationReader):
     _riding: Callable[[View], Edit | None] | None
     _defer_count: bool
     _note: str | None
-    _preparing_call: bool  # inside before_model_call: commits reach this call's input
+    _preparing_call: bool  # a call is prepared and its input not handed yet: commits reach that input
 
     def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
         """Commit ``build(view)`` (the conversation's transaction)."""
@@ -90,6 +90,7 @@ class ModelCallCycle(ConversationReader):
         context_window_limit: int | None = None,
         projected_input_tokens: int | None = None,
         defer_count: bool = False,
+        handed: bool = True,
     ) -> BeforeModelCallEvent:
         """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
 
@@ -98,9 +99,19 @@ class ModelCallCycle(ConversationReader):
         ``defer_count`` a count nothing committed waits for the next commit (the host's
         next message) instead of a commit of its own: one commit fewer per turn, and a
         crash during the model call loses that call's count.
+
+        What commits while a call is prepared is stamped as part of its input (time
+        travel: :func:`~contextledger.travel.view_at`); what commits after it, as part
+        of the next call's. By default the input is handed to the model when this
+        returns. A host that still adds to the input afterwards (Strands appends hook
+        input after its ``BeforeModelCallEvent``) passes ``handed=False`` and calls
+        :meth:`input_handed` where it really hands the input over; until then every commit
+        belongs to this call's input, and a call prepared again before it was handed
+        (a Strands interrupt, resumed) is the same call, not counted twice.
         """
         with self._lock:
-            self._pending_calls += 1
+            if not self._preparing_call:  # a call prepared but never handed is prepared again
+                self._pending_calls += 1
             self._defer_count = defer_count
             self._preparing_call = True
             context = self.context(projected=projected_input_tokens, limit=context_window_limit)
@@ -111,7 +122,17 @@ class ModelCallCycle(ConversationReader):
                 if self._pending_calls and not defer_count:
                     self.edit(lambda _view: None)
             finally:
-                self._preparing_call = False
+                self._preparing_call = not handed
+
+    def input_handed(self) -> None:
+        """Note that the host handed the prepared call's input to the model.
+
+        Only needed after ``before_model_call(handed=False)``: from now on commits reach
+        the next call's input. :meth:`after_model_call` implies it; calling it when no
+        call is prepared changes nothing.
+        """
+        with self._lock:
+            self._preparing_call = False
 
     def after_model_call(self, error: BaseException | None = None) -> bool:
         """Fire :class:`AfterModelCallEvent`; return whether the model call should be retried.
@@ -125,6 +146,7 @@ class ModelCallCycle(ConversationReader):
             BaseException: ``error`` itself when it is a context overflow that no callback
                 handled (the null manager re-raises this way).
         """
+        self.input_handed()  # the call is over: whatever commits now reaches the next one
         event = self._dispatch(AfterModelCallEvent(self.context(error=error)))
         reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
         if reactive is not None and error is not None:

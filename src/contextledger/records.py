@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from contextledger.messages import Message, normalize_json
+from contextledger.messages import Message, encode_blocks, normalize_json
 from contextledger.trusted import trusted
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "ViewEntry",
     "in_commit_order",
     "new_id",
+    "record_json",
     "utcnow",
     "view_entry",
 ]
@@ -429,3 +430,17 @@ def in_commit_order(reductions: list[Reduction]) -> list[Reduction]:
     if all(r.version > 0 for r in reductions):
         return sorted(reductions, key=lambda r: r.version)
     return reductions
+
+
+def record_json(record: BaseModel) -> dict[str, Any]:
+    """A JSON-safe dict of a record, as an export line holds it; messages and block lists keep their bytes (tagged)."""
+    message = getattr(record, "message", None)
+    exclude = {"message"} if isinstance(message, Message) else set()
+    if isinstance(record, Revision):
+        exclude.add("original")
+    data: dict[str, Any] = record.model_dump(mode="json", exclude=exclude)
+    if isinstance(message, Message):
+        data["message"] = message.to_record()
+    if isinstance(record, Revision):
+        data["original"] = encode_blocks(record.original)
+    return data

@@ -1,51 +1,32 @@
 """The two points where a :class:`~contextledger.Conversation` waits without a store.
 
 A conflict retry sleeps, and a reduction may call a summarizer that is a coroutine
-function. Under the async API (:mod:`contextledger.aio`) the conversation runs inside a
-greenlet spawned by SQLAlchemy's ``greenlet_spawn``; there both waits hand the event loop
-an awaitable through ``await_only`` instead of blocking it. Everywhere else they are the
-plain blocking calls. Nothing else in the conversation knows which API it serves.
-
-SQLAlchemy is looked up in ``sys.modules``, never imported here: a greenlet can only be
-running under ``greenlet_spawn`` once SQLAlchemy is loaded, and a process that only reads
-a SQLite ledger never loads it (see :mod:`contextledger.stores.sql.reader`).
+function. Under the async API (:mod:`contextledger.aio`) the conversation runs on a
+worker thread while its caller's task awaits it: the sleep blocks only that worker,
+and a coroutine summarizer is handed back to the caller's event loop through
+:data:`CALLER`, which the async API sets for each call it runs. Everywhere else there is
+no loop to hand it to. Nothing else in the conversation knows which API it serves.
 """
 
 from __future__ import annotations
 
 import inspect
-import sys
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from contextledger.errors import ConfigurationError
 
-__all__ = ["await_only", "in_greenlet", "pause", "settle"]
+__all__ = ["CALLER", "pause", "settle"]
 
-_CONCURRENCY = "sqlalchemy.util.concurrency"
-
-
-def in_greenlet() -> bool:
-    """Whether the caller runs inside SQLAlchemy's ``greenlet_spawn`` (False while SQLAlchemy is not loaded)."""
-    concurrency = sys.modules.get(_CONCURRENCY)
-    return concurrency is not None and bool(concurrency.in_greenlet())
-
-
-def await_only(awaitable: Any) -> Any:
-    """Hand ``awaitable`` to the event loop of the enclosing ``greenlet_spawn`` (see :func:`in_greenlet`)."""
-    from sqlalchemy.util.concurrency import await_only as hand_over
-
-    return hand_over(awaitable)
+CALLER: ContextVar[Callable[[Any], Any] | None] = ContextVar("contextledger_caller", default=None)
+"""Under the async API: awaits an awaitable on the calling task's loop and returns its result."""
 
 
 def pause(seconds: float) -> None:
-    """Wait ``seconds``: on the event loop under the async API, else by sleeping the thread."""
-    if in_greenlet():
-        import asyncio  # loaded already under the async API; a sync process need not pay for it
-
-        await_only(asyncio.sleep(seconds))
-    else:
-        time.sleep(seconds)
+    """Wait ``seconds`` (under the async API this blocks the worker thread, never a loop)."""
+    time.sleep(seconds)
 
 
 def settle(value: Any) -> Any:
@@ -57,8 +38,9 @@ def settle(value: Any) -> Any:
     """
     if not inspect.isawaitable(value):
         return value
-    if in_greenlet():
-        return await_only(value)
+    caller = CALLER.get()
+    if caller is not None:
+        return caller(value)
     close = getattr(value, "close", None)
     if callable(close):
         close()

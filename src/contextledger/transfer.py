@@ -39,7 +39,8 @@ from contextledger.errors import (
     InvalidMessage,
     SessionNotFound,
 )
-from contextledger.messages import Message, decode_blocks, encode_blocks
+from contextledger.ids import id_problem
+from contextledger.messages import Message, decode_blocks
 from contextledger.records import (
     ConversationState,
     HistoryEntry,
@@ -48,6 +49,7 @@ from contextledger.records import (
     Revision,
     SummaryEntry,
     Tombstone,
+    record_json,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +64,8 @@ __all__ = [
     "conversation_lines",
     "copy_sessions",
     "dump_lines",
+    "import_lines",
+    "json_line",
     "list_sessions",
     "read_conversation",
     "record_json",
@@ -114,19 +118,26 @@ def read_conversation(store: LedgerStore, session_id: str, agent_id: str) -> Con
     )
 
 
-def write_conversation(store: LedgerStore, records: ConversationRecords) -> ImportOutcome:
+def write_conversation(store: LedgerStore, records: ConversationRecords, *, strict_ids: bool = True) -> ImportOutcome:
     """Write ``records`` to ``store`` in one atomic commit, exactly as they are.
 
     Idempotent: when the conversation already exists holding exactly these records,
     nothing is written and ``"unchanged"`` is returned.
 
+    Args:
+        store: The target.
+        records: One conversation's records.
+        strict_ids: Hold every id to the id grammar (:mod:`contextledger.ids`), as an import
+            does; a copy between ledgers passes ``False`` (its ids are the source's).
+
     Raises:
-        InvalidExport: The records are inconsistent (see :meth:`ConversationRecords.check`).
+        InvalidExport: The records are inconsistent (see :meth:`ConversationRecords.check`)
+            or an id breaks the grammar (nothing is written).
         ConversationExists: The conversation exists with different records (nothing is written).
         InvalidMessage: A value cannot be stored as JSON (nothing is written).
     """
     records = records.canonical()
-    check_records(records)
+    check_records(records, strict_ids=strict_ids)
     if store.import_conversation(records):
         logger.info(
             "session_id=<%s>, agent_id=<%s>, messages=<%d>, version=<%d> | imported conversation",
@@ -144,6 +155,28 @@ def write_conversation(store: LedgerStore, records: ConversationRecords) -> Impo
         f"session_id={records.session_id} agent_id={records.agent_id}: the target already holds this conversation"
         " with different records (delete it first to replace it)"
     )
+
+
+def import_lines(store: LedgerStore, lines: Iterable[str]) -> list[tuple[ConversationRecords, ImportOutcome]]:
+    """Load a whole export into ``store``: check everything first, then write each conversation atomically.
+
+    Nothing is written unless the whole file is valid (:func:`records_from_lines`) and no
+    conversation in it is already held with different records; then each conversation is
+    one commit (:func:`write_conversation`), and one already held exactly is left as it is.
+
+    Raises:
+        InvalidExport: The file is wrong somewhere (the error names the line and field).
+        ConversationExists: The store holds one of the conversations with different records.
+    """
+    conversations = records_from_lines(lines)
+    for records in conversations:  # refuse before the first write
+        existing = read_conversation(store, records.session_id, records.agent_id)
+        if existing is not None and conversation_lines(existing) != conversation_lines(records):
+            raise ConversationExists(
+                f"{store.url} already holds {records.session_id}/{records.agent_id} with different records;"
+                " nothing was imported"
+            )
+    return [(records, write_conversation(store, records)) for records in conversations]
 
 
 @dataclass(frozen=True)
@@ -200,7 +233,7 @@ def copy_sessions(
             records = read_conversation(source, session_id, agent_id)
             if records is None:  # deleted while copying
                 continue
-            outcome = write_conversation(target, records)
+            outcome = write_conversation(target, records, strict_ids=False)
             done.append((session_id, agent_id, outcome))
             if on_conversation is not None:
                 on_conversation(session_id, agent_id, outcome)
@@ -208,20 +241,6 @@ def copy_sessions(
 
 
 # -- the export format -----------------------------------------------------------------------
-
-
-def record_json(record: BaseModel) -> dict[str, Any]:
-    """A JSON-safe dict of a record; messages and block lists keep their bytes (tagged)."""
-    message = getattr(record, "message", None)
-    exclude = {"message"} if isinstance(message, Message) else set()
-    if isinstance(record, Revision):
-        exclude.add("original")
-    data: dict[str, Any] = record.model_dump(mode="json", exclude=exclude)
-    if isinstance(message, Message):
-        data["message"] = message.to_record()
-    if isinstance(record, Revision):
-        data["original"] = encode_blocks(record.original)
-    return data
 
 
 def conversation_lines(records: ConversationRecords) -> list[dict[str, Any]]:
@@ -242,11 +261,24 @@ def conversation_lines(records: ConversationRecords) -> list[dict[str, Any]]:
 
 
 def _message_entry(data: Mapping[str, Any]) -> HistoryEntry:
-    return HistoryEntry.model_validate({**data, "message": Message.from_record(data["message"])})
+    message = data.get("message")
+    if not isinstance(message, Mapping):
+        raise InvalidExport(f"message is {type(message).__name__}, not an object", field="message")
+    problem = id_problem(message.get("message_id"))
+    if problem is not None:
+        raise InvalidExport(f"message_id {problem}", field="message.message_id")
+    try:
+        parsed = Message.from_record(message)
+    except (InvalidMessage, KeyError, TypeError, ValueError) as exc:
+        raise InvalidExport(f"invalid message: {' '.join(str(exc).split())[:300]}", field="message") from exc
+    return HistoryEntry.model_validate({**data, "message": parsed})
 
 
 def _revision(data: Mapping[str, Any]) -> Revision:
-    return Revision.model_validate({**data, "original": decode_blocks(data["original"])})
+    original = data.get("original")
+    if not isinstance(original, list):
+        raise InvalidExport(f"original is {type(original).__name__}, not a list of blocks", field="original")
+    return Revision.model_validate({**data, "original": decode_blocks(original)})
 
 
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], BaseModel]] = {
@@ -271,38 +303,48 @@ _FIELDS = {
 def records_from_lines(lines: Iterable[str]) -> list[ConversationRecords]:
     """Parse an export (JSON lines) into the records of each conversation it holds, in file order.
 
+    The whole file is read and checked before this returns, so an import that writes its
+    result writes nothing from a file that is wrong anywhere: every line must hold a valid
+    record (finite numbers, text that is valid Unicode, JSON nested at most
+    :data:`~contextledger.jsonvalues.MAX_DEPTH` deep in messages and state), every id must
+    follow the id grammar (:mod:`contextledger.ids`), and every conversation must hold the
+    ledger's invariants (:mod:`contextledger.consistency`: unique seqs below ``next_seq``,
+    references that name records of the conversation, counts that are not negative...).
+
     Blank lines are skipped. A file written before pin and tombstone lines existed loads
     with none of them.
 
     Raises:
-        InvalidExport: A line is not JSON, has an unknown ``type``, does not hold a valid
-            record, or names a conversation that has no ``conversation`` line; the error
-            names the line number.
+        InvalidExport: The first problem, naming its line (``.line``) and, where it is one
+            field of a record, the field (``.field``).
     """
     states: dict[tuple[str, str], ConversationState] = {}
     rows: dict[tuple[str, str], dict[str, list[BaseModel]]] = {}
+    line_of: dict[int, int] = {}  # id(record) -> its line, to name the line of a later check's error
     for number, line in _numbered(lines):
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InvalidExport(f"line {number}: not JSON ({exc})") from exc
-        if not isinstance(data, dict):
-            raise InvalidExport(f"line {number}: expected a JSON object, got {type(data).__name__}")
+        data = _parse_line(number, line)
         kind = data.pop("type", None)
         parser = _PARSERS.get(kind) if isinstance(kind, str) else None
         if parser is None:
             raise InvalidExport(
-                f"line {number}: unknown record type {kind!r} (expected one of {', '.join(LINE_TYPES)})"
+                f"unknown record type {kind!r:.40} (expected one of {', '.join(LINE_TYPES)})", line=number, field="type"
             )
         try:
             record = parser(data)
-        except (ValidationError, InvalidMessage, KeyError, TypeError, ValueError) as exc:
+        except InvalidExport as exc:
+            raise InvalidExport(f"invalid {kind} record: {exc.detail}", line=number, field=exc.field) from exc
+        except (ValidationError, InvalidMessage, KeyError, TypeError, ValueError, RecursionError) as exc:
+            field = _first_field(exc)
             detail = " ".join(str(exc).split())[:300]
-            raise InvalidExport(f"line {number}: invalid {kind} record: {detail}") from exc
+            raise InvalidExport(f"invalid {kind} record: {detail}", line=number, field=field) from exc
+        line_of[id(record)] = number
         key = (getattr(record, "session_id"), getattr(record, "agent_id"))  # noqa: B009 - every record type has both
         if isinstance(record, ConversationState):
             if key in states:
-                raise InvalidExport(f"line {number}: conversation {key[0]}/{key[1]} appears twice")
+                first = line_of[id(states[key])]
+                raise InvalidExport(
+                    f"conversation {key[0]!r:.80}/{key[1]!r:.80} appears twice (first on line {first})", line=number
+                )
             states[key] = record
             rows.setdefault(key, {})
         else:
@@ -311,14 +353,48 @@ def records_from_lines(lines: Iterable[str]) -> list[ConversationRecords]:
     for key, fields in rows.items():
         state = states.get(key)
         if state is None:
-            raise InvalidExport(f"records of {key[0]}/{key[1]} have no conversation line")
+            first = min(line_of[id(r)] for values in fields.values() for r in values)
+            raise InvalidExport(f"records of {key[0]!r:.80}/{key[1]!r:.80} have no conversation line", line=first)
         try:
             records = ConversationRecords(state=state, **{name: tuple(values) for name, values in fields.items()})
         except ValidationError as exc:  # pragma: no cover - the parsers validated each record
             raise InvalidExport(f"conversation {key[0]}/{key[1]}: {exc}") from exc
-        records.check()
+        try:
+            check_records(records, strict_ids=True)
+        except InvalidExport as exc:
+            at = line_of.get(id(exc.record)) if exc.record is not None else None
+            raise InvalidExport(exc.detail, line=at, field=exc.field, record=exc.record) from exc
+        except InvalidMessage as exc:  # a value no store can hold as JSON: name the conversation's line
+            raise InvalidExport(str(exc), line=line_of[id(state)]) from exc
         out.append(records)
     return out
+
+
+def _parse_line(number: int, line: str) -> dict[str, Any]:
+    """One line's JSON object; NaN, infinity and nesting deeper than the parser's stack are refused typed."""
+    try:
+        data = json.loads(line, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise InvalidExport("JSON nested too deep to read", line=number) from exc
+    except ValueError as exc:
+        raise InvalidExport(f"not JSON ({exc})", line=number) from exc
+    if not isinstance(data, dict):
+        raise InvalidExport(f"expected a JSON object, got {type(data).__name__}", line=number)
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _first_field(exc: BaseException) -> str | None:
+    """The field a pydantic error is about (``seq``, ``message.role``...), if it names one."""
+    if isinstance(exc, ValidationError):
+        for error in exc.errors():
+            location = [str(part) for part in error.get("loc", ())]
+            if location:
+                return ".".join(location)
+    return None
 
 
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
@@ -328,9 +404,19 @@ def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
 
 
 def dump_lines(records: Iterable[ConversationRecords]) -> str:
-    """The export text of ``records``: one compact JSON object per line."""
-    return "".join(
-        json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
-        for conv in records
-        for line in conversation_lines(conv)
-    )
+    """The export text of ``records``: one compact JSON object per line.
+
+    Every character ``str.splitlines`` would break a line at is escaped inside the JSON
+    (``\u2028``, ``\u2029``, ``\u0085``; JSON escapes the control characters anyway), so
+    the text splits into its records however it is read back, line by line.
+    """
+    return "".join(json_line(line) + "\n" for conv in records for line in conversation_lines(conv))
+
+
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def json_line(document: Mapping[str, Any]) -> str:
+    """One compact JSON line: UTF-8 text as it is, but no character that ends a line (see :func:`dump_lines`)."""
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    return text.translate(_LINE_BREAKS) if not text.isascii() else text

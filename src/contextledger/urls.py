@@ -27,9 +27,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "MASK",
+    "SECRET_NAMES",
     "Backend",
     "RedisURL",
     "backend_of",
+    "is_secret_name",
     "mask",
     "mask_text",
     "parse_redis",
@@ -37,6 +40,7 @@ __all__ = [
     "plain_sqlite_file",
     "plain_sqlite_masked",
     "scheme_of",
+    "secrets_of",
     "sqlite_path",
 ]
 
@@ -59,51 +63,170 @@ _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _REDIS_DRIVERS = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
 _DB_PATH = re.compile(r"/?|/\d+/?")
-# In free text: scheme://user:password@ -- the password runs to the last "@" of its word.
-_USERINFO = re.compile(
-    r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)(?P<password>\S*?)(?P<tail>@)(?=[^\s@]*(?:\s|$))", re.IGNORECASE
+
+SECRET_NAMES = (
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "passphrase",
+    "token",
+    "secret",
+    "key",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "signature",
+)
+"""A query parameter (or DSN keyword) whose name ends with one of these carries a credential.
+
+The name is compared in lower case with ``_``, ``-`` and ``.`` left out, so
+``password``, ``sslpassword``, ``PASSWORD``, ``access_token``, ``api_key``, ``x-api-key``,
+``sslkey``, ``client_secret``, ``private_key`` are credentials, and ``tokens_before`` or
+``key_prefix`` are not. Masking a parameter that turns out to be harmless costs nothing;
+showing a secret cannot be undone.
+"""
+
+MASK = "***"
+"""What a credential is replaced with."""
+
+_SECRET_NAME = re.compile("(?:" + "|".join(SECRET_NAMES) + ")$")
+# A query parameter anywhere in a URL; its value runs to the next separator (an "@", "?"
+# or "/" left unencoded stays inside it).
+_SECRET_PARAM = re.compile(r"[?&;](?P<name>[^=&;?#/\s]+)=(?P<value>[^&;#\s]*)")
+# A URL in free text: a scheme, "://", then everything up to whitespace.
+_URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]*://\S*", re.IGNORECASE)
+# A keyword=value pair (libpq DSN strings, driver options, echoed settings); the value may be quoted.
+_PAIR = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<eq>\s*=\s*)"
+    r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;,'\"]*)"
 )
 
 
-def mask(url: str) -> str:
-    """``url`` with the password of its userinfo replaced by ``***``.
+def is_secret_name(name: str) -> bool:
+    """Whether a query parameter or DSN keyword named ``name`` carries a credential (see :data:`SECRET_NAMES`)."""
+    return _SECRET_NAME.search(re.sub(r"[_.\-\s]", "", unquote(name).lower())) is not None
 
-    Works on anything a user may pass as a URL: a well-formed URL, a malformed one, and
-    a scheme-less ``user:password@host`` string. The username is kept (it helps to tell
-    which login failed); a URL without a password comes back unchanged.
+
+def mask(url: str) -> str:
+    """``url`` with every credential it carries replaced by ``***``.
+
+    Masks the password of the userinfo (``scheme://user:password@host``), the value of
+    every query parameter whose name says it carries a credential (``?password=``,
+    ``?sslpassword=``, ``?token=``, ``?api_key=``...; see :data:`SECRET_NAMES`) or whose
+    value holds such a ``name=value`` pair (``?options=-c password=...``), and in a
+    libpq-style DSN string (``host=h user=u password=s``) the value of every such keyword.
+    Works on anything a user may pass as a URL: a well-formed URL, a malformed one, a
+    scheme-less ``user:password@host`` string and a DSN string. The username, host, path
+    and the other parameters are kept (they tell which login failed); a URL without a
+    credential comes back unchanged. An unencoded ``@``, ``?`` or ``/`` in a value makes
+    the shape ambiguous: every reading a driver may make is masked, so more is masked,
+    never less.
     """
     if not isinstance(url, str):
         return repr(type(url).__name__)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    # The authority ends at the first "/" after the userinfo; a password may hold "/" or
-    # "@" when it was not percent-encoded, so the userinfo ends at the last "@" before a path.
-    at = rest.rfind("@")
-    if at < 0:
-        return url
-    userinfo = rest[:at]
-    if ":" not in userinfo or (sep and userinfo.startswith("/")):
-        return url
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}{sep}{user}:***@{rest[at + 1 :]}"
+    out, last = [], 0
+    for start, end in _merged(_secret_spans(url)):
+        out += [url[last:start], MASK]
+        last = end
+    return "".join([*out, url[last:]])
 
 
-def mask_text(text: str, *urls: str | None) -> str:
-    """``text`` with the password of every URL in it (and of each of ``urls``) masked."""
+def _secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``url`` holds a credential, under every reading of its shape (start, end offsets)."""
+    spans: list[tuple[int, int]] = []
+    scheme, sep, _ = url.partition("://")
+    offset = len(scheme) + len(sep) if sep else 0
+    rest = url[offset:]
+    if not (sep and rest.startswith("/")):  # sqlite:////path/with@sign:x.db is a path, not a login
+        # The login ends at the first "@" (SQLAlchemy), at the last "@" before the path (urllib),
+        # or at the last "@" before the query (a password holding "/" or "?"): mask each reading.
+        netloc_end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+        ends = {rest.find("@"), rest.rfind("@", 0, netloc_end)}
+        first = rest.find("@")
+        if first >= 0:
+            query = rest.find("?", first)
+            ends.add(rest.rfind("@", 0, query if query >= 0 else len(rest)))
+        for at in ends - {-1}:
+            colon = rest.find(":", 0, at)
+            if colon >= 0:
+                spans.append((offset + colon + 1, offset + at))
+    for match in _SECRET_PARAM.finditer(url):
+        value = unquote(match["value"])
+        if match["value"] and (is_secret_name(match["name"]) or _holds_secret_pair(value)):
+            spans.append(match.span("value"))
+    for match in _PAIR.finditer(url):
+        if match["value"] and is_secret_name(match["name"]):
+            spans.append(match.span("value"))
+    return spans
+
+
+def _holds_secret_pair(text: str) -> bool:
+    return any(m["value"] and is_secret_name(m["name"]) for m in _PAIR.finditer(text))
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def secrets_of(url: str | URL | None) -> tuple[str, ...]:
+    """Every credential ``url`` carries, as written and percent-decoded (to find them echoed by a driver).
+
+    What :func:`mask` masks; for a SQLAlchemy :class:`~sqlalchemy.engine.URL`, its
+    password and secret-named query values. Longest first; empty values are left out.
+    """
+    if url is None:
+        return ()
+    found: list[str] = []
+    if not isinstance(url, str):
+        if url.password:
+            found.append(str(url.password))
+        for name, value in url.query.items():
+            if is_secret_name(name):
+                found += [value] if isinstance(value, str) else list(value)
+        return _with_decoded(found)
+    found = [url[start:end] for start, end in _merged(_secret_spans(url))]
+    found += [value[1:-1] for value in found if len(value) > 1 and value[0] == value[-1] and value[0] in "'\""]
+    for value in list(found):  # a DSN pair inside a decoded value: its value alone too
+        found += [m["value"].strip("'\"") for m in _PAIR.finditer(unquote(value)) if is_secret_name(m["name"])]
+    return _with_decoded(found)
+
+
+def _mask_pairs(text: str) -> str:
+    """``text`` with the value of every secret-named ``keyword=value`` pair masked."""
+    return _PAIR.sub(
+        lambda m: f"{m['name']}{m['eq']}{MASK}" if is_secret_name(m["name"]) and m["value"] else m[0], text
+    )
+
+
+def _with_decoded(values: list[str]) -> tuple[str, ...]:
+    out: set[str] = set()
+    for value in values:
+        out.update(form for form in (value, unquote(value), unquote(value.replace("+", " "))) if form)
+    # Longest first, so a secret that holds another is replaced whole.
+    return tuple(sorted(out, key=lambda v: (-len(v), v)))
+
+
+def mask_text(text: str, *urls: str | URL | None) -> str:
+    """``text`` with every credential masked: those of ``urls`` wherever they stand, and those of any URL or DSN in it.
+
+    Use it on anything that may echo a URL or a password: a driver's error message, a
+    traceback, a log line. The credentials of ``urls`` are replaced wherever they appear
+    (as written and percent-decoded: a driver may echo either); then every URL in the text
+    is masked as :func:`mask` masks it, and every secret-named ``keyword=value`` pair.
+    """
     for url in urls:
-        password = _password(url or "")
-        if password:
-            text = text.replace(password, "***")
-    return _USERINFO.sub(r"\g<head>***\g<tail>", text)
-
-
-def _password(url: str) -> str | None:
-    _, sep, rest = url.partition("://")
-    userinfo = (rest if sep else url).rpartition("@")[0]
-    if ":" not in userinfo:
-        return None
-    return userinfo.split(":", 1)[1] or None
+        for secret in secrets_of(url):
+            text = text.replace(secret, MASK)
+    text = _URL_IN_TEXT.sub(lambda m: mask(m[0]), text)
+    return _mask_pairs(text)
 
 
 def scheme_of(url: str) -> str:
@@ -154,11 +277,18 @@ def parse_sql(url: str | URL) -> URL:
         raise InvalidLedgerURL(f"not a SQL ledger URL: {mask(str(url))!r} ({detail})") from None
     name = parsed.drivername.lower()
     if name in _SQLITE_DRIVERS:
+        if parsed.username is not None or parsed.password is not None or parsed.host or parsed.port:
+            # SQLAlchemy would refuse it later with an untyped ArgumentError.
+            raise InvalidLedgerURL(
+                f"invalid SQLite URL {mask(str(url) if isinstance(url, str) else parsed.render_as_string())!r}: "
+                "a SQLite ledger is a file and takes no user, password, host or port "
+                "(sqlite:///relative/path.db or sqlite:////absolute/path.db)"
+            )
         return parsed.set(drivername="sqlite+pysqlite")
     if name in _POSTGRES_DRIVERS:
         return parsed.set(drivername="postgresql+psycopg")
     raise InvalidLedgerURL(
-        f"unsupported SQL driver {parsed.drivername!r} in {parsed.render_as_string(hide_password=True)}; "
+        f"unsupported SQL driver {parsed.drivername!r} in {mask(parsed.render_as_string(hide_password=True))}; "
         "use sqlite:///path.db or postgresql+psycopg://user:password@host/db"
     )
 
@@ -186,8 +316,8 @@ def plain_sqlite_masked(database: str) -> str:
 def sqlite_path(url: str) -> Path | None:
     """The database file a ``sqlite`` URL names; ``None`` for other URLs and in-memory SQLite."""
     scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+", 1)[0].lower() != "sqlite":
-        return None
+    if not sep or scheme.split("+", 1)[0].lower() != "sqlite" or not rest.startswith("/"):
+        return None  # not SQLite, or a host or login stands before the path (parse_sql refuses it)
     # sqlite:///relative.db and sqlite:////absolute.db; query options follow '?'.
     database = rest[1:] if rest.startswith("/") else rest
     database = database.split("?", 1)[0]

@@ -10,8 +10,10 @@ the conversation has to correct. The rules:
 1. Tool pairs and pins: a tool-pair group is removed whole or not at all; a pinned
    entry (or its partner) is never removed; nor is the newest user prompt.
 2. The view never starts (after system messages) with an assistant message or a
-   toolResult when it did not before: an eviction boundary advances to the next user
-   prompt; where a pinned or protected entry stops it, the boundary moves back instead.
+   toolResult when it did not start with that very entry before: an eviction boundary
+   advances to the next user prompt; where a pinned or protected entry stops it, the
+   boundary moves back instead. A view that already opened badly (a toolUse whose
+   result carries another id, say) is never made to open with another bad entry.
 3. A non-empty view is never emptied.
 4. A summary stands right before the oldest kept entry after what it replaced. Only
    pinned entries may stay inside the summarized span; they keep their order, ahead of
@@ -201,8 +203,8 @@ class _Fitter:
 
     def _fix_head(self) -> bool:
         old = self.old_head
-        if old is None or is_turn_opener_violation(self.view[old]):
-            return False  # the view did not open validly before: nothing to keep
+        if old is None:
+            return False
         order = self._order()
         head = None
         for item in order:
@@ -211,6 +213,8 @@ class _Fitter:
                 break
         if head is None or not is_turn_opener_violation(self.view[head]):
             return False
+        if head == old:
+            return False  # the view opened with this very entry before: the reduction made nothing worse
         group = self.view.group_of(head)
         rest = [i for i in order if i is not None and i not in group and self.view[i].message.role != "system"]
         if not self._fixed(group) and (rest or None in order):

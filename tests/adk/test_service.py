@@ -136,10 +136,14 @@ async def test_the_sync_methods_on_a_sync_ledger(sqlite_url: str) -> None:
         assert await service.get_session(app_name=APP, user_id=USER, session_id="s2") == got
 
 
-async def test_the_sync_methods_refuse_a_ledger_on_asyncio_drivers(sqlite_url: str) -> None:
+async def test_the_sync_and_async_methods_share_one_ledger_opened_from_a_url(sqlite_url: str) -> None:
     async with LedgerSessionService(sqlite_url) as service:
-        with pytest.raises(ConfigurationError, match="synchronous drivers"):
-            service.get_session_sync(app_name=APP, user_id=USER, session_id="s1")
+        created = service.create_session_sync(app_name=APP, user_id=USER, session_id="from-sync")
+        assert await service.get_session(app_name=APP, user_id=USER, session_id="from-sync") == created
+        await service.create_session(app_name=APP, user_id=USER, session_id="from-async")
+        assert [s.id for s in service.list_sessions_sync(app_name=APP).sessions] == ["from-sync", "from-async"]
+        await service.delete_session(app_name=APP, user_id=USER, session_id="from-async")
+        await service.delete_session(app_name=APP, user_id=USER, session_id="from-sync")
     ledger = await AsyncLedger.connect(sqlite_url)
     try:
         given = LedgerSessionService(ledger=ledger)

@@ -1,4 +1,4 @@
-"""Fixtures for the async API: a portal loop, and every backend opened on its asyncio driver."""
+"""Fixtures for the async API: a portal loop, and a fresh ledger of every backend that both APIs open."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def backend_url(request: pytest.FixtureRequest) -> Iterator[tuple[str, dict[str,
 
 @pytest.fixture
 def async_store(portal: Portal, backend_url: tuple[str, dict[str, Any]]) -> Iterator[BlockingStore]:
-    """A fresh store of each backend on its asyncio driver, called through the portal."""
+    """A fresh store of each backend, every call handed to the async API's runner and awaited on the portal."""
     url, options = backend_url
     store = BlockingStore.open(portal, url, **options)
     yield store

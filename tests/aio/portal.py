@@ -3,8 +3,8 @@
 The sync suites (the store contract, the property tests, the restart tests) are written
 against ``LedgerStore`` and ``Conversation``. :class:`BlockingStore` and
 :class:`BlockingConversation` give them those shapes while every call runs as a coroutine
-of the async API on the portal's loop -- a store on asyncio drivers reached through
-``greenlet_spawn``, an :class:`~contextledger.aio.AsyncConversation` -- so the suites run
+of the async API on the portal's loop -- each store method handed to a worker of the
+async API's runner, an :class:`~contextledger.aio.AsyncConversation` -- so the suites run
 unchanged on the async API instead of being copied.
 """
 
@@ -16,8 +16,9 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from contextledger.aio import AsyncConversation, open_async_store
+from contextledger.aio import AsyncConversation
 from contextledger.aio.shell import run
+from contextledger.ledger import open_store
 from contextledger.stores.base import LedgerStore
 
 T = TypeVar("T")
@@ -44,7 +45,7 @@ class Portal:
 
 
 class BlockingStore:
-    """A ``LedgerStore`` whose every method runs the async-driver store's method in a greenlet on the portal."""
+    """A ``LedgerStore`` whose every method runs through the async API's runner, awaited on the portal."""
 
     def __init__(self, portal: Portal, inner: LedgerStore) -> None:
         self.portal = portal
@@ -52,7 +53,7 @@ class BlockingStore:
 
     @classmethod
     def open(cls, portal: Portal, url: str, **options: Any) -> BlockingStore:
-        return cls(portal, portal.call(run(open_async_store, url, **options)))
+        return cls(portal, portal.call(run(open_store, url, **options)))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)

@@ -1,6 +1,6 @@
 """The sync suites, run unchanged on the async API on every backend (see tests/aio/portal.py).
 
-* the store contract, on each store opened on its asyncio driver;
+* the store contract, on each store with every call handed to the async API's runner;
 * the property tests, with every conversation an ``AsyncConversation``;
 * the restart tests of ``tests/test_conversation.py``, the same way.
 """
@@ -20,6 +20,7 @@ from contextledger.testing import StoreContract
 from tests.aio.portal import BlockingConversation, BlockingStore, Portal, async_opener
 from tests.conftest import STORE_BACKENDS
 from tests.plugins.faults import LossyStore, lossy_backend
+from tests.soak import examples
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ class TestStoreContractOnAsyncDrivers(StoreContract):
         return async_store
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=property_tests.manager_specs, script=property_tests.scripts_of(1, 4))
 def test_random_conversations_on_the_async_api(
     async_store: BlockingStore, opener: Any, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
@@ -62,7 +63,7 @@ def test_restarts_on_the_async_api(async_store: BlockingStore, opener: Any, rest
 
 @pytest.fixture(params=STORE_BACKENDS)
 def lost_reply(request: pytest.FixtureRequest, portal: Portal) -> Iterator[LossyStore]:
-    """A lossy store of each backend (tests/plugins/faults.py) on its asyncio driver, called through the portal."""
+    """A lossy store of each backend (tests/plugins/faults.py), every call handed to the async API's runner."""
 
     def open_store(url: str, **options: Any) -> LedgerStore:
         return BlockingStore.open(portal, url, **options)

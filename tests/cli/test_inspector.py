@@ -146,7 +146,29 @@ def test_evictions_bad_filters_are_usage_errors(
 ) -> None:
     result = invoke("evictions", "alpha", "--url", populated.url, *args)
     assert result.exit_code == ExitCode.USAGE
-    assert message in result.stderr
+    error = " ".join(result.stderr.replace("│", " ").split())
+    assert message in error
+    assert f"Invalid value for '{args[0]}': " in error  # the option is named ...
+    assert "Value error" not in error  # ... and the validator's own prefix is not shown
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["history", "alpha", "--limit", "0"],
+        ["history", "alpha", "--last", "x"],
+        ["show", "alpha", "--at-call", "0"],
+        ["sessions", "--offset", "-1"],
+        ["prune", "--older-than", "yesterday"],
+    ],
+)
+def test_usage_errors_name_the_option(invoke: Invoke, populated: Populated, args: list[str]) -> None:
+    result = invoke(*args, "--url", populated.url)
+    assert result.exit_code == ExitCode.USAGE
+    error = " ".join(result.stderr.replace("│", " ").split())
+    option = next(a for a in args if a.startswith("--"))
+    assert f"Invalid value for '{option}'" in error, error
+    assert "Value error" not in error
 
 
 def test_summaries_and_supersession(invoke: Invoke, populated: Populated) -> None:

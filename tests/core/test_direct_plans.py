@@ -17,6 +17,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 from tests.core.helpers import rule_violations
 from tests.managers.helpers import chat, tool_turn
+from tests.soak import examples
 
 
 def texts(conv: Conversation) -> list[str]:
@@ -117,7 +118,7 @@ plans = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=plans, tools=st.booleans())
 def test_random_direct_plans_commit_only_valid_views(spec: tuple[Any, ...], tools: bool) -> None:
     evict, summary, pins = spec

@@ -16,6 +16,7 @@ from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 from contextledger.transfer import dump_lines, read_conversation, write_conversation
 from contextledger.travel import view_at
+from tests.soak import examples
 from tests.test_properties import manager_specs
 from tests.travel.test_view_at_property import TravelRun, shape, travel_scripts
 
@@ -37,13 +38,13 @@ def check_move(source: LedgerStore, target: LedgerStore, spec: tuple[str, Any], 
         assert shape(view_at(target, run.session_id, model_call=call)) == seen, f"model call {call}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
 def test_a_moved_conversation_is_the_same(spec: tuple[str, Any], script: list[Any]) -> None:
     check_move(MemoryStore(), MemoryStore(), spec, script)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
 def test_moved_from_memory_to_every_backend(store: LedgerStore, spec: tuple[str, Any], script: list[Any]) -> None:
     check_move(MemoryStore(), store, spec, script)

@@ -22,6 +22,7 @@ from contextledger.records import ViewEntry
 from contextledger.stores.memory import MemoryStore
 from contextledger.view import View
 from tests.openai_agents.strategies import ITEM_STRATEGIES, any_item, tool_pairs
+from tests.soak import examples
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-pixels-").decode("ascii")
 
@@ -34,7 +35,7 @@ def view_of(messages: list[Message]) -> View:
 
 
 @pytest.mark.parametrize("kind", sorted(ITEM_STRATEGIES))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_each_item_type_round_trips(kind: str, data: st.DataObject) -> None:
     item = data.draw(ITEM_STRATEGIES[kind])
@@ -47,7 +48,7 @@ def test_each_item_type_round_trips(kind: str, data: st.DataObject) -> None:
     assert messages_to_items([stored]) == [item]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(items=st.lists(any_item, max_size=8))
 def test_item_sequences_round_trip_in_order(items: list[dict[str, Any]]) -> None:
     messages = items_to_messages(items)
@@ -56,7 +57,7 @@ def test_item_sequences_round_trip_in_order(items: list[dict[str, Any]]) -> None
     assert messages_to_items([Message.from_record(m.to_record()) for m in messages]) == items
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(items=st.lists(any_item, min_size=1, max_size=6))
 def test_items_survive_a_conversation_and_a_restart(items: list[dict[str, Any]]) -> None:
     store = MemoryStore()
@@ -67,7 +68,7 @@ def test_items_survive_a_conversation_and_a_restart(items: list[dict[str, Any]])
 # -- tool pairs -------------------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data(), call_id=st.text(alphabet="abc123_", min_size=1, max_size=8))
 def test_a_call_and_its_output_are_one_tool_pair(data: st.DataObject, call_id: str) -> None:
     call, output = data.draw(tool_pairs(call_id))
@@ -298,7 +299,6 @@ def test_a_truncated_tool_output_comes_back_truncated_with_its_other_fields() ->
         ({"role": "tool", "content": "x"}, "role is one of"),
         ({"role": ["user"], "content": "x"}, "role is one of"),
         ({"role": "user", "content": 3}, "content is a string or a list"),
-        ({"content": "no role, no type"}, "needs a string 'type'"),
         ({"type": "message", "role": "user", "content": ("a", "tuple")}, "tuple is not a JSON value"),
         ({"type": "x", "data": b"bytes"}, "bytes is not a JSON value"),
         ({"type": "x", "score": math.nan}, "not a JSON number"),
@@ -308,6 +308,24 @@ def test_a_truncated_tool_output_comes_back_truncated_with_its_other_fields() ->
 def test_invalid_items_are_rejected_with_a_clear_error(item: Any, match: str) -> None:
     with pytest.raises(InvalidMessage, match=match):
         item_to_message(item)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"__enc__": 1, "v": 1, "kid": "hkdf-v1", "payload": "gAAAAAB..."},  # the SDK's EncryptedSession envelope
+        {"content": "no role, no type"},
+        {"type": 5, "data": [1, 2.5, None, {"deep": True}]},
+        {},
+    ],
+)
+def test_an_item_with_neither_type_nor_role_is_kept_exactly(item: dict[str, Any]) -> None:
+    message = item_to_message(item)
+    assert message.role == "user"  # opaque: any view may open with it, managers keep it whole
+    assert messages_to_items([message]) == [item]
+    conversation = Conversation(MemoryStore(), "s")
+    conversation.append(message)
+    assert messages_to_items(Conversation(conversation.store, "s").messages) == [item]
 
 
 def test_a_bad_item_in_a_batch_names_its_index_and_nothing_is_appended() -> None:
@@ -339,7 +357,7 @@ def sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
     return items
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=sessions(), limit=st.integers(0, 12))
 def test_the_newest_items_never_split_a_tool_pair(items: list[dict[str, Any]], limit: int) -> None:
     view = view_of(items_to_messages(items))

@@ -94,7 +94,7 @@ def test_per_turn_management_and_the_model_call_count_through_the_run_hooks() ->
     async def main() -> tuple[int, list[Any], list[Any]]:
         hooks = LedgerRunHooks(session)
         for prompt in ("Weather in Oslo?", "And now?", "Sure?"):
-            await Runner.run(agent, prompt, session=session, hooks=hooks)
+            await Runner.run(agent, prompt, session=session, hooks=hooks, run_config=session.run_config())
         conversation = await session.conversation()
         return conversation.model_call_count, await ledger.reductions("u2"), await session.get_items()
 
@@ -104,6 +104,8 @@ def test_per_turn_management_and_the_model_call_count_through_the_run_hooks() ->
     assert {r.trigger for r in reductions} == {"per_turn"}
     assert len(items) <= 5  # the window (4) plus what the last turn added after the reduction
     assert kinds(items)[0] != "function_call_output"  # never an output without its call
+    # The window reached the calls it was made for: no model input was longer than window + 1.
+    assert max(len(call.input) for call in model.calls) <= 5
 
 
 def test_a_pinned_item_outlives_the_window() -> None:
@@ -113,10 +115,11 @@ def test_a_pinned_item_outlives_the_window() -> None:
     agent = Agent(name="A", model=model)
 
     async def main() -> list[Any]:
-        await Runner.run(agent, "My order is A-1042; remember it.", session=session, hooks=LedgerRunHooks(session))
+        config = session.run_config()
+        await Runner.run(agent, "My order is A-1042; remember it.", session=session, run_config=config)
         await (await session.conversation()).pin_index(0)
         for n in range(4):
-            await Runner.run(agent, f"question {n}", session=session, hooks=LedgerRunHooks(session))
+            await Runner.run(agent, f"question {n}", session=session, run_config=config)
         return await session.get_items()
 
     items = asyncio.run(main())
@@ -231,7 +234,7 @@ CHILD = textwrap.dedent(
     import asyncio, json, sys
     from agents import Agent, Runner, set_tracing_disabled
     from contextledger import SlidingWindowConversationManager
-    from contextledger.integrations.openai_agents import LedgerRunHooks, LedgerSession, ScriptedModel
+    from contextledger.integrations.openai_agents import LedgerSession, ScriptedModel
 
     set_tracing_disabled(True)
 
@@ -239,7 +242,8 @@ CHILD = textwrap.dedent(
         manager = SlidingWindowConversationManager(window_size=4, per_turn=True)
         session = LedgerSession("restart", url=url, manager=manager)
         model = ScriptedModel([answer], name="child")
-        result = await Runner.run(Agent(name="A", model=model), prompt, session=session, hooks=LedgerRunHooks(session))
+        agent = Agent(name="A", model=model)
+        result = await Runner.run(agent, prompt, session=session, run_config=session.run_config())
         print(json.dumps({"output": result.final_output, "input": model.calls[0].input}))
         await session.close()
 

@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 Opener = Callable[..., LedgerStore]
-"""Opens a store from a URL and options (the stores' ``from_url``; the async tests open on asyncio drivers)."""
+"""Opens a store from a URL and options (the stores' ``from_url``, or the async tests' opener through the runner)."""
 
 
 @dataclass

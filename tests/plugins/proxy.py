@@ -11,8 +11,9 @@ the commit script's ``EVALSHA`` on Redis) is handled in one of two ways:
 * ``apply=False``: the packet is dropped and both connections cut -- the request never
   reached the server.
 
-It can also refuse every connection (an outage) until :meth:`TcpProxy.restore`.
-Loopback only; every socket and thread it opens is closed by :meth:`TcpProxy.close`.
+It can also refuse every connection (an outage) until :meth:`TcpProxy.restore`, and
+delay every client packet by ``delay`` seconds (a slow link: each request round trip
+then takes at least that long). Loopback only; every socket and thread it opens is closed by :meth:`TcpProxy.close`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -104,11 +106,12 @@ class _Pair:
 
 
 class TcpProxy:
-    """Forward ``127.0.0.1:<port>`` to ``(host, port)`` under a :class:`FaultPlan`."""
+    """Forward ``127.0.0.1:<port>`` to ``(host, port)`` under a :class:`FaultPlan` (client packets ``delay`` s late)."""
 
-    def __init__(self, target: tuple[str, int], plan: FaultPlan) -> None:
+    def __init__(self, target: tuple[str, int], plan: FaultPlan, *, delay: float = 0.0) -> None:
         self.target = target
         self.plan = plan
+        self.delay = delay
         plan.proxies.append(self)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
@@ -149,6 +152,8 @@ class TcpProxy:
         """Client -> server, where a commit is recognised."""
         try:
             while data := pair.client.recv(65536):
+                if self.delay:
+                    time.sleep(self.delay)
                 verdict = self.plan.take(data)
                 if verdict is None:
                     pair.server.sendall(data)

@@ -18,6 +18,7 @@ from contextledger.messages import Message
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, encode_id, slot_tag
 from tests.redis.conftest import Backend
+from tests.soak import examples
 
 NASTY_IDS = ["a:b", "{x}", "}{", "a}:{b", "%7B", "s p a c e", "ünï©ødé✓", ":", "{", "}"]
 
@@ -32,7 +33,7 @@ def _hash_tag(key: str) -> str:
 
 
 @given(session_id=st.text(min_size=1), agent_id=st.text(min_size=1))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_every_key_of_a_conversation_shares_one_tag(session_id: str, agent_id: str) -> None:
     keys = ConversationKeys.of("pfx", session_id, agent_id)
     tags = {_hash_tag(k) for k in keys.all}
@@ -42,7 +43,7 @@ def test_every_key_of_a_conversation_shares_one_tag(session_id: str, agent_id: s
 
 
 @given(a=st.tuples(st.text(min_size=1), st.text(min_size=1)), b=st.tuples(st.text(min_size=1), st.text(min_size=1)))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_distinct_conversations_never_share_keys(a: tuple[str, str], b: tuple[str, str]) -> None:
     ka, kb = ConversationKeys.of("p", *a), ConversationKeys.of("p", *b)
     assert (set(ka.all) & set(kb.all) == set()) == (a != b)
@@ -120,7 +121,7 @@ def test_every_slot_has_a_tag_that_hashes_to_it() -> None:
 
 
 @given(session_id=st.text(min_size=1, max_size=30), agent_id=st.text(min_size=1, max_size=30))
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_a_conversations_slot_index_shares_its_slot(session_id: str, agent_id: str) -> None:
     keys = ConversationKeys.of("pfx", session_id, agent_id)
     index = SessionKeys.slot_index("pfx", keys.slot)

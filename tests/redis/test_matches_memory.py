@@ -23,6 +23,7 @@ from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
 from contextledger.view import View
 from tests.redis.conftest import Backend
+from tests.soak import examples
 
 
 class Recording(MemoryStore):
@@ -137,7 +138,7 @@ def _compare(memory: MemoryStore, redis_store: RedisStore, sid: str) -> None:
     assert _without(mine, "created_at", "updated_at") == _without(theirs, "created_at", "updated_at")
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(operation, min_size=1, max_size=25))
 def test_replayed_changesets_read_back_as_in_memory(backend: Backend, ops: list[tuple[str, int]]) -> None:
     memory = Recording()

@@ -8,7 +8,6 @@ RELIABILITY.md).
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -16,9 +15,7 @@ import pytest
 
 from tests.plugins import unavailable
 from tests.reliability.servers import DurablePostgres, DurableRedis, postgres_binaries, redis_binary
-
-SOAK = os.environ.get("CONTEXTLEDGER_SOAK") == "1"
-"""The long mode."""
+from tests.soak import SOAK as SOAK  # the long mode: one switch for the whole suite
 
 _FIGURES: list[str] = []
 

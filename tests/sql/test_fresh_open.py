@@ -27,6 +27,7 @@ from contextledger.stores.sql import SQLStore, downgrade, head
 from contextledger.stores.sql.engine import mask, parse_url
 from contextledger.stores.sql.reader import SCHEMA_HEAD, SQLiteReader
 from contextledger.urls import plain_sqlite_file, plain_sqlite_masked
+from tests.soak import examples
 
 CHILD = """
 import json, sys
@@ -228,7 +229,7 @@ _PATHS = st.text(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(path=_PATHS, absolute=st.booleans(), driver=st.sampled_from(["sqlite", "sqlite+pysqlite", "SQLite"]))
 def test_plain_sqlite_urls_parse_as_sqlalchemy_parses_them(path: str, absolute: bool, driver: str) -> None:
     url = f"{driver}:///{'/' if absolute else ''}{path}"

@@ -22,6 +22,7 @@ from contextledger import Message
 from contextledger.records import Snapshot
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.sql import SQLStore, queries
+from tests.soak import examples
 from tests.test_properties import Run, manager_specs, scripts_of
 
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)  # no lone surrogates
@@ -51,7 +52,7 @@ def _engine_load(store: SQLStore, session_id: str) -> Snapshot | None:
         return queries.load(conn, session_id, "default")
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=scripts_of(1, 4), extra=st.lists(unusual, max_size=4))
 def test_the_reader_and_the_engine_restore_equal_snapshots(
     sqlite_store: SQLStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]], extra: list[Message]
@@ -170,7 +171,7 @@ round_plans = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     specs=st.lists(manager_specs, min_size=len(CONVERSATIONS), max_size=len(CONVERSATIONS)),
     plan=round_plans,

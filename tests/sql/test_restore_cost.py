@@ -126,7 +126,7 @@ def test_sqlite_restore_work_does_not_grow_with_history(sqlite_store: SQLStore) 
 
 
 def test_sqlite_restore_on_the_engine_does_not_grow_with_history(sqlite_url: str) -> None:
-    # The async API restores on the engine (aiosqlite): the same reads, as SQLAlchemy statements.
+    # A store built on an engine (engine options, an in-memory file) restores through SQLAlchemy: the same reads.
     store = SQLStore(build_engine(parse_url(sqlite_url)), owns_engine=True)
     try:
         store.upgrade()

@@ -23,6 +23,7 @@ from contextledger.records import utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.travel import view_at
 from tests.managers.helpers import assert_valid_view
+from tests.soak import examples
 from tests.test_properties import Run, build_manager, manager_specs, rounds
 
 Record = list[tuple[str, str, int, Any]]
@@ -113,7 +114,7 @@ def check_run(store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list
         assert shape(view_at(store, run.session_id, at=moment)) == seen, f"at {moment}"
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
 def test_view_at_gives_back_every_model_input(
     memory_store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
@@ -121,7 +122,7 @@ def test_view_at_gives_back_every_model_input(
     check_run(memory_store, spec, script)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
 def test_view_at_on_every_backend(
     store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]

@@ -3,30 +3,31 @@
 One source, no second copy
 --------------------------
 The sync code (``Conversation``, the managers, the stores) is the only implementation.
-The async API runs it in a greenlet, the way SQLAlchemy's own ``AsyncSession`` wraps
-``Session``: each coroutine is ``await greenlet_spawn(sync_method, ...)``, and inside the
-greenlet every blocking point awaits a real async driver through ``await_only``:
+Each coroutine of the async API runs one call of it -- the whole unit of work: plan,
+summarize, commit, retry -- as one job on a worker thread of the ledger's
+:class:`~contextledger.aio.runner.Runner`, on the sync drivers (``sqlite3``, psycopg,
+redis-py), and the caller's task awaits it without blocking its loop:
 
-* SQL: the :class:`~contextledger.stores.sql.SQLStore` runs on the ``sync_engine`` of an
-  async engine (``sqlite+aiosqlite``; psycopg 3 in async mode), with the same listeners
-  and options (WAL, busy and lock timeouts, ``BEGIN IMMEDIATE``) -- how SQLAlchemy's
-  ``AsyncConnection.run_sync`` works.
-* Redis: :class:`~contextledger.aio.redis.AsyncRedisClient` offers the sync redis-py
-  surface the :class:`~contextledger.stores.redis.RedisStore` uses (commands, pipelines,
-  registered scripts) over ``redis.asyncio.Redis`` / ``redis.asyncio.RedisCluster``.
-* The conversation's own waits (the conflict back-off, a coroutine summarizer) go through
-  :mod:`contextledger.seam`.
+* one hand-over per call, whatever the call does inside (a commit's statements run on
+  that worker's connection, one after the other, as in the sync API);
+* nothing is bound to an event loop: an ``AsyncLedger``, its conversations and the
+  OpenAI ``LedgerSession`` serve tasks of any loop in any thread;
+* a cancelled task leaves each commit applied once or not at all and holds no lock or
+  connection once it has seen its ``CancelledError`` (see :mod:`contextledger.aio.runner`);
+* a coroutine summarizer runs on the caller's loop while the worker waits for it
+  (:mod:`contextledger.seam`).
 
-Why this scheme: the planning, view rules, exactly-once commits and error translation
-are the subtle part of the library, and here they exist once, tested once by both
-APIs; the async shells are a line per method (:class:`~contextledger.aio.shell.coroutine_of`).
-Generating a sync twin from async source (``unasyncd``) would have turned every store
-and the conversation into async code and kept two trees to check for drift; a sans-IO
-core would have meant rewriting the stores' transactions as state machines.
+Why threads and not the 0.2 greenlet bridge (SQLAlchemy's ``greenlet_spawn`` over
+aiosqlite, psycopg async and redis.asyncio): measured side by side
+(``benchmarks/aio.py``), the bridge made about 22 voluntary context switches per SQLite
+append (aiosqlite hands every statement to its own thread) against about 2 here, and
+cost 2.3-2.5x the sync path's CPU; it bound every connection to the loop that opened it
+(another loop's call failed or hung), and a cancelled task could leave SQLite's write
+lock held. It also leaned on ``sqlalchemy.util.concurrency``, which SQLAlchemy does not
+present as public API; nothing here does.
 
-No thread pool is involved: one event loop thread runs every greenlet, and a call that
-waits on the database lets the loop run other tasks. Calls on one ``AsyncConversation``
-are serialized; different conversations commit concurrently.
+Calls on one ``AsyncConversation`` run one at a time in the order they were made;
+different conversations commit concurrently, up to the ledger's ``workers``.
 
 Example::
 
@@ -42,6 +43,6 @@ Example::
 
 from contextledger.aio.conversation import AsyncConversation
 from contextledger.aio.ledger import AsyncLedger
-from contextledger.aio.stores import open_async_store
+from contextledger.aio.runner import Runner
 
-__all__ = ["AsyncConversation", "AsyncLedger", "open_async_store"]
+__all__ = ["AsyncConversation", "AsyncLedger", "Runner"]

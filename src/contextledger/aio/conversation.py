@@ -1,18 +1,19 @@
 """``AsyncConversation``: the coroutine face of :class:`~contextledger.Conversation`.
 
-Each coroutine runs the sync method of the same name in a greenlet (see
-:mod:`contextledger.aio.shell`); calls on one ``AsyncConversation`` are serialized by an
-:class:`asyncio.Lock`, as the sync conversation's lock serializes threads. Properties
-read the last committed state and stay properties.
+Each coroutine runs the sync method of the same name as one job on a worker thread of
+the ledger's runner (see :mod:`contextledger.aio.runner`). Calls on one
+``AsyncConversation`` run one at a time in the order they were made, whichever loop or
+thread they come from (a :class:`~contextledger.aio.runner.Lane`: a call waiting for its
+turn holds no thread). Properties read the last committed state and stay properties.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from contextledger.aio.shell import ShellBase, coroutine_of, run, synced
+from contextledger.aio.runner import Lane, Runner, default_runner
+from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation import Conversation
 from contextledger.hooks import HookRegistry
 from contextledger.managers.base import ConversationManager
@@ -31,30 +32,38 @@ class AsyncConversation(ShellBase[Conversation]):
     """One conversation's active view on the async API; every I/O method is a coroutine.
 
     Open one with ``await ledger.conversation(...)`` on an
-    :class:`~contextledger.aio.AsyncLedger` (or :meth:`open` on a store from
-    :func:`~contextledger.aio.open_async_store`). The managers, hook providers, rules
+    :class:`~contextledger.aio.AsyncLedger` (or :meth:`open` on any store). The managers, hook providers, rules
     and errors are the sync conversation's own: this class holds no logic of its own.
     """
 
-    def __init__(self, conversation: Conversation) -> None:
-        """Wrap an open sync ``conversation`` whose store runs on asyncio drivers."""
-        super().__init__(conversation)
-        self._lock = asyncio.Lock()
+    def __init__(self, conversation: Conversation, runner: Runner | None = None) -> None:
+        """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one)."""
+        super().__init__(conversation, runner)
+        self._lane = Lane()
 
     @classmethod
     async def open(
-        cls, store: LedgerStore, session_id: str, agent_id: str = "default", **options: Any
+        cls,
+        store: LedgerStore,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        runner: Runner | None = None,
+        **options: Any,
     ) -> AsyncConversation:
         """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
+
+        Its calls run on ``runner`` (an :class:`~contextledger.aio.AsyncLedger` passes its own;
+        default: the process-wide one).
 
         Raises:
             ConfigurationError: An option is invalid.
         """
-        return cls(await run(Conversation, store, session_id, agent_id, **options))
+        runner = runner if runner is not None else default_runner()
+        return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner)
 
     async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        async with self._lock:
-            return await run(fn, *args, **kwargs)
+        return await self._runner.run_in(self._lane, fn, *args, **kwargs)
 
     # -- the last committed state, as the sync conversation's attributes and properties --------
 
@@ -88,6 +97,7 @@ class AsyncConversation(ShellBase[Conversation]):
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
     edit = coroutine_of(Conversation.edit)
     before_model_call = coroutine_of(Conversation.before_model_call)
+    input_handed = coroutine_of(Conversation.input_handed)
     after_model_call = coroutine_of(Conversation.after_model_call)
     after_invocation = coroutine_of(Conversation.after_invocation)
     projected_input_tokens = coroutine_of(Conversation.projected_input_tokens)

@@ -1,49 +1,76 @@
-"""``AsyncLedger``: :class:`~contextledger.Ledger` on asyncio drivers, its queries as coroutines."""
+"""``AsyncLedger``: :class:`~contextledger.Ledger` and its worker threads, its queries as coroutines."""
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from contextledger.aio.conversation import AsyncConversation
-from contextledger.aio.shell import ShellBase, coroutine_of, run, synced
-from contextledger.aio.stores import open_async_store
-from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.aio.runner import DEFAULT_WORKERS, Runner
+from contextledger.aio.shell import ShellBase, coroutine_of, synced
+from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["AsyncLedger"]
 
-R = TypeVar("R")
-
 
 class AsyncLedger(ShellBase[Ledger]):
-    """A store on asyncio drivers plus the conversations and queries over it.
+    """A store, the worker threads that call it, and the conversations and queries over it.
 
     ``await AsyncLedger.connect(url, **options)`` takes the URLs and options of
-    :meth:`Ledger.connect`; ``async with`` closes it. Both APIs read and write the same
-    databases: a conversation written by one is restored exactly by the other.
+    :meth:`Ledger.connect`; ``async with`` closes it. Each coroutine -- a query here, any
+    method of its conversations -- runs the sync call as one job on one of the ledger's
+    worker threads, on the sync drivers (see :mod:`contextledger.aio.runner`): the
+    ledger serves tasks of any event loop in any thread. Both APIs read and write the
+    same databases: a conversation written by one is restored exactly by the other.
     """
 
-    def __init__(self, store: LedgerStore) -> None:
-        """Wrap ``store`` (one from :func:`~contextledger.aio.open_async_store`, or a ``MemoryStore``).
+    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS) -> None:
+        """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
         Raises:
-            ConfigurationError: ``store`` is not a :class:`LedgerStore`.
+            ConfigurationError: ``store`` is not a :class:`LedgerStore`, or ``workers`` is
+                not a positive int.
         """
-        super().__init__(Ledger(store))
+        ledger = Ledger(store)
+        super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
-    async def connect(cls, url: str = DEFAULT_URL, **options: Any) -> AsyncLedger:
-        """Open the ledger at ``url`` on the asyncio drivers (the URLs and options of :meth:`Ledger.connect`).
+    async def connect(cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, **options: Any) -> AsyncLedger:
+        """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
+
+        Args:
+            url: The ledger URL.
+            workers: The most worker threads that call the store at once (see
+                :class:`~contextledger.aio.runner.Runner`).
+            **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
-            ConfigurationError: An option is not one the backend takes.
+            ConfigurationError: An option is not one the backend takes, or ``workers`` is
+                not a positive int.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library.
         """
-        return cls(await run(open_async_store, url, **options))
+        runner = Runner(workers, name="a ledger being opened")
+        opened: list[LedgerStore] = []
+
+        def open_() -> LedgerStore:
+            opened.append(open_store(url, **options))
+            return opened[0]
+
+        try:
+            store = await runner.run(open_)
+        except BaseException:
+            for store in opened:  # cancelled once it had started: the store it opened is not leaked
+                store.close()
+            runner.close()
+            raise
+        runner.name = store.url  # masked by the store
+        ledger = cls.__new__(cls)
+        ShellBase.__init__(ledger, Ledger(store), runner)
+        return ledger
 
     mirrors = Ledger
     store: synced[LedgerStore] = synced()
@@ -59,7 +86,7 @@ class AsyncLedger(ShellBase[Ledger]):
         Raises:
             ConfigurationError: An option is invalid.
         """
-        return await AsyncConversation.open(self.store, session_id, agent_id, **options)
+        return await AsyncConversation.open(self.store, session_id, agent_id, runner=self._runner, **options)
 
     history = coroutine_of(Ledger.history)
     evictions = coroutine_of(Ledger.evictions)
@@ -91,7 +118,13 @@ class AsyncLedger(ShellBase[Ledger]):
     require_session = coroutine_of(Ledger.require_session)
     delete_session = coroutine_of(Ledger.delete_session)
     upgrade = coroutine_of(Ledger.upgrade)
-    close = coroutine_of(Ledger.close)
+
+    async def close(self) -> None:
+        """Close the store, then the worker threads: calls already running finish, later ones raise ``LedgerClosed``."""
+        try:
+            await self._call(self._sync.close)
+        finally:
+            self._runner.close()
 
     async def __aenter__(self) -> AsyncLedger:
         """Return self."""

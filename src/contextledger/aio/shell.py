@@ -1,22 +1,19 @@
-"""How an async shell calls the sync core: one greenlet per call, no thread.
+"""How an async shell calls the sync core: one call, one hand-over to a worker thread.
 
-:func:`run` is SQLAlchemy's ``greenlet_spawn``: the sync function runs in a greenlet on
-the event loop's thread, and each blocking point inside it (a driver round trip, a
-conflict back-off, a coroutine summarizer) hands its awaitable to the loop through
-``await_only``. :class:`coroutine_of` turns a sync method into the coroutine method of a
-shell, with the sync method's signature and docstring, and :class:`synced` reads an
-attribute of the sync object, so a shell states each method and property once, by name.
+A shell holds the sync object and the :class:`~contextledger.aio.runner.Runner` that runs
+its calls. :class:`coroutine_of` turns a sync method into the coroutine method of a shell,
+with the sync method's signature and docstring, and :class:`synced` reads an attribute of
+the sync object, so a shell states each method and property once, by name.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import types
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
-from sqlalchemy.util import greenlet_spawn
+from contextledger.aio.runner import Runner, default_runner
 
 __all__ = ["Shell", "ShellBase", "coroutine_of", "run", "synced"]
 
@@ -27,15 +24,8 @@ S = TypeVar("S")
 
 
 async def run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run the sync ``fn`` in a greenlet on this event loop and return its result.
-
-    Every call first yields to the loop once: a call that does no I/O (the memory store,
-    a pure query) would otherwise never let other tasks run between a task's calls.
-    """
-    await asyncio.sleep(0)
-    spawn: Any = greenlet_spawn  # typed with a keyword of its own that would swallow ours
-    result: R = await spawn(fn, *args, **kwargs)
-    return result
+    """Run the sync ``fn`` on the process-wide default runner's worker and return its result."""
+    return await default_runner().run(fn, *args, **kwargs)
 
 
 class Shell(Protocol):
@@ -50,26 +40,41 @@ class Shell(Protocol):
 
 
 class ShellBase(Generic[S]):
-    """Holds the sync object; each call runs in its own greenlet (subclasses may serialize them)."""
+    """Holds the sync object and the runner; each call is one job on one of the runner's workers."""
 
-    def __init__(self, sync: S) -> None:
-        """Wrap ``sync``."""
+    def __init__(self, sync: S, runner: Runner | None = None) -> None:
+        """Wrap ``sync``; its calls run on ``runner`` (default: the process-wide one)."""
         self._sync = sync
+        self._runner = runner if runner is not None else default_runner()
 
     @property
     def sync(self) -> S:
-        """The sync object this shell runs (its methods block: call them only inside a greenlet)."""
+        """The sync object this shell runs (its methods block: call them from threads, not from a loop)."""
         return self._sync
 
+    @property
+    def runner(self) -> Runner:
+        """The worker threads this shell's calls run on."""
+        return self._runner
+
     async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        return await run(fn, *args, **kwargs)
+        return await self._runner.run(fn, *args, **kwargs)
+
+    async def run_sync(self, fn: Callable[Concatenate[S, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``fn(self.sync, *args, **kwargs)`` as one call of this shell (one hop to a worker thread).
+
+        For a host that needs several sync steps at once (re-read, then render the view):
+        they run together, in this shell's order of calls, like SQLAlchemy's
+        ``AsyncConnection.run_sync``.
+        """
+        return await self._call(fn, self._sync, *args, **kwargs)
 
 
 class coroutine_of(Generic[P, R]):
     """A coroutine method that runs the sync method of the same name through the shell's ``_call``.
 
     ``append = coroutine_of(Conversation.append)`` in a shell class makes
-    ``await shell.append(...)`` run ``shell.sync.append(...)`` in a greenlet.
+    ``await shell.append(...)`` run ``shell.sync.append(...)`` on one of the runner's workers.
     """
 
     def __init__(self, method: Callable[Concatenate[Any, P], R]) -> None:

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, mask_secrets, one_line
+from contextledger.cli.errors import ExitCode, MaskingFormatter, exit_code_for, forget_urls, mask_secrets, one_line
 from contextledger.errors import ContextLedgerError
 
 __all__ = ["COMMANDS", "Subcommands", "app"]
@@ -199,6 +199,11 @@ class LedgerGroup(TyperGroup):
         """Run the command; map :class:`ContextLedgerError` to :class:`ExitCode`, Ctrl-C to 130."""
         try:
             return super().invoke(ctx)
+        except typer.BadParameter as exc:
+            # Values are checked by pydantic, whose messages start "Value error, ": the option
+            # named in front ("Invalid value for --since: ...") says all the prefix would.
+            exc.message = exc.message.removeprefix("Value error, ")
+            raise
         except KeyboardInterrupt:
             typer.echo("\ninterrupted", err=True)
             raise typer.Exit(ExitCode.INTERRUPTED) from None
@@ -246,6 +251,7 @@ def root(
     ] = 0,
 ) -> None:
     """Conversation state of LLM agents in a real database."""
+    forget_urls()
     _configure_logging(verbose)
 
 

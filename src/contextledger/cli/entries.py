@@ -294,5 +294,5 @@ def pins(
             for e in found
         ]
         columns = ["when", "agent", "change", "by", "entry", "content"]
-        drop = ["agent", "when", "by"]
+        drop = ["agent", "by", "entry", "change", "when"]  # "when" is the point of this listing: it goes last
         print_table(f"Pin changes in {session_id}", columns, rows, drop=drop, empty="no pin changes", no_pager=no_pager)

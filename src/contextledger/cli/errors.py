@@ -20,7 +20,7 @@ from contextledger.errors import (
 )
 from contextledger.urls import mask_text
 
-__all__ = ["ExitCode", "MaskingFormatter", "exit_code_for", "mask_secrets", "one_line"]
+__all__ = ["ExitCode", "MaskingFormatter", "exit_code_for", "forget_urls", "mask_secrets", "one_line", "remember_url"]
 
 
 class ExitCode(IntEnum):
@@ -67,17 +67,36 @@ def exit_code_for(error: ContextLedgerError) -> ExitCode:
     return ExitCode.ERROR
 
 
+_NAMED_URLS: list[str] = []
+"""The ledger URLs this command named (``--url``, ``--from``, ``--to``): their credentials are masked everywhere."""
+
+
+def remember_url(url: str) -> None:
+    """Mask the credentials of ``url`` in every error and log line this command prints from now on.
+
+    A driver may echo a password (or a token from the query string) on its own, without
+    the URL around it; only knowing the URL finds it.
+    """
+    if url not in _NAMED_URLS:
+        _NAMED_URLS.append(url)
+
+
+def forget_urls() -> None:
+    """Start a new command: forget the URLs the last one named."""
+    _NAMED_URLS.clear()
+
+
 def mask_secrets(text: str, *urls: str | None) -> str:
-    """Replace passwords of URLs (in ``text`` and those of ``urls``) with ``***``."""
-    return mask_text(text, *urls)
+    """``text`` with every credential masked: of ``urls``, of the URLs the command named, and of any URL in it."""
+    return mask_text(text, *urls, *_NAMED_URLS)
 
 
 class MaskingFormatter(logging.Formatter):
-    """A log formatter that masks URL passwords in the whole record, traceback included."""
+    """A log formatter that masks every credential in the whole record, traceback included."""
 
     def format(self, record: logging.LogRecord) -> str:
-        """Format ``record`` as usual, then mask every password in the text."""
-        return mask_text(super().format(record))
+        """Format ``record`` as usual, then mask every credential in the text (see :func:`mask_secrets`)."""
+        return mask_secrets(super().format(record))
 
 
 def one_line(text: str) -> str:

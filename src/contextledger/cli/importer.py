@@ -40,29 +40,19 @@ def export_file(
     A conversation that already exists with exactly the same records is left as it is; one
     that exists with different records stops the import before anything is written.
     """
-    from contextledger.errors import ConversationExists, InvalidExport
-    from contextledger.transfer import conversation_lines, read_conversation, records_from_lines
+    from contextledger.errors import InvalidExport
+    from contextledger.transfer import import_lines
 
     try:
-        if path == "-":
-            conversations = records_from_lines(sys.stdin)
-        else:
-            with open(path, encoding="utf-8") as handle:
-                conversations = records_from_lines(handle)
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         typer.echo(f"error: cannot read {path}: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None
     except UnicodeDecodeError as exc:
         raise InvalidExport(f"{path} is not UTF-8 text: {exc}") from exc
     with open_ledger(url, must_exist=False, read_only=False) as ledger:
-        for records in conversations:  # refuse before the first write
-            existing = read_conversation(ledger.store, records.session_id, records.agent_id)
-            if existing is not None and conversation_lines(existing) != conversation_lines(records):
-                raise ConversationExists(
-                    f"{ledger.url} already holds {records.session_id}/{records.agent_id} with different records;"
-                    " nothing was imported"
-                )
-        outcomes = [(r, ledger.import_records(r)) for r in conversations]
+        # The whole file is checked, and every conflict looked for, before the first write.
+        outcomes = import_lines(ledger.store, text.split("\n"))
         if as_json:
             dump_json(
                 [

@@ -73,11 +73,11 @@ _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_since(value: str | None, *, now: datetime | None = None) -> datetime | None:
+def parse_since(value: str | None, *, now: datetime | None = None, option: str = "--since") -> datetime | None:
     """Parse ``--since``: an ISO-8601 time (naive means UTC) or a relative age like ``15m``, ``2h``, ``7d``.
 
     Raises:
-        typer.BadParameter: The value is neither.
+        typer.BadParameter: The value is neither (the message names ``option``).
     """
     if value is None:
         return None
@@ -89,7 +89,8 @@ def parse_since(value: str | None, *, now: datetime | None = None) -> datetime |
         parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as exc:
         raise typer.BadParameter(
-            f"{value!r} is neither an ISO-8601 time (2025-01-31T12:00:00Z) nor an age (30s, 15m, 2h, 7d, 1w)"
+            f"{value!r} is neither an ISO-8601 time (2025-01-31T12:00:00Z) nor an age (30s, 15m, 2h, 7d, 1w)",
+            param_hint=f"'{option}'",
         ) from exc
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
@@ -402,7 +403,8 @@ def reductions(
             "summary",
             "why",
         ]
-        drop = ["id", "revised", "summary", "agent", "when", "evicted", "call", "messages", "strategy"]
+        # call, trigger, strategy and evicted say what happened: they keep a column longest.
+        drop = ["id", "revised", "summary", "agent", "messages", "tokens", "when", "evicted", "strategy", "call"]
         print_table(f"Reductions in {session_id}", columns, rows, drop=drop, empty="no reductions", no_pager=no_pager)
 
 

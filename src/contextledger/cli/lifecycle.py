@@ -56,7 +56,7 @@ def prune(
         raise typer.BadParameter("--dry-run lists what --idle would expire; give --idle")
     with open_ledger(url, read_only=dry_run and older_than is None) as ledger:
         if older_than is not None:
-            cutoff = parse_since(older_than)
+            cutoff = parse_since(older_than, option="--older-than")
             assert cutoff is not None  # given
             pruned = ledger.prune(older_than=cutoff, keep_summaries=not drop_summaries, session_id=session)
             sessions = len({t.session_id for t in pruned})
@@ -65,7 +65,7 @@ def prune(
             )
         if idle is None:
             return
-        since = parse_since(idle)
+        since = parse_since(idle, option="--idle")
         assert since is not None  # given
         candidates = ledger.expire(idle=since, session_id=session, dry_run=True)
         names = sorted({e.session_id for e in candidates})

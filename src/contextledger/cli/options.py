@@ -8,6 +8,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from contextledger.cli.errors import remember_url
 from contextledger.errors import InvalidLedgerURL, SessionNotFound
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.urls import backend_of, mask, sqlite_path
@@ -69,6 +70,7 @@ def resolve_url(url: str | None) -> str:
     So ``contextledger sessions`` right after ``contextledger demo`` shows the demo's sessions.
     """
     if url is not None:
+        remember_url(url)  # its credentials are masked in whatever the command prints
         return url
     default = sqlite_path(DEFAULT_URL)
     demo = sqlite_path(DEMO_URL)

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from contextledger.records import HistoryEntry, SummaryEntry, ViewEntry
 from contextledger.text import describe, fmt_time, short
-from contextledger.transfer import record_json
+from contextledger.transfer import json_line, record_json
 
 __all__ = [
     "Cell",
@@ -72,11 +72,6 @@ def history_row_json(row: HistoryEntry | SummaryEntry) -> dict[str, Any]:
 def dump_json(document: Any) -> None:
     """Write one JSON document to stdout."""
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-
-
-def json_line(document: Mapping[str, Any]) -> str:
-    """One compact JSON line (for JSON-lines exports)."""
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 WRAPPING_COLUMNS = frozenset(
@@ -149,18 +144,24 @@ def fit_columns(columns: Sequence[str], rows: Sequence[Sequence[Cell]], width: i
     return keep
 
 
-def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Cell]], width: int) -> dict[str, int] | None:
+def column_widths(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    width: int,
+    *,
+    wrapping: frozenset[str] | set[str] = WRAPPING_COLUMNS,
+) -> dict[str, int] | None:
     """Widths that make ``columns`` fit ``width`` exactly as intended, or ``None`` when they cannot.
 
     One-line columns get their widest value; the content column gets up to its widest
     value, never less than :data:`CONTENT_MIN` (or its widest value when shorter); other
-    wrapping columns get what they need from the rest first, never less than :data:`WRAP_MIN`.
+    columns of ``wrapping`` get what they need from the rest first, never less than :data:`WRAP_MIN`.
     """
     natural = {name: _natural(name, [row[i] for row in rows]) for i, name in enumerate(columns)}
-    widths = {name: natural[name] for name in columns if name not in WRAPPING_COLUMNS}
-    wrapping = [name for name in columns if name in WRAPPING_COLUMNS and name not in CONTENT_COLUMNS]
+    widths = {name: natural[name] for name in columns if name not in wrapping}
+    free = [name for name in columns if name in wrapping and name not in CONTENT_COLUMNS]
     content = [name for name in columns if name in CONTENT_COLUMNS]
-    for name in wrapping:
+    for name in free:
         widths[name] = min(natural[name], WRAP_MIN)
     for name in content:
         widths[name] = min(natural[name], CONTENT_MIN)
@@ -169,7 +170,7 @@ def column_widths(columns: Sequence[str], rows: Sequence[Sequence[Cell]], width:
         return None
     # Short free text (a status, a list of agents) gets its width first, then the content
     # column everything left: it already has its 30.
-    for name in wrapping + content:
+    for name in free + content:
         extra = min(room, natural[name] - widths[name])
         widths[name] += extra
         room -= extra
@@ -236,17 +237,29 @@ class Grid:
         rows: Sequence[Sequence[str]],
         widths: Sequence[int],
         styles: Sequence[str] = (),
+        *,
+        note: str | None = None,
+        wrapping: frozenset[str] = WRAPPING_COLUMNS,
+        width: int | None = None,
     ):
-        """Lay out ``rows`` under ``columns`` at ``widths`` (one per column); ``styles[i]`` styles row ``i``."""
+        """Lay out ``rows`` under ``columns`` at ``widths`` (one per column); ``styles[i]`` styles row ``i``.
+
+        ``note`` is printed under the title (what the layout stacked); ``wrapping`` names
+        the columns whose text wraps; the title and note wrap at ``width`` (default: the
+        table's own width).
+        """
         self.title = title
+        self.note = note
         self.columns = list(columns)
         self.rows = rows
         self.widths = list(widths)
         self.styles = list(styles)
+        self.wrapping = wrapping
+        self.width = width or (sum(self.widths) + 3 * len(self.widths) + 1)
 
     def _cell_lines(self, name: str, text: str, width: int) -> list[str]:
         """The lines of one cell, each padded to ``width`` cells."""
-        if name not in WRAPPING_COLUMNS:
+        if name not in self.wrapping:
             size = cells_of(text)
             if size <= width:
                 return [text + " " * (width - size)]
@@ -262,8 +275,10 @@ class Grid:
 
     def lines(self) -> Iterator[tuple[str, str]]:
         """Every line of the table with its style (``""`` for none), title and borders included."""
-        if self.title:
-            yield self.title, "italic"
+        if self.title:  # folded at word boundaries, never cut mid-word
+            yield from ((line, "italic") for line in wrap(self.title, max(self.width, 20)))
+        if self.note:
+            yield from ((line, "dim") for line in wrap(self.note, max(self.width, 20)))
         yield self._edge("┏", "━", "┳", "┓"), ""
         yield (
             self._row([f"{name:<{width}}" for name, width in zip(self.columns, self.widths, strict=True)], "┃"),
@@ -305,11 +320,15 @@ def table(
 ) -> Grid:
     """A table laid out for the terminal's width; ids, numbers and names never wrap, only free text does.
 
-    When the columns do not fit ``width`` (default: the console's), the columns named in
-    ``drop`` are left out, in that order, until they do; the content column keeps at
-    least :data:`CONTENT_MIN` characters and no column is squeezed to nothing. Row ``i``
-    is drawn in ``styles[i]`` (a rich style such as ``"dim"``) when given, else in the
-    style of its first cell when that is a :class:`~rich.text.Text`.
+    Nothing is hidden. When the columns do not fit ``width`` (default: the console's), the
+    columns named in ``drop`` give way, in that order, until they do (then, on a very
+    narrow terminal, the one-line columns from the right); a column that gives way is
+    *stacked*: its value is printed as ``name: value`` lines at the top of the row's
+    content column (the fields of a row under each other), and a note under the title
+    says which columns are stacked. The content column keeps at least
+    :data:`CONTENT_MIN` characters and no column is squeezed to nothing. Row ``i`` is
+    drawn in ``styles[i]`` (a rich style such as ``"dim"``) when given, else in the style
+    of its first cell when that is a :class:`~rich.text.Text`.
     """
     # Ledger content is data, never rich markup: "[turn 3]" must print as is.
     given = [list(row) for row in rows]
@@ -318,9 +337,60 @@ def table(
     cells = [[_plain(cell) for cell in row] for row in given]
     width = width or console().width
     keep = fit_columns(columns, cells, width, drop)
+    stacked = [name for name in columns if name not in keep]
+    host = _host(keep) if stacked else None
+    wrapping = WRAPPING_COLUMNS | ({host} if host else set())
     index = [columns.index(name) for name in keep]
     kept = [[row[i] for i in index] for row in cells]
-    widths = column_widths(keep, kept, width)
+    fields: list[list[str]] = []
+    same: list[str] = []
+    if host is not None:
+        # A stacked column that holds one value in every row (the agent of a one-agent
+        # session) is said once, in the note, instead of in every row.
+        same = [n for n in stacked if len(cells) > 1 and len({row[columns.index(n)] for row in cells}) == 1]
+        at = [(name, columns.index(name)) for name in stacked if name not in same]
+        fields = [[f"{name}: {row[i]}" for name, i in at if row[i]] for row in cells]
+    widths = column_widths(keep, kept, width, wrapping=wrapping)
     if widths is None:  # narrower than any layout: every column at its floor, the line overflows
         widths = {name: min(_natural(name, [r[i] for r in kept]), WRAP_MIN) for i, name in enumerate(keep)}
-    return Grid(title, keep, kept, [widths[name] for name in keep], styles)
+    elif host is not None:
+        # Room left on the line widens the host up to its longest stacked field (else it wraps).
+        longest = max((cells_of(f) for row in fields for f in row), default=0)
+        room = width - 1 - sum(widths[name] + 3 for name in keep)
+        widths[host] += max(0, min(room, longest - widths[host]))
+    note = None
+    if host is not None:
+        h = keep.index(host)
+        for row, own in zip(kept, fields, strict=True):
+            if own:
+                row[h] = "\n".join([*_pack(own, widths[host]), *([row[h]] if row[h] else [])])
+        parts = []
+        if len(same) < len(stacked):
+            parts.append(f"{', '.join(n for n in stacked if n not in same)}: stacked in {host}")
+        if same:
+            parts.append("in every row: " + ", ".join(f"{n} {cells[0][columns.index(n)] or '(empty)'}" for n in same))
+        note = f"{'; '.join(parts)} ({width} columns are too few for a column each)"
+    return Grid(title, keep, kept, [widths[name] for name in keep], styles, note=note, wrapping=wrapping, width=width)
+
+
+def _host(columns: Sequence[str]) -> str:
+    """The column that holds a row's stacked fields: its content column, else its last wrapping one, else its last."""
+    for name in columns:
+        if name in CONTENT_COLUMNS:
+            return name
+    wrapping = [name for name in columns if name in WRAPPING_COLUMNS]
+    return wrapping[-1] if wrapping else columns[-1]
+
+
+def _pack(fields: Sequence[str], width: int) -> list[str]:
+    """``name: value`` fields packed into lines of at most ``width`` cells, `` · `` between.
+
+    A field is never split unless it is wider than a line by itself (then the cell wraps it).
+    """
+    lines: list[str] = []
+    for item in fields:
+        if lines and cells_of(lines[-1]) + 3 + cells_of(item) <= width:
+            lines[-1] += " · " + item
+        else:
+            lines.append(item)
+    return lines

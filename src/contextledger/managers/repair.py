@@ -18,7 +18,15 @@ from contextledger.changeset import ContentRevision, Edit, ReductionPlan
 from contextledger.messages import Message
 from contextledger.view import View
 
-__all__ = ["INTERRUPTED_TOOL_TEXT", "REPAIR_STRATEGY", "log_repair", "needs_repair", "plan_repair", "with_repair"]
+__all__ = [
+    "INTERRUPTED_TOOL_TEXT",
+    "REPAIR_STRATEGY",
+    "log_repair",
+    "needs_repair",
+    "plan_repair",
+    "repair_id",
+    "with_repair",
+]
 
 # The conversation writes this line; applications filter on its logger's name.
 logger = logging.getLogger("contextledger.conversation")
@@ -41,11 +49,17 @@ def needs_repair(view: View, appends: Iterable[Message] = ()) -> bool:
     return not (dangling & answered)
 
 
-def plan_repair(view: View) -> Edit | None:
+def plan_repair(view: View, next_seq: int) -> Edit | None:
     """The edit that makes ``view`` valid again, or ``None`` when it is.
 
     A toolUse without a result in the last entry gets an error toolResult appended;
     any other orphan call or result is revised away (the original is kept as a revision).
+
+    The appended result's id is derived from the interrupted message and ``next_seq`` (the
+    conversation's next seq, which only grows): the same state always gives the same id,
+    so a host that shows the repair before the next write commits it shows the same entry,
+    and a second repair of the same message (the first one was evicted since) gets an id
+    of its own instead of colliding with the first.
     """
     dangling = set(view.dangling_tool_uses())
     orphans = set(view.orphan_results())
@@ -58,7 +72,7 @@ def plan_repair(view: View) -> Edit | None:
             Message(
                 # Derived from the interrupted message, so a host that shows the repair before
                 # the next write commits it (a restored Strands agent) shows the same entry.
-                message_id="repair-" + hashlib.sha256(view[-1].entry_id.encode()).hexdigest()[:32],
+                message_id=repair_id(view[-1].entry_id, next_seq),
                 role="user",
                 content=[
                     {
@@ -90,12 +104,18 @@ def plan_repair(view: View) -> Edit | None:
     return Edit(appends=appends, plan=plan if revisions else None, trigger="restore", strategy=REPAIR_STRATEGY)
 
 
-def with_repair(view: View, edit: Edit) -> Edit:
+def repair_id(entry_id: str, next_seq: int) -> str:
+    """The id of the result that stands in for ``entry_id``'s interrupted tool calls (see :func:`plan_repair`)."""
+    return "repair-" + hashlib.sha256(f"{entry_id}\x00{next_seq}".encode()).hexdigest()[:32]
+
+
+def with_repair(view: View, edit: Edit, next_seq: int) -> Edit:
     """``edit`` (appends, pins, agent state; no reduction) with the repair of ``view`` in front of it.
 
-    The repair and the write that made it due go into one changeset.
+    The repair and the write that made it due go into one changeset; ``next_seq`` is the
+    conversation's (see :func:`plan_repair`).
     """
-    repair = plan_repair(view)
+    repair = plan_repair(view, next_seq)
     if repair is None:
         return edit
     return repair.model_copy(

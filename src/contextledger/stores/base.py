@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage, SessionOwnerConflict
-from contextledger.jsonvalues import dumps_encoded
+from contextledger.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.messages import Message
 from contextledger.records import (
     ConversationState,
@@ -258,8 +258,9 @@ def owned(info_owner: SessionOwner, app: str | None, user: str | None) -> bool:
 def check_storable(changeset: Changeset) -> None:
     """Check that every JSON value of ``changeset`` can be stored, the same way on every backend.
 
-    Content, metadata and host state are kept as standard JSON (bytes tagged): values
-    JSON has no form for (sets, arbitrary objects) and non-finite floats (NaN and
+    Content and metadata are kept as standard JSON (bytes tagged); manager and host
+    state as plain JSON (bytes refused: see :func:`~contextledger.jsonvalues.check_plain_json`).
+    Values JSON has no form for (sets, arbitrary objects) and non-finite floats (NaN and
     infinity, which PostgreSQL's ``json`` type refuses) are rejected before anything is
     written.
 
@@ -272,9 +273,9 @@ def check_storable(changeset: Changeset) -> None:
     for revision in changeset.revisions:
         _check_json(revision.content, f"revised content of {revision.message_id}")
     if changeset.manager_state is not None:
-        _check_json(changeset.manager_state, "manager state")
+        check_plain_json(changeset.manager_state, "manager state")
     if changeset.agent_state is not None:
-        _check_json(changeset.agent_state, "agent state")
+        check_plain_json(changeset.agent_state, "agent state")
 
 
 def _check_json(value: Any, what: str) -> None:

@@ -51,6 +51,7 @@ from contextledger.stores.base import (
 from contextledger.stores.capabilities import Swap, swap_in
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
+from contextledger.urls import mask
 
 __all__ = ["MemoryStore"]
 
@@ -95,13 +96,13 @@ class MemoryStore:
 
     def __init__(self, url: str = "memory://") -> None:
         """Create an empty store."""
-        self.url = url
+        self.url = mask(url)
         self._lock = threading.RLock()
         self._data: dict[tuple[str, str], _Conversation] = {}
         self._owners: dict[str, SessionOwner] = {}  # session id -> the app and user it was created for
         self._scopes: dict[tuple[str, str | None], dict[str, str]] = {}  # (app, user) -> key -> JSON text
         self._expired: dict[tuple[str, str], Expiry] = {}
-        self._gate = Gate(url)
+        self._gate = Gate(self.url)
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -11,6 +11,11 @@ fixture (see :class:`~contextledger.testing.exactly_once.LostReply`)::
         pass
 
 It needs pytest: ``pip install 'contextledger[testing]'``.
+
+The hosts' session contracts live beside it and need their host SDK as well:
+:class:`contextledger.testing.strands.StrandsSessionContract` (a ``store`` fixture) and
+:class:`contextledger.testing.openai_agents.OpenAISessionContract` (a ``ledger_url``
+fixture yielding ``(url, options)``).
 """
 
 try:

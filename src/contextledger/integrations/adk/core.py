@@ -1,7 +1,7 @@
 """The one source of every ADK session operation: synchronous, on a :class:`~contextledger.Ledger`.
 
 :class:`~contextledger.integrations.adk.LedgerSessionService` runs these methods as its
-coroutines (in a greenlet, as the async API runs the sync core) and as its ``*_sync``
+coroutines (on a worker thread, as the async API runs the sync core) and as its ``*_sync``
 methods; the model-call cycle of :class:`~contextledger.integrations.adk.LedgerPlugin`
 runs here too, on the same conversation objects, so an append and a reduction never
 race each other's version in one process.
@@ -64,8 +64,7 @@ class SessionCore:
     """ADK's session operations on a sync ledger, with the conversations they use kept open.
 
     Args:
-        ledger: The ledger (its store may run on asyncio drivers: then call these methods
-            in a greenlet, as the service does).
+        ledger: The ledger (the methods block: the service runs them on worker threads).
         agent_id: The conversation of each session.
         manager: Makes the manager of each conversation (``None``: the view only grows).
         conversation_options: More :meth:`Ledger.conversation` options (``token_counter``,

@@ -1,9 +1,9 @@
 """``LedgerSessionService``: ADK's ``BaseSessionService`` on a contextledger ledger.
 
 Every method is a shell over :class:`~contextledger.integrations.adk.core.SessionCore`:
-the coroutines ADK calls run the core in a greenlet (as :mod:`contextledger.aio` runs the
-sync core), one at a time per session; the ``*_sync`` methods -- the ones ADK's in-memory
-service offers -- run it directly on a ledger opened on synchronous drivers.
+the coroutines ADK calls run the core on the ledger's worker threads (as
+:mod:`contextledger.aio` runs the sync core), one at a time per session; the ``*_sync``
+methods -- the ones ADK's in-memory service offers -- run it directly, blocking.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from contextledger.aio.shell import run
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.adk.core import ManagerFactory, SessionCore
 from contextledger.integrations.adk.events import ledger_session_id
-from contextledger.ledger import DEFAULT_URL, Ledger
+from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.tokens import TokenCounter
 from contextledger.urls import mask
 
@@ -45,10 +45,10 @@ class LedgerSessionService(BaseSessionService):
 
     Args:
         url: The ledger URL (default ``sqlite:///contextledger.db`` when no ``ledger`` is
-            given), opened on asyncio drivers at first use and closed by :meth:`close`.
+            given), opened at first use and closed by :meth:`close`.
         ledger: An open ledger instead (not closed by the service): an
-            :class:`~contextledger.aio.AsyncLedger`, or a :class:`~contextledger.Ledger` on
-            synchronous drivers (which the ``*_sync`` methods need).
+            :class:`~contextledger.aio.AsyncLedger` (the coroutines run on its worker
+            threads) or a :class:`~contextledger.Ledger`.
         agent_id: The ledger conversation of each session.
         manager: Makes each session's conversation manager, e.g.
             ``lambda: SlidingWindowConversationManager(window_size=40)`` (``None``: the view
@@ -157,17 +157,23 @@ class LedgerSessionService(BaseSessionService):
             else:
                 self._locks[key] = (lock, users - 1)
 
+    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run ``fn(*args)`` of the core on a worker thread of the ledger (or the process-wide runner)."""
+        shell = self._opened if self._opened is not None else self._ledger
+        if isinstance(shell, AsyncLedger):
+            return await shell.runner.run(fn, *args)
+        return await run(fn, *args)
+
     async def _call(self, key: str, fn: Callable[..., R], *args: Any) -> R:
-        """Run ``fn(*args)`` of the core in a greenlet, after the calls on the same session before it."""
+        """Run ``fn(*args)`` of the core, after the calls on the same session before it."""
         async with self._session(key):
-            return await run(fn, *args)
+            return await self._run(fn, *args)
 
     def _sync_core(self) -> SessionCore:
-        if not isinstance(self._ledger, Ledger) or self._core is None:
-            raise ConfigurationError(
-                "the *_sync methods need a ledger on synchronous drivers: "
-                "LedgerSessionService(ledger=Ledger.connect(url)); otherwise await the async methods"
-            )
+        """The core for the blocking methods (the ledger is opened from the URL now if need be)."""
+        if self._core is None:
+            self._opened = AsyncLedger(open_store(self._url or DEFAULT_URL, **self._store_options))
+            self._core = SessionCore(self._opened.sync, **self._options)
         return self._core
 
     # -- BaseSessionService ------------------------------------------------------------------------
@@ -208,7 +214,7 @@ class LedgerSessionService(BaseSessionService):
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         """The app's sessions (or one user's), without events, the least recently updated first."""
         core = await self.core()
-        return ListSessionsResponse(sessions=await run(core.list_sessions, app_name, user_id))
+        return ListSessionsResponse(sessions=await self._run(core.list_sessions, app_name, user_id))
 
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
@@ -221,7 +227,7 @@ class LedgerSessionService(BaseSessionService):
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state, keys without their ``user:`` prefix (``{}`` when none)."""
         core = await self.core()
-        return await run(core.user_state, app_name, user_id)
+        return await self._run(core.user_state, app_name, user_id)
 
     @override
     async def append_event(self, session: Session, event: Event) -> Event:
@@ -238,7 +244,7 @@ class LedgerSessionService(BaseSessionService):
         core = await self.core()
         key = ledger_session_id(session.app_name, session.user_id, session.id)
         async with self._session(key):  # the session in hand moves on before the next append is checked
-            await run(core.append_event, session, event)
+            await self._run(core.append_event, session, event)
             session.last_update_time = event.timestamp
             return self._commit_event_to_session(session, event)
 
@@ -271,7 +277,7 @@ class LedgerSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        """:meth:`create_session`, blocking (needs a sync ``Ledger``; see the class docstring)."""
+        """:meth:`create_session`, blocking (as ADK's in-memory service has it)."""
         return self._sync_core().create_session(app_name, user_id, state, session_id)
 
     def get_session_sync(
@@ -282,15 +288,15 @@ class LedgerSessionService(BaseSessionService):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        """:meth:`get_session`, blocking (needs a sync ``Ledger``)."""
+        """:meth:`get_session`, blocking."""
         return self._sync_core().get_session(app_name, user_id, session_id, config)
 
     def list_sessions_sync(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
-        """:meth:`list_sessions`, blocking (needs a sync ``Ledger``)."""
+        """:meth:`list_sessions`, blocking."""
         return ListSessionsResponse(sessions=self._sync_core().list_sessions(app_name, user_id))
 
     def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        """:meth:`delete_session`, blocking (needs a sync ``Ledger``)."""
+        """:meth:`delete_session`, blocking."""
         self._sync_core().delete_session(app_name, user_id, session_id)
 
     # -- lifetime -----------------------------------------------------------------------------------

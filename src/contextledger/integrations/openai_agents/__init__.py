@@ -16,14 +16,14 @@ Needs ``openai-agents`` (``pip install 'contextledger[openai]'``).
   :class:`~contextledger.aio.AsyncConversation`: ``get_items`` is the managed active
   view, ``pop_item`` and ``clear_session`` are recorded reductions (strategies ``pop``
   and ``clear``), and a reasoning item travels with the item after it. Pass
-  ``hooks=LedgerRunHooks(session)`` to ``Runner.run`` for per-turn and proactive
-  management and the model-call count.
+  ``run_config=session.run_config()`` to ``Runner.run``: each model call is then counted,
+  managed (per-turn, proactive, and the application's own input filter, recorded) and
+  given exactly the managed view, so ``view_at(model_call=N)`` is what call ``N`` got.
 
-What the SDK's hooks cannot give (known limits): a per-turn reduction made in
-``on_llm_start`` shapes the next call's input, not the current one (the SDK builds the
-input before the hook runs); ``RunHooks`` has no error callback, so a context-overflow
-error never reaches ``after_model_call(error)`` and reactive reduction needs a model
-wrapper; usage reported in ``on_llm_end`` is not yet written to the next message.
+What the SDK cannot give (known limits): ``RunHooks`` has no error callback, so a
+context-overflow error never reaches ``after_model_call(error)`` and reactive reduction
+needs a model wrapper; usage reported in ``on_llm_end`` is not yet written to the next
+message.
 """
 
 try:

@@ -3,7 +3,10 @@
 ``on_llm_start`` awaits ``conversation.before_model_call()`` (the model-call count and
 per-turn / proactive management) and ``on_llm_end`` awaits
 ``conversation.after_model_call()``. The conversation is anything with those two
-*coroutine* methods -- the async conversation behind the ledger-backed session. A sync
+*coroutine* methods -- an :class:`~contextledger.aio.AsyncConversation`, or a
+:class:`~contextledger.integrations.openai_agents.LedgerSession`, whose model calls are
+counted and managed by its input filter (``run_config=session.run_config()``): with a
+session the hooks only check that the filter ran. A sync
 :class:`~contextledger.Conversation` is deliberately not accepted: its commits would
 block the event loop on every model call.
 

@@ -24,6 +24,9 @@ call``, ``computer_call``,
 ``image_generation_call``          assistant   ``image`` (when it has a result)
 anything else (hosted calls,       its role or ``json`` holding the item
 unknown types)                     assistant
+no ``type`` and no ``role`` (a     user        ``json`` holding the item
+wrapper's envelope, e.g. the
+SDK's ``EncryptedSession``)
 =================================  ==========  ==========================================
 
 Because a call and its output share a ``toolUseId``, every manager treats them as one
@@ -59,6 +62,9 @@ from contextledger.view import View
 __all__ = [
     "CALL_OUTPUT_TYPES",
     "ITEM_KEY",
+    "OPAQUE_ROLE",
+    "is_opaque",
+    "item_groups",
     "item_to_message",
     "items_to_messages",
     "kept_item",
@@ -84,6 +90,9 @@ CALL_OUTPUT_TYPES: dict[str, str] = {
 }
 """Each client-side call type and the output type that answers it (the SDK's pairs)."""
 
+OPAQUE_ROLE: Role = "user"
+"""The role of an item with neither a ``type`` nor a ``role``: any view may open with it."""
+
 _OUTPUT_CALL_TYPES = {output: call for call, output in CALL_OUTPUT_TYPES.items()}
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _TEXT_OUTPUTS = {
@@ -104,7 +113,7 @@ def item_to_message(item: Mapping[str, Any]) -> Message:
         InvalidMessage: ``item`` is not a JSON object of JSON values (a tuple, bytes or a
             non-finite float would not come back equal), or a known item type lacks a
             field the mapping needs (a call without a string ``call_id``, a message
-            without ``content``).
+            without ``content``). Any other JSON object is kept exactly as given.
     """
     _check_item(item)
     kept = copy.deepcopy(dict(item))
@@ -148,7 +157,9 @@ def project_item(item: Mapping[str, Any]) -> tuple[Role, list[ContentBlock]]:
         if image is not None:
             return "assistant", [image]
     if kind is None or not isinstance(kind, str):
-        raise InvalidMessage(f"an item needs a string 'type' (or a 'role' for a message), got keys {sorted(item)}")
+        # An item the mapping cannot read (a wrapper's envelope, such as the SDK's
+        # EncryptedSession stores): kept as it is, opaque to the managers.
+        return OPAQUE_ROLE, [{"json": copy.deepcopy(dict(item))}]
     role = _ROLES.get(item["role"], "assistant") if isinstance(item.get("role"), str) else "assistant"
     return role, [{"json": copy.deepcopy(dict(item))}]
 
@@ -326,6 +337,12 @@ def _check_json(value: Any, where: str) -> None:
 # -- messages -> items ---------------------------------------------------------------------
 
 
+def is_opaque(message: Message) -> bool:
+    """Whether ``message`` keeps an item with neither ``type`` nor ``role`` (a wrapper's envelope)."""
+    item = kept_item(message)
+    return item is not None and "type" not in item and "role" not in item
+
+
 def kept_item(message: Message) -> dict[str, Any] | None:
     """The original item a message was made from, or ``None`` (not a copy: do not mutate)."""
     box = message.metadata.get(ITEM_KEY)
@@ -340,16 +357,18 @@ def messages_to_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     since give back exactly those items. A tool result without an item is rendered as
     the output type that answers its call (looked up among ``messages``).
     """
+    return [item for group in item_groups(messages) for item in group]
+
+
+def item_groups(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
+    """The items of each message of ``messages`` (see :func:`messages_to_items`), one list per message."""
     call_types = {}
     for message in messages:
         item = kept_item(message)
         kind = item.get("type") if item is not None else None
         for tool_use_id in message.tool_use_ids:
             call_types[tool_use_id] = kind if kind in CALL_OUTPUT_TYPES else "function_call"
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        out.extend(message_to_items(message, call_types))
-    return out
+    return [message_to_items(message, call_types) for message in messages]
 
 
 def newest_messages(view: View, limit: int | None) -> list[Message]:

@@ -10,6 +10,8 @@
 * :func:`import_file_sessions` -- read a ``FileSessionManager`` directory into a ledger.
 * :class:`StrandsReductionFailed` -- ``ReductionFailed`` that is also Strands'
   ``ContextWindowOverflowException``.
+* :class:`DuplicateAgentId` -- ``ConfigurationError`` that is also Strands'
+  ``SessionException`` (two live agents with one ``agent_id`` in a session).
 
 Supported Strands versions: ``strands-agents>=1.62,<2``.
 
@@ -25,7 +27,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from contextledger.integrations.strands.adapter import StrandsConversationManager
 from contextledger.integrations.strands.binding import AgentBinding
-from contextledger.integrations.strands.errors import StrandsReductionFailed
+from contextledger.integrations.strands.errors import DuplicateAgentId, StrandsReductionFailed
 from contextledger.integrations.strands.scripted import CallTool, Overflow, Reply, ScriptedModel
 from contextledger.integrations.strands.session import LedgerSessionManager
 from contextledger.integrations.strands.tools import pin_message_tool
@@ -33,6 +35,7 @@ from contextledger.integrations.strands.tools import pin_message_tool
 __all__ = [
     "AgentBinding",
     "CallTool",
+    "DuplicateAgentId",
     "LedgerSessionManager",
     "Overflow",
     "Reply",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from strands.agent.conversation_manager import ConversationManager as StrandsManagerBase
 from strands.hooks import AfterModelCallEvent, BeforeModelCallEvent, HookOrder, HookRegistry
 
+from contextledger.aio.runner import Runner
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
 from contextledger.ledger import Ledger
@@ -80,6 +82,7 @@ class StrandsConversationManager(StrandsManagerBase):
         self._lock = threading.RLock()
         self._bindings: dict[str, AgentBinding] = {}
         self._attached: set[str] = set()
+        self._runner: Runner | None = None  # made when a standalone agent first needs it
 
     def attach(self, agent_id: str, binding: AgentBinding) -> None:
         """Work on ``binding``'s conversation (called by ``LedgerSessionManager`` at initialize)."""
@@ -106,23 +109,35 @@ class StrandsConversationManager(StrandsManagerBase):
     # -- Strands ConversationManager -------------------------------------------------------
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        """Drive the manager's before/after model-call callbacks (a session manager does it when present)."""
+        """Drive the manager's before/after model-call callbacks (a session manager does it when present).
+
+        They are coroutines Strands awaits: without a session manager their ledger work
+        runs on a worker thread (see :mod:`contextledger.aio.runner`), never on the agent's loop.
+        """
         super().register_hooks(registry, **kwargs)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_first, order=HookOrder.SDK_FIRST)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call_last, order=HookOrder.SDK_LAST)
-        registry.add_callback(AfterModelCallEvent, self._after_model_call)
+        registry.add_callback(AfterModelCallEvent, self._after_model_call, order=HookOrder.SDK_FIRST)
 
-    def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
+    async def _before_model_call_first(self, event: BeforeModelCallEvent) -> None:
         if self._standalone(event.agent):
-            self.binding(event.agent).before_model_call_first(event.agent, event)
+            await self._run(lambda: self.binding(event.agent).before_model_call_first(event.agent, event))
 
-    def _before_model_call_last(self, event: BeforeModelCallEvent) -> None:
+    async def _before_model_call_last(self, event: BeforeModelCallEvent) -> None:
         if self._standalone(event.agent):
-            self.binding(event.agent).before_model_call_last(event.agent, event)
+            await self._run(lambda: self.binding(event.agent).before_model_call_last(event.agent, event))
 
-    def _after_model_call(self, event: AfterModelCallEvent) -> None:
+    async def _after_model_call(self, event: AfterModelCallEvent) -> None:
         if self._standalone(event.agent):
-            self.binding(event.agent).after_model_call(event.agent, event)
+            await self._run(lambda: self.binding(event.agent).after_model_call(event.agent, event))
+
+    async def _run(self, work: Callable[[], None]) -> None:
+        """Run ``work`` on a worker thread (one per call) and wait for it."""
+        with self._lock:
+            if self._runner is None:
+                self._runner = Runner(workers=4, name="a StrandsConversationManager's ledger")
+            runner = self._runner
+        await runner.run(work)
 
     def apply_management(self, agent: Agent, **kwargs: Any) -> None:
         """End-of-invocation management by the wrapped manager, on the ledger."""

@@ -20,7 +20,7 @@ Why one module of about 550 lines: the pure parts already live beside it (the di
 :mod:`~contextledger.integrations.strands.diff`, conversion in ``convert``, Strands
 internals in ``_compat``, the state in ``state``). What is left -- restore, sync, the
 model-call cycle and the adapter's reductions -- shares the binding's lock and one
-turn's state (uncounted model calls, the counted edit, the synced shape, a pending
+turn's state (the trigger of the call being prepared, the synced shape, a pending
 overflow), and each part calls the others mid-turn; split into mixins they would share
 private state across modules without becoming easier to read.
 """
@@ -51,6 +51,7 @@ from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import needs_repair, plan_repair
+from contextledger.messages import Message
 from contextledger.pinning import handle_pin_message_tool
 from contextledger.records import Reduction, Trigger, ViewEntry
 from contextledger.tokens import TokenCounter
@@ -105,11 +106,6 @@ class AgentBinding:
         self._agent: weakref.ReferenceType[Agent] | None = None
         self._before_call_trigger: Trigger | None = None
         self._would_compress = False
-        # Model calls made but not committed yet: each rides with the next commit that has
-        # something else to write (see sync), so a plain turn is two commits, not three.
-        self._uncounted = 0
-        self._counted_edit: Callable[[View], Edit | None] | None = None
-        self._counted_result: Reduction | None = None
         self._invocations = 0
         self._captured_raw: tuple[str | None, dict[str, Any] | None, dict[str, Any]] | None = None
         self._synced_shape: list[tuple[int, int]] | None = None
@@ -205,7 +201,7 @@ class AgentBinding:
         """
         conversation = self.conversation
         view = conversation.view if view is None else view
-        repair = plan_repair(view) if conversation.repair else None
+        repair = plan_repair(view, conversation.state.next_seq) if conversation.repair else None
         if repair is None:
             return view
         _, repaired = build_changeset(
@@ -252,13 +248,9 @@ class AgentBinding:
         """
         with self.lock:
             build, shape = self._sync_builder(agent, trigger, error=error, force=force)
-            if self._uncounted and self._counted_edit is None:
-                if build(self.conversation.view) is None:
-                    self._synced_shape = shape
-                    return None  # nothing to write: the count waits for the next commit
-                reduction = self._commit_counted(build)
-            else:
-                reduction = self.conversation.edit(build)
+            # A model call counted with nothing to write waits in the conversation for the
+            # next commit (defer_count), so a plain turn is two commits, not three.
+            reduction = self.conversation.edit(build)
             self._synced(shape)
             return reduction
 
@@ -315,23 +307,6 @@ class AgentBinding:
 
             return build, _shape(messages)
 
-    def _commit_counted(self, build: Callable[[View], Edit | None]) -> Reduction | None:
-        """Commit ``build``'s edit together with one uncounted model call.
-
-        The conversation counts a call in :meth:`Conversation.before_model_call` and lets
-        the first commit made during its dispatch carry the count; the edit is made there.
-        """
-        while self._uncounted > 1:  # calls that ended with nothing to write (rare): counted alone
-            self._uncounted -= 1
-            self.conversation.before_model_call()
-        self._uncounted = 0
-        self._counted_edit, self._counted_result = build, None
-        try:
-            self.conversation.before_model_call()
-            return self._counted_result
-        finally:
-            self._counted_edit, self._counted_result = None, None
-
     def _capture(self, agent: Agent) -> None:
         internal = _compat.internal_state(agent)
         cm = agent.conversation_manager
@@ -371,30 +346,24 @@ class AgentBinding:
 
         What the Strands manager changed is committed with trigger ``proactive`` (when its
         compression threshold was reached) or ``per_turn``, together with the new
-        ``model_call_count``. With the adapter, contextledger's manager then plans on
-        the ledger and the view is written back into ``agent.messages``.
+        ``model_call_count``; with nothing to commit the count rides with the next
+        message's commit. With the adapter, contextledger's manager then plans on the
+        ledger and the view is written back into ``agent.messages``.
+
+        The input is not handed to the model yet: Strands still appends the input hooks
+        contributed (continuation messages) after this event, so what commits until
+        :meth:`after_model_call` (or a redaction the model's stream asks for) is recorded
+        as part of this call's input.
         """
         with self.lock:
             self._agent = weakref.ref(agent)
-            trigger: Trigger = "proactive" if self._would_compress else "per_turn"
-            if not self.manages_ledger:
-                # What Strands' manager just changed is committed now (a crash during the model
-                # call must not bring back what it evicted), carrying the count; with nothing
-                # to commit, the count rides with the next message's commit.
-                self._would_compress = False
-                self._uncounted += 1
-                # Strands' managers replace the list, a message or its content list when they
-                # change something, so an unchanged shape means they did nothing this time.
-                if self._synced_shape != _shape(agent.messages):
-                    self.sync(agent, trigger)
-                return
-            self._before_call_trigger = trigger
+            self._before_call_trigger = "proactive" if self._would_compress else "per_turn"
             try:
-                # The count rides with the next message's commit (two commits per plain turn).
                 self.conversation.before_model_call(
                     projected_input_tokens=event.projected_input_tokens,
                     context_window_limit=agent.model.context_window_limit,
                     defer_count=True,
+                    handed=False,
                 )
             finally:
                 self._before_call_trigger = None
@@ -403,18 +372,24 @@ class AgentBinding:
                 self.reconcile(agent)
 
     def _on_conversation_before_model_call(self, event: BeforeModelCallEvent) -> None:
-        if self._counted_edit is not None:
-            self._counted_result = self.conversation.edit(self._counted_edit)
-            return
         trigger = self._before_call_trigger
         agent = self.agent()
         if trigger is None or agent is None:
             return
-        self.sync(agent, trigger)
+        # Strands' managers replace the list, a message or its content list when they change
+        # something, so an unchanged shape means they did nothing this time.
+        if self.manages_ledger or self._synced_shape != _shape(agent.messages):
+            self.sync(agent, trigger)
 
     def after_model_call(self, agent: Agent, event: StrandsAfterModelCallEvent) -> None:
-        """Note a context overflow (the next sync records a ``reactive`` reduction)."""
+        """First callback of Strands' ``AfterModelCallEvent``: the call's input was handed over.
+
+        From here on what commits (the answer, a reduction after an overflow) reaches the
+        next call's input. A context overflow is noted: the next sync records a
+        ``reactive`` reduction.
+        """
         with self.lock:
+            self.conversation.input_handed()
             if isinstance(event.exception, ContextWindowOverflowException):
                 self._overflow = event.exception
             elif event.exception is None and self.manages_ledger:
@@ -441,9 +416,31 @@ class AgentBinding:
         toolResult -- is committed at once.
         """
         with self.lock:
-            if self._invocations and _final_answer(message):
+            if not agent.model.stateful and not _holds(agent.messages, message):
+                self._adopt(agent, message)
+            elif self._invocations and _final_answer(message):
                 return
             self.sync(agent, "manual")
+
+    def _adopt(self, agent: Agent, message: Mapping[str, Any]) -> None:
+        """Put a message handed to ``append_message`` directly at the end of ``agent.messages``.
+
+        Strands' session managers persist what ``append_message`` is given, and their
+        restore puts it into the agent; appending it here keeps the agent and the ledger
+        one view (the next sync would otherwise take its absence for an eviction).
+
+        Raises:
+            InvalidMessage: ``message`` is not a Strands message (nothing is changed).
+        """
+        Message.from_strands(message)  # checked before the agent is touched
+        ensure_tracking_ids([cast(dict[str, Any], message)])
+        agent.messages.append(cast(StrandsMessage, message))
+        logger.debug(
+            "session_id=<%s>, agent_id=<%s>, message_id=<%s> | message appended directly, added to the agent",
+            self.conversation.session_id,
+            self.conversation.agent_id,
+            message.get("tracking_id"),
+        )
 
     def after_invocation(self, agent: Agent) -> None:
         """Commit the final answer and what the end-of-invocation management changed, as one commit."""
@@ -530,6 +527,8 @@ class AgentBinding:
             EntryNotFound: The conversation has no message to redact.
         """
         with self.lock:
+            # The redaction comes with the model's response: the input it was given is the original.
+            self.conversation.input_handed()
             target = message.get("tracking_id") or (agent.messages[-1].get("tracking_id") if agent.messages else None)
             content = [dict(block) for block in message.get("content", [])]
 
@@ -569,6 +568,14 @@ def _summary_hint(cm: object) -> str | None:
     if isinstance(summary, Mapping) and isinstance(summary.get("tracking_id"), str):
         return str(summary["tracking_id"])
     return None
+
+
+def _holds(messages: Sequence[Mapping[str, Any]], message: Mapping[str, Any]) -> bool:
+    """Whether ``messages`` hold ``message`` (the same dict, or one with its ``tracking_id``)."""
+    if (messages and messages[-1] is message) or any(m is message for m in messages):  # usually the last
+        return True
+    wanted = message.get("tracking_id")
+    return bool(wanted) and any(m.get("tracking_id") == wanted for m in messages)
 
 
 def _final_answer(message: Mapping[str, Any]) -> bool:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from strands.types.exceptions import ContextWindowOverflowException
+from strands.types.exceptions import ContextWindowOverflowException, SessionException
 
-from contextledger.errors import ReductionFailed
+from contextledger.errors import ConfigurationError, ReductionFailed
 
-__all__ = ["StrandsReductionFailed"]
+__all__ = ["DuplicateAgentId", "StrandsReductionFailed"]
 
 
 class StrandsReductionFailed(ReductionFailed, ContextWindowOverflowException):
@@ -16,4 +16,14 @@ class StrandsReductionFailed(ReductionFailed, ContextWindowOverflowException):
     ``ContextWindowOverflowException`` both, so an application's ``except
     ContextWindowOverflowException`` handler catches it as it catches the overflows of
     Strands' own managers; the manager's original error is its ``__cause__``.
+    """
+
+
+class DuplicateAgentId(ConfigurationError, SessionException):
+    """Another live agent (or Swarm/Graph) with the same id is already bound to the session.
+
+    It is contextledger's :class:`~contextledger.errors.ConfigurationError` and Strands'
+    ``SessionException`` both -- Strands' own session managers raise ``SessionException``
+    here ("The `agent_id` of an agent must be unique in a session."), so an application
+    catching either catches it.
     """

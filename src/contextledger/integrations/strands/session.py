@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strands.hooks import (
     AfterInvocationEvent,
@@ -14,8 +14,10 @@ from strands.hooks import (
     AfterMultiAgentInvocationEvent,
     AfterNodeCallEvent,
     AgentInitializedEvent,
+    BaseHookEvent,
     BeforeInvocationEvent,
     BeforeModelCallEvent,
+    HookCallback,
     HookOrder,
     HookRegistry,
     MessageAddedEvent,
@@ -24,9 +26,11 @@ from strands.hooks import (
 from strands.session.session_manager import SessionManager
 from strands.types.content import Message as StrandsMessage
 
+from contextledger.aio.runner import Runner
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
+from contextledger.integrations.strands.errors import DuplicateAgentId
 from contextledger.integrations.strands.multiagent import MULTI_AGENT_PREFIX, MultiAgentBinding, is_multi_agent_id
 from contextledger.ledger import DEFAULT_URL, Ledger
 from contextledger.tokens import TokenCounter
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["LedgerSessionManager"]
 
 logger = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=BaseHookEvent)
 
 
 class LedgerSessionManager(SessionManager):
@@ -125,31 +131,52 @@ class LedgerSessionManager(SessionManager):
         self._lock = threading.RLock()
         self._bindings: dict[str, AgentBinding] = {}
         self._multi_agents: dict[str, MultiAgentBinding] = {}
+        self._runner = Runner(name=self.ledger.url)  # threads start with the first awaited callback
 
     # -- hooks -------------------------------------------------------------------------------
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        """Subscribe to the agent's lifecycle (every callback routes to the agent's binding)."""
+        """Subscribe to the agent's lifecycle (every callback routes to the agent's binding).
+
+        Every callback that may reach the store is a coroutine that Strands awaits: its
+        work runs as one call on a worker thread of this manager (see
+        :mod:`contextledger.aio.runner`), so an agent under ``invoke_async`` or
+        ``stream_async`` never blocks its loop on the ledger. Strands calls
+        ``AgentInitializedEvent`` callbacks synchronously only (the restore, a read).
+        """
+        awaited = self._awaited
         registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent))
         registry.add_callback(BeforeInvocationEvent, lambda e: self.binding(e.agent.agent_id).before_invocation())
-        registry.add_callback(MessageAddedEvent, lambda event: self.append_message(event.message, event.agent))
+        registry.add_callback(MessageAddedEvent, awaited(lambda e: self.append_message(e.message, e.agent)))
         registry.add_callback(
             BeforeModelCallEvent,
-            lambda e: self.binding(e.agent.agent_id).before_model_call_first(e.agent, e),
+            awaited(lambda e: self.binding(e.agent.agent_id).before_model_call_first(e.agent, e)),
             order=HookOrder.SDK_FIRST,
         )
         registry.add_callback(
             BeforeModelCallEvent,
-            lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e),
+            awaited(lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e)),
             order=HookOrder.SDK_LAST,
         )
         registry.add_callback(
-            AfterModelCallEvent, lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e)
+            AfterModelCallEvent,
+            awaited(lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e)),
+            order=HookOrder.SDK_FIRST,  # the input was handed: nothing after this belongs to it
         )
-        registry.add_callback(AfterInvocationEvent, lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
-        registry.add_callback(MultiAgentInitializedEvent, lambda event: self.initialize_multi_agent(event.source))
-        registry.add_callback(AfterNodeCallEvent, lambda event: self.sync_multi_agent(event.source))
-        registry.add_callback(AfterMultiAgentInvocationEvent, lambda event: self.sync_multi_agent(event.source))
+        registry.add_callback(
+            AfterInvocationEvent, awaited(lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
+        )
+        registry.add_callback(MultiAgentInitializedEvent, awaited(lambda e: self.initialize_multi_agent(e.source)))
+        registry.add_callback(AfterNodeCallEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
+        registry.add_callback(AfterMultiAgentInvocationEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
+
+    def _awaited(self, work: Callable[[E], object]) -> HookCallback[E]:
+        """A coroutine callback that runs ``work(event)`` on a worker thread and waits for it."""
+
+        async def callback(event: E) -> None:
+            await self._runner.run(work, event)
+
+        return callback
 
     # -- SessionManager ----------------------------------------------------------------------
 
@@ -157,8 +184,9 @@ class LedgerSessionManager(SessionManager):
         """Bind ``agent`` to its conversation: create it, or restore the agent from it.
 
         Raises:
-            ConfigurationError: Another live agent with the same ``agent_id`` is bound, or
-                the ``agent_id`` starts with the reserved ``multi_agent:``.
+            DuplicateAgentId: Another live agent with the same ``agent_id`` is bound (both
+                ``ConfigurationError`` and Strands' ``SessionException``).
+            ConfigurationError: The ``agent_id`` starts with the reserved ``multi_agent:``.
         """
         from contextledger.integrations.strands.adapter import StrandsConversationManager
 
@@ -175,8 +203,8 @@ class LedgerSessionManager(SessionManager):
                 self._bindings.get(agent.agent_id),
                 agent,
                 lambda _bound: (
-                    f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r};"
-                    " each agent of a session needs its own agent_id"
+                    f"agent_id {agent.agent_id!r} is already bound in session {self.session_id!r}: the `agent_id`"
+                    " of an agent must be unique in a session"
                 ),
             )
             binding = AgentBinding(
@@ -200,6 +228,14 @@ class LedgerSessionManager(SessionManager):
         stores it from there, under its ``tracking_id``. The final answer of an invocation
         is committed when the invocation ends, together with the end-of-invocation
         management (see :meth:`AgentBinding.message_added`).
+
+        Called directly with a message the agent does not hold, the message is recorded
+        (as Strands' own session managers persist what they are given) and appended to
+        ``agent.messages``, so the live agent shows what a restore would show.
+
+        Raises:
+            InvalidMessage: ``message`` is not a Strands message; nothing is changed.
+            ConfigurationError: ``agent`` was not initialized with this session manager.
         """
         self.binding(agent.agent_id).message_added(agent, message)
 
@@ -219,8 +255,9 @@ class LedgerSessionManager(SessionManager):
         Nothing is written here; the first node that finishes commits the state.
 
         Raises:
-            ConfigurationError: Another live orchestrator with the same id is bound to this
-                session manager, the stored state belongs to another kind of orchestrator,
+            DuplicateAgentId: Another live orchestrator with the same id is bound to this
+                session manager (both ``ConfigurationError`` and Strands' ``SessionException``).
+            ConfigurationError: The stored state belongs to another kind of orchestrator,
                 or ``source`` cannot serialize its state.
         """
         binding = MultiAgentBinding(self.ledger, self.session_id, source)
@@ -273,8 +310,12 @@ class LedgerSessionManager(SessionManager):
         return self.binding(agent_id).conversation
 
     def close(self) -> None:
-        """Close the ledger if this manager opened it."""
+        """Close the ledger and the manager's worker threads if this manager opened the ledger.
+
+        A ledger passed in stays open, and so do the threads that serve it (idle, they cost nothing).
+        """
         if self._owns_ledger:
+            self._runner.close()
             self.ledger.close()
 
     def __enter__(self) -> LedgerSessionManager:
@@ -292,10 +333,10 @@ def _claim(current: AgentBinding | MultiAgentBinding | None, claimant: object, t
     """Refuse to bind ``claimant`` where another live agent or orchestrator is bound.
 
     Raises:
-        ConfigurationError: ``current`` is bound to another object that is still alive.
+        DuplicateAgentId: ``current`` is bound to another object that is still alive.
     """
     if current is None:
         return
     bound = current.agent() if isinstance(current, AgentBinding) else current.source()
     if bound is not None and bound is not claimant:
-        raise ConfigurationError(taken(bound))
+        raise DuplicateAgentId(taken(bound))

@@ -54,8 +54,8 @@ def mask_password(url: str) -> str:
 
 
 def one_line(exc: BaseException) -> str:
-    """``exc``'s message on one line (its type name when it has none)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """``exc``'s message on one line (its type name when it has none), any URL or secret pair in it masked."""
+    return mask_text(" ".join(str(exc).split())) or type(exc).__name__
 
 
 def connect(
@@ -66,7 +66,7 @@ def connect(
     ``decode_responses`` is always off (the store decodes values itself so bytes stay
     exact); other options go to redis-py's ``from_url``. ``client_factory(driver_url,
     cluster, options)``, when given, makes the client instead of redis-py's sync classes
-    (the async API passes one over ``redis.asyncio``).
+    (a client of your own making, e.g. with TLS settings redis-py's URL cannot carry).
 
     Raises:
         InvalidLedgerURL: The scheme is not a Redis one, or the URL is malformed.

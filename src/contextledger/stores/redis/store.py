@@ -132,7 +132,7 @@ class RedisStore(RedisQueries):
         if getattr(client.get_encoder(), "decode_responses", False):
             raise ConfigurationError("the Redis ledger store needs a client with decode_responses=False")
         self._client = client
-        # An adapter over redis.asyncio (contextledger.aio) says it is a cluster client itself.
+        # A client adapter of your own (a client_factory's) may say it is a cluster client itself.
         self._cluster = isinstance(client, RedisCluster) or getattr(client, "is_cluster", False) is True
         self.key_prefix = check_prefix(key_prefix)
         if url is None:
@@ -181,7 +181,7 @@ class RedisStore(RedisQueries):
             StoreUnavailable: The server (or no cluster node) did not answer.
 
         ``client_factory(driver_url, cluster, options)``, when given, makes the client
-        instead of redis-py's sync classes (the async API passes one over ``redis.asyncio``).
+        instead of redis-py's sync classes (a client of your own making, e.g. one whose pools you watch).
         """
         check_prefix(key_prefix)
         ttl_millis(ttl)

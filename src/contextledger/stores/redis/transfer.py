@@ -135,8 +135,15 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
                 mut += [f"ss|{s.summary_id}", s.superseded_by]
         elif s.status == "active":
             active += [str(view_score(s.seq, summary=True)), f"s:{s.summary_id}"]
-    for t in records.tombstones:
-        mut += [f"x|{t.entry_id}", tombstone_json(t)]
+    # One field per tombstone: an entry erased and later pruned has two, and a hash field
+    # per entry would keep only one. The newest takes x|<id> (where erase and prune write);
+    # older ones get a suffix no id of a file can hold (the id grammar refuses control
+    # characters). Listings read every x| field.
+    older: dict[str, int] = {}
+    for t in reversed(records.tombstones):  # canonical order is oldest first
+        n = older.get(t.entry_id, 0)
+        older[t.entry_id] = n + 1
+        mut += [f"x|{t.entry_id}" if n == 0 else f"x|{t.entry_id}\x1f{n}", tombstone_json(t)]
     reductions = [r.model_dump_json() for r in records.reductions]
     revisions = [
         dumps(

@@ -24,6 +24,8 @@ import json
 import re
 from typing import Any
 
+from contextledger.errors import InvalidMessage
+
 __all__ = [
     "ESCAPED_MARK_JSON",
     "MARK",
@@ -68,8 +70,17 @@ def _walk(value: Any, convert: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """JSON text for a PostgreSQL ``json``/``jsonb`` column, every string escaped."""
-    text = json.dumps(value)
+    """JSON text for a PostgreSQL ``json``/``jsonb`` column, every string escaped.
+
+    Raises:
+        InvalidMessage: ``value`` holds something JSON has no form for (bytes, a set, an
+            object): the stores check values before they write, so this guards a path
+            that did not (a typed error, never the encoder's bare ``TypeError``).
+    """
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
     if "\\u0000" not in text and ESCAPED_MARK_JSON not in text:
         return text  # the common case: nothing to escape, no walk
     return json.dumps(_walk(value, escape))

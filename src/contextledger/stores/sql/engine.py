@@ -5,10 +5,8 @@ the write lock when a write transaction begins (``BEGIN IMMEDIATE``) so two writ
 queue on the busy timeout instead of failing to upgrade a read lock. PostgreSQL runs
 on psycopg 3 with a connection pool.
 
-With ``asyncio=True`` the same engine is built on the asyncio drivers (``aiosqlite``,
-psycopg 3's async mode) through SQLAlchemy's asyncio extension, and the function returns
-its ``sync_engine``: the same listeners and options apply, and every call on it must run
-inside :func:`sqlalchemy.util.greenlet_spawn` (what :mod:`contextledger.aio` does).
+Both APIs use these engines: the async API (:mod:`contextledger.aio`) runs each sync call
+on a worker thread, so there is one engine, on the sync drivers, for both.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from urllib.parse import quote, unquote
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import (
+    ArgumentError,
     DBAPIError,
     IntegrityError,
     InterfaceError,
@@ -42,7 +41,8 @@ from contextledger.errors import (
 )
 from contextledger.stores.sql import encoding
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
-from contextledger.urls import parse_sql
+from contextledger.urls import mask as mask_url
+from contextledger.urls import mask_text, parse_sql
 
 __all__ = [
     "BEGIN_OPTION",
@@ -78,8 +78,11 @@ def parse_url(url: str | URL) -> URL:
 
 
 def mask(url: URL) -> str:
-    """The URL as a string with its password replaced by ``***``."""
-    return url.render_as_string(hide_password=True)
+    """The URL as a string with every credential masked: its password and secret query parameters.
+
+    See :func:`contextledger.urls.mask` (``?password=``, ``?sslpassword=``... are masked too).
+    """
+    return mask_url(url.render_as_string(hide_password=True))
 
 
 def is_sqlite(url: URL) -> bool:
@@ -106,7 +109,6 @@ def build_engine(
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
     statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
     read_only: bool = False,
-    asyncio: bool = False,
     **engine_options: Any,
 ) -> Engine:
     """Create the engine for a parsed ledger URL (see :func:`parse_url`).
@@ -128,14 +130,11 @@ def build_engine(
             A ``statement_timeout`` already in ``connect_args["options"]`` wins.
         read_only: Never write: SQLite opens the file with ``mode=ro`` (no WAL switch, no
             file created); PostgreSQL sessions default to read-only transactions.
-        asyncio: Build the engine on the asyncio drivers and return its ``sync_engine``
-            (usable only inside ``greenlet_spawn``; see the module docstring).
         **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
 
     Raises:
-        InvalidLedgerURL: The URL needs a driver that is not installed (psycopg, aiosqlite).
+        InvalidLedgerURL: The URL needs a driver that is not installed (psycopg).
     """
-    create = _create_async if asyncio else create_engine
     options: dict[str, Any] = {"echo": echo, "pool_pre_ping": pool_pre_ping, **engine_options}
     for name, value in (
         ("pool_size", pool_size),
@@ -159,7 +158,10 @@ def build_engine(
             options.setdefault("poolclass", StaticPool)
             for name in ("pool_size", "max_overflow", "pool_timeout"):
                 options.pop(name, None)
-        engine = create(url.set(drivername="sqlite+aiosqlite") if asyncio else url, connect_args=args, **options)
+        try:
+            engine = create_engine(url, connect_args=args, **options)
+        except ArgumentError as exc:  # SQLAlchemy's own check of the URL; its message may echo it
+            raise InvalidLedgerURL(f"invalid SQLite URL {mask(url)!r}: {mask_text(_first_line(exc), url)}") from None
         _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not (_is_memory(url) or read_only))
         return engine
     args.setdefault("connect_timeout", connect_timeout)
@@ -170,23 +172,13 @@ def build_engine(
     if read_only:
         args["options"] = f"{args.get('options', '')} -c default_transaction_read_only=on".strip()
     try:
-        engine = create(url, connect_args=args, **options)
+        engine = create_engine(url, connect_args=args, **options)
         event.listen(engine, "connect", lambda dbapi_conn, _record: encoding.register_nul_adapters(dbapi_conn))
         return engine
     except ImportError as exc:  # SQLAlchemy imports the driver here
         raise InvalidLedgerURL(
             f"the PostgreSQL backend needs psycopg 3: pip install 'contextledger[postgres]' ({exc})"
         ) from exc
-
-
-def _create_async(url: URL, **options: Any) -> Engine:
-    """An engine on the asyncio driver of ``url``, as the sync facade SQLAlchemy runs in greenlets."""
-    try:
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        return create_async_engine(url, **options).sync_engine
-    except ImportError as exc:  # the driver (aiosqlite, psycopg) or greenlet is missing
-        raise InvalidLedgerURL(f"the async API needs its driver for {url.drivername}: {exc}") from exc
 
 
 def _timeout_options(options: str, lock_timeout: float | None, statement_timeout: float | None) -> str:
@@ -267,9 +259,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def translate(exc: SQLAlchemyError, url: URL) -> StoreError:
-    """Map a SQLAlchemy/driver error to the library's error (caller raises ``from exc``)."""
+    """Map a SQLAlchemy/driver error to the library's error (caller raises ``from exc``).
+
+    The message never holds a credential of ``url``, even when the driver echoed one.
+    """
     where = describe(url)
-    detail = _first_line(exc)
+    detail = mask_text(_first_line(exc), url)
     orig = getattr(exc, "orig", None)
     sqlstate = getattr(orig, "sqlstate", None)
     if sqlstate in _RETRYABLE:

@@ -30,6 +30,7 @@ the store translates them exactly as it translates every other statement's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -43,7 +44,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from contextledger.changeset import Changeset
 from contextledger.errors import DuplicateEntry, InvalidMessage
-from contextledger.jsonvalues import dumps_encoded
+from contextledger.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.records import ViewEntry
 from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
 from contextledger.stores.sql.changes import (
@@ -209,10 +210,16 @@ class HotChangeset:
 
 
 def _json(value: Any, what: str) -> str:
+    """State as plain JSON text (bytes refused, as :func:`~contextledger.stores.base.check_storable` refuses them)."""
     try:
-        return dumps_encoded(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
+        return _STATE_ENCODER.encode(value)
+    except (TypeError, ValueError):
+        check_plain_json(value, what)  # raises InvalidMessage, naming where the bytes are
+        raise
+
+
+# What json.dumps(value, allow_nan=False) writes, built once (json.dumps builds one per call when given an option).
+_STATE_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
 def _entry(entry: ViewEntry) -> dict[str, Any]:

@@ -223,7 +223,7 @@ class SQLStore(SQLListings):
             **engine_options,
         }
         # A plain SQLite file opened with the engine's defaults is read without SQLAlchemy
-        # (echo, driver arguments, pools and the async driver all need the engine).
+        # (echo, driver arguments and pools all need the engine).
         database = plain_sqlite_file(url) if isinstance(url, str) else None
         if database is not None and (
             echo

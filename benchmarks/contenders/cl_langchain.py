@@ -1,0 +1,73 @@
+"""contextledger through LangChain's chat history interface: ``LedgerChatMessageHistory`` on SQLite.
+
+The same turns and the same calls as ``langchain_history`` (``SQLChatMessageHistory``):
+a turn is ``add_messages`` of four messages (one commit); a restore is ``.messages`` of a
+new history object (it reads the active view from the database and builds every message,
+as the peer reads its table).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+from _protocol import Contender, NotApplicable
+from contenders._files import tree_bytes
+from contenders._lc_turns import messages_of
+from contextledger import Ledger
+from contextledger.integrations.langchain import LedgerChatMessageHistory
+
+warnings.filterwarnings("ignore", message=".*deprecated.*")  # LangChain deprecates the interface it measures
+
+
+class LedgerChatHistoryContender(Contender):
+    """``LedgerChatMessageHistory`` on a SQLite ledger."""
+
+    def __init__(self) -> None:
+        self.ledger: Ledger | None = None
+        self.history: LedgerChatMessageHistory | None = None
+        self.workload = ""
+        self.session = ""
+        self.path = ""
+
+    def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
+        if workload not in ("append", "restore_wide", "storage"):
+            raise NotApplicable(f"no {workload} workload")
+        self.workload = workload
+        self.session = str(params["session"])
+        self.path = str(params["path"])
+        self.ledger = Ledger.connect(str(params["url"]))
+        self.history = LedgerChatMessageHistory(self.session, ledger=self.ledger)
+        count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
+        for n in range(count):
+            self.history.add_messages(messages_of(self.session, n))
+        return {}
+
+    def step(self, n: int) -> float:
+        assert self.history is not None
+        if self.workload == "append":
+            messages = messages_of(self.session, n)
+            t0 = time.perf_counter()
+            self.history.add_messages(messages)
+            return time.perf_counter() - t0
+        if self.workload == "restore_wide":
+            assert self.ledger is not None
+            t0 = time.perf_counter()
+            # A history object of its own, as RunnableWithMessageHistory makes per call: nothing rendered yet.
+            messages = LedgerChatMessageHistory(self.session, ledger=self.ledger).messages
+            elapsed = time.perf_counter() - t0
+            assert messages
+            return elapsed
+        raise NotApplicable(f"nothing to time in {self.workload}")
+
+    def measure(self) -> Any:
+        if self.workload != "storage":
+            raise NotApplicable("bytes are counted on the storage workload")
+        self.close()
+        return tree_bytes(self.path)
+
+    def close(self) -> None:
+        if self.ledger is not None:
+            self.ledger.close()
+            self.ledger = None

@@ -1,0 +1,363 @@
+"""Where the async API runs the sync core: each call is one job on a worker thread, awaited by its caller.
+
+A :class:`Runner` is a pool of worker threads owned by an
+:class:`~contextledger.aio.AsyncLedger`. ``await runner.run(fn, ...)`` hands the whole
+sync call -- a conversation's unit of work: plan, summarize, commit, retry -- to one
+worker, which runs it on the sync drivers (``sqlite3``, psycopg, redis-py), and the
+caller's task waits without blocking its loop. One hand-over per call, whatever the call
+does inside; nothing is bound to the caller's event loop, so a ledger serves tasks of
+any loop in any thread (each ``asyncio.run`` of a threaded web server, say).
+
+Contracts:
+
+* **Cancellation.** A call whose task is cancelled before a worker picked it up never
+  runs. A call already running runs to its end -- its commit applied once or not at
+  all, every lock released and every connection back in its pool -- and only then does
+  the task see :class:`asyncio.CancelledError`; a coroutine summarizer it was awaiting
+  is cancelled at once, so that wait is a unit of work, never a model call. The caller
+  cannot tell which of the two happened, as with a lost reply; the ledger can (the
+  conversation's state, or reading the store). Every wait inside a call is bounded by
+  the store's own timeouts (lock, busy, statement and pool timeouts).
+* **Order.** Calls made in one :class:`Lane` (one conversation's) run one at a time, in
+  the order they were made; a call waiting for its turn holds no thread.
+* **The caller's loop.** A coroutine summarizer is handed back to the loop of the task
+  that made the call (:func:`asyncio.run_coroutine_threadsafe`) while the worker waits,
+  so it runs where its caller's other coroutines run.
+* **Context.** Each call runs in a copy of the caller's :mod:`contextvars` context (the
+  caller's OpenTelemetry span is the parent of the ledger's).
+* **Closing.** After :meth:`Runner.close`, calls already running finish and every new
+  call raises :class:`~contextledger.errors.LedgerClosed` at once.
+
+Why not :class:`concurrent.futures.ThreadPoolExecutor`: it has no lanes and no way to
+claim a job for its caller's cancellation without a second future, and its Python-level
+conditions and semaphore cost about a third more per hand-over than one
+:class:`queue.SimpleQueue` and a plain lock per job (``benchmarks/aio.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import contextvars
+import functools
+import itertools
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
+from contextledger.seam import CALLER
+
+__all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_WORKERS = 16
+"""Worker threads of a runner unless told otherwise (threads start only as calls overlap)."""
+
+_names = itertools.count(1)
+
+
+class Lane:
+    """Calls that run one at a time, in the order they were made (one conversation's calls).
+
+    Usable from any thread and any event loop.
+    """
+
+    __slots__ = ("_busy", "_lock", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy = False
+        self._waiting: collections.deque[_Job] = collections.deque()
+
+    def enter(self, job: _Job) -> bool:
+        """Whether ``job`` may start now; else it waits for the calls before it."""
+        with self._lock:
+            if self._busy:
+                self._waiting.append(job)
+                return False
+            self._busy = True
+            return True
+
+    def next(self) -> _Job | None:
+        """The next call still wanted once the running one ended (``None``: the lane is idle)."""
+        with self._lock:
+            while self._waiting:
+                job = self._waiting.popleft()
+                if not job.claim.locked():  # else its caller was cancelled while it waited
+                    return job
+            self._busy = False
+            return None
+
+
+class _Caller:
+    """The task waiting for one call, as the call's summarizers see it: they run on its loop."""
+
+    __slots__ = ("cancelled", "loop", "pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+        self.cancelled = False
+
+    def run(self, awaitable: Any) -> Any:
+        """Await ``awaitable`` on the caller's loop from the worker thread and return its result.
+
+        Raises:
+            ReductionFailed: The caller was cancelled while waiting (or before).
+        """
+        if self.cancelled:
+            _close(awaitable)
+            raise ReductionFailed("the summarizer was not run: its caller was cancelled")
+        future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self.loop)
+        self.pending.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError as exc:
+            raise ReductionFailed("the summarizer was cancelled with its caller") from exc
+        finally:
+            self.pending.discard(future)
+
+    def cancel(self) -> None:
+        """Cancel the summarizers awaited now and refuse later ones (on the caller's loop)."""
+        self.cancelled = True
+        for future in list(self.pending):
+            future.cancel()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _close(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()  # a coroutine never awaited would warn
+
+
+class _Job:
+    """One call: what to run and in which context, its outcome, and how its caller is woken."""
+
+    __slots__ = ("caller", "claim", "context", "error", "finished", "fn", "future", "lane", "loop", "result")
+
+    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop, lane: Lane | None) -> None:
+        """A job for ``fn`` whose caller waits on ``loop``."""
+        self.fn = fn
+        self.loop = loop
+        self.lane = lane
+        self.caller = _Caller(loop)
+        self.context = contextvars.copy_context()
+        self.context.run(CALLER.set, self.caller.run)
+        # Taken by the worker that starts the job, or by its cancelled caller: whoever is first.
+        self.claim = threading.Lock()
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.finished = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> bool:
+        """Run on a worker thread unless its caller was cancelled first; whether it ran (wake the caller then)."""
+        if not self.claim.acquire(blocking=False):
+            return False
+        try:
+            self.result = self.context.run(self.fn)
+        except BaseException as exc:
+            self.error = exc
+        return True
+
+    def fail(self, error: BaseException) -> None:
+        """End the job without running it (any thread)."""
+        if self.claim.acquire(blocking=False):
+            self.error = error
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the caller on its loop (any thread)."""
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits any more
+            self.loop.call_soon_threadsafe(self._woken)
+
+    def _woken(self) -> None:
+        self.finished = True
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class Runner:
+    """A pool of worker threads that runs sync calls for the tasks of any event loop.
+
+    Args:
+        workers: The most threads run at once (a thread starts only when a call finds
+            every running one busy; the rest queue).
+        name: Names the store in errors (a masked URL).
+
+    Raises:
+        ConfigurationError: ``workers`` is not a positive int.
+    """
+
+    def __init__(self, workers: int = DEFAULT_WORKERS, *, name: str = "ledger") -> None:
+        """Prepare the pool (no thread starts before the first call)."""
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigurationError(f"workers must be a positive int, got {workers!r}")
+        self.workers = workers
+        self.name = name
+        self._prefix = f"contextledger-{next(_names)}"
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0  # threads waiting for a job that no job was promised to
+        self._backlog = 0  # jobs queued while every thread was busy
+        self._closed = False
+        self.calls = 0
+        """How many calls were handed to a worker (one per coroutine of the async API)."""
+        self.cancelled_waiting = 0
+        """Calls cancelled before they started (they never ran)."""
+        self.cancelled_running = 0
+        """Calls cancelled while running (they ran to their end first)."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    async def run(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``fn(*args, **kwargs)`` on a worker thread and return its result (or raise its error).
+
+        See the module docstring for what a cancellation does.
+
+        Raises:
+            LedgerClosed: The runner was closed.
+        """
+        return await self.run_in(None, fn, *args, **kwargs)
+
+    async def run_in(self, lane: Lane | None, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """:meth:`run`, after the calls made earlier in ``lane`` have ended (``None``: at once).
+
+        Raises:
+            LedgerClosed: The runner was closed.
+        """
+        job = _Job(functools.partial(fn, *args, **kwargs), asyncio.get_running_loop(), lane)
+        if lane is None or lane.enter(job):
+            self._submit(job)
+        try:
+            await job.future
+        except asyncio.CancelledError:
+            if job.claim.acquire(blocking=False):
+                with self._lock:
+                    self.cancelled_waiting += 1
+                raise  # it had not started: it never will
+            job.caller.cancel()
+            await _outlast(job)
+            with self._lock:
+                self.cancelled_running += 1
+            raise
+        error = job.error
+        if error is not None:
+            job.error = None  # no cycle through the traceback
+            raise error
+        result: R = job.result
+        return result
+
+    def _submit(self, job: _Job) -> None:
+        """Hand ``job`` to a worker, starting a thread when every running one is busy."""
+        spawn = False
+        with self._lock:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self.calls += 1
+                if self._idle:
+                    self._idle -= 1
+                elif self._threads < self.workers:
+                    self._threads += 1
+                    spawn = True
+                else:
+                    self._backlog += 1
+                self._queue.put(job)
+        if closed:
+            job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
+            if job.lane is not None:
+                self._following(job.lane)  # closed: fails the calls waiting behind it
+            return
+        if spawn:
+            try:
+                threading.Thread(target=self._work, name=f"{self._prefix}-{self._threads}", daemon=True).start()
+            except RuntimeError as exc:  # the process cannot start another thread
+                with self._lock:
+                    self._threads -= 1
+                    self._backlog += 1  # a running thread takes it, if there is one
+                    alone = not self._threads
+                if alone:  # none: fail it (and what waits behind it) rather than leave callers waiting
+                    job.fail(exc)
+                    while job.lane is not None and (waiting := job.lane.next()) is not None:
+                        waiting.fail(exc)
+
+    def _following(self, lane: Lane) -> _Job | None:
+        """The lane's next call, counted as handed over (``None``: the lane is idle; once closed, all fail)."""
+        while (job := lane.next()) is not None:
+            with self._lock:
+                if not self._closed:
+                    self.calls += 1
+                    return job
+            job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
+        return None
+
+    def _work(self) -> None:
+        jobs = self._queue
+        job = jobs.get()
+        while job is not None:
+            ran = job.run()
+            # The thread goes on with the conversation's next call, if one waits: no hand-over.
+            following = self._following(job.lane) if job.lane is not None else None
+            if following is None:
+                with self._lock:
+                    if self._backlog:
+                        self._backlog -= 1  # a queued job is this thread's next
+                    else:
+                        self._idle += 1
+            # Waking the caller is the last thing before the next job: its loop wants the GIL
+            # back at once, and would otherwise wait for this bookkeeping.
+            if ran:
+                job.wake()
+            job = following if following is not None else jobs.get()
+
+    def close(self) -> None:
+        """Refuse new calls; running calls finish on their threads, which then end."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            threads = self._threads
+        for _ in range(threads):
+            self._queue.put(None)  # each thread ends when it reaches one (after the jobs queued before)
+
+    def __repr__(self) -> str:
+        return f"Runner({self.name!r}, workers={self.workers})"
+
+
+async def _outlast(job: _Job) -> None:
+    """Wait for a started call to end, whatever further cancellations arrive (its end is bounded)."""
+    loop = job.loop
+    while not job.finished:
+        if job.future.done():  # the cancelled future: wait on a new one
+            job.future = loop.create_future()
+        with contextlib.suppress(asyncio.CancelledError):
+            await job.future
+
+
+_default: Runner | None = None
+_default_lock = threading.Lock()
+
+
+def default_runner() -> Runner:
+    """The process-wide runner of async shells opened without a ledger (never closed)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Runner(name="the default runner")
+        return _default
