@@ -16,10 +16,11 @@ _BMC_WHERE = "measured on memory and SQLite"
 DEFERRED = "+deferred"
 """The key suffix of a before_model_call lane whose count waits for the next commit."""
 _SYNC_ONLY = "measured on the sync API (one source: the async API runs the same code)"
+_ADK_API = "ADK's session API appends and restores whole sessions; measured on the ledger's own API"
 # Reasons that say where a workload is measured rather than what a contender cannot do:
 # the workload's table leaves such rows out.
 SCOPE = frozenset(
-    {_NOT_HERE, _SQLITE_BYTES, _ONE_WRITER, _BMC_WHERE, _SYNC_ONLY, "measured on PostgreSQL and Redis only"}
+    {_NOT_HERE, _SQLITE_BYTES, _ONE_WRITER, _BMC_WHERE, _SYNC_ONLY, _ADK_API, "measured on PostgreSQL and Redis only"}
 )
 
 
@@ -181,6 +182,26 @@ CONTENDERS: tuple[Spec, ...] = (
     _peer("oai-sqlite", "OpenAI Agents SQLiteSession", "oai-sqlite", "openai_agents", "sqlite"),
     _peer("oai-sqlalchemy", "OpenAI Agents SQLAlchemySession (SQLite)", "oai-sqlalchemy", "openai_agents", "sqlite"),
     _peer("adk", "Google ADK DatabaseSessionService (SQLite)", "adk", "adk", "sqlite"),
+    _peer("adk-memory", "Google ADK InMemorySessionService", "adk-memory", "adk", "memory"),
+    *(
+        Spec(
+            f"cl-adk-{engine}",
+            f"contextledger LedgerSessionService for ADK ({label})",
+            "contextledger",
+            "cl-adk",
+            None,
+            engine,
+            frozenset({"append", "restore_wide", "storage"} if engine == "sqlite" else {"append", "restore_wide"}),
+            {
+                "restore_window": _ADK_API,
+                "reduction": _ADK_API,
+                "before_model_call": _ADK_API,
+                "concurrency": _ADK_API,
+                "storage": _SQLITE_BYTES,
+            },
+        )
+        for engine, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("redis", "Redis"))
+    ),
     _peer("langgraph-sqlite", "LangGraph SqliteSaver", "langgraph", "langgraph", "sqlite"),
     _peer("langgraph-postgres", "LangGraph PostgresSaver", "langgraph", "langgraph", "postgres"),
     _peer("langchain", "LangChain SQLChatMessageHistory (SQLite)", "langchain", "langchain", "sqlite"),

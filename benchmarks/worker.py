@@ -26,6 +26,8 @@ CONTENDERS = {
     "oai-sqlite": "contenders.openai_agents:SQLiteSessionContender",
     "oai-sqlalchemy": "contenders.openai_agents:SQLAlchemySessionContender",
     "adk": "contenders.adk:DatabaseSessionContender",
+    "adk-memory": "contenders.adk:InMemorySessionContender",
+    "cl-adk": "contenders.cl_adk:LedgerSessionContender",
     "langgraph": "contenders.langgraph_saver:LangGraphContender",
     "langchain": "contenders.langchain_history:SQLChatHistoryContender",
     "cl-langchain": "contenders.cl_langchain:LedgerChatHistoryContender",

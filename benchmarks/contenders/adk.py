@@ -1,10 +1,11 @@
-"""Google ADK's ``DatabaseSessionService`` on SQLite (aiosqlite), through its public API.
+"""Google ADK's own session services -- ``DatabaseSessionService`` on SQLite (aiosqlite), ``InMemorySessionService``.
 
 A turn is four events appended with ``append_event`` (the user's content, the model's
 function call, the function response and the model's answer), each its own commit as
-ADK makes it; a restore is ``get_session`` (all its events). The service is given an
-engine with WAL and ``synchronous=NORMAL`` (plus the ``foreign_keys`` pragma ADK sets
-on its own engines), as every SQLite contender.
+ADK makes it; a restore is ``get_session`` (all its events). The database service is
+given an engine with WAL and ``synchronous=NORMAL`` (plus the ``foreign_keys`` pragma
+ADK sets on its own engines), as every SQLite contender. contextledger's
+``LedgerSessionService`` runs the same steps in ``contenders/cl_adk.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from typing import Any
 
 from google.adk.events import Event
-from google.adk.sessions import DatabaseSessionService
+from google.adk.sessions import DatabaseSessionService, InMemorySessionService
 from google.genai import types
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -53,35 +54,30 @@ def events_of(session: str, n: int) -> list[Event]:
     ]
 
 
-class DatabaseSessionContender(Contender):
-    """``DatabaseSessionService`` on a SQLite file."""
+class SessionServiceContender(Contender):
+    """An ADK session service through ADK's public API: one turn is four ``append_event``; a restore ``get_session``."""
+
+    workloads: tuple[str, ...] = ("append", "restore_wide", "storage")
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.engine: Any = None
         self.service: Any = None
         self.session: Any = None
         self.workload = ""
         self.session_id = ""
         self.path = ""
 
+    def make(self, params: dict[str, Any]) -> Any:
+        """The service the workload runs on."""
+        raise NotImplementedError
+
     def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
-        if workload not in ("append", "restore_wide", "storage"):
+        if workload not in self.workloads:
             raise NotApplicable(f"no {workload} workload")
         self.workload = workload
         self.session_id = str(params["session"])
-        self.path = str(params["path"])
-        self.engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
-
-        @event.listens_for(self.engine.sync_engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA foreign_keys = ON")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-            cursor.close()
-
-        self.service = DatabaseSessionService(db_engine=self.engine)
+        self.path = str(params.get("path", ""))
+        self.service = self.make(params)
         self.session = self.run(self.service.create_session(app_name=APP, user_id=USER, session_id=self.session_id))
         count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
         for n in range(count):
@@ -108,12 +104,43 @@ class DatabaseSessionContender(Contender):
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:
-        if self.workload != "storage":
-            raise NotApplicable("bytes are counted on the storage workload")
+        if self.workload != "storage" or not self.path:
+            raise NotApplicable("bytes are counted on the storage workload, on SQLite files")
         self.close()
         return tree_bytes(self.path)
+
+    def close(self) -> None:
+        pass
+
+
+class DatabaseSessionContender(SessionServiceContender):
+    """``DatabaseSessionService`` on a SQLite file."""
+
+    engine: Any = None
+
+    def make(self, params: dict[str, Any]) -> Any:
+        self.engine = create_async_engine(f"sqlite+aiosqlite:///{params['path']}")
+
+        @event.listens_for(self.engine.sync_engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.close()
+
+        return DatabaseSessionService(db_engine=self.engine)
 
     def close(self) -> None:
         if self.engine is not None:
             self.run(self.engine.dispose())
             self.engine = None
+
+
+class InMemorySessionContender(SessionServiceContender):
+    """``InMemorySessionService``: ADK's own baseline (nothing is written anywhere)."""
+
+    workloads = ("append", "restore_wide")
+
+    def make(self, params: dict[str, Any]) -> Any:
+        return InMemorySessionService()

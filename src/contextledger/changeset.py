@@ -244,6 +244,11 @@ class Changeset(BaseModel):
         restore: Evicted entries (messages or summaries) made active again by
             ``reduction`` (an undo); applied before revisions, so a restored message can
             be revised in the same commit.
+        app / user: The app and the user the session belongs to. Read only from a
+            changeset that creates its conversation (``expected_version`` 0): a new session
+            is created with them; an existing session must have the same ones (a store
+            raises :class:`~contextledger.errors.SessionOwnerConflict` otherwise), or the
+            changeset names neither.
     """
 
     model_config = _FROZEN
@@ -265,6 +270,8 @@ class Changeset(BaseModel):
     manager_state: dict[str, Any] | None = None
     agent_state: dict[str, Any] | None = None
     restore: tuple[ViewEntry, ...] = ()
+    app: str | None = Field(default=None, min_length=1)
+    user: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _reduction_required(self) -> Changeset:

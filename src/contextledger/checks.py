@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +11,14 @@ from contextledger.jsonvalues import check_plain_json
 from contextledger.messages import check_id, normalize_json
 from contextledger.records import TRIGGERS
 
-__all__ = ["check_agent_state", "check_conversation_options", "check_limit", "check_trigger"]
+__all__ = [
+    "check_agent_state",
+    "check_conversation_options",
+    "check_limit",
+    "check_owner",
+    "check_scope_delta",
+    "check_trigger",
+]
 
 
 def check_limit(limit: object) -> None:
@@ -69,6 +77,45 @@ def check_conversation_options(
     check_limit(context_window_limit)
     if not all(isinstance(e, type) and issubclass(e, BaseException) for e in overflow_errors):
         raise ConfigurationError(f"overflow_errors must be exception types, got {overflow_errors!r}")
+
+
+def check_owner(app: object, user: object) -> None:
+    """Validate the app and user a session is created for (each ``None`` or a non-empty id).
+
+    Raises:
+        ConfigurationError: ``app`` or ``user`` is not ``None`` or a non-empty string
+            (without a lone surrogate, at most 255 characters).
+    """
+    for name, value in (("app", app), ("user", user)):
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value:
+            raise ConfigurationError(f"{name} must be None or a non-empty string, got {value!r}")
+        check_id(value, name)
+
+
+def check_scope_delta(delta: object, what: str) -> dict[str, Any]:
+    """The key/value changes of an app's or a user's state as they will be stored (JSON-normalized).
+
+    Raises:
+        InvalidMessage: ``delta`` is not a mapping, has a key that is not a non-empty
+            string of at most 255 characters, or holds a value JSON cannot store.
+    """
+    if not isinstance(delta, Mapping):
+        raise InvalidMessage(f"{what} must be a mapping, got {type(delta).__name__}")
+    for key in delta:
+        if not isinstance(key, str) or not key:
+            raise InvalidMessage(f"{what} keys are non-empty strings, got {key!r:.40}")
+        try:
+            check_id(key, f"{what} key")
+        except ConfigurationError as exc:
+            raise InvalidMessage(str(exc)) from exc
+    snapshot: dict[str, Any] = normalize_json(dict(delta), what)
+    try:  # plain JSON only: every store keeps these values as JSON text
+        json.dumps(snapshot, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
+    return snapshot
 
 
 def check_agent_state(state: object) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from contextledger.changeset import (
     projected,
     ride_with,
 )
-from contextledger.checks import check_agent_state, check_conversation_options, check_trigger
+from contextledger.checks import check_agent_state, check_conversation_options, check_owner, check_trigger
 from contextledger.errors import (
     CommitOutcomeUnknown,
     ConcurrencyConflict,
@@ -116,6 +116,8 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         overflow_errors: Exception types treated as a context-window overflow.
         repair: Repair a view left mid-tool by a crash inside the next real write (an
             append that is not the missing result, or a model call).
+        app: The app the session belongs to, set by the commit that creates the session.
+        user: The user of ``app`` the session belongs to, set the same way.
     """
 
     def __init__(
@@ -130,14 +132,17 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         max_retries: int = MAX_RETRIES,
         overflow_errors: tuple[type[BaseException], ...] = (),
         repair: bool = True,
+        app: str | None = None,
+        user: str | None = None,
     ) -> None:
         """Open the conversation (read only; a new one is created by its first commit).
 
         Raises:
             ConfigurationError: An id is not a non-empty string, ``manager`` is not a
                 :class:`ConversationManager`, ``token_counter`` has no ``count``,
-                ``context_window_limit`` is not a positive int, ``max_retries`` is negative
-                or ``overflow_errors`` holds something that is not an exception type.
+                ``context_window_limit`` is not a positive int, ``max_retries`` is negative,
+                ``overflow_errors`` holds something that is not an exception type, or
+                ``app`` / ``user`` is not ``None`` or a non-empty string.
         """
         check_conversation_options(
             session_id,
@@ -149,7 +154,9 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
             max_retries=max_retries,
             overflow_errors=overflow_errors,
         )
+        check_owner(app, user)
         self.store, self.session_id, self.agent_id = store, session_id, agent_id
+        self.app, self.user = app, user
         self.manager = manager
         self.token_counter: TokenCounter = token_counter or CharTokenCounter()
         self.context_window_limit = context_window_limit
@@ -352,6 +359,9 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
                     manager_state=manager_state,
                     before_call=self._preparing_call,
                 )
+                if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
+                    # Only the commit that creates the conversation names the session's owner.
+                    changeset = changeset.model_copy(update={"app": self.app, "user": self.user})
                 try:
                     version = telemetry.commit(self.store, changeset, attempt)
                 except ConcurrencyConflict:

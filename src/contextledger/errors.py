@@ -25,6 +25,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidPlan",
     "LedgerClosed",
+    "MissingDependency",
     "ModelCallNotFound",
     "NotALedger",
     "PinError",
@@ -35,6 +36,7 @@ __all__ = [
     "SessionExists",
     "SessionExpired",
     "SessionNotFound",
+    "SessionOwnerConflict",
     "StoreError",
     "StoreTimeout",
     "StoreUnavailable",
@@ -56,6 +58,10 @@ class InvalidMessage(ContextLedgerError, ValueError):
     Also raised, before anything is written, for a message, revision or host state value
     that cannot be stored as JSON (e.g. a set, an arbitrary object, NaN).
     """
+
+
+class MissingDependency(ContextLedgerError, ImportError):
+    """An integration needs an optional package that is not installed; the message names the extra to install."""
 
 
 class InvalidLedgerURL(ConfigurationError):
@@ -273,6 +279,14 @@ class UndoConflict(ContextLedgerError):
         """Carry the dependents' ids."""
         super().__init__(message)
         self.dependents = dependents
+
+
+class SessionOwnerConflict(ContextLedgerError, ValueError):
+    """A conversation was created in a session that belongs to another app or user.
+
+    The app and user of a session are set by the commit that creates it and never change;
+    a conversation added to it later must name the same ones (or none).
+    """
 
 
 class SessionExists(ContextLedgerError, ValueError):

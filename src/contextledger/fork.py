@@ -73,8 +73,12 @@ def fork(
     plans = [
         _fork_changeset(store, session_id, a, new_session_id, at_call, ancestors(store, session_id, a)) for a in agents
     ]
+    # A fork belongs to the app and user of its source: listed with their sessions, erased with them.
+    owner = store.owner(session_id)
     origins = []
     for changeset, origin in plans:
+        if owner is not None and (owner.app is not None or owner.user is not None):
+            changeset = changeset.model_copy(update={"app": owner.app, "user": owner.user})
         lineage.add_lineage(fork_links(origin, new_session_id, origin.agent_id))  # before the commit: see lineage
         store.commit(changeset)
         catch_up(store, origin.ancestors, new_session_id, origin.agent_id)

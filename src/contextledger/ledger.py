@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from contextledger.checks import check_owner, check_scope_delta
 from contextledger.conversation import Conversation
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
@@ -22,6 +23,7 @@ from contextledger.records import (
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     SummaryEntry,
     Tombstone,
     Trigger,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from contextledger.fork import ForkOrigin
     from contextledger.lifecycle import Erasure
     from contextledger.transfer import ConversationRecords, CopyReport, ImportOutcome
+    from contextledger.users import UserErasure
 
     class _HoldsStore(Protocol):
         """A ledger of either API (``Ledger``, ``AsyncLedger``): what ``copy_to`` copies into."""
@@ -172,6 +175,8 @@ class Ledger:
         token_counter: TokenCounter | None = None,
         context_window_limit: int | None = None,
         repair: bool = True,
+        app: str | None = None,
+        user: str | None = None,
         **options: Any,
     ) -> Conversation:
         """Open the conversation of (session_id, agent_id), restoring its active view.
@@ -188,6 +193,8 @@ class Ledger:
             token_counter: Per-message token estimates (default: about four characters a token).
             context_window_limit: The model's context window in tokens (for proactive compression).
             repair: Repair a view left mid-tool in the next write.
+            app: The app the session belongs to (set when the session is created; see :meth:`sessions`).
+            user: The user of ``app`` the session belongs to (set the same way).
             **options: :class:`Conversation` options: ``max_retries`` (conflict retries per
                 commit), ``overflow_errors`` (your SDK's context-overflow exception types).
 
@@ -202,6 +209,8 @@ class Ledger:
             token_counter=token_counter,
             context_window_limit=context_window_limit,
             repair=repair,
+            app=app,
+            user=user,
             **options,
         )
         return conversation
@@ -507,9 +516,82 @@ class Ledger:
         """Agent ids with a conversation in the session."""
         return self.store.agents(session_id)
 
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently updated first."""
-        return self.store.sessions(limit=limit, offset=offset)
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions, most recently updated first; only those of ``app`` and/or ``user`` when given.
+
+        Raises:
+            ConfigurationError: ``limit`` or ``offset`` is negative, or ``app`` / ``user`` is
+                not ``None`` or a non-empty string.
+        """
+        check_owner(app, user)
+        return self.store.sessions(limit=limit, offset=offset, app=app, user=user)
+
+    def owner(self, session_id: str) -> SessionOwner:
+        """The app and user the session belongs to (each ``None`` when it was created without one).
+
+        Raises:
+            SessionNotFound: The session has no conversation.
+        """
+        found = self.store.owner(session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {session_id!r} in {self.url}")
+        return found
+
+    def app_state(self, app: str) -> dict[str, Any]:
+        """The key/value state of ``app``, shared by all its users and sessions (``{}`` when none).
+
+        Raises:
+            ConfigurationError: ``app`` is not a non-empty string.
+        """
+        check_owner(_required(app, "app"), None)
+        return self.store.scope_state(app)
+
+    def user_state(self, app: str, user: str) -> dict[str, Any]:
+        """The key/value state of ``user`` in ``app``, shared by that user's sessions (``{}`` when none).
+
+        Raises:
+            ConfigurationError: ``app`` or ``user`` is not a non-empty string.
+        """
+        check_owner(_required(app, "app"), _required(user, "user"))
+        return self.store.scope_state(app, user)
+
+    def update_app_state(self, app: str, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``app`` (one atomic write; other keys stay).
+
+        Raises:
+            ConfigurationError: ``app`` is not a non-empty string.
+            InvalidMessage: ``delta`` is not a mapping of string keys to JSON values.
+        """
+        check_owner(_required(app, "app"), None)
+        self.store.merge_scope_state(app, None, check_scope_delta(delta, "app state"))
+
+    def update_user_state(self, app: str, user: str, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``user`` in ``app`` (one atomic write; other keys stay).
+
+        Raises:
+            ConfigurationError: ``app`` or ``user`` is not a non-empty string.
+            InvalidMessage: ``delta`` is not a mapping of string keys to JSON values.
+        """
+        check_owner(_required(app, "app"), _required(user, "user"))
+        self.store.merge_scope_state(app, user, check_scope_delta(delta, "user state"))
+
+    def erase_user(self, app: str, user: str, *, reason: str) -> UserErasure:
+        """Erase everything the ledger holds of ``user`` in ``app``: every session's entries, host state, user state.
+
+        Each message of each of the user's sessions is erased as :meth:`erase` erases one
+        (its content, revisions and the summaries covering it; a tombstone stays with the
+        reason), the host state of their conversations is emptied, and the user's own state
+        is deleted. See :func:`contextledger.users.erase_user`.
+
+        Raises:
+            ConfigurationError: ``reason`` is empty, or ``app`` / ``user`` is not a non-empty string.
+        """
+        from contextledger.users import erase_user
+
+        check_owner(_required(app, "app"), _required(user, "user"))
+        return erase_user(self.store, app, user, reason=reason)
 
     def require_session(self, session_id: str) -> list[str]:
         """The session's agent ids.
@@ -547,3 +629,14 @@ class Ledger:
     ) -> None:
         """Close the store."""
         self.close()
+
+
+def _required(value: object, name: str) -> str:
+    """``value`` when it is a non-empty string (an app or a user that must be named).
+
+    Raises:
+        ConfigurationError: It is not.
+    """
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
+    return value

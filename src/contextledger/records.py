@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -30,6 +30,7 @@ __all__ = [
     "Reduction",
     "Revision",
     "SessionInfo",
+    "SessionOwner",
     "Snapshot",
     "SummaryEntry",
     "Tombstone",
@@ -294,6 +295,20 @@ class SessionInfo(BaseModel):
     total_entries: int
     damaged: tuple[str, ...] = ()
     """Agents of the session whose stored state could not be read (see ``CorruptRecord``)."""
+    app: str | None = None
+    """The app the session belongs to (``None``: none was named when it was created)."""
+    user: str | None = None
+    """The user of ``app`` the session belongs to (``None``: none was named)."""
+
+
+class SessionOwner(NamedTuple):
+    """The app and the user a session belongs to, as named by the commit that created it.
+
+    Either may be ``None`` (a session created without it).
+    """
+
+    app: str | None
+    user: str | None
 
 
 class PinEvent(BaseModel):

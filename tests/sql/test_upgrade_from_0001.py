@@ -12,7 +12,7 @@ from sqlalchemy import MetaData, insert
 
 from contextledger import Message, ViewEntry
 from contextledger.conversation import Conversation
-from contextledger.stores.sql import SQLStore, current, upgrade
+from contextledger.stores.sql import SQLStore, current, head, upgrade
 from contextledger.stores.sql.changes import entry_values
 from contextledger.stores.sql.engine import build_engine, parse_url
 from contextledger.travel import view_at
@@ -86,7 +86,7 @@ def test_a_0001_ledger_reads_after_the_upgrade_and_goes_on(empty_url: str) -> No
     upgrade(empty_url, "0001")
     messages = _write_as_0001(empty_url)
     upgrade(empty_url)
-    assert current(empty_url) == "0005_lineage"
+    assert current(empty_url) == head()
     store = SQLStore.from_url(empty_url, auto_upgrade=False)
     try:
         snap = store.load("old", "a")
@@ -116,5 +116,9 @@ def test_a_0001_ledger_reads_after_the_upgrade_and_goes_on(empty_url: str) -> No
         assert (event.entry_id, event.pinned, event.source) == ("m2", False, "api")
         restored = Conversation(store, "old", "a")
         assert list(restored.view.entries) == list(conversation.view.entries)
+        # 0005: a session written before belongs to no app and no user, and is listed as such.
+        assert store.owner("old") == (None, None)
+        assert [(i.session_id, i.app, i.user) for i in store.sessions()] == [("old", None, None)]
+        assert store.sessions(app="any") == []
     finally:
         store.close()

@@ -80,7 +80,7 @@ class AsyncLedger(ShellBase[Ledger]):
         """Open the conversation of (session_id, agent_id), restoring its active view (reads only).
 
         Takes the arguments of :meth:`Ledger.conversation` (``manager``, ``token_counter``,
-        ``context_window_limit``, ``repair``, ``max_retries``, ``overflow_errors``); a
+        ``context_window_limit``, ``repair``, ``app``, ``user``, ``max_retries``, ``overflow_errors``); a
         summarizer of the manager may be a coroutine function here.
 
         Raises:
@@ -109,6 +109,12 @@ class AsyncLedger(ShellBase[Ledger]):
     copy_to = coroutine_of(Ledger.copy_to)
     agents = coroutine_of(Ledger.agents)
     sessions = coroutine_of(Ledger.sessions)
+    owner = coroutine_of(Ledger.owner)
+    app_state = coroutine_of(Ledger.app_state)
+    user_state = coroutine_of(Ledger.user_state)
+    update_app_state = coroutine_of(Ledger.update_app_state)
+    update_user_state = coroutine_of(Ledger.update_user_state)
+    erase_user = coroutine_of(Ledger.erase_user)
     require_session = coroutine_of(Ledger.require_session)
     delete_session = coroutine_of(Ledger.delete_session)
     upgrade = coroutine_of(Ledger.upgrade)

@@ -78,8 +78,13 @@ COMMANDS: Mapping[str, str | Subcommands] = {
         "Load sessions into a ledger (writes; never deletes; importing twice changes nothing).\n\n"
         "contextledger import FILE --url URL loads a `contextledger export` back exactly (ids, times, versions, "
         "summaries, pins, tombstones); FILE may be - for stdin.\n\n"
-        "contextledger import strands DIR --url URL imports Strands FileSessionManager sessions.",
-        {"file": "contextledger.cli.importer:export_file", "strands": "contextledger.cli.importer:strands"},
+        "contextledger import strands DIR --url URL imports Strands FileSessionManager sessions.\n\n"
+        "contextledger import adk DB_URL --url URL imports ADK DatabaseSessionService sessions.",
+        {
+            "file": "contextledger.cli.importer:export_file",
+            "strands": "contextledger.cli.importer:strands",
+            "adk": "contextledger.cli.import_adk:adk",
+        },
         default="file",
     ),
 }

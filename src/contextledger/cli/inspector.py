@@ -102,18 +102,24 @@ def sessions(
         typer.Option("--limit", "-n", "--last", min=1, help="At most this many sessions (the most recently updated)."),
     ] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many (most recent first).")] = 0,
+    app: Annotated[str | None, typer.Option("--app", help="Only the sessions of this app.", show_default=False)] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="Only the sessions of this user.", show_default=False)
+    ] = None,
     as_json: JsonOption = False,
     no_pager: NoPagerOption = False,
 ) -> None:
-    """List sessions, most recently updated first."""
+    """List sessions, most recently updated first (those of one app and/or user with --app / --user)."""
     with open_ledger(url) as ledger:
-        infos = ledger.sessions(limit=limit, offset=offset)
+        infos = ledger.sessions(limit=limit, offset=offset, app=app, user=user)
         if as_json:
             dump_json([record_json(i) for i in infos])
             return
+        owned = any(i.app is not None or i.user is not None for i in infos)
         rows = [
             (
                 i.session_id,
+                *((i.app or "-", i.user or "-") if owned else ()),
                 ", ".join(f"{a} (damaged)" if a in i.damaged else a for a in i.agents),
                 str(i.active_entries),
                 str(i.total_entries),
@@ -122,13 +128,15 @@ def sessions(
             )
             for i in infos
         ]
-        columns = ["session", "agents", "active", "total", "created", "updated"]
-        empty = "no sessions" + (f" after offset {offset}" if offset else "")
+        # The app and user columns only when a listed session has one: ledgers without stay as they were.
+        columns = ["session", *(("app", "user") if owned else ()), "agents", "active", "total", "created", "updated"]
+        scope = "".join(f" {name} {value!r}" for name, value in (("of app", app), ("of user", user)) if value)
+        empty = "no sessions" + scope + (f" after offset {offset}" if offset else "")
         print_table(
             f"Sessions in {ledger.url}",
             columns,
             rows,
-            drop=["created", "total", "active"],
+            drop=["created", "total", "active", "app"],
             empty=empty,
             no_pager=no_pager,
         )

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from contextledger.changeset import Changeset
-from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage
+from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage, SessionOwnerConflict
 from contextledger.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.messages import Message
 from contextledger.records import (
+    ConversationState,
     EntryKind,
     Eviction,
     HistoryEntry,
@@ -20,6 +21,7 @@ from contextledger.records import (
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     Snapshot,
     SummaryEntry,
     Tombstone,
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AppendedBy",
     "LedgerStore",
+    "check_owner",
     "check_storable",
     "decoding",
+    "owned",
 ]
 
 
@@ -92,12 +96,24 @@ class LedgerStore(Protocol):
       same commit.
     * After :meth:`close` every call raises :class:`~contextledger.errors.LedgerClosed`;
       calls already running finish first.
+    * A session belongs to the app and user named by the changeset that created it
+      (:attr:`Changeset.app`, :attr:`Changeset.user`; ``None`` when not named) for its
+      whole life; a changeset creating another conversation in it that names others
+      raises :class:`~contextledger.errors.SessionOwnerConflict` and changes nothing.
+      :meth:`sessions` filters by them, :meth:`owner` reads them.
+    * Apps and their users have key/value state of their own (:meth:`scope_state`),
+      outside every session: :meth:`merge_scope_state` sets keys atomically, and it stays
+      when a session is deleted.
     """
 
     url: str
 
     def load(self, session_id: str, agent_id: str) -> Snapshot | None:
         """Return the state and active view, or ``None`` if the conversation is new."""
+        ...
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The state :meth:`load` returns, read alone (no view), or ``None`` if the conversation is new."""
         ...
 
     def commit(self, changeset: Changeset) -> int:
@@ -182,8 +198,30 @@ class LedgerStore(Protocol):
         """Agent ids that have a conversation in the session, sorted."""
         ...
 
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions ordered by most recent update first, paged."""
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions ordered by most recent update first, paged; only those of ``app`` / ``user`` when given."""
+        ...
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The app and user the session was created for, or ``None`` when the session does not exist."""
+        ...
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The key/value state of ``app`` (``user`` ``None``) or of one user of it; ``{}`` when none is stored."""
+        ...
+
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``), atomically.
+
+        Keys not in ``delta`` keep their values; concurrent merges of different keys both
+        land. ``delta`` holds JSON values (see :func:`~contextledger.checks.check_scope_delta`).
+        """
+        ...
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Remove the state of ``app`` (or of its ``user``); return whether there was any."""
         ...
 
     def delete_session(self, session_id: str) -> bool:
@@ -193,6 +231,28 @@ class LedgerStore(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def check_owner(session_id: str, stored: SessionOwner, changeset: Changeset) -> None:
+    """Refuse a changeset creating a conversation in a session that belongs to another app or user.
+
+    A changeset naming neither app nor user is always accepted (it joins the session as it is).
+
+    Raises:
+        SessionOwnerConflict: The changeset names an app or user other than the session's.
+    """
+    if changeset.app is None and changeset.user is None:
+        return
+    if (changeset.app, changeset.user) != (stored.app, stored.user):
+        raise SessionOwnerConflict(
+            f"session {session_id!r} belongs to app={stored.app!r} user={stored.user!r};"
+            f" a conversation for app={changeset.app!r} user={changeset.user!r} cannot join it"
+        )
+
+
+def owned(info_owner: SessionOwner, app: str | None, user: str | None) -> bool:
+    """Whether a session of ``info_owner`` passes the ``app`` / ``user`` filter of ``sessions()``."""
+    return (app is None or info_owner.app == app) and (user is None or info_owner.user == user)
 
 
 def check_storable(changeset: Changeset) -> None:

@@ -24,6 +24,7 @@ from contextledger.changeset import Changeset, ContentRevision
 from contextledger.encryption import SEALED, KeyProvider, Sealer, sealed_token
 from contextledger.messages import Message
 from contextledger.records import (
+    ConversationState,
     Eviction,
     Expiry,
     HistoryEntry,
@@ -32,6 +33,7 @@ from contextledger.records import (
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     Snapshot,
     SummaryEntry,
     Tombstone,
@@ -352,9 +354,47 @@ class EncryptedStore:
         """The inner agents."""
         return self.inner.agents(session_id)
 
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """The inner sessions (clear)."""
-        return self.inner.sessions(limit=limit, offset=offset)
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """The inner sessions (clear, as session ids, apps and users are)."""
+        return self.inner.sessions(limit=limit, offset=offset, app=app, user=user)
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The inner state, opened."""
+        state = self.inner.conversation_state(session_id, agent_id)
+        if state is None:
+            return None
+        return state.model_copy(
+            update={
+                "manager_state": self._open_state(session_id, agent_id, "manager_state", state.manager_state),
+                "agent_state": self._open_state(session_id, agent_id, "agent_state", state.agent_state),
+            }
+        )
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The inner owner (clear)."""
+        return self.inner.owner(session_id)
+
+    # -- apps' and users' state: each value sealed (merges stay key by key), keys clear --------
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The inner state of the app (or user), each value opened."""
+        return {
+            key: self.sealer.open_json(value, _scope_place(app, user, key))
+            if isinstance(value, str) and value.startswith("clenc1.")
+            else value
+            for key, value in self.inner.scope_state(app, user).items()
+        }
+
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Merge ``delta`` into the inner state, each value sealed."""
+        sealed = {key: self.sealer.seal_json(value, _scope_place(app, user, key)) for key, value in delta.items()}
+        self.inner.merge_scope_state(app, user, sealed)
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Delete the inner state."""
+        return self.inner.delete_scope_state(app, user)
 
     # -- capabilities ---------------------------------------------------------------------
 
@@ -383,6 +423,11 @@ class EncryptedStore:
     def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
         """Swap sealed tokens in the inner store (see :mod:`contextledger.rotation`)."""
         return resealing(self.inner).reseal(session_id, agent_id, swaps)
+
+
+def _scope_place(app: str, user: str | None, key: str) -> str:
+    """What a value of an app's (or user's) state is bound to."""
+    return "\x1f".join(("scope", app, user or "", key))
 
 
 def _allowing_sealed(fn: F) -> F:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
@@ -30,6 +32,7 @@ from contextledger.records import (
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     Snapshot,
     SummaryEntry,
     Tombstone,
@@ -37,7 +40,14 @@ from contextledger.records import (
     ViewEntry,
     utcnow,
 )
-from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, check_storable
+from contextledger.stores.base import (
+    AppendedBy,
+    EvictedCandidate,
+    assemble_evictions,
+    check_owner,
+    check_storable,
+    owned,
+)
 from contextledger.stores.capabilities import Swap, swap_in
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
@@ -46,6 +56,8 @@ from contextledger.urls import mask
 __all__ = ["MemoryStore"]
 
 logger = logging.getLogger(__name__)
+
+_NO_OWNER = SessionOwner(None, None)
 
 
 @dataclass
@@ -87,6 +99,8 @@ class MemoryStore:
         self.url = mask(url)
         self._lock = threading.RLock()
         self._data: dict[tuple[str, str], _Conversation] = {}
+        self._owners: dict[str, SessionOwner] = {}  # session id -> the app and user it was created for
+        self._scopes: dict[tuple[str, str | None], dict[str, str]] = {}  # (app, user) -> key -> JSON text
         self._expired: dict[tuple[str, str], Expiry] = {}
         self._gate = Gate(self.url)
 
@@ -220,8 +234,10 @@ class MemoryStore:
         with self._gate.call(), self._lock:
             return sorted(aid for sid, aid in self._data if sid == session_id)
 
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently updated first.
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions, most recently updated first; only those of ``app`` / ``user`` when given.
 
         Raises:
             ConfigurationError: ``limit`` or ``offset`` is negative.
@@ -231,7 +247,8 @@ class MemoryStore:
         with self._gate.call(), self._lock:
             by_session: dict[str, list[_Conversation]] = {}
             for (sid, _), conv in self._data.items():
-                by_session.setdefault(sid, []).append(conv)
+                if owned(self._owners.get(sid, _NO_OWNER), app, user):
+                    by_session.setdefault(sid, []).append(conv)
             infos = [
                 SessionInfo(
                     session_id=sid,
@@ -244,11 +261,44 @@ class MemoryStore:
                         for c in convs
                     ),
                     total_entries=sum(len(c.rows) + len(c.summaries) for c in convs),
+                    app=self._owners.get(sid, _NO_OWNER).app,
+                    user=self._owners.get(sid, _NO_OWNER).user,
                 )
                 for sid, convs in by_session.items()
             ]
             infos.sort(key=lambda i: (i.updated_at, i.session_id), reverse=True)
             return infos[offset : offset + limit]
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone, or ``None``."""
+        with self._gate.call(), self._lock:
+            conv = self._data.get((session_id, agent_id))
+            return None if conv is None else conv.state
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The app and user the session was created for, or ``None`` when it does not exist."""
+        with self._gate.call(), self._lock:
+            if not any(sid == session_id for sid, _ in self._data):
+                return None
+            return self._owners.get(session_id, _NO_OWNER)
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The state of ``app`` (or of one of its users); ``{}`` when none is stored."""
+        with self._gate.call(), self._lock:
+            stored = self._scopes.get((app, user), {})
+            return {key: json.loads(value) for key, value in stored.items()}
+
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``)."""
+        encoded = {key: json.dumps(value, allow_nan=False) for key, value in delta.items()}
+        with self._gate.call(), self._lock:
+            if encoded:
+                self._scopes.setdefault((app, user), {}).update(encoded)
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Remove the state of ``app`` (or of its ``user``); whether there was any."""
+        with self._gate.call(), self._lock:
+            return self._scopes.pop((app, user), None) is not None
 
     # -- writes --------------------------------------------------------------------------
 
@@ -296,10 +346,14 @@ class MemoryStore:
             self._check_version(conv, changeset)
             staged = _validate(conv, changeset)
             if conv is None:
-                conv = _Conversation(
-                    state=ConversationState(session_id=changeset.session_id, agent_id=changeset.agent_id)
-                )
+                session = changeset.session_id
+                exists = any(sid == session for sid, _ in self._data)
+                if exists:
+                    check_owner(session, self._owners.get(session, _NO_OWNER), changeset)
+                conv = _Conversation(state=ConversationState(session_id=session, agent_id=changeset.agent_id))
                 self._data[key] = conv
+                if not exists and (changeset.app is not None or changeset.user is not None):
+                    self._owners[session] = SessionOwner(changeset.app, changeset.user)
             _apply(conv, changeset, staged)
             logger.debug(
                 "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset",
@@ -397,6 +451,7 @@ class MemoryStore:
             keys = [k for k in self._data if k[0] == session_id]
             for k in keys:
                 del self._data[k]
+            self._owners.pop(session_id, None)
             for k in [k for k in self._expired if k[0] == session_id]:
                 del self._expired[k]
             return bool(keys)
@@ -438,6 +493,7 @@ class MemoryStore:
                 )
                 self._expired[key] = expiry
                 expiries.append(expiry)
+            self._owners.pop(session_id, None)  # the session is gone whole: so is who it belonged to
             return expiries
 
     def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:

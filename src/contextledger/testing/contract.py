@@ -24,6 +24,7 @@ from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.lineage import ExpiryContract, LineageContract
+from contextledger.testing.owners import OwnersContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.transfer import TransferContract
 from contextledger.testing.travel import TimeTravelContract
@@ -71,6 +72,7 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
 
 
 class StoreContract(
+    OwnersContract,
     EncryptionContract,
     LineageContract,
     ExpiryContract,

@@ -76,7 +76,13 @@ def session_infos(client: RedisClient, prefix: str, session_ids: list[str]) -> l
     pipe = client.pipeline(transaction=False)
     for sid in session_ids:
         pipe.smembers(SessionKeys.of(prefix, sid).agents)
-    agent_sets = pipe.execute()
+        pipe.hmget(SessionKeys.of(prefix, sid).owner, ["app", "user"])
+    replies = pipe.execute()
+    agent_sets = replies[0::2]
+    owners = {
+        sid: (None if app is None else text(app), None if user is None else text(user))
+        for sid, (app, user) in zip(session_ids, replies[1::2], strict=True)
+    }
     pairs = [
         (sid, aid)
         for sid, members in zip(session_ids, agent_sets, strict=True)
@@ -116,6 +122,8 @@ def session_infos(client: RedisClient, prefix: str, session_ids: list[str]) -> l
             active_entries=sum(c[3] for c in convs),
             total_entries=sum(c[4] for c in convs),
             damaged=tuple(c[0] for c in convs if c[5]),
+            app=owners[sid][0],
+            user=owners[sid][1],
         )
         for sid in session_ids
         if (convs := by_session.get(sid))

@@ -44,9 +44,19 @@ Beside a session (same hash tag as its agent set):
   :class:`~contextledger.records.Expiry` of a conversation removed by ``expire``.
 * ``{<prefix>:<session>}:deleted`` -- with a ttl: set by ``delete_session`` (expiring
   with the ttl), so a writer of a deleted conversation is told it was deleted, not expired.
+* ``{<prefix>:<session>}:owner`` -- hash: ``app`` and ``user`` of the session (a field
+  is absent when not named); see :mod:`contextledger.stores.redis.owners`.
 
 Lineage links live in a conversation's ``mut`` hash as ``l|<link key>`` fields (JSON),
 beside its tombstones, so they expire and go with the conversation.
+
+Apps and users:
+
+* ``<prefix>:app:<app>``, ``<prefix>:app:<app>:user:<user>``, ``<prefix>:user:<user>``
+  -- sets of the session ids of an app, of one user of an app, of a user (in any app,
+  or in none).
+* ``<prefix>:scope:<app>`` / ``<prefix>:scope:<app>:<user>`` -- hash: the state of an
+  app / of one of its users, key -> JSON text.
 """
 
 from __future__ import annotations
@@ -162,12 +172,13 @@ class ConversationKeys:
 
 @dataclass(frozen=True)
 class SessionKeys:
-    """The index keys a session is listed under (on a single server; see :meth:`slot_index`)."""
+    """The index keys a session is listed under (on a single server; see :meth:`slot_index`), and its owner."""
 
     agents: str
     sessions: str
     expired: str
     deleted: str
+    owner: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str) -> SessionKeys:
@@ -178,7 +189,23 @@ class SessionKeys:
             sessions=cls.index(prefix),
             expired=f"{stem}:expired",
             deleted=f"{stem}:deleted",
+            owner=f"{stem}:owner",
         )
+
+    @staticmethod
+    def owned(prefix: str, app: str | None, user: str | None) -> str:
+        """The set of the session ids of ``app`` (and ``user``), or of ``user`` alone; at least one is named."""
+        if app is None:
+            return f"{prefix}:user:{encode_id(user or '')}"
+        if user is None:
+            return f"{prefix}:app:{encode_id(app)}"
+        return f"{prefix}:app:{encode_id(app)}:user:{encode_id(user)}"
+
+    @staticmethod
+    def scope(prefix: str, app: str, user: str | None) -> str:
+        """The hash of the state of ``app`` (``user`` ``None``) or of one of its users."""
+        stem = f"{prefix}:scope:{encode_id(app)}"
+        return stem if user is None else f"{stem}:{encode_id(user)}"
 
     @staticmethod
     def index(prefix: str) -> str:

@@ -27,10 +27,11 @@ ERROR_PREFIXES = ("CLCONFLICT", "CLDELETED", "CLDUPLICATE", "CLNOTFOUND", "CLWRO
 
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev cs pins [sessions [agents]]
+-- KEYS: state msg content mut active sum red rev cs pins [sessions [agents [owner]]]
 --   sessions: the sorted set listing the session by last update -- the global one on a
 --   single server, on Cluster the one of the conversation's slot; agents: the session's
---   agent set, only on a single server (on Cluster it lives in another slot)
+--   agent set, owner: the hash naming its app and user, both only on a single server (on
+--   Cluster they live in another slot); the script only refreshes the owner's ttl
 -- ARGV: 1 expected_version  2 now (ISO)  3 now (epoch us)  4 session_id  5 agent_id
 --   6 reduction_id  7 model_call_count  8 next_seq  9 manager_state  10 agent_state
 --   ('' = keep the stored value)  11 #appends  12 #evict  13 #pins  14 #revisions
@@ -54,7 +55,7 @@ local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_P
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local LOG_SIZE = __LOG_SIZE__
 
-local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'set'}
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'set', 'hash'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -221,6 +222,7 @@ if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[5]) end
 if ttl > 0 then
   for i = 1, 10 do redis.call('PEXPIRE', KEYS[i], ttl) end
   if #KEYS >= 12 then redis.call('PEXPIRE', KEYS[12], ttl) end
+  if #KEYS >= 13 then redis.call('PEXPIRE', KEYS[13], ttl) end
   if #KEYS >= 11 then
     redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
     redis.call('PEXPIRE', KEYS[11], ttl)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,10 +33,12 @@ from contextledger.errors import (
 )
 from contextledger.messages import Message
 from contextledger.records import (
+    ConversationState,
     Expiry,
     HistoryEntry,
     LineageLink,
     SessionInfo,
+    SessionOwner,
     Snapshot,
     SummaryEntry,
     Tombstone,
@@ -43,11 +46,11 @@ from contextledger.records import (
     utcnow,
     view_entry,
 )
-from contextledger.stores.base import AppendedBy
+from contextledger.stores.base import AppendedBy, owned
 from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, lineage, scripts, transfer, travel
+from contextledger.stores.redis import erasure, lineage, owners, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
     commit_args,
     decode_state,
@@ -62,6 +65,7 @@ from contextledger.stores.redis.connect import UNAVAILABLE, RedisClient, connect
 from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.index import most_recent, relist_recreated, session_infos
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
+from contextledger.stores.redis.owners import read_owners
 from contextledger.stores.redis.queries import RedisQueries
 from contextledger.trusted import trusted
 from contextledger.urls import mask, parse_redis
@@ -148,6 +152,7 @@ class RedisStore(RedisQueries):
         self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._import_script: Script = client.register_script(transfer.IMPORT)
         self._align_ttl_script: Script = client.register_script(scripts.ALIGN_TTL)
+        self._claim_script: Script = client.register_script(owners.CLAIM)
         self._link_script: Script = client.register_script(lineage.LINK)
         self._expire_script: Script = client.register_script(lineage.EXPIRE)
         self._reseal_script: Script = client.register_script(lineage.RESEAL)
@@ -369,12 +374,15 @@ class RedisStore(RedisQueries):
             exists = pipe.execute()
         return [aid for aid, found in zip(candidates, exists, strict=True) if found]
 
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently updated first, paged.
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions, most recently updated first, paged; only those of ``app`` / ``user`` when given.
 
         On a single server this reads about ``offset + limit`` sessions of the index; on
         Cluster it merges the indexes of every slot in use, reading from each only as far
-        as its sessions can still rank among the first ``offset + limit``.
+        as its sessions can still rank among the first ``offset + limit``. Filtered by app
+        or user it reads the sessions of the set that lists them (every one of them).
 
         Raises:
             ConfigurationError: ``limit`` or ``offset`` is negative.
@@ -384,6 +392,8 @@ class RedisStore(RedisQueries):
         wanted = offset + limit
         if wanted == 0:
             return []
+        if app is not None or user is not None:
+            return self._owned_sessions(app, user)[offset:wanted]
         with self._driver("sessions"):
             if self._cluster:
                 slots = cast(set[bytes], self._client.smembers(SessionKeys.slots(self.key_prefix)))
@@ -400,6 +410,53 @@ class RedisStore(RedisQueries):
                     break
                 depth += wanted - len(found)
         return found[offset:wanted]
+
+    def _owned_sessions(self, app: str | None, user: str | None) -> list[SessionInfo]:
+        """Every session of ``app`` / ``user``, most recently updated first (checked against their owner)."""
+        with self._driver("sessions"):
+            listed = sorted(
+                text(m) for m in cast(set[bytes], self._client.smembers(SessionKeys.owned(self.key_prefix, app, user)))
+            )
+            found = session_infos(self._client, self.key_prefix, listed) if listed else []
+        found = [i for i in found if owned(SessionOwner(i.app, i.user), app, user)]
+        return sorted(found, key=lambda i: (i.updated_at, i.session_id), reverse=True)
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone (one ``HGETALL``, no view), or ``None``."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("conversation_state"):
+            raw = cast(dict[bytes, bytes], self._client.hgetall(keys.state))
+        if not raw:
+            return None
+        return decode_state(session_id, agent_id, {text(k): v for k, v in raw.items()}, keys.state)
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The app and user the session was created for, or ``None`` when it does not exist."""
+        if not self.agents(session_id):
+            return None
+        with self._driver("owner"):
+            (found,) = read_owners(self._client, self.key_prefix, [session_id])
+        return found
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The state of ``app`` (or of one of its users); ``{}`` when none is stored."""
+        key = SessionKeys.scope(self.key_prefix, app, user)
+        with self._driver("scope_state"):
+            raw = cast(dict[bytes, bytes], self._client.hgetall(key))
+        return owners.scope_state(raw, key)
+
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``): one ``HSET``."""
+        if not delta:
+            return
+        mapping: dict[Any, Any] = {key: json.dumps(value, allow_nan=False) for key, value in delta.items()}
+        with self._driver("merge_scope_state"):
+            self._client.hset(SessionKeys.scope(self.key_prefix, app, user), mapping=mapping)
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Remove the state of ``app`` (or of its ``user``); whether there was any."""
+        with self._driver("delete_scope_state"):
+            return bool(int(self._client.delete(SessionKeys.scope(self.key_prefix, app, user))))
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -453,8 +510,10 @@ class RedisStore(RedisQueries):
 
     def _send_script(self, cs: Changeset, keys: ConversationKeys, index: SessionKeys, args: list[str]) -> int:
         with self._driver("commit"):
+            if cs.expected_version == 0 and (cs.app is not None or cs.user is not None):
+                self._claim(cs, index)
             if not self._cluster:
-                version = self._run_commit(cs, [*keys.all, index.sessions, index.agents], args)
+                version = self._run_commit(cs, [*keys.all, index.sessions, index.agents, index.owner], args)
             else:
                 slot_index = SessionKeys.slot_index(self.key_prefix, keys.slot)
                 if cs.expected_version == 0:
@@ -468,6 +527,7 @@ class RedisStore(RedisQueries):
                 pipe.sadd(index.agents, cs.agent_id)
                 if self.ttl_ms:
                     pipe.pexpire(index.agents, self.ttl_ms)
+                    pipe.pexpire(index.owner, self.ttl_ms)
                     # the set of slots with an index expires with the last write too
                     slots = SessionKeys.slots(self.key_prefix)
                     pipe.sadd(slots, keys.slot)
@@ -508,6 +568,21 @@ class RedisStore(RedisQueries):
                 raise StoreError(f"cannot commit to {cs.session_id}/{cs.agent_id}: {detail}") from exc
             raise
 
+    def _claim(self, cs: Changeset, index: SessionKeys) -> None:
+        """Before the commit creating a conversation that names an owner: claim the session, list it.
+
+        Raises:
+            SessionOwnerConflict: The session belongs to another app or user.
+        """
+        reply = self._claim_script(keys=[index.owner, index.agents], args=owners.claim_args(cs))
+        owner = owners.check_claim(cs, reply)
+        sets = owners.index_sets(self.key_prefix, owner)
+        if sets:
+            pipe = self._client.pipeline(transaction=False)
+            for key in sets:
+                pipe.sadd(key, cs.session_id)
+            pipe.execute()
+
     def _register(self, cs: Changeset, index: SessionKeys, slot: int) -> None:
         """On Cluster, before a conversation's first commit: list its agent and its slot's index."""
         pipe = self._client.pipeline(transaction=False)
@@ -524,6 +599,7 @@ class RedisStore(RedisQueries):
         """
         index = SessionKeys.of(self.key_prefix, session_id)
         with self._driver("delete_session"):
+            (owner,) = read_owners(self._client, self.key_prefix, [session_id])
             agents = sorted(text(a) for a in cast(set[bytes], self._client.smembers(index.agents)))
             conversations = [self._conversation(session_id, aid) for aid in agents]
             # one DEL per conversation: its keys share a slot (pipelines cannot multi-key DEL on Cluster)
@@ -536,6 +612,9 @@ class RedisStore(RedisQueries):
                 pipe.zrem(index.sessions, session_id)
             if agents:
                 pipe.srem(index.agents, *agents)
+            pipe.delete(index.owner)
+            for key in owners.index_sets(self.key_prefix, owner):
+                pipe.srem(key, session_id)
             pipe.delete(index.expired)
             if self.ttl_ms:  # so a writer still holding it is told it was deleted, not that it expired
                 pipe.set(index.deleted, "1", px=self.ttl_ms)
@@ -633,6 +712,9 @@ class RedisStore(RedisQueries):
         if out:
             gone = [e.agent_id for e in out]
             with self._driver("expire"):
+                (owner,) = (
+                    read_owners(self._client, self.key_prefix, [session_id]) if len(gone) == len(agents) else (None,)
+                )
                 pipe = self._client.pipeline(transaction=False)
                 pipe.hset(index.expired, mapping={e.agent_id: lineage.expiry_json(e) for e in out})
                 if self.ttl_ms:
@@ -644,6 +726,10 @@ class RedisStore(RedisQueries):
                             pipe.zrem(SessionKeys.slot_index(self.key_prefix, slot), session_id)
                     else:
                         pipe.zrem(index.sessions, session_id)
+                    if owner is not None:  # the session is gone whole: so is who it belonged to
+                        pipe.delete(index.owner)
+                        for key in owners.index_sets(self.key_prefix, owner):
+                            pipe.srem(key, session_id)
                 pipe.execute()
         logger.info("session_id=<%s>, agents=<%d> | expired", session_id, len(out))
         return out

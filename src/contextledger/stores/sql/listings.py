@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from contextledger.errors import ConfigurationError
 from contextledger.records import (
+    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     SummaryEntry,
     Trigger,
 )
@@ -115,13 +117,32 @@ class SQLListings:
         found: list[str] = self._listing("agents", session_id)
         return found
 
-    def sessions(self, *, limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently updated first, paged.
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions, most recently updated first, paged; only those of ``app`` / ``user`` when given.
 
         Raises:
             ConfigurationError: ``limit`` or ``offset`` is negative.
         """
         if limit < 0 or offset < 0:
             raise ConfigurationError("limit and offset must be >= 0")
-        found: list[SessionInfo] = self._listing("sessions", limit=limit, offset=offset, snapshot=True)
+        found: list[SessionInfo] = self._listing(
+            "sessions", limit=limit, offset=offset, app=app, user=user, snapshot=True
+        )
+        return found
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone (one indexed read, no view), or ``None``."""
+        found: ConversationState | None = self._listing("conversation_state", session_id, agent_id)
+        return found
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The app and user the session was created for, or ``None`` when it does not exist."""
+        found: SessionOwner | None = self._listing("owner", session_id)
+        return found
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The state of ``app`` (or of one of its users); ``{}`` when none is stored."""
+        found: dict[str, Any] = self._listing("scope_state", app, user)
         return found

@@ -49,6 +49,7 @@ __all__ = [
     "PinEventRow",
     "ReductionRow",
     "RevisionRow",
+    "ScopeStateRow",
     "SessionRow",
     "SummaryRow",
     "SummarySourceRow",
@@ -121,12 +122,33 @@ class Base(DeclarativeBase):
 
 
 class SessionRow(Base):
-    """A session: the root every row of it cascades from on delete."""
+    """A session: the root every row of it cascades from on delete, and the app and user it belongs to."""
 
     __tablename__ = "cl_sessions"
+    __table_args__ = (Index("ix_cl_sessions_app_user_id", "app", "user_id"),)
 
     session_id: Mapped[str] = mapped_column(_ID, primary_key=True)
     created_at: Mapped[datetime]
+    # Apps and users (0005): set by the commit that creates the session; NULL when not named.
+    app: Mapped[str | None] = mapped_column(_ID)
+    user_id: Mapped[str | None] = mapped_column(_ID)
+
+
+class ScopeStateRow(Base):
+    """One key of the state of an app (``user_id`` empty) or of one user of it.
+
+    A row per key, so concurrent writers of different keys never contend on one row and
+    a merge is one upsert per key. User ids are never empty (the ledger refuses them), so
+    the empty ``user_id`` names the app's own state.
+    """
+
+    __tablename__ = "cl_scope_state"
+
+    app: Mapped[str] = mapped_column(_ID, primary_key=True)
+    user_id: Mapped[str] = mapped_column(_ID, primary_key=True)
+    key: Mapped[str] = mapped_column(_ID, primary_key=True)
+    value: Mapped[Any] = mapped_column(_json(), nullable=True)  # a JSON null is stored as SQL NULL
+    updated_at: Mapped[datetime]
 
 
 class ConversationRow(Base):

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     and_,
     cast,
+    exists,
     func,
     literal_column,
     null,
@@ -28,12 +29,14 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from contextledger.records import (
+    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     Snapshot,
     SummaryEntry,
     Trigger,
@@ -47,19 +50,24 @@ from contextledger.stores.sql.models import (
     PinEventRow,
     ReductionRow,
     RevisionRow,
+    ScopeStateRow,
+    SessionRow,
     SummaryRow,
     SummarySourceRow,
 )
 
 __all__ = [
     "agents",
+    "conversation_state",
     "entries",
     "evictions",
     "history",
     "load",
+    "owner",
     "pin_history",
     "reductions",
     "revisions",
+    "scope_state",
     "sessions",
     "summaries",
 ]
@@ -89,6 +97,12 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
     return window.snapshot(
         row._mapping, messages, summaries, session_id=session_id, agent_id=agent_id, loads=loads, escaped=escaped
     )
+
+
+def conversation_state(conn: Connection, session_id: str, agent_id: str) -> ConversationState | None:
+    """The conversation's state alone (one indexed read), or ``None``."""
+    row = conn.execute(window.statements().state, {"session_id": session_id, "agent_id": agent_id}).first()
+    return None if row is None else window.state_of(row._mapping, session_id, agent_id)
 
 
 def _json_text_decoding(conn: Connection) -> tuple[Callable[[Any], Any], Callable[[str], bool] | None]:
@@ -315,20 +329,30 @@ def agents(conn: Connection, session_id: str) -> list[str]:
     )
 
 
-def sessions(conn: Connection, *, limit: int, offset: int) -> list[SessionInfo]:
-    """One page of sessions, most recently updated first (two queries per page)."""
+def sessions(
+    conn: Connection, *, limit: int, offset: int, app: str | None = None, user: str | None = None
+) -> list[SessionInfo]:
+    """One page of sessions (of ``app`` / ``user`` when given), most recently updated first (two queries per page)."""
     updated = func.max(ConversationRow.updated_at)
-    page = conn.execute(
+    stmt = (
         select(
             ConversationRow.session_id,
             func.min(ConversationRow.created_at).label("created_at"),
             updated.label("updated_at"),
+            SessionRow.app,
+            SessionRow.user_id,
         )
-        .group_by(ConversationRow.session_id)
+        .join(SessionRow, SessionRow.session_id == ConversationRow.session_id)
+        .group_by(ConversationRow.session_id, SessionRow.app, SessionRow.user_id)
         .order_by(updated.desc(), ConversationRow.session_id.desc())
         .limit(limit)
         .offset(offset)
-    ).all()
+    )
+    if app is not None:
+        stmt = stmt.where(SessionRow.app == app)
+    if user is not None:
+        stmt = stmt.where(SessionRow.user_id == user)
+    page = conn.execute(stmt).all()
     if not page:
         return []
 
@@ -349,6 +373,26 @@ def sessions(conn: Connection, *, limit: int, offset: int) -> list[SessionInfo]:
         .order_by(ConversationRow.session_id, ConversationRow.agent_id)
     )
     return rows.session_infos(page, details)
+
+
+def owner(conn: Connection, session_id: str) -> SessionOwner | None:
+    """The app and user of the session, or ``None`` when it has no conversation."""
+    found = conn.execute(
+        select(SessionRow.app, SessionRow.user_id)
+        .where(SessionRow.session_id == session_id)
+        .where(exists().where(ConversationRow.session_id == SessionRow.session_id))
+    ).first()
+    return None if found is None else SessionOwner(found.app, found.user_id)
+
+
+def scope_state(conn: Connection, app: str, user: str | None) -> dict[str, Any]:
+    """The key/value state of ``app`` (``user`` ``None``) or of one of its users."""
+    found = conn.execute(
+        select(ScopeStateRow.key, ScopeStateRow.value).where(
+            ScopeStateRow.app == app, ScopeStateRow.user_id == (user or "")
+        )
+    )
+    return {row.key: row.value for row in found}
 
 
 def pin_history(conn: Connection, session_id: str, agent_id: str | None) -> list[PinEvent]:

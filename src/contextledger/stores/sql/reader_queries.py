@@ -18,27 +18,32 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contextledger.records import (
+    ConversationState,
     Eviction,
     HistoryEntry,
     PinEvent,
     Reduction,
     Revision,
     SessionInfo,
+    SessionOwner,
     SummaryEntry,
     Trigger,
 )
-from contextledger.stores.base import AppendedBy
-from contextledger.stores.sql import rows
+from contextledger.stores.base import AppendedBy, decoding
+from contextledger.stores.sql import rows, window
 from contextledger.stores.sql.encoding import tolerant_sqlite_loads
 
 __all__ = [
     "agents",
+    "conversation_state",
     "entries",
     "evictions",
     "history",
+    "owner",
     "pin_history",
     "reductions",
     "revisions",
+    "scope_state",
     "sessions",
     "sqlite_time",
     "stored_json",
@@ -105,9 +110,16 @@ _AGENTS_SQL = (
 )
 _SESSIONS_SQL = (
     "SELECT cl_conversations.session_id, min(cl_conversations.created_at) AS created_at, "
-    "max(cl_conversations.updated_at) AS updated_at FROM cl_conversations GROUP BY cl_conversations.session_id "
+    "max(cl_conversations.updated_at) AS updated_at, cl_sessions.app, cl_sessions.user_id FROM cl_conversations "
+    "JOIN cl_sessions ON cl_sessions.session_id = cl_conversations.session_id{owner} "
+    "GROUP BY cl_conversations.session_id, cl_sessions.app, cl_sessions.user_id "
     "ORDER BY max(cl_conversations.updated_at) DESC, cl_conversations.session_id DESC LIMIT :limit OFFSET :offset"
 )
+_OWNER_SQL = (
+    "SELECT cl_sessions.app, cl_sessions.user_id FROM cl_sessions WHERE cl_sessions.session_id = :session_id "
+    "AND EXISTS (SELECT 1 FROM cl_conversations WHERE cl_conversations.session_id = cl_sessions.session_id)"
+)
+_SCOPE_SQL = 'SELECT "key", value FROM cl_scope_state WHERE app = :app AND user_id = :user'
 _COUNT = "(SELECT count(*) FROM {table} WHERE {table}.conversation_id = cl_conversations.id{active})"
 _SESSION_DETAILS_SQL = (
     "SELECT cl_conversations.session_id, cl_conversations.agent_id, "
@@ -311,16 +323,51 @@ def pin_history(conn: sqlite3.Connection, session_id: str, agent_id: str | None)
     return rows.pin_events(decoded, session_id)
 
 
+def conversation_state(conn: sqlite3.Connection, session_id: str, agent_id: str) -> ConversationState | None:
+    """The conversation's state alone (one indexed read), or ``None``."""
+    row = conn.execute(window.STATE_SQL, {"session_id": session_id, "agent_id": agent_id}).fetchone()
+    if row is None:
+        return None
+    state = dict(zip(window.STATE_COLUMNS, row, strict=True))
+    with decoding("cl_conversations", f"{session_id}/{agent_id}"):
+        for name in ("manager_state", "agent_state"):
+            state[name] = stored_json(state[name])
+        for name in ("created_at", "updated_at"):
+            state[name] = stored_time(state[name])
+    return window.state_of(state, session_id, agent_id)
+
+
+def owner(conn: sqlite3.Connection, session_id: str) -> SessionOwner | None:
+    """The app and user of the session, or ``None`` when it has no conversation."""
+    found = conn.execute(_OWNER_SQL, {"session_id": session_id}).fetchone()
+    return None if found is None else SessionOwner(found[0], found[1])
+
+
+def scope_state(conn: sqlite3.Connection, app: str, user: str | None) -> dict[str, Any]:
+    """The key/value state of ``app`` (``user`` ``None``) or of one of its users."""
+    found = conn.execute(_SCOPE_SQL, {"app": app, "user": user or ""}).fetchall()
+    return {key: stored_json(value) for key, value in found}
+
+
 def agents(conn: sqlite3.Connection, session_id: str) -> list[str]:
     """Agent ids of the session, sorted."""
     return [row[0] for row in conn.execute(_AGENTS_SQL, {"session_id": session_id}).fetchall()]
 
 
-def sessions(conn: sqlite3.Connection, *, limit: int, offset: int) -> list[SessionInfo]:
-    """One page of sessions, most recently updated first."""
+def sessions(
+    conn: sqlite3.Connection, *, limit: int, offset: int, app: str | None = None, user: str | None = None
+) -> list[SessionInfo]:
+    """One page of sessions (of ``app`` / ``user`` when given), most recently updated first."""
+    parameters: dict[str, Any] = {"limit": limit, "offset": offset, "app": app, "user": user}
+    owner = ""
+    if app is not None:
+        owner += " AND cl_sessions.app = :app"
+    if user is not None:
+        owner += " AND cl_sessions.user_id = :user"
+    found = conn.execute(_SESSIONS_SQL.format(owner=owner), parameters).fetchall()
     page = [
-        (session_id, stored_time(created), stored_time(updated))
-        for session_id, created, updated in conn.execute(_SESSIONS_SQL, {"limit": limit, "offset": offset}).fetchall()
+        (session_id, stored_time(created), stored_time(updated), app_of, user_of)
+        for session_id, created, updated, app_of, user_of in found
     ]
     if not page:
         return []

@@ -204,7 +204,7 @@ def session_infos(page: Iterable[Sequence[Any]], details: Iterable[Sequence[Any]
     """One page of sessions.
 
     Args:
-        page: ``(session_id, created_at, updated_at)`` rows, in the page's order.
+        page: ``(session_id, created_at, updated_at, app, user)`` rows, in the page's order.
         details: ``(session_id, agent_id, active, total)`` rows of the page's
             conversations, in agent order within each session.
     """
@@ -219,6 +219,8 @@ def session_infos(page: Iterable[Sequence[Any]], details: Iterable[Sequence[Any]
             updated_at=updated_at,
             active_entries=sum(d[2] for d in agents.get(session_id, [])),
             total_entries=sum(d[3] for d in agents.get(session_id, [])),
+            app=app,
+            user=user,
         )
-        for session_id, created_at, updated_at in page
+        for session_id, created_at, updated_at, app, user in page
     ]

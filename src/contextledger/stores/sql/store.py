@@ -409,6 +409,24 @@ class SQLStore(SQLListings):
             forget_expiries(conn, session_id)
             return bool(result.rowcount)
 
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``): one upsert per key, one transaction.
+
+        Raises:
+            ConfigurationError: ``app``, ``user`` or a key is longer than 255 characters.
+        """
+        from contextledger.stores.sql.scopes import merge_scope
+
+        with self._transaction(write=True) as conn:
+            merge_scope(conn, app, user, delta, utcnow())
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Remove the state of ``app`` (or of its ``user``); whether there was any."""
+        from contextledger.stores.sql.scopes import delete_scope
+
+        with self._transaction(write=True) as conn:
+            return delete_scope(conn, app, user)
+
     # -- reads ----------------------------------------------------------------------------
 
     def load(self, session_id: str, agent_id: str) -> Snapshot | None:

@@ -39,6 +39,8 @@ from sqlalchemy.exc import IntegrityError
 
 from contextledger.changeset import Changeset
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, InvalidMessage, SessionDeleted
+from contextledger.records import SessionOwner
+from contextledger.stores.base import check_owner
 from contextledger.stores.sql.models import (
     ID_LENGTH,
     ChangesetRow,
@@ -105,6 +107,8 @@ def _check_lengths(cs: Changeset) -> None:
 
     check("session_id", cs.session_id, ConfigurationError)
     check("agent_id", cs.agent_id, ConfigurationError)
+    check("app", cs.app, ConfigurationError)
+    check("user", cs.user, ConfigurationError)
     for entry in cs.appends:
         check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
     for rev in cs.revisions:
@@ -195,8 +199,15 @@ def create(conn: Connection, cs: Changeset, now: datetime) -> int | None:
     dialect = conn.dialect.name
     upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(SessionRow)
     conn.execute(
-        upsert.values(session_id=cs.session_id, created_at=now).on_conflict_do_nothing(index_elements=["session_id"])
+        upsert.values(session_id=cs.session_id, created_at=now, app=cs.app, user_id=cs.user).on_conflict_do_nothing(
+            index_elements=["session_id"]
+        )
     )
+    if cs.app is not None or cs.user is not None:  # joining a session: it must be the same app's and user's
+        stored = conn.execute(
+            select(SessionRow.app, SessionRow.user_id).where(SessionRow.session_id == cs.session_id)
+        ).one()
+        check_owner(cs.session_id, SessionOwner(stored.app, stored.user_id), cs)
     try:
         result = conn.execute(
             insert(ConversationRow).values(

@@ -36,6 +36,7 @@ __all__ = [
     "message",
     "record",
     "snapshot",
+    "state_of",
     "statements",
 ]
 
@@ -138,6 +139,11 @@ def message(message_id: str, role: Any, content: Any, meta: Any) -> Message:
     """
     with decoding("cl_entries", message_id):
         return Message.from_record({"message_id": message_id, "role": role, "content": content, "metadata": meta})
+
+
+def state_of(state: Mapping[Any, Any], session_id: str, agent_id: str) -> ConversationState:
+    """The conversation row (JSON and time columns decoded) as a record; see :func:`_state`."""
+    return _state(state, session_id, agent_id)
 
 
 def _state(state: Mapping[Any, Any], session_id: str, agent_id: str) -> ConversationState:
