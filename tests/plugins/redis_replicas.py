@@ -64,6 +64,43 @@ class ReplicatedRedis:
         process.popen.wait(timeout=10)
         logger.info("pid=<%d>, port=<%d> | killed redis-server", process.popen.pid, port)
 
+    def restart(self, port: int, *, timeout: float = 60) -> None:
+        """Start the killed node on ``port`` again, with its cluster config: it rejoins as a replica.
+
+        Returns once it is an in-sync replica (a node with no data of its own to keep).
+
+        Raises:
+            StoreUnavailable: It did not rejoin in time.
+        """
+        old = self.processes[port]
+        popen = subprocess.Popen(
+            old.popen.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.processes[port] = _Process(popen=popen, port=port, log=old.log)
+        logger.info("pid=<%d>, port=<%d> | restarted redis-server", popen.pid, port)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with self.client(port) as client:
+                    info = cast(dict[str, Any], client.info("replication"))
+                if info.get("role") == "slave" and info.get("master_link_status") == "up":
+                    return
+            except RedisError:
+                pass
+            time.sleep(0.1)
+        raise StoreUnavailable(f"the node on port {port} did not rejoin as a replica within {timeout:.0f}s")
+
+    def cut_off(self, primary: int, replica: int) -> None:
+        """Make ``replica`` fall behind ``primary``: pause it, then have the primary drop its link.
+
+        What the primary acknowledges from now on reaches no replica (a paused replica
+        would still find what was already sent in its socket buffer; a dropped link has
+        nothing). :meth:`resume` the replica afterwards.
+        """
+        self.pause(replica)
+        with self.client(primary) as client:
+            _command(client, "CLIENT", "KILL", "TYPE", "replica")
+
     def pause(self, port: int) -> None:
         """SIGSTOP the node on ``port``: it holds its connections but answers nothing."""
         self.processes[port].popen.send_signal(signal.SIGSTOP)

@@ -40,6 +40,8 @@ from redis.exceptions import (
     RedisError,
     TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contextledger.errors import ConfigurationError, StoreUnavailable
 from contextledger.urls import Durability, check_durability
@@ -128,7 +130,12 @@ def replicated_commit(
         pipe = node.pipeline(transaction=False)
         pipe.evalsha(script_sha, len(keys), *keys, *args)
         cast(Any, pipe).execute_command("WAIT", rep.replicas, rep.timeout_ms)  # redis-py leaves it untyped
-        reply, acked = pipe.execute(raise_on_error=False)
+        try:
+            reply, acked = pipe.execute(raise_on_error=False)
+        except (RedisConnectionError, RedisTimeoutError):
+            if isinstance(client, RedisCluster):
+                _refresh(client)  # the primary may be gone: the next call routes by the new topology
+            raise
         if isinstance(reply, NoScriptError) and not loaded:
             node.script_load(script_source)  # a new or restarted node: load once, send again
             loaded = True
