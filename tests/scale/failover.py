@@ -98,8 +98,8 @@ class Writer:
                 return
 
 
-def check_conversation(store: LedgerStore, session_id: str, acked: set[str]) -> int:
-    """Check one conversation after the failover; return how many acknowledged appends are missing.
+def check_conversation(store: LedgerStore, session_id: str, acked: set[str]) -> set[str]:
+    """Check one conversation after the failover; return the acknowledged appends that are missing.
 
     Proves, reading only: no entry is stored twice; every entry was appended by the writer;
     every reduction agrees with the entries it evicted and its summary (no changeset is
@@ -123,4 +123,4 @@ def check_conversation(store: LedgerStore, session_id: str, acked: set[str]) -> 
     for entry in entries:
         if entry.status == "evicted":
             assert entry.evicted_by in reductions, f"{entry.message.message_id} evicted by no reduction"
-    return len(acked - set(history))
+    return acked - set(history)

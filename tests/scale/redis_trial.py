@@ -29,9 +29,13 @@ class Trial:
         durability: The ledger's durability setting.
         lag: Seconds the replica was cut off before its primary was killed (0: it was not).
         acked: Appends acknowledged in all.
-        acked_in_lag: Appends acknowledged while the replica was cut off (a writer's one
-            commit in flight when it was cut off may count here and still have reached it).
+        acked_in_lag: Appends acknowledged from the moment the replica began to be cut
+            off until the kill (those acknowledged in the first moments of cutting off may
+            still have reached it).
         lost: Acknowledged appends missing after the failover.
+        lost_before_cut: Of those, the ones acknowledged before the replica was cut off
+            (or before the kill, without a lag): a replica that kept up has them, so this
+            must be 0.
         failover_s: Seconds from the kill until a replica owned the slot.
         recovered_s: Seconds from the kill until every writer had an acknowledgement again.
         errors: Typed errors the writers met, by class name.
@@ -43,6 +47,7 @@ class Trial:
     acked: int
     acked_in_lag: int
     lost: int
+    lost_before_cut: int
     failover_s: float
     recovered_s: float
     errors: dict[str, int]
@@ -89,10 +94,9 @@ def run_trial(
         for writer in crew:
             writer.start()
         _wait(lambda: all(len(w.acked) >= before for w in crew), deadline, "writes before the kill")
+        cut_at = time.monotonic()
         if lag:
             deployment.cut_off(target, replica)
-        paused_at = time.monotonic()
-        if lag:
             time.sleep(lag)
         killed_at = time.monotonic()
         deployment.kill(target)
@@ -110,7 +114,7 @@ def run_trial(
         _wait(lambda: all(w.acked_since(settled) >= after for w in crew), deadline, "writes after the failover")
         for writer in crew:
             writer.join()
-        lost = sum(check_conversation(ledger.store, w.session_id, set(w.acked)) for w in crew)
+        missing = {i: w.acked[i] for w in crew for i in check_conversation(ledger.store, w.session_id, set(w.acked))}
         errors: Counter[str] = Counter()
         for writer in crew:
             errors.update(writer.errors)
@@ -118,8 +122,9 @@ def run_trial(
             durability=durability,
             lag=lag,
             acked=sum(len(w.acked) for w in crew),
-            acked_in_lag=sum(1 for w in crew for at in w.acked.values() if paused_at < at <= killed_at) if lag else 0,
-            lost=lost,
+            acked_in_lag=sum(1 for w in crew for at in w.acked.values() if cut_at < at <= killed_at) if lag else 0,
+            lost=len(missing),
+            lost_before_cut=sum(1 for at in missing.values() if at <= cut_at),
             failover_s=round(failover_s, 2),
             recovered_s=round(recovered_s, 2),
             errors=dict(errors),
