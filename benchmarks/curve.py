@@ -8,7 +8,8 @@ For each engine and K, K worker processes (forked, started together at a barrier
 one-message turns for ``--seconds`` through ``Ledger.connect`` -- on *many* conversations
 (each process its own ten) and on *one* conversation shared by all. Reported: appends/s
 (acknowledged appends over the wall time of the window), the workers' CPU seconds and
-the server processes' CPU seconds (from ``/proc``, the server's whole process tree), the
+the server processes' CPU seconds in the window (from ``/proc``, the server's whole process
+tree), the CPU milliseconds one append costs (both together), the
 load average before and after, and on *one* the rate of ``ConcurrencyConflict`` escaping
 the Conversation's retries (escapes / attempts).
 
@@ -136,6 +137,7 @@ def _appender(url: str, options: dict[str, Any], sessions: list[str], seconds: f
         conversations = [ledger.conversation(s) for s in sessions]
         tag = uuid.uuid4().hex[:8]
         barrier.wait()
+        started = os.times()  # the window only: not the imports, the connection or the first reads
         deadline = time.monotonic() + seconds
         i = 0
         while time.monotonic() < deadline:
@@ -152,13 +154,15 @@ def _appender(url: str, options: dict[str, Any], sessions: list[str], seconds: f
                     break
             acked += 1
             i += 1
-    times = os.times()
-    out.put({"acked": acked, "escaped": escaped, "attempts": attempts, "cpu": times.user + times.system})
+        ended = os.times()
+    cpu = (ended.user - started.user) + (ended.system - started.system)
+    out.put({"acked": acked, "escaped": escaped, "attempts": attempts, "cpu": cpu})
 
 
 def _run_processes(
-    target: Callable[..., None], args_of: Callable[[int], tuple[Any, ...]], processes: int
-) -> tuple[list[dict[str, Any]], float]:
+    target: Callable[..., None], args_of: Callable[[int], tuple[Any, ...]], processes: int, servers: tuple[int, ...]
+) -> tuple[list[dict[str, Any]], float, float]:
+    """Start ``processes`` workers together; their results, the wall time and the servers' CPU seconds meanwhile."""
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(processes + 1)
     out = context.Queue()
@@ -167,11 +171,13 @@ def _run_processes(
         proc.start()
     barrier.wait(timeout=120)
     started = time.perf_counter()
+    server_before = _tree_cpu(servers)
     results = [out.get(timeout=600) for _ in procs]
     wall = time.perf_counter() - started
+    server_cpu = _tree_cpu(servers) - server_before
     for proc in procs:
         proc.join(timeout=60)
-    return results, wall
+    return results, wall, server_cpu
 
 
 def curve_cell(eng: Engine, processes: int, mode: str, seconds: float) -> dict[str, Any]:
@@ -182,9 +188,9 @@ def curve_cell(eng: Engine, processes: int, mode: str, seconds: float) -> dict[s
         return [f"{run}-one"] if mode == "one" else [f"{run}-p{k}-c{c}" for c in range(10)]
 
     load_before = os.getloadavg()[0]
-    server_before = _tree_cpu(eng.pids)
-    results, wall = _run_processes(_appender, lambda k: (eng.url, eng.options, sessions(k), seconds), processes)
-    server_cpu = _tree_cpu(eng.pids) - server_before
+    results, wall, server_cpu = _run_processes(
+        _appender, lambda k: (eng.url, eng.options, sessions(k), seconds), processes, eng.pids
+    )
     acked = sum(r["acked"] for r in results)
     attempts = sum(r["attempts"] for r in results)
     escaped = sum(r["escaped"] for r in results)
@@ -198,6 +204,8 @@ def curve_cell(eng: Engine, processes: int, mode: str, seconds: float) -> dict[s
         "client_cpu_s": round(sum(r["cpu"] for r in results), 2),
         "server_cpu_s": round(server_cpu, 2),
         "escaped_pct": round(100 * escaped / attempts, 2) if attempts else 0.0,
+        # what an append costs in CPU, client and server together: the figure the load does not change much
+        "cpu_ms_per_append": round(1000 * (sum(r["cpu"] for r in results) + server_cpu) / acked, 2) if acked else None,
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
     }
@@ -227,7 +235,9 @@ def _counted_appender(
 def conflict_trial(eng: Engine, writers: int, appends: int) -> dict[str, Any]:
     """``writers`` processes x ``appends`` appends to one new conversation; the escaped-conflict rate."""
     session = f"conflicts-{uuid.uuid4().hex[:8]}"
-    results, wall = _run_processes(_counted_appender, lambda k: (eng.url, eng.options, session, k, appends), writers)
+    results, wall, _ = _run_processes(
+        _counted_appender, lambda k: (eng.url, eng.options, session, k, appends), writers, eng.pids
+    )
     with Ledger.connect(eng.url, **eng.options) as ledger:
         stored = len(ledger.history(session))
     escaped = sum(r["escaped"] for r in results)

@@ -98,3 +98,32 @@ def test_the_url_option_reaches_the_store_and_not_the_driver(pair: ReplicatedRed
         assert ledger.store.durability == "replicated"  # type: ignore[attr-defined]
         assert "durability=replicated" in ledger.url or ledger.url.startswith("redis://")
         ledger.conversation("s").append(_message(1))
+
+
+def test_a_replicated_append_is_the_script_and_wait_on_one_connection(pair: ReplicatedRedis) -> None:
+    from tests.redis.test_hot_path import monitored
+
+    with Ledger.connect(pair.url, key_prefix="hot", durability="replicated") as ledger:
+        conversation = ledger.conversation("s")
+        conversation.append(_message(1))  # creates the conversation, loads the script
+        with monitored(pair.url) as seen:
+            conversation.append(_message(2))
+    from_client = [
+        (f"{c['client_address']}:{c['client_port']}", c["command"].split(" ", 1)[0].upper())
+        for c in seen
+        if c["client_type"] != "lua"
+    ]
+    assert [command for _, command in from_client] == ["EVALSHA", "WAIT"]
+    assert len({peer for peer, _ in from_client}) == 1  # WAIT counts the writes of its own connection
+
+
+def test_the_async_api_refuses_replicated_durability(pair: ReplicatedRedis) -> None:
+    import asyncio
+
+    from contextledger.aio import AsyncLedger
+
+    async def connect() -> None:
+        await AsyncLedger.connect(pair.url, durability="replicated")
+
+    with pytest.raises(ConfigurationError, match="sync client"):
+        asyncio.run(connect())
