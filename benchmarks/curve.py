@@ -216,11 +216,18 @@ def curve_cell(eng: Engine, processes: int, mode: str, seconds: float) -> dict[s
 
 
 def _counted_appender(
-    url: str, options: dict[str, Any], session: str, writer: int, appends: int, barrier: Any, out: Any
+    url: str,
+    options: dict[str, Any],
+    session: str,
+    writer: int,
+    appends: int,
+    retries: int | None,
+    barrier: Any,
+    out: Any,
 ) -> None:
     escaped = attempts = 0
     with Ledger.connect(url, **options) as ledger:
-        conversation = ledger.conversation(session)
+        conversation = ledger.conversation(session, **({} if retries is None else {"max_retries": retries}))
         warm = uuid.uuid4().hex[:8]
         ledger.conversation(f"warm-{warm}").append(Message.user("warm up", message_id=f"{warm}-warm"))
         barrier.wait()
@@ -238,11 +245,14 @@ def _counted_appender(
     out.put({"escaped": escaped, "attempts": attempts})
 
 
-def conflict_trial(eng: Engine, writers: int, appends: int) -> dict[str, Any]:
-    """``writers`` processes x ``appends`` appends to one new conversation; the escaped-conflict rate."""
+def conflict_trial(eng: Engine, writers: int, appends: int, retries: int | None = None) -> dict[str, Any]:
+    """``writers`` processes x ``appends`` appends to one new conversation; the escaped-conflict rate.
+
+    ``retries``: the conversations' ``max_retries`` (``None``: the library's default).
+    """
     session = f"conflicts-{uuid.uuid4().hex[:8]}"
     results, wall, _ = _run_processes(
-        _counted_appender, lambda k: (eng.url, eng.options, session, k, appends), writers, eng.pids
+        _counted_appender, lambda k: (eng.url, eng.options, session, k, appends, retries), writers, eng.pids
     )
     with Ledger.connect(eng.url, **eng.options) as ledger:
         stored = len(ledger.history(session))
@@ -251,6 +261,7 @@ def conflict_trial(eng: Engine, writers: int, appends: int) -> dict[str, Any]:
     assert stored == writers * appends, f"{stored} entries stored for {writers * appends} appends"
     return {
         "engine": eng.name,
+        "max_retries": MAX_RETRIES if retries is None else retries,
         "writers": writers,
         "appends": writers * appends,
         "escaped": escaped,
@@ -271,6 +282,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conflict-writers", type=int, default=8)
     parser.add_argument("--conflict-appends", type=int, default=200)
     parser.add_argument("--conflict-trials", type=int, default=2)
+    parser.add_argument(
+        "--conflict-retries",
+        default="",
+        help="comma-separated max_retries to compare, interleaved trial by trial (default: the library's)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="append the figures as JSON lines to this file")
     args = parser.parse_args(argv)
     import contextledger
@@ -290,10 +306,12 @@ def main(argv: list[str] | None = None) -> None:
                         row = curve_cell(eng, k, mode, args.seconds)
                         rows.append(row)
                         print(json.dumps(row), flush=True)
+            policies = [int(r) for r in args.conflict_retries.split(",") if r] or [None]
             for _ in range(args.conflict_trials):
-                row = conflict_trial(eng, args.conflict_writers, args.conflict_appends)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for retries in policies:
+                    row = conflict_trial(eng, args.conflict_writers, args.conflict_appends, retries)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     if args.out is not None:
         with args.out.open("a") as out:
             for row in rows:
