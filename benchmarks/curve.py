@@ -227,7 +227,7 @@ def _counted_appender(
 ) -> None:
     escaped = attempts = 0
     with Ledger.connect(url, **options) as ledger:
-        conversation = ledger.conversation(session, **({} if retries is None else {"max_retries": retries}))
+        conversation = ledger.conversation(session, max_retries=MAX_RETRIES if retries is None else retries)
         warm = uuid.uuid4().hex[:8]
         ledger.conversation(f"warm-{warm}").append(Message.user("warm up", message_id=f"{warm}-warm"))
         barrier.wait()
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
                         row = curve_cell(eng, k, mode, args.seconds)
                         rows.append(row)
                         print(json.dumps(row), flush=True)
-            policies = [int(r) for r in args.conflict_retries.split(",") if r] or [None]
+            policies: list[int | None] = [int(r) for r in args.conflict_retries.split(",") if r] or [None]
             for _ in range(args.conflict_trials):
                 for retries in policies:
                     row = conflict_trial(eng, args.conflict_writers, args.conflict_appends, retries)

@@ -66,8 +66,8 @@ def partitions_of(conn: Connection) -> list[str]:
     return [str(name) for (name,) in rows]
 
 
-def _statements(partitions: int) -> list[str]:
-    """The DDL that turns ``cl_entries`` into a hash-partitioned table, in order."""
+def _statements(partitions: int, sequence: str) -> list[str]:
+    """The DDL that turns ``cl_entries`` into a hash-partitioned table, in order (``sequence``: its id's)."""
     out = [
         # Nothing may write the table while it is rebuilt (the lock is held until commit).
         "LOCK TABLE cl_entries IN ACCESS EXCLUSIVE MODE",
@@ -95,7 +95,7 @@ def _statements(partitions: int) -> list[str]:
     out += [
         "INSERT INTO cl_entries SELECT * FROM cl_entries_unpartitioned",
         # the id sequence now belongs to the new table (dropping the old one would drop it)
-        "ALTER SEQUENCE cl_entries_id_seq OWNED BY cl_entries.id",
+        f"ALTER SEQUENCE {sequence} OWNED BY cl_entries.id",
         "DROP TABLE cl_entries_unpartitioned",
         f"ALTER TABLE cl_revisions ADD CONSTRAINT {_FK_REVISIONS} FOREIGN KEY (conversation_id, message_id) "
         "REFERENCES cl_entries (conversation_id, message_id) ON DELETE CASCADE",
@@ -134,7 +134,10 @@ def partition_entries(engine: Engine, partitions: int = DEFAULT_PARTITIONS) -> b
                 return False
             if conn.execute(text("SELECT to_regclass('cl_entries')")).scalar() is None:
                 raise StoreError(f"{mask(engine.url)} has no ledger schema: run `contextledger db upgrade` first")
-            for statement in _statements(partitions):
+            sequence = conn.execute(text("SELECT pg_get_serial_sequence('cl_entries', 'id')")).scalar()
+            if sequence is None:
+                raise StoreError(f"{mask(engine.url)}: cl_entries.id draws from no sequence; not a ledger schema")
+            for statement in _statements(partitions, str(sequence)):
                 conn.execute(text(statement))
     except SQLAlchemyError as exc:
         raise translate(exc, engine.url) from exc
