@@ -147,12 +147,12 @@ def start_primary_and_standby(
 def _start_standby(
     binaries: Path, primary: PostgresServer, settings: Mapping[str, str], *, timeout: float
 ) -> PostgresServer:
-    user, _, _ = _demote()
+    user, uid, gid = _demote()
     directory = primary.directory / "standby"
     data = directory / "data"
-    subprocess.run(["mkdir", "-p", str(directory)], check=True)
-    if user is not None:
-        subprocess.run(["chown", user, str(directory)], check=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    if uid is not None and gid is not None:
+        os.chown(directory, uid, gid)
     try:
         subprocess.run(
             [
