@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from contextledger.stores.base import LedgerStore
 from contextledger.testing import StoreContract
 from tests.conftest import STORE_BACKENDS
 from tests.plugins.faults import LossyStore, lossy_backend
@@ -22,7 +23,13 @@ def lost_reply(request: pytest.FixtureRequest) -> Iterator[LossyStore]:
 
 
 class TestStoreContract(StoreContract):
-    """Runs the contract suite against every backend of the ``store`` fixture."""
+    """Runs the contract suite against every backend, and PostgreSQL with its entries table partitioned."""
+
+    @pytest.fixture(params=[*STORE_BACKENDS, "postgres_partitioned"])
+    def store(self, request: pytest.FixtureRequest) -> LedgerStore:
+        """A fresh, empty store of each backend (``<name>_store`` fixtures of the plugins)."""
+        backend: LedgerStore = request.getfixturevalue(f"{request.param}_store")
+        return backend
 
 
 def test_the_contract_without_pytest_names_the_extra() -> None:

@@ -88,6 +88,13 @@ def open_store(url: str, **options: Any) -> LedgerStore:
         if options["ttl"] is not None:
             raise ConfigurationError(f"ttl= expires conversations on Redis only; {mask(url)!r} is a {backend} ledger")
         del options["ttl"]
+    if backend != "redis" and options.get("durability", "primary") != "primary":
+        raise ConfigurationError(
+            f"durability={options['durability']!r} is a Redis option; {mask(url)!r} is a {backend} ledger "
+            "(on PostgreSQL, list a standby in the server's synchronous_standby_names)"
+        )
+    if backend != "redis":
+        options.pop("durability", None)
     scheme = scheme_of(url)
     target = _BACKENDS.get(scheme) or _BACKENDS.get(scheme.split("+", 1)[0])
     if target is None:  # a scheme urls knows but this module has no opener for
@@ -138,15 +145,18 @@ class Ledger:
 
         Options are passed to the backend (e.g. ``auto_upgrade=True`` for PostgreSQL,
         ``key_prefix="myapp"`` for Redis, ``ttl=3600`` to expire each Redis conversation
-        that many seconds after its last write), except ``encryption``: a
+        that many seconds after its last write, ``durability="replicated"`` to acknowledge
+        a Redis commit only once a replica holds it -- also ``?durability=replicated`` in
+        the URL), except ``encryption``: a
         :class:`~contextledger.encryption.Keyring` (or key provider, or a callable returning
         one) seals content, summaries and state at rest (see :mod:`contextledger.encryption`).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
-            ConfigurationError: An option is not one the backend takes (``ttl`` on a
-                backend other than Redis, or a ttl that is not positive).
+            ConfigurationError: An option is not one the backend takes (``ttl`` or
+                ``durability`` on a backend other than Redis, a ttl that is not positive,
+                an unknown durability).
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).

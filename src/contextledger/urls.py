@@ -18,20 +18,23 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import SplitResult, quote, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
-from contextledger.errors import InvalidLedgerURL
+from contextledger.errors import ConfigurationError, InvalidLedgerURL
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
 __all__ = [
     "BACKENDS",
+    "DURABILITY",
     "MASK",
     "SECRET_NAMES",
     "Backend",
+    "Durability",
     "RedisURL",
     "backend_of",
+    "check_durability",
     "is_secret_name",
     "mask",
     "mask_text",
@@ -45,6 +48,9 @@ __all__ = [
 ]
 
 Backend = Literal["memory", "sql", "redis"]
+Durability = Literal["primary", "replicated"]
+DURABILITY: tuple[Durability, ...] = ("primary", "replicated")
+"""Redis commit acknowledgements: by the primary alone (the default), or once a replica has it too."""
 
 BACKENDS: dict[str, Backend] = {
     "memory": "memory",
@@ -335,12 +341,27 @@ class RedisURL:
         cluster: Whether it names a Redis Cluster (``redis+cluster://``).
         endpoint: ``host:port`` for error messages.
         masked: The URL as given, password masked.
+        durability: The ``?durability=`` the URL names (``None`` when it names none); it
+            is the ledger's option, removed from :attr:`driver_url`.
     """
 
     driver_url: str
     cluster: bool
     endpoint: str
     masked: str
+    durability: Durability | None = None
+
+
+def check_durability(value: object) -> Durability:
+    """``value`` as a durability setting.
+
+    Raises:
+        ConfigurationError: ``value`` is not one of :data:`DURABILITY`.
+    """
+    for known in DURABILITY:
+        if value == known:
+            return known
+    raise ConfigurationError(f"durability must be one of {', '.join(map(repr, DURABILITY))}, got {value!r}")
 
 
 def parse_redis(url: str) -> RedisURL:
@@ -370,7 +391,27 @@ def parse_redis(url: str) -> RedisURL:
         )
     _check_host(parts, masked)
     endpoint = f"{_host_text(host or '127.0.0.1')}:{port or 6379}"
-    return RedisURL(driver_url=driver_url, cluster=scheme.endswith("+cluster"), endpoint=endpoint, masked=masked)
+    driver_url, durability = _take_durability(driver_url, parts)
+    return RedisURL(
+        driver_url=driver_url,
+        cluster=scheme.endswith("+cluster"),
+        endpoint=endpoint,
+        masked=masked,
+        durability=durability,
+    )
+
+
+def _take_durability(driver_url: str, parts: SplitResult) -> tuple[str, Durability | None]:
+    """Remove ``durability=`` from the query (redis-py does not know it) and check its value."""
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    named = [value for name, value in query if name == "durability"]
+    if not named:
+        return driver_url, None
+    if len(named) > 1:
+        raise ConfigurationError("the URL names durability= more than once")
+    kept = urlencode([(name, value) for name, value in query if name != "durability"])
+    base = driver_url.split("?", 1)[0].split("#", 1)[0]
+    return (f"{base}?{kept}" if kept else base), check_durability(named[0])
 
 
 def _url_problem(exc: ValueError) -> str:

@@ -37,7 +37,7 @@ def test_documented_commands_exist(invoke: Invoke) -> None:
         assert words[0] == "contextledger"
         command = words[1:3] if words[1] in {"db", "import"} else words[1:2]
         if words[1] == "db":
-            for sub in ("upgrade", "current"):
+            for sub in ("upgrade", "current", "partition"):
                 assert invoke("db", sub, "--help").exit_code == 0
             continue
         result = invoke(*command, "--help")

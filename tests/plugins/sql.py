@@ -110,6 +110,42 @@ def postgres_template(postgres_admin: Engine, postgres_url: str) -> Iterator[str
     _drop_database(postgres_admin, name)
 
 
+@pytest.fixture(scope="session")
+def postgres_partitioned_template(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
+    """A database at head whose entries table is hash-partitioned (``contextledger db partition``), once per session."""
+    from contextledger.stores.sql.engine import build_engine
+    from contextledger.stores.sql.partition import partition_entries
+
+    name = _create_database(postgres_admin)
+    url = _with_database(postgres_url, name)
+    upgrade(url)
+    engine = build_engine(parse_url(url))
+    try:
+        partition_entries(engine, partitions=8)
+    finally:
+        engine.dispose()
+    yield name
+    _drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def postgres_partitioned_url(
+    postgres_admin: Engine, postgres_url: str, postgres_partitioned_template: str
+) -> Iterator[str]:
+    """A fresh database cloned from the partitioned template."""
+    name = _create_database(postgres_admin, template=postgres_partitioned_template)
+    yield _with_database(postgres_url, name)
+    _drop_database(postgres_admin, name)
+
+
+@pytest.fixture
+def postgres_partitioned_store(postgres_partitioned_url: str) -> Iterator[SQLStore]:
+    """A store on a ledger whose entries table is partitioned by conversation."""
+    store = SQLStore.from_url(postgres_partitioned_url)
+    yield store
+    store.close()
+
+
 @pytest.fixture
 def postgres_empty_url(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
     """A fresh database without the ledger schema."""

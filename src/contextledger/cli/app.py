@@ -72,7 +72,11 @@ COMMANDS: Mapping[str, str | Subcommands] = {
     ),
     "db": Subcommands(
         "Schema migrations of a SQL ledger.",
-        {"upgrade": "contextledger.cli.db:upgrade", "current": "contextledger.cli.db:current"},
+        {
+            "upgrade": "contextledger.cli.db:upgrade",
+            "current": "contextledger.cli.db:current",
+            "partition": "contextledger.cli.db:partition",
+        },
     ),
     "import": Subcommands(
         "Load sessions into a ledger (writes; never deletes; importing twice changes nothing).\n\n"

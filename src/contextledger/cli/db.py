@@ -19,7 +19,7 @@ from contextledger.errors import InvalidLedgerURL
 from contextledger.ledger import DEFAULT_URL
 from contextledger.urls import mask
 
-__all__ = ["current", "is_sql_url", "upgrade"]
+__all__ = ["current", "is_sql_url", "partition", "upgrade"]
 
 
 def _sql() -> Any:
@@ -115,3 +115,31 @@ def _known(revision: str) -> bool:
     from contextledger.stores.sql.schema import is_known
 
     return is_known(revision)
+
+
+def partition(
+    url: UrlOption = None,
+    partitions: Annotated[int, typer.Option(min=2, max=1024, help="How many hash partitions.")] = 16,
+) -> None:
+    """Partition the entries table by a hash of the conversation (PostgreSQL; opt-in, once; it writes).
+
+    Rebuilds ``cl_entries`` in one transaction (writers wait for it); see the scaling-out
+    page of the documentation. A database already partitioned is left as it is.
+    """
+    url = resolve_url(url)
+    if not url.split("://", 1)[0].lower().startswith("postgres"):
+        raise InvalidLedgerURL(f"only a PostgreSQL ledger can be partitioned, not {mask(url)}")
+    from contextledger.stores.sql.engine import build_engine, parse_url
+    from contextledger.stores.sql.partition import partition_entries
+    from contextledger.stores.sql.schema import verify
+
+    engine = build_engine(parse_url(url), statement_timeout=None)
+    try:
+        verify(engine)
+        done = partition_entries(engine, partitions)
+    finally:
+        engine.dispose()
+    if done:
+        typer.echo(f"partitioned cl_entries into {partitions} hash partitions of the conversation")
+    else:
+        typer.echo("cl_entries is already partitioned; nothing to do")

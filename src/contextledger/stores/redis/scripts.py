@@ -50,7 +50,9 @@ COMMIT = r"""#!lua
 -- sessions last updated more than ttl ago (all their conversations have expired).
 -- Exactly once: the cs hash maps each version to the changeset that produced it; a
 -- changeset sent again after it applied (its reply was lost, or the client retried)
--- finds itself there and returns its version, writing nothing.
+-- finds itself there and returns its version, changing nothing: it only writes its own
+-- log entry again, so that the write reaches the replication stream and a WAIT that
+-- follows on this connection counts the replicas holding the original commit too.
 local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local LOG_SIZE = __LOG_SIZE__
@@ -67,6 +69,7 @@ local changeset_id = ARGV[#ARGV]
 local ttl = tonumber(ARGV[#ARGV - 1])
 local new_version = tonumber(ARGV[1]) + 1
 if redis.call('HGET', K_CS, tostring(new_version)) == changeset_id then
+  redis.call('HSET', K_CS, tostring(new_version), changeset_id)
   return new_version
 end
 local current = redis.call('HGET', K_STATE, 'version') or '0'

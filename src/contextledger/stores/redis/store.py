@@ -21,6 +21,7 @@ from redis.exceptions import (
 from contextledger.bundle import ConversationRecords, check_records
 from contextledger.changeset import Changeset
 from contextledger.errors import (
+    CommitOutcomeUnknown,
     ConcurrencyConflict,
     ConfigurationError,
     DuplicateEntry,
@@ -62,6 +63,12 @@ from contextledger.stores.redis.codec import (
     view_entry_of,
 )
 from contextledger.stores.redis.connect import UNAVAILABLE, RedisClient, connect, mask_password, one_line, translated
+from contextledger.stores.redis.durability import (
+    DEFAULT_REPLICA_TIMEOUT,
+    check_client,
+    replicated_commit,
+    replication,
+)
 from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.index import most_recent, relist_recreated, session_infos
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
@@ -112,6 +119,16 @@ class RedisStore(RedisQueries):
             expiry in the commit itself (the same script), so they expire together; a
             read does not refresh it; the sessions index forgets a session once all of
             its conversations have expired (cleaned by the next commit).
+        durability: ``"primary"`` (the default): a commit is acknowledged once the
+            primary applied it; Redis replicates asynchronously, so a failover right
+            after it may lose it. ``"replicated"``: acknowledged only once ``replicas``
+            replicas hold it too (``WAIT``, see
+            :mod:`~contextledger.stores.redis.durability`); a commit that no replica
+            acknowledged within ``replica_timeout`` seconds raises
+            :class:`~contextledger.errors.CommitOutcomeUnknown` (applied on the primary,
+            settled by the next write under its changeset id).
+        replica_timeout: Seconds a replicated commit waits for its replicas.
+        replicas: Replicas a replicated commit waits for.
     """
 
     def __init__(
@@ -121,14 +138,23 @@ class RedisStore(RedisQueries):
         key_prefix: str = "contextledger",
         url: str | None = None,
         ttl: float | timedelta | None = None,
+        durability: str = "primary",
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        replicas: int = 1,
     ) -> None:
         """Wrap ``client``; see the class docstring.
 
         Raises:
             ConfigurationError: ``client`` decodes responses, ``key_prefix`` is not usable,
-                or ``ttl`` is not a positive number of seconds or ``timedelta``.
+                ``ttl`` is not a positive number of seconds or ``timedelta``, a durability
+                option is invalid, or ``durability="replicated"`` is asked of a client that
+                is not redis-py's sync one.
         """
         self.ttl_ms = ttl_millis(ttl)
+        self._replication = replication(durability, replica_timeout, replicas)
+        if self._replication is not None:
+            check_client(client)
+        self.durability = "replicated" if self._replication else "primary"
         if getattr(client.get_encoder(), "decode_responses", False):
             raise ConfigurationError("the Redis ledger store needs a client with decode_responses=False")
         self._client = client
@@ -166,18 +192,24 @@ class RedisStore(RedisQueries):
         key_prefix: str = "contextledger",
         client_factory: Callable[[str, bool, dict[str, Any]], RedisClient] | None = None,
         ttl: float | timedelta | None = None,
+        durability: str | None = None,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
+        replicas: int = 1,
         **options: Any,
     ) -> RedisStore:
         """Connect to ``redis://``, ``rediss://`` or ``redis+cluster://host:port`` and check the server answers.
 
-        ``ttl`` expires each conversation that long after its last commit (see the class
-        docstring). Options other than ``key_prefix`` and ``ttl`` go to ``redis.Redis.from_url`` or
+        ``ttl`` expires each conversation that long after its last commit; ``durability``
+        (also ``?durability=replicated`` in the URL), ``replica_timeout`` and ``replicas``
+        say when a commit is acknowledged (see the class docstring). Options other than
+        these and ``key_prefix`` go to ``redis.Redis.from_url`` or
         ``redis.cluster.RedisCluster.from_url`` (``decode_responses`` is always off: the
         store decodes values itself so bytes stay exact).
 
         Raises:
             InvalidLedgerURL: The scheme is not a Redis one, or the path is not a database number.
-            ConfigurationError: ``key_prefix`` is empty or holds braces.
+            ConfigurationError: ``key_prefix`` is empty or holds braces; a durability option
+                is invalid, or the URL and the keyword name different durabilities.
             StoreUnavailable: The server (or no cluster node) did not answer.
 
         ``client_factory(driver_url, cluster, options)``, when given, makes the client
@@ -185,9 +217,22 @@ class RedisStore(RedisQueries):
         """
         check_prefix(key_prefix)
         ttl_millis(ttl)
+        named = parse_redis(url).durability
+        if durability is not None and named is not None and durability != named:
+            raise ConfigurationError(f"the URL names durability={named!r} but durability={durability!r} was passed")
+        chosen = durability or named or "primary"
+        replication(chosen, replica_timeout, replicas)
         client = connect(url, client_factory=client_factory, **options)
         try:
-            return cls(client, key_prefix=key_prefix, url=url, ttl=ttl)
+            return cls(
+                client,
+                key_prefix=key_prefix,
+                url=url,
+                ttl=ttl,
+                durability=chosen,
+                replica_timeout=replica_timeout,
+                replicas=replicas,
+            )
         except BaseException:
             client.close()
             raise
@@ -478,7 +523,14 @@ class RedisStore(RedisQueries):
         now = utcnow()
         args = [*commit_args(changeset, now), *tail_args(changeset, now, self.ttl_ms)]
         with self._gate.call():
-            return commit_exactly_once(changeset, lambda cs: self._send(cs, args), self._read_back)
+            return commit_exactly_once(changeset, lambda cs: self._send(cs, args), lambda cs: self._settle(cs, args))
+
+    def _settle(self, cs: Changeset, args: list[str]) -> int | None:
+        """Read a commit back; replicated, an applied one is sent again to wait for its replicas."""
+        version = self._read_back(cs)
+        if version is None or self._replication is None:
+            return version
+        return self._send(cs, args)
 
     def _read_back(self, cs: Changeset) -> int | None:
         keys = self._conversation(cs.session_id, cs.agent_id)
@@ -503,6 +555,8 @@ class RedisStore(RedisQueries):
         index = SessionKeys.of(self.key_prefix, cs.session_id)
         try:
             return self._send_script(cs, keys, index, args)
+        except CommitOutcomeUnknown:
+            raise  # applied on the primary, no replica acknowledged it: not a lost reply
         except StoreUnavailable as exc:
             # Even a refused connection may follow an attempt that was sent: redis-py
             # retries on its own and reports only the last error. Always read back.
@@ -547,8 +601,11 @@ class RedisStore(RedisQueries):
         return version
 
     def _run_commit(self, cs: Changeset, keys: list[str], args: list[str]) -> int:
+        rep = self._replication
         try:
-            return int(cast(int, self._commit_script(keys=keys, args=args)))
+            if rep is None:
+                return int(cast(int, self._commit_script(keys=keys, args=args)))
+            reply, acked = replicated_commit(self._client, self._commit_script.sha, scripts.COMMIT, keys, args, rep)
         except ResponseError as exc:
             if isinstance(exc, UNAVAILABLE):
                 raise
@@ -567,6 +624,21 @@ class RedisStore(RedisQueries):
             if code == "CLWRONGTYPE":
                 raise StoreError(f"cannot commit to {cs.session_id}/{cs.agent_id}: {detail}") from exc
             raise
+        if acked < rep.replicas:
+            logger.warning(
+                "session_id=<%s>, agent_id=<%s>, changeset_id=<%s>, acked=<%d> | no replica acknowledged the commit",
+                cs.session_id,
+                cs.agent_id,
+                cs.changeset_id,
+                acked,
+            )
+            raise CommitOutcomeUnknown(
+                f"changeset {cs.changeset_id} of {cs.session_id}/{cs.agent_id} was applied on the primary but "
+                f"{acked} of {rep.replicas} replica(s) acknowledged it within "
+                f"{rep.timeout_ms} ms; a failover now could lose it -- the next write settles it",
+                cs.changeset_id,
+            )
+        return int(reply)
 
     def _claim(self, cs: Changeset, index: SessionKeys) -> None:
         """Before the commit creating a conversation that names an owner: claim the session, list it.
