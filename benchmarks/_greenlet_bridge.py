@@ -29,7 +29,7 @@ from contextledger import Ledger
 from contextledger.stores.sql import SQLStore, encoding
 from contextledger.stores.sql import engine as ledger_engine
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
-from contextledger.urls import backend_of
+from contextledger.stores.urls import backend_of
 
 __all__ = ["call", "open_ledger"]
 

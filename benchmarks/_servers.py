@@ -39,7 +39,7 @@ from sqlalchemy.engine import make_url
 
 from contextledger import Changeset, Message, ViewEntry
 from contextledger.errors import StoreUnavailable
-from contextledger.records import Reduction
+from contextledger.model.records import Reduction
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore

@@ -51,7 +51,7 @@ from _servers import (
     versions,
 )
 from contextledger import Message, ReductionPlan
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 
 WARMUP = 10
 QUESTION = "What did the report say about the second quarter, and which figures changed since the draft? "

@@ -44,8 +44,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from contextledger import Ledger, Message  # noqa: E402
+from contextledger.core.retry import BACKOFF_CAP, MAX_RETRIES  # noqa: E402
 from contextledger.errors import ConcurrencyConflict, DuplicateEntry  # noqa: E402
-from contextledger.retry import BACKOFF_CAP, MAX_RETRIES  # noqa: E402
 
 ENGINES = ("postgres", "redis_cluster", "redis_replicated")
 POSTGRES_SETTINGS = {"fsync": "on", "synchronous_commit": "off", "full_page_writes": "on"}

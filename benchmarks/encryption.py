@@ -24,7 +24,7 @@ from pathlib import Path
 
 from contextledger import Ledger, Message
 from contextledger.encryption import Keyring, new_key
-from contextledger.rotation import rotate
+from contextledger.history.rotation import rotate
 
 
 def turn(n: int) -> list[Message]:

@@ -55,7 +55,7 @@ def run(turns: int, directory: Path) -> tuple[dict[str, Series], list[int]]:
     from strands import Agent
     from strands.session.file_session_manager import FileSessionManager
 
-    from contextledger.changeset import Changeset
+    from contextledger.core.changeset import Changeset
     from contextledger.integrations.strands import LedgerSessionManager, ScriptedModel
     from contextledger.ledger import Ledger
     from contextledger.stores.memory import MemoryStore

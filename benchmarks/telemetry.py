@@ -30,8 +30,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from contextledger import Conversation, Ledger, Message, telemetry
-from contextledger import conversation as conversation_module
-from contextledger import modelcalls as modelcalls_module
+from contextledger.conversation import conversation as conversation_module
+from contextledger.conversation import modelcalls as modelcalls_module
 from contextledger.telemetry import spans
 
 

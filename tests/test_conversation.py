@@ -10,8 +10,8 @@ from contextledger import (
     SummarizingConversationManager,
 )
 from contextledger.errors import ConfigurationError, InvalidMessage, PinError
+from contextledger.model.tokens import TokenCounter, projected_input_tokens
 from contextledger.stores.base import LedgerStore
-from contextledger.tokens import TokenCounter, projected_input_tokens
 from tests.managers.helpers import BACKENDS, assert_valid_view, backend_store, chat, model_call, overflow, tool_turn
 
 

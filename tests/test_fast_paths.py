@@ -21,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from contextledger.core.view import View
 from contextledger.errors import CorruptRecord, InvalidMessage
-from contextledger.jsonvalues import MAX_DEPTH, decode_shared
-from contextledger.messages import (
+from contextledger.model.jsonvalues import MAX_DEPTH, decode_shared
+from contextledger.model.messages import (
     FrozenDict,
     FrozenList,
     Message,
@@ -31,11 +32,10 @@ from contextledger.messages import (
     message_from_json,
     message_from_stored_content,
 )
-from contextledger.records import ConversationState, Snapshot, ViewEntry, view_entry
-from contextledger.stored import Unusual, load_frozen, load_json_text
+from contextledger.model.records import ConversationState, Snapshot, ViewEntry, view_entry
+from contextledger.model.stored import Unusual, load_frozen, load_json_text
+from contextledger.model.trusted import trusted
 from contextledger.stores.sql import encoding
-from contextledger.trusted import trusted
-from contextledger.view import View
 from tests.soak import examples
 
 json_scalars = st.one_of(

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from contextledger import Ledger, Message, ReductionPlan
+from contextledger.conversation.pins import handle_pin_message_tool
 from contextledger.errors import ConfigurationError, LedgerClosed, SessionDeleted
-from contextledger.pinning import handle_pin_message_tool
-from contextledger.records import utcnow
+from contextledger.model.records import utcnow
 from contextledger.stores.base import LedgerStore
 from tests.plugins.redis import purge
 

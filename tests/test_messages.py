@@ -8,7 +8,7 @@ import pytest
 
 from contextledger import Message
 from contextledger.errors import InvalidMessage
-from contextledger.messages import decode_blocks, encode_blocks
+from contextledger.model.messages import decode_blocks, encode_blocks
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\xff"
 PDF = b"%PDF-1.7\n\x00\x01\x02binary"

@@ -21,12 +21,12 @@ from contextledger import (
     SummarizingConversationManager,
     TurnWindowConversationManager,
 )
-from contextledger.changeset import Planned, ReductionPlan, SummaryDraft
+from contextledger.core.changeset import Planned, ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.errors import ContextWindowOverflowError, InvalidPlan, ReductionFailed
 from contextledger.managers.base import ConversationManager, ReductionRequest
-from contextledger.records import ViewEntry
+from contextledger.model.records import ViewEntry
 from contextledger.stores.base import LedgerStore
-from contextledger.view import View
 from tests.core.helpers import ScriptedManager, rule_violations
 from tests.managers.helpers import assert_valid_view, overflow
 from tests.soak import examples

@@ -9,7 +9,7 @@ from _protocol import Contender, NotApplicable, turn
 from _servers import maintain
 from contenders._files import tree_bytes
 from contextledger import Ledger, Message, ReductionPlan, SlidingWindowConversationManager
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 
 AGENT = "agent"
 LOAD_BATCH = 10_000  # messages per commit while bulk loading

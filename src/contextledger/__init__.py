@@ -16,8 +16,25 @@ __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from contextledger.aio import AsyncConversation, AsyncLedger
-    from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
-    from contextledger.conversation import Conversation, Edit
+    from contextledger.conversation.conversation import Conversation, Edit
+    from contextledger.conversation.pins import (
+        PIN_MESSAGE_TOOL_SPEC,
+        handle_pin_message_tool,
+        is_pinned,
+        pin_message,
+        unpin_message,
+    )
+    from contextledger.core.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
+    from contextledger.core.hooks import (
+        AfterInvocationEvent,
+        AfterModelCallEvent,
+        BeforeModelCallEvent,
+        HookEvent,
+        HookProvider,
+        HookRegistry,
+        MessageAddedEvent,
+    )
+    from contextledger.core.view import View
     from contextledger.errors import (
         CommitOutcomeUnknown,
         ConcurrencyConflict,
@@ -38,15 +55,6 @@ if TYPE_CHECKING:
         StoreError,
         StoreUnavailable,
     )
-    from contextledger.hooks import (
-        AfterInvocationEvent,
-        AfterModelCallEvent,
-        BeforeModelCallEvent,
-        HookEvent,
-        HookProvider,
-        HookRegistry,
-        MessageAddedEvent,
-    )
     from contextledger.ledger import DEFAULT_URL, Ledger
     from contextledger.managers import (
         DEFAULT_COMPRESSION_THRESHOLD,
@@ -60,15 +68,8 @@ if TYPE_CHECKING:
     )
     from contextledger.managers.base import ConversationManager, ManagerState, ProtectedMessages, ReductionRequest
     from contextledger.managers.summarizers import ExtractiveSummarizer, Summarizer
-    from contextledger.messages import ContentBlock, Message
-    from contextledger.pinning import (
-        PIN_MESSAGE_TOOL_SPEC,
-        handle_pin_message_tool,
-        is_pinned,
-        pin_message,
-        unpin_message,
-    )
-    from contextledger.records import (
+    from contextledger.model.messages import ContentBlock, Message
+    from contextledger.model.records import (
         ConversationState,
         Eviction,
         HistoryEntry,
@@ -81,22 +82,21 @@ if TYPE_CHECKING:
         Trigger,
         ViewEntry,
     )
+    from contextledger.model.tokens import CharTokenCounter, TokenCounter
     from contextledger.stores.base import LedgerStore
     from contextledger.stores.memory import MemoryStore
-    from contextledger.tokens import CharTokenCounter, TokenCounter
-    from contextledger.view import View
 
 # Names are imported on first use (PEP 562), so ``contextledger --version`` and the
 # inspector start without importing pydantic models, managers and stores they never touch.
 _EXPORTS: dict[str, str] = {
     "AsyncConversation": "contextledger.aio",
     "AsyncLedger": "contextledger.aio",
-    "Changeset": "contextledger.changeset",
-    "ContentRevision": "contextledger.changeset",
-    "ReductionPlan": "contextledger.changeset",
-    "SummaryDraft": "contextledger.changeset",
-    "Conversation": "contextledger.conversation",
-    "Edit": "contextledger.conversation",
+    "Changeset": "contextledger.core.changeset",
+    "ContentRevision": "contextledger.core.changeset",
+    "ReductionPlan": "contextledger.core.changeset",
+    "SummaryDraft": "contextledger.core.changeset",
+    "Conversation": "contextledger.conversation.conversation",
+    "Edit": "contextledger.conversation.conversation",
     "CommitOutcomeUnknown": "contextledger.errors",
     "ConcurrencyConflict": "contextledger.errors",
     "ConfigurationError": "contextledger.errors",
@@ -115,13 +115,13 @@ _EXPORTS: dict[str, str] = {
     "SessionNotFound": "contextledger.errors",
     "StoreError": "contextledger.errors",
     "StoreUnavailable": "contextledger.errors",
-    "AfterInvocationEvent": "contextledger.hooks",
-    "AfterModelCallEvent": "contextledger.hooks",
-    "BeforeModelCallEvent": "contextledger.hooks",
-    "HookEvent": "contextledger.hooks",
-    "HookProvider": "contextledger.hooks",
-    "HookRegistry": "contextledger.hooks",
-    "MessageAddedEvent": "contextledger.hooks",
+    "AfterInvocationEvent": "contextledger.core.hooks",
+    "AfterModelCallEvent": "contextledger.core.hooks",
+    "BeforeModelCallEvent": "contextledger.core.hooks",
+    "HookEvent": "contextledger.core.hooks",
+    "HookProvider": "contextledger.core.hooks",
+    "HookRegistry": "contextledger.core.hooks",
+    "MessageAddedEvent": "contextledger.core.hooks",
     "DEFAULT_URL": "contextledger.ledger",
     "Ledger": "contextledger.ledger",
     "DEFAULT_COMPRESSION_THRESHOLD": "contextledger.managers",
@@ -136,31 +136,31 @@ _EXPORTS: dict[str, str] = {
     "ManagerState": "contextledger.managers.base",
     "ProtectedMessages": "contextledger.managers.base",
     "ReductionRequest": "contextledger.managers.base",
-    "ContentBlock": "contextledger.messages",
-    "Message": "contextledger.messages",
-    "PIN_MESSAGE_TOOL_SPEC": "contextledger.pinning",
-    "handle_pin_message_tool": "contextledger.pinning",
-    "is_pinned": "contextledger.pinning",
-    "pin_message": "contextledger.pinning",
-    "unpin_message": "contextledger.pinning",
-    "ConversationState": "contextledger.records",
-    "Eviction": "contextledger.records",
-    "HistoryEntry": "contextledger.records",
-    "PinEvent": "contextledger.records",
-    "Reduction": "contextledger.records",
-    "Revision": "contextledger.records",
-    "SessionInfo": "contextledger.records",
-    "Snapshot": "contextledger.records",
-    "SummaryEntry": "contextledger.records",
-    "Trigger": "contextledger.records",
-    "ViewEntry": "contextledger.records",
+    "ContentBlock": "contextledger.model.messages",
+    "Message": "contextledger.model.messages",
+    "PIN_MESSAGE_TOOL_SPEC": "contextledger.conversation.pins",
+    "handle_pin_message_tool": "contextledger.conversation.pins",
+    "is_pinned": "contextledger.conversation.pins",
+    "pin_message": "contextledger.conversation.pins",
+    "unpin_message": "contextledger.conversation.pins",
+    "ConversationState": "contextledger.model.records",
+    "Eviction": "contextledger.model.records",
+    "HistoryEntry": "contextledger.model.records",
+    "PinEvent": "contextledger.model.records",
+    "Reduction": "contextledger.model.records",
+    "Revision": "contextledger.model.records",
+    "SessionInfo": "contextledger.model.records",
+    "Snapshot": "contextledger.model.records",
+    "SummaryEntry": "contextledger.model.records",
+    "Trigger": "contextledger.model.records",
+    "ViewEntry": "contextledger.model.records",
     "LedgerStore": "contextledger.stores.base",
     "MemoryStore": "contextledger.stores.memory",
     "ExtractiveSummarizer": "contextledger.managers.summarizers",
     "Summarizer": "contextledger.managers.summarizers",
-    "CharTokenCounter": "contextledger.tokens",
-    "TokenCounter": "contextledger.tokens",
-    "View": "contextledger.view",
+    "CharTokenCounter": "contextledger.model.tokens",
+    "TokenCounter": "contextledger.model.tokens",
+    "View": "contextledger.core.view",
 }
 
 

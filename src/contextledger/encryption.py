@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextledger.errors import ConfigurationError, EncryptionError, EncryptionKeyMissing
-from contextledger.jsonvalues import ContentBlock, decode_blocks, decode_shared, encode_blocks, encode_value
-from contextledger.stored import SEALED
+from contextledger.model.jsonvalues import ContentBlock, decode_blocks, decode_shared, encode_blocks, encode_value
+from contextledger.model.stored import SEALED
 
 __all__ = [
     "ENV_KEYS",

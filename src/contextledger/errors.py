@@ -196,13 +196,13 @@ class SessionExpired(SessionDeleted):
 class ErasurePending(ContextLedgerError):
     """An erasure is done in the ledger, but erased bytes may still be on disk, or copies remain elsewhere.
 
-    Raised by :meth:`~contextledger.lifecycle.Erasure.raise_if_incomplete` (the erase
+    Raised by :meth:`~contextledger.history.lifecycle.Erasure.raise_if_incomplete` (the erase
     itself returns its report): the message says what is left and what to do, e.g. a
     SQLite WAL held by another process's read transaction (run
     ``ledger.settle_erasure()`` once it ends) or a copy in another ledger.
 
     Attributes:
-        erasure: The report (a :class:`~contextledger.lifecycle.Erasure`).
+        erasure: The report (a :class:`~contextledger.history.lifecycle.Erasure`).
     """
 
     def __init__(self, message: str, *, erasure: object) -> None:

@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from contextledger.checks import check_owner, check_scope_delta
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.checks import check_owner, check_scope_delta
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
-from contextledger.records import (
+from contextledger.model.records import (
     TRIGGERS,
     Eviction,
     Expiry,
@@ -29,18 +30,17 @@ from contextledger.records import (
     Trigger,
     ViewEntry,
 )
+from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
-from contextledger.tokens import TokenCounter
-from contextledger.urls import backend_of, mask, scheme_of
-from contextledger.view import View
+from contextledger.stores.urls import backend_of, mask, scheme_of
 
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from contextledger.fork import ForkOrigin
-    from contextledger.lifecycle import Erasure
-    from contextledger.transfer import ConversationRecords, CopyReport, ImportOutcome
-    from contextledger.users import UserErasure
+    from contextledger.history.fork import ForkOrigin
+    from contextledger.history.lifecycle import Erasure
+    from contextledger.history.transfer import ConversationRecords, CopyReport, ImportOutcome
+    from contextledger.history.users import UserErasure
 
     class _HoldsStore(Protocol):
         """A ledger of either API (``Ledger``, ``AsyncLedger``): what ``copy_to`` copies into."""
@@ -168,7 +168,7 @@ class Ledger:
     def url(self) -> str:
         """The store's URL with every credential masked (userinfo password, ``?password=``, ``?token=``...).
 
-        Safe to show or log: see :func:`contextledger.urls.mask`.
+        Safe to show or log: see :func:`contextledger.stores.urls.mask`.
         """
         return self.store.url
 
@@ -300,7 +300,7 @@ class Ledger:
         """Exactly the view the model received at ``model_call`` (or the view at ``at``, or after ``reduction``).
 
         Reconstructed from the rows the ledger keeps, with no write per model call; see
-        :func:`contextledger.travel.view_at` for what it reads (the active view, reduction
+        :func:`contextledger.history.travel.view_at` for what it reads (the active view, reduction
         and pin rows, and the entries evicted after the cut -- never the whole history).
 
         Raises:
@@ -309,7 +309,7 @@ class Ledger:
             ModelCallNotFound: No model call ``model_call`` was made (calls count from 1).
             ReductionNotFound: No reduction of the conversation has the id ``reduction``.
         """
-        from contextledger.travel import view_at
+        from contextledger.history.travel import view_at
 
         return view_at(self.store, session_id, agent_id, model_call=model_call, at=at, reduction=reduction)
 
@@ -319,7 +319,7 @@ class Ledger:
         """A new session that starts from the view (and history) of ``session_id`` at model call ``at_call``.
 
         Each agent's fork is one atomic commit; the new conversation records where it came
-        from (:meth:`fork_origin`, shown by ``contextledger show``). See :mod:`contextledger.fork`.
+        from (:meth:`fork_origin`, shown by ``contextledger show``). See :mod:`contextledger.history.fork`.
 
         Args:
             session_id: The session to fork.
@@ -332,13 +332,13 @@ class Ledger:
             SessionExists: ``new_session_id`` already exists.
             ModelCallNotFound: An agent made no model call ``at_call``.
         """
-        from contextledger.fork import fork
+        from contextledger.history.fork import fork
 
         return fork(self.store, session_id, new_session_id, at_call=at_call, agent_id=agent_id)
 
     def fork_origin(self, session_id: str, agent_id: str = "default") -> ForkOrigin | None:
         """Where the conversation was forked from (its parent and every ancestor); ``None`` when it is not a fork."""
-        from contextledger.fork import fork_origin
+        from contextledger.history.fork import fork_origin
 
         return fork_origin(self.store.reductions(session_id, agent_id))
 
@@ -357,7 +357,7 @@ class Ledger:
         Raises:
             ConfigurationError: The store keeps no lineage.
         """
-        from contextledger.lineage import copies, descendants
+        from contextledger.history.lineage import copies, descendants
 
         out: list[LineageLink] = []
         for agent in [agent_id] if agent_id is not None else self.agents(session_id):
@@ -380,7 +380,7 @@ class Ledger:
         """Erase one message for good -- here, in every fork of it, and in the copies of ``also`` -- leaving tombstones.
 
         Its content, its revisions and the text of summaries covering it go; see
-        :func:`contextledger.lifecycle.erase`. The report lists the tombstones, the copies
+        :func:`contextledger.history.lifecycle.erase`. The report lists the tombstones, the copies
         in other ledgers that were not erased, and whether erased bytes may still be on
         disk (``pending``, with what to do; :meth:`settle_erasure` tries again).
 
@@ -389,7 +389,7 @@ class Ledger:
             SessionNotFound: The session (or agent) does not exist.
             EntryNotFound: No message of the session has that id.
         """
-        from contextledger.lifecycle import DEFAULT_SETTLE_TIMEOUT, erase
+        from contextledger.history.lifecycle import DEFAULT_SETTLE_TIMEOUT, erase
 
         stores = [o if isinstance(o, LedgerStore) else o.store for o in also]
         return erase(
@@ -410,7 +410,7 @@ class Ledger:
         other processes' read transactions. On PostgreSQL: with ``vacuum``, ``VACUUM FULL``
         the ledger's tables (it locks them while it runs). See ``docs/operations/erasure.md``.
         """
-        from contextledger.lifecycle import settle_erasure
+        from contextledger.history.lifecycle import settle_erasure
 
         return settle_erasure(self.store, timeout=timeout, vacuum=vacuum)
 
@@ -420,12 +420,12 @@ class Ledger:
         """Delete evicted history older than ``older_than``, never the active view.
 
         Each pruned entry leaves a tombstone (reason ``prune``); see
-        :func:`contextledger.lifecycle.prune`.
+        :func:`contextledger.history.lifecycle.prune`.
 
         Raises:
             ConfigurationError: ``older_than`` is not a non-negative timedelta or a datetime.
         """
-        from contextledger.lifecycle import prune
+        from contextledger.history.lifecycle import prune
 
         return prune(self.store, older_than=older_than, keep_summaries=keep_summaries, session_id=session_id)
 
@@ -435,12 +435,12 @@ class Ledger:
         """Remove whole sessions not written for ``idle`` (or since the moment ``idle``), each leaving expiries.
 
         A writer still holding an expired conversation gets ``SessionExpired``;
-        :meth:`conversation` starts it afresh. See :mod:`contextledger.expiry`.
+        :meth:`conversation` starts it afresh. See :mod:`contextledger.history.expiry`.
 
         Raises:
             ConfigurationError: ``idle`` is not a positive timedelta or a datetime.
         """
-        from contextledger.expiry import expire
+        from contextledger.history.expiry import expire
 
         return expire(self.store, idle=idle, session_id=session_id, dry_run=dry_run)
 
@@ -457,13 +457,13 @@ class Ledger:
     def export_records(self, session_id: str, agent_id: str | None = None) -> list[ConversationRecords]:
         """Everything the session's conversations (or one agent's) hold, as ``contextledger export`` writes it.
 
-        See :mod:`contextledger.transfer`.
+        See :mod:`contextledger.history.transfer`.
 
         Raises:
             SessionNotFound: The session (or the agent) does not exist.
             ConcurrencyConflict: A conversation kept changing while it was read.
         """
-        from contextledger.transfer import read_conversation
+        from contextledger.history.transfer import read_conversation
 
         agents = self.require_session(session_id)
         if agent_id is not None:
@@ -478,18 +478,18 @@ class Ledger:
 
         Idempotent: ``"unchanged"`` when the conversation already holds exactly these
         records. The records are checked against the ledger's invariants and their ids
-        against the id grammar (:mod:`contextledger.ids`) first; to load a whole file,
-        parse it with :func:`contextledger.transfer.records_from_lines`, which checks every
+        against the id grammar (:mod:`contextledger.model.ids`) first; to load a whole file,
+        parse it with :func:`contextledger.history.transfer.records_from_lines`, which checks every
         conversation in it before returning any. See
-        :func:`contextledger.transfer.write_conversation`.
+        :func:`contextledger.history.transfer.write_conversation`.
 
         Raises:
             ConversationExists: The conversation exists with different records (nothing is written).
             InvalidExport: The records are inconsistent, or an id breaks the grammar (nothing is written).
             InvalidMessage: A value cannot be stored as JSON (nothing is written).
         """
-        from contextledger.lineage import register_forks
-        from contextledger.transfer import write_conversation
+        from contextledger.history.lineage import register_forks
+        from contextledger.history.transfer import write_conversation
 
         outcome = write_conversation(self.store, records)
         register_forks(self.store, [(records.session_id, records.agent_id)])
@@ -506,14 +506,14 @@ class Ledger:
 
         Idempotent: copying again changes nothing.
 
-        See :func:`contextledger.transfer.copy_sessions`.
+        See :func:`contextledger.history.transfer.copy_sessions`.
 
         Raises:
             SessionNotFound: A session of ``session_ids`` is not in this ledger.
             ConversationExists: The target holds one of the conversations with different records.
         """
-        from contextledger.lineage import register_copies, register_forks
-        from contextledger.transfer import copy_sessions
+        from contextledger.history.lineage import register_copies, register_forks
+        from contextledger.history.transfer import copy_sessions
 
         store = target if isinstance(target, LedgerStore) else target.store
         report = copy_sessions(self.store, store, session_ids, on_conversation=on_conversation)
@@ -593,12 +593,12 @@ class Ledger:
         Each message of each of the user's sessions is erased as :meth:`erase` erases one
         (its content, revisions and the summaries covering it; a tombstone stays with the
         reason), the host state of their conversations is emptied, and the user's own state
-        is deleted. See :func:`contextledger.users.erase_user`.
+        is deleted. See :func:`contextledger.history.users.erase_user`.
 
         Raises:
             ConfigurationError: ``reason`` is empty, or ``app`` / ``user`` is not a non-empty string.
         """
-        from contextledger.users import erase_user
+        from contextledger.history.users import erase_user
 
         check_owner(_required(app, "app"), _required(user, "user"))
         return erase_user(self.store, app, user, reason=reason)

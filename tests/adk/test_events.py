@@ -20,8 +20,8 @@ from contextledger.integrations.adk import (
     kept_event,
     ledger_session_id,
 )
-from contextledger.messages import Message
-from contextledger.records import SummaryEntry, ViewEntry
+from contextledger.model.messages import Message
+from contextledger.model.records import SummaryEntry, ViewEntry
 
 _text = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
 _json = st.recursive(

@@ -15,6 +15,7 @@ from google.genai import types
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.errors import ConfigurationError, ContextLedgerError, SessionOwnerConflict
+from contextledger.history.lifecycle import ERASED_TEXT
 from contextledger.integrations.adk import (
     AdkSessionExists,
     AdkStaleSession,
@@ -22,7 +23,6 @@ from contextledger.integrations.adk import (
     contents_of,
     ledger_session_id,
 )
-from contextledger.lifecycle import ERASED_TEXT
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import pytest
 from contextledger import Ledger, Message
 from contextledger.cli import ExitCode
 from contextledger.cli.inspector import TriggerName, parse_since
-from contextledger.records import Trigger
+from contextledger.model.records import Trigger
 
 from .conftest import Invoke, Populated
 

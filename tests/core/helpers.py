@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contextledger import AfterInvocationEvent, AfterModelCallEvent, HookRegistry, ReductionPlan, View
-from contextledger.changeset import ReductionRequest
+from contextledger.core.changeset import ReductionRequest
 
 
 class ScriptedManager:

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextledger import Message
-from contextledger.jsonvalues import dumps_encoded, encode_value, freeze_value
+from contextledger.model.jsonvalues import dumps_encoded, encode_value, freeze_value
 
 TAG = "__contextledger_bytes__"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextledger import Ledger, Message, SlidingWindowConversationManager
-from contextledger.conversation import INTERRUPTED_TOOL_TEXT
+from contextledger.conversation.conversation import INTERRUPTED_TOOL_TEXT
 from contextledger.stores.base import LedgerStore
 
 

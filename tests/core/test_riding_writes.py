@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextledger import Conversation, Edit, Message, ReductionPlan, SlidingWindowConversationManager, View
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.stores.memory import MemoryStore
 from tests.core.helpers import ScriptedManager, rule_violations
 from tests.managers.helpers import chat

@@ -14,8 +14,8 @@ from contextledger import (
     SlidingWindowConversationManager,
     SummarizingConversationManager,
 )
-from contextledger import conversation as conversation_module
-from contextledger.changeset import Planned, ReductionRequest
+from contextledger.conversation import conversation as conversation_module
+from contextledger.core.changeset import Planned, ReductionRequest
 from contextledger.errors import ConcurrencyConflict, DuplicateEntry, ReductionFailed
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore

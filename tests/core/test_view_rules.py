@@ -16,10 +16,10 @@ from contextledger import (
     TurnWindowConversationManager,
     View,
 )
-from contextledger.changeset import ReductionRequest
+from contextledger.core.changeset import ReductionRequest
+from contextledger.core.viewrules import fit_plan
 from contextledger.errors import InvalidPlan, ReductionFailed
 from contextledger.stores.base import LedgerStore
-from contextledger.viewrules import fit_plan
 from tests.core.helpers import ScriptedManager, rule_violations
 from tests.managers.helpers import chat, overflow, tool_turn
 
@@ -142,7 +142,7 @@ def test_a_custom_summary_leaving_a_message_inside_its_span_is_refused(
     with pytest.raises(InvalidPlan):
         conv.preview()
     assert conv.version == version
-    with caplog.at_level(logging.WARNING, logger="contextledger.conversation"):
+    with caplog.at_level(logging.WARNING, logger="contextledger.conversation.conversation"):
         conv.after_invocation()  # best-effort: logged, the turn goes on
     assert any(
         "InvalidPlan" in r.getMessage() and "trigger=<end_of_invocation>" in r.getMessage() for r in caplog.records
@@ -161,7 +161,7 @@ def test_everything_pinned_logs_a_structured_warning_and_the_turn_goes_on(
     conv.append(*chat(5))
     for entry in conv.view:
         conv.pin(entry.entry_id)
-    with caplog.at_level(logging.WARNING, logger="contextledger.conversation"):
+    with caplog.at_level(logging.WARNING, logger="contextledger.conversation.conversation"):
         conv.before_model_call()
     assert conv.after_model_call(None) is False
     (record,) = [r for r in caplog.records if "best-effort reduction skipped" in r.getMessage()]

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from contextledger import Conversation, Message, ReductionPlan, SummarizingConversationManager
-from contextledger.changeset import ContentRevision
+from contextledger.core.changeset import ContentRevision
 from contextledger.errors import ConfigurationError, ContextWindowOverflowError, InvalidMessage
-from contextledger.messages import MAX_DEPTH, MAX_ID_LENGTH
+from contextledger.model.messages import MAX_DEPTH, MAX_ID_LENGTH
+from contextledger.model.tokens import CharTokenCounter
 from contextledger.stores.base import LedgerStore
-from contextledger.tokens import CharTokenCounter
 
 TAG = "__contextledger_bytes__"
 

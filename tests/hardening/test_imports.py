@@ -28,14 +28,9 @@ from sqlalchemy import inspect, text
 from typer.testing import CliRunner
 
 from contextledger.cli import ExitCode, app
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConversationExists, InvalidExport
-from contextledger.stores.base import LedgerStore
-from contextledger.stores.memory import MemoryStore
-from contextledger.stores.redis import RedisStore
-from contextledger.stores.sql import SQLStore
-from contextledger.testing.transfer import rich_conversation
-from contextledger.transfer import (
+from contextledger.history.transfer import (
     conversation_lines,
     dump_lines,
     import_lines,
@@ -43,6 +38,11 @@ from contextledger.transfer import (
     read_conversation,
     records_from_lines,
 )
+from contextledger.stores.base import LedgerStore
+from contextledger.stores.memory import MemoryStore
+from contextledger.stores.redis import RedisStore
+from contextledger.stores.sql import SQLStore
+from contextledger.testing.transfer import rich_conversation
 from tests.soak import examples
 
 
@@ -319,7 +319,7 @@ def test_an_entry_erased_then_pruned_keeps_both_tombstones(store: LedgerStore) -
     from datetime import timedelta
 
     from contextledger import Ledger, Message
-    from contextledger.changeset import ReductionPlan
+    from contextledger.core.changeset import ReductionPlan
 
     session = f"tomb-{uuid.uuid4().hex[:8]}"
     with Ledger(MemoryStore()) as source:

@@ -30,8 +30,8 @@ from typer.testing import CliRunner
 from contextledger import Ledger, Message
 from contextledger.cli import ExitCode, app
 from contextledger.errors import ContextLedgerError
-from contextledger.transfer import dump_lines
-from contextledger.urls import mask, mask_text, secrets_of
+from contextledger.history.transfer import dump_lines
+from contextledger.stores.urls import mask, mask_text, secrets_of
 from tests.soak import examples
 
 Position = Literal["userinfo", "query", "both", "dsn"]

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from contextledger import ContextWindowOverflowError, Conversation, Message
-from contextledger.changeset import Changeset, Edit, ReductionPlan
+from contextledger.core.changeset import Changeset, Edit, ReductionPlan
 from contextledger.errors import InvalidMessage
 from contextledger.managers import SlidingWindowConversationManager
 from contextledger.stores.base import LedgerStore

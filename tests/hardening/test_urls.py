@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from contextledger import Ledger
 from contextledger.cli import app
 from contextledger.errors import InvalidLedgerURL, StoreUnavailable
-from contextledger.urls import backend_of, mask, mask_text, parse_redis, parse_sql
+from contextledger.stores.urls import backend_of, mask, mask_text, parse_redis, parse_sql
 
 SECRET = "s3cr3t-pa55"
 

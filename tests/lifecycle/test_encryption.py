@@ -10,7 +10,7 @@ from sqlalchemy import text
 from contextledger import Ledger, Message
 from contextledger.encryption import Keyring, new_key
 from contextledger.errors import ConfigurationError, EncryptionKeyMissing
-from contextledger.rotation import rotate
+from contextledger.history.rotation import rotate
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.encrypted import EncryptedStore
 from contextledger.stores.sql import SQLStore

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import text
 
 from contextledger import Ledger, Message
-from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError, EntryNotFound, SessionNotFound
-from contextledger.lifecycle import ERASED_TEXT, REDACTED_TEXT
-from contextledger.records import ViewEntry
+from contextledger.history.lifecycle import ERASED_TEXT, REDACTED_TEXT
+from contextledger.model.records import ViewEntry
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.sql import SQLStore
 from tests.cli.conftest import Invoke

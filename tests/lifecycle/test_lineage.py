@@ -9,9 +9,9 @@ import pytest
 
 from contextledger import Ledger, Message
 from contextledger.errors import ErasurePending
-from contextledger.lifecycle import ERASED_TEXT
+from contextledger.history.lifecycle import ERASED_TEXT
+from contextledger.history.transfer import dump_lines, records_from_lines
 from contextledger.stores.base import LedgerStore
-from contextledger.transfer import dump_lines, records_from_lines
 from tests.cli.conftest import Invoke
 from tests.lifecycle.scan import redis_dump
 

@@ -12,9 +12,9 @@ import pytest
 from contextledger import Ledger, Message
 from contextledger.cli import ExitCode
 from contextledger.errors import ConversationExists, InvalidExport
+from contextledger.history.transfer import LINE_TYPES, dump_lines, records_from_lines
 from contextledger.managers import SlidingWindowConversationManager
 from contextledger.testing.transfer import rich_conversation
-from contextledger.transfer import LINE_TYPES, dump_lines, records_from_lines
 from tests.cli.conftest import Invoke
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
+from contextledger.history.transfer import dump_lines, read_conversation, write_conversation
+from contextledger.history.travel import view_at
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
-from contextledger.transfer import dump_lines, read_conversation, write_conversation
-from contextledger.travel import view_at
 from tests.soak import examples
 from tests.test_properties import manager_specs
 from tests.travel.test_view_at_property import TravelRun, shape, travel_scripts

@@ -12,7 +12,7 @@ from redis.cluster import RedisCluster
 
 from contextledger import Ledger, Message
 from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired
-from contextledger.records import utcnow
+from contextledger.model.records import utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 from contextledger.testing.transfer import rich_conversation

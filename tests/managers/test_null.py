@@ -3,11 +3,11 @@ from __future__ import annotations
 import pytest
 
 from contextledger import Conversation, HookRegistry, NullConversationManager
+from contextledger.core.hooks import AfterInvocationEvent, AfterModelCallEvent, BeforeModelCallEvent, MessageAddedEvent
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
-from contextledger.hooks import AfterInvocationEvent, AfterModelCallEvent, BeforeModelCallEvent, MessageAddedEvent
 from contextledger.managers.base import ConversationManager, ReductionRequest
 from contextledger.stores.base import LedgerStore
-from contextledger.view import View
 from tests.managers.helpers import chat, overflow
 
 

@@ -14,7 +14,7 @@ from contextledger import (
     SummarizingConversationManager,
     TurnWindowConversationManager,
 )
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConcurrencyConflict, ConfigurationError
 from contextledger.managers.policy import parse_proactive_compression
 from contextledger.stores.base import LedgerStore
@@ -173,7 +173,7 @@ def test_a_conflict_during_proactive_compression_is_logged_and_the_turn_goes_on(
     manager = SummarizingConversationManager(preserve_recent_messages=1, proactive_compression=True)
     conv = Conversation(store, "s", manager=manager, max_retries=2)
     conv.append(*chat(6))
-    with caplog.at_level("WARNING", logger="contextledger.conversation"):
+    with caplog.at_level("WARNING", logger="contextledger.conversation.conversation"):
         conv.before_model_call(context_window_limit=100, projected_input_tokens=100)
     assert conv.after_model_call(None) is False
     assert store.summaries("s", "default") == []

@@ -375,7 +375,7 @@ def test_best_effort_failure_is_logged_and_the_turn_goes_on(
     manager = Broken(window_size=1, per_turn=True)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(4))
-    with caplog.at_level(logging.WARNING, logger="contextledger.conversation"):
+    with caplog.at_level(logging.WARNING, logger="contextledger.conversation.conversation"):
         assert model_call(conv) is False
     assert conv.model_call_count == 1
     assert Conversation(memory_store, "s").model_call_count == 1

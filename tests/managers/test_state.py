@@ -12,8 +12,8 @@ from contextledger import (
     SummarizingConversationManager,
     TurnWindowConversationManager,
 )
-from contextledger.changeset import Changeset
-from contextledger.conversation import Edit
+from contextledger.conversation.conversation import Edit
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager, ManagerState
 from contextledger.stores.base import LedgerStore

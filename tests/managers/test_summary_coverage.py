@@ -14,11 +14,11 @@ from contextledger import (
     SummarizingConversationManager,
 )
 from contextledger.aio import AsyncLedger
-from contextledger.changeset import ReductionPlan, SummaryDraft
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
 from contextledger.managers.coverage import is_summary, stamp_of, summary_coverage
 from contextledger.managers.summarizers import ExtractiveSummarizer, coverage_of
-from contextledger.records import SummaryEntry
+from contextledger.model.records import SummaryEntry
 from contextledger.stores.base import LedgerStore
 from tests.managers.helpers import backend_store, chat, ids, model_call, tool_turn, view_ids
 from tests.managers.truth import covered, stated

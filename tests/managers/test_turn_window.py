@@ -3,11 +3,11 @@ from __future__ import annotations
 import pytest
 
 from contextledger import Conversation, Message, TurnWindowConversationManager
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, ReductionFailed
 from contextledger.managers.turn_window import complete_tool_sequences, is_user_turn
-from contextledger.records import ViewEntry
+from contextledger.model.records import ViewEntry
 from contextledger.stores.base import LedgerStore
-from contextledger.view import View
 from tests.managers.helpers import assert_valid_view, ids, model_call, overflow, tool_turn, view_ids
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from contextledger.records import HistoryEntry
+from contextledger.model.records import HistoryEntry
 from contextledger.stores.base import LedgerStore
 
 

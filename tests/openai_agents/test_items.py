@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextledger import ConfigurationError, Conversation, InvalidMessage, Message, SlidingWindowConversationManager
+from contextledger.core.view import View
 from contextledger.integrations.openai_agents.items import (
     item_to_message,
     items_to_messages,
@@ -18,9 +19,8 @@ from contextledger.integrations.openai_agents.items import (
     messages_to_items,
     newest_messages,
 )
-from contextledger.records import ViewEntry
+from contextledger.model.records import ViewEntry
 from contextledger.stores.memory import MemoryStore
-from contextledger.view import View
 from tests.openai_agents.strategies import ITEM_STRATEGIES, any_item, tool_pairs
 from tests.soak import examples
 

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from redis.cluster import RedisCluster
 from sqlalchemy.engine import make_url
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreUnavailable
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.exactly_once import ReplyLost

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from contextledger.changeset import Changeset, ContentRevision, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Changeset, ContentRevision, SummaryDraft
 from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound, InvalidMessage, StoreError
-from contextledger.messages import Message
-from contextledger.records import Reduction, SummaryEntry, ViewEntry
+from contextledger.model.messages import Message
+from contextledger.model.records import Reduction, SummaryEntry, ViewEntry
 from contextledger.stores.redis.keys import ConversationKeys
 from tests.redis.conftest import Backend
 

@@ -6,9 +6,9 @@ import multiprocessing
 
 import pytest
 
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.ledger import Ledger
-from contextledger.messages import Message
+from contextledger.model.messages import Message
 from contextledger.stores.redis import RedisStore
 
 PER_PROCESS = 25

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from redis import Redis
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, StoreError, StoreUnavailable
 from contextledger.ledger import Ledger
-from contextledger.messages import Message
+from contextledger.model.messages import Message
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.store import mask_password
 from tests.plugins import unavailable

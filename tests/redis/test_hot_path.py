@@ -11,9 +11,9 @@ import pytest
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from contextledger.changeset import ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
-from contextledger.messages import Message
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
+from contextledger.model.messages import Message
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 

@@ -8,11 +8,11 @@ from datetime import datetime
 
 import pytest
 
-from contextledger.changeset import Changeset
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError, DuplicateEntry
-from contextledger.messages import Message
-from contextledger.records import ViewEntry
+from contextledger.model.messages import Message
+from contextledger.model.records import ViewEntry
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.index import most_recent
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from redis.cluster import RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from contextledger.changeset import ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
-from contextledger.messages import Message
+from contextledger.model.messages import Message
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, encode_id, slot_tag
 from tests.redis.conftest import Backend

@@ -15,13 +15,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.errors import PinError
-from contextledger.messages import Message
+from contextledger.model.messages import Message
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
-from contextledger.view import View
 from tests.redis.conftest import Backend
 from tests.soak import examples
 

@@ -15,11 +15,11 @@ from redis.cluster import RedisCluster
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
-from contextledger.changeset import ReductionPlan, SummaryDraft
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
+from contextledger.history.transfer import read_conversation
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 from contextledger.testing.transfer import rich_conversation
-from contextledger.transfer import read_conversation
 from tests.plugins.redis import purge
 
 TTL = 120.0  # seconds: long enough never to expire during a test that checks the expiry

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from contextledger import Conversation, Ledger, Message, SlidingWindowConversationManager
 from contextledger.errors import ConfigurationError, InvalidMessage
+from contextledger.model.tokens import CharTokenCounter
 from contextledger.stores.base import LedgerStore
-from contextledger.tokens import CharTokenCounter
 from tests.reliability.conftest import SOAK, Report
 
 EXAMPLES = 400 if SOAK else 30

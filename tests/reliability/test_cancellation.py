@@ -39,7 +39,7 @@ from contextledger import (
     SummarizingConversationManager,
 )
 from contextledger.aio import AsyncConversation, AsyncLedger
-from contextledger.hooks import BeforeModelCallEvent, MessageAddedEvent
+from contextledger.core.hooks import BeforeModelCallEvent, MessageAddedEvent
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.sql import SQLStore
 from tests.conftest import STORE_BACKENDS

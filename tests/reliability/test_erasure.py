@@ -27,9 +27,9 @@ import pytest
 from contextledger import Ledger, Message
 from contextledger.encryption import Keyring, new_key
 from contextledger.errors import SessionExpired
-from contextledger.rotation import key_census, rotate
+from contextledger.history.rotation import key_census, rotate
+from contextledger.history.transfer import dump_lines
 from contextledger.stores.base import LedgerStore
-from contextledger.transfer import dump_lines
 from tests.plugins.redis import purge
 from tests.reliability.conftest import SOAK, Report
 
@@ -167,7 +167,7 @@ ROTATOR = r"""
 import sys
 from contextledger import Ledger
 from contextledger.encryption import Keyring
-from contextledger.rotation import rotate
+from contextledger.history.rotation import rotate
 url, keys = sys.argv[1], sys.argv[2]
 with Ledger.connect(url, encryption=Keyring.parse(keys)) as ledger:
     print("rotating", flush=True)

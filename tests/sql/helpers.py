@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from contextledger import Changeset, Message, ViewEntry
-from contextledger.records import Reduction
+from contextledger.model.records import Reduction
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.sql import SQLStore
 

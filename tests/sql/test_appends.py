@@ -10,9 +10,9 @@ from sqlalchemy import text
 from sqlalchemy.pool import QueuePool
 
 from contextledger import Changeset, Message, ReductionPlan, SummaryDraft, ViewEntry
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, SessionDeleted
-from contextledger.records import utcnow
+from contextledger.model.records import utcnow
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.appends import apply_append, is_append_only
 from tests.sql.helpers import capture

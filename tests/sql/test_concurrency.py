@@ -9,7 +9,7 @@ from multiprocessing.synchronize import Barrier
 from typing import Any
 
 from contextledger import Changeset, ConcurrencyConflict, Message
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.stores.sql import SQLStore
 
 PER_WRITER = 40
@@ -29,7 +29,7 @@ class _RetryCounter(logging.Handler):
 def _writer(url: str, name: str, barrier: Barrier, results: Queue[Any]) -> None:
     """Runs in a child process: append PER_WRITER messages, report conflicts and retries."""
     counter = _RetryCounter()
-    log = logging.getLogger("contextledger.conversation")
+    log = logging.getLogger("contextledger.conversation.conversation")
     log.addHandler(counter)
     log.setLevel(logging.INFO)
     store = SQLStore.from_url(url)

@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from contextledger import Changeset, Ledger, Message, ReductionPlan, ViewEntry
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import (
     ConfigurationError,
     EntryNotFound,
@@ -19,7 +19,7 @@ from contextledger.errors import (
     InvalidMessage,
     StoreUnavailable,
 )
-from contextledger.records import Reduction, SummaryEntry
+from contextledger.model.records import Reduction, SummaryEntry
 from contextledger.stores.sql import SQLStore
 from tests.plugins import in_ci
 from tests.plugins.postgres_server import find_binaries, start_postgres

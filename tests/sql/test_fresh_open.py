@@ -26,7 +26,7 @@ from contextledger.errors import CorruptRecord, NotALedger, SchemaOutOfDate
 from contextledger.stores.sql import SQLStore, downgrade, head
 from contextledger.stores.sql.engine import mask, parse_url
 from contextledger.stores.sql.reader import SCHEMA_HEAD, SQLiteReader
-from contextledger.urls import plain_sqlite_file, plain_sqlite_masked
+from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 from tests.soak import examples
 
 CHILD = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextledger import Message, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.stores.sql import SQLStore
 from tests.sql.helpers import build_ledger, capture, trace_sqlite, wire
 

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
 from contextledger import Ledger, Message
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import SchemaOutOfDate
 from contextledger.stores.sql import VERSION_TABLE, SQLStore, current, downgrade, head, upgrade, upgrade_command
 from contextledger.stores.sql.engine import build_engine, parse_url

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextledger import Message
-from contextledger.records import Snapshot
+from contextledger.model.records import Snapshot
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.sql import SQLStore, queries
 from tests.soak import examples

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from contextledger import Changeset, ContentRevision, Message, ReductionPlan, SummaryDraft, ViewEntry
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ContextLedgerError, DuplicateEntry, EntryNotFound
-from contextledger.records import Snapshot
+from contextledger.model.records import Snapshot
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.sql import SQLStore
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from contextledger import Message, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage
 from contextledger.stores.sql import SQLStore, sqlite_paths
 from tests.sql.helpers import trace_sqlite

@@ -11,10 +11,10 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import make_url
 
 from contextledger import Changeset, Ledger, Message, ReductionPlan, SummaryDraft, ViewEntry
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict
-from contextledger.lifecycle import erase
-from contextledger.records import LineageLink, utcnow
+from contextledger.history.lifecycle import erase
+from contextledger.model.records import LineageLink, utcnow
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.engine import build_engine, parse_url
 from contextledger.stores.sql.models import Base

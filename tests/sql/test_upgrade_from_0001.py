@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from sqlalchemy import MetaData, insert
 
 from contextledger import Message, ViewEntry
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.history.travel import view_at
 from contextledger.stores.sql import SQLStore, current, head, upgrade
 from contextledger.stores.sql.changes import entry_values
 from contextledger.stores.sql.engine import build_engine, parse_url
-from contextledger.travel import view_at
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -24,7 +24,7 @@ from strands.session.session_manager import SessionManager
 from strands.types.exceptions import ContextWindowOverflowException
 
 from contextledger.integrations.strands.scripted import CallTool, Overflow, Reply, ScriptedModel, Step
-from contextledger.messages import decode_blocks, encode_blocks
+from contextledger.model.messages import decode_blocks, encode_blocks
 
 CONTEXT_WINDOW = 4000
 THRESHOLD = 0.7

@@ -8,7 +8,7 @@ from typing import Any
 from strands import Agent, tool
 from strands.agent.conversation_manager import SlidingWindowConversationManager
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.integrations.strands import CallTool, LedgerSessionManager, Reply, ScriptedModel
 from contextledger.ledger import Ledger
 from tests.strands.conftest import run_child

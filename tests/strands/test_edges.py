@@ -9,6 +9,7 @@ from strands import Agent
 from strands.types.exceptions import ContextWindowOverflowException
 
 from contextledger import Conversation, Message, ReductionFailed, SlidingWindowConversationManager
+from contextledger.core.view import is_turn_opener_violation
 from contextledger.errors import ContextWindowOverflowError
 from contextledger.integrations.strands import (
     LedgerSessionManager,
@@ -21,7 +22,6 @@ from contextledger.integrations.strands import (
 from contextledger.ledger import Ledger
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
-from contextledger.view import is_turn_opener_violation
 
 MISMATCHED: list[Any] = [
     {"role": "assistant", "content": [{"toolUse": {"toolUseId": "use-1", "name": "lookup", "input": {}}}]},

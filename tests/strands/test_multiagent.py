@@ -16,7 +16,7 @@ from strands import Agent
 from strands.multiagent import Swarm
 from strands.multiagent.base import MultiAgentBase, MultiAgentResult
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands import LedgerSessionManager, Reply, ScriptedModel
 from contextledger.integrations.strands.multiagent import multi_agent_id

@@ -10,7 +10,7 @@ import pytest
 from contextledger import Conversation, Message, telemetry
 from contextledger.errors import ConcurrencyConflict, ReductionFailed
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
-from contextledger.records import ViewEntry
+from contextledger.model.records import ViewEntry
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.memory import MemoryStore
 from tests.telemetry.conftest import Recorded, attrs

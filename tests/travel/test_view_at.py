@@ -11,7 +11,7 @@ import pytest
 from contextledger import Ledger, Message
 from contextledger.errors import ConfigurationError, ModelCallNotFound, ReductionNotFound, SessionNotFound
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
-from contextledger.records import HistoryEntry
+from contextledger.model.records import HistoryEntry
 from contextledger.stores.base import AppendedBy, LedgerStore
 from contextledger.stores.memory import MemoryStore
 from tests.cli.conftest import Invoke

@@ -8,7 +8,7 @@ from typing import Any
 
 from contextledger import Ledger, Message
 from contextledger.managers import SlidingWindowConversationManager
-from contextledger.records import HistoryEntry
+from contextledger.model.records import HistoryEntry
 from contextledger.stores.base import AppendedBy, LedgerStore
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.sql import SQLStore

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from contextledger import Conversation
 from contextledger.errors import InvalidPlan, UndoConflict
-from contextledger.records import utcnow
+from contextledger.history.travel import view_at
+from contextledger.model.records import utcnow
 from contextledger.stores.base import LedgerStore
-from contextledger.travel import view_at
 from tests.managers.helpers import assert_valid_view
 from tests.soak import examples
 from tests.test_properties import Run, build_manager, manager_specs, rounds

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from contextledger import Ledger, Message
-from contextledger.changeset import Changeset, ContentRevision
-from contextledger.records import Reduction, SummaryEntry, ViewEntry
+from contextledger.core.changeset import Changeset, ContentRevision
+from contextledger.model.records import Reduction, SummaryEntry, ViewEntry
 from contextledger.stores.base import LedgerStore
 
 from .png import tiny_png

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 
 from contextledger import Ledger, Message
 from contextledger.managers import SlidingWindowConversationManager
-from contextledger.records import HistoryEntry, Reduction
+from contextledger.model.records import HistoryEntry, Reduction
 from contextledger.web.app import create_app
 from contextledger.web.render import standalone_session
 from contextledger.web.timeline import why

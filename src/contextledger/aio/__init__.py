@@ -15,7 +15,7 @@ redis-py), and the caller's task awaits it without blocking its loop:
 * a cancelled task leaves each commit applied once or not at all and holds no lock or
   connection once it has seen its ``CancelledError`` (see :mod:`contextledger.aio.runner`);
 * a coroutine summarizer runs on the caller's loop while the worker waits for it
-  (:mod:`contextledger.seam`).
+  (:mod:`contextledger.core.seam`).
 
 Why threads and not the 0.2 greenlet bridge (SQLAlchemy's ``greenlet_spawn`` over
 aiosqlite, psycopg async and redis.asyncio): measured side by side

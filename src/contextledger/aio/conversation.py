@@ -14,14 +14,14 @@ from typing import Any, TypeVar
 
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
-from contextledger.conversation import Conversation
-from contextledger.hooks import HookRegistry
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.hooks import HookRegistry
+from contextledger.core.view import View
 from contextledger.managers.base import ConversationManager
-from contextledger.messages import Message
-from contextledger.records import ConversationState
+from contextledger.model.messages import Message
+from contextledger.model.records import ConversationState
+from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
-from contextledger.tokens import TokenCounter
-from contextledger.view import View
 
 __all__ = ["AsyncConversation"]
 

@@ -48,8 +48,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from contextledger.core.seam import CALLER
 from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
-from contextledger.seam import CALLER
 
 __all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner"]
 

@@ -1,6 +1,6 @@
 """``contextledger copy``: copy sessions between any two ledgers, exactly and idempotently.
 
-Built on :func:`contextledger.transfer.copy_sessions`: each conversation is read whole
+Built on :func:`contextledger.history.transfer.copy_sessions`: each conversation is read whole
 from the source and written to the target in one atomic commit; a conversation the
 target already holds unchanged is skipped, one it holds with different records stops
 the copy with an error (what was copied before it stays). The source records each copy
@@ -49,7 +49,7 @@ def copy(
     as_json: JsonOption = False,
 ) -> None:
     """Copy sessions between ledgers (SQLite, PostgreSQL, Redis, either way): exact, idempotent, one commit each."""
-    from contextledger.transfer import list_sessions
+    from contextledger.history.transfer import list_sessions
 
     if source == target:
         raise ConfigurationError("--from and --to name the same ledger")

@@ -17,7 +17,7 @@ from contextledger.cli.options import JsonOption, UrlOption, is_sql_url, open_le
 from contextledger.cli.render import console, dump_json
 from contextledger.errors import InvalidLedgerURL
 from contextledger.ledger import DEFAULT_URL
-from contextledger.urls import mask
+from contextledger.stores.urls import mask
 
 __all__ = ["current", "is_sql_url", "partition", "upgrade"]
 

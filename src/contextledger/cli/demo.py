@@ -25,7 +25,7 @@ from contextledger.demo.runner import (
     session_ids,
 )
 from contextledger.demo.scenarios import SCENARIOS
-from contextledger.records import ViewEntry
+from contextledger.model.records import ViewEntry
 
 __all__ = ["demo", "report_json"]
 

@@ -62,8 +62,8 @@ def rotate(
     Resumable: run it again after an interruption; values already under the current key
     are not touched. When it reports nothing left, the old keys can be removed.
     """
-    from contextledger.rotation import rotate as run
-    from contextledger.transfer import list_sessions
+    from contextledger.history.rotation import rotate as run
+    from contextledger.history.transfer import list_sessions
 
     _require_keys()
     with open_ledger(url, read_only=False) as ledger:
@@ -93,8 +93,8 @@ def rotate(
 
 def status(url: UrlOption = None, as_json: JsonOption = False) -> None:
     """Count the sealed values by key id (and those not sealed), to know when a rotation is done (read only)."""
-    from contextledger.rotation import key_census
-    from contextledger.transfer import list_sessions
+    from contextledger.history.rotation import key_census
+    from contextledger.history.transfer import list_sessions
 
     _require_keys()
     with open_ledger(url) as ledger:

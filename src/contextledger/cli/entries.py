@@ -30,8 +30,8 @@ from contextledger.cli.output import paged, print_table, window
 from contextledger.cli.render import describe, dump_json, fmt_time, record_json, short
 from contextledger.errors import EntryNotFound
 from contextledger.ledger import Ledger
-from contextledger.messages import Message
-from contextledger.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry
+from contextledger.model.messages import Message
+from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry
 
 __all__ = ["find_entry", "message", "pins", "print_entry", "revisions"]
 

@@ -18,7 +18,7 @@ from contextledger.errors import (
     SessionNotFound,
     StoreUnavailable,
 )
-from contextledger.urls import mask_text
+from contextledger.stores.urls import mask_text
 
 __all__ = ["ExitCode", "MaskingFormatter", "exit_code_for", "forget_urls", "mask_secrets", "one_line", "remember_url"]
 

@@ -19,7 +19,7 @@ from contextledger.cli.options import JsonOption, UrlOption, open_ledger
 from contextledger.cli.render import console, dump_json, table
 from contextledger.errors import MissingDependency
 from contextledger.ledger import DEFAULT_URL
-from contextledger.urls import mask
+from contextledger.stores.urls import mask
 
 __all__ = ["adk"]
 

@@ -1,7 +1,7 @@
 """``contextledger import``: load an export back, or bring in sessions written by other tools.
 
 ``contextledger import FILE --url URL`` loads what ``contextledger export`` wrote, exactly
-(see :mod:`contextledger.transfer`); ``contextledger import strands DIR --url URL`` reads
+(see :mod:`contextledger.history.transfer`); ``contextledger import strands DIR --url URL`` reads
 a Strands ``FileSessionManager`` storage directory (see
 :mod:`contextledger.integrations.strands.importer`). Both write; neither deletes, and
 importing twice changes nothing.
@@ -41,7 +41,7 @@ def export_file(
     that exists with different records stops the import before anything is written.
     """
     from contextledger.errors import InvalidExport
-    from contextledger.transfer import import_lines
+    from contextledger.history.transfer import import_lines
 
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")

@@ -41,7 +41,7 @@ from contextledger.cli.render import (
     view_entry_json,
 )
 from contextledger.errors import SessionNotFound
-from contextledger.records import HistoryEntry, SummaryEntry, Trigger
+from contextledger.model.records import HistoryEntry, SummaryEntry, Trigger
 
 __all__ = [
     "TriggerName",
@@ -58,7 +58,7 @@ __all__ = [
 
 
 class TriggerName(StrEnum):
-    """The reduction triggers accepted by ``--trigger`` (mirrors :data:`~contextledger.records.Trigger`)."""
+    """The reduction triggers accepted by ``--trigger`` (mirrors :data:`~contextledger.model.records.Trigger`)."""
 
     per_turn = "per_turn"
     proactive = "proactive"
@@ -421,7 +421,7 @@ def export(
 
     Message content keeps binary blocks base64-tagged.
     """
-    from contextledger.transfer import dump_lines
+    from contextledger.history.transfer import dump_lines
 
     with open_ledger(url) as ledger:
         text = dump_lines(ledger.export_records(session_id, agent))

@@ -11,7 +11,7 @@ import typer
 from contextledger.cli.errors import remember_url
 from contextledger.errors import InvalidLedgerURL, SessionNotFound
 from contextledger.ledger import DEFAULT_URL, Ledger
-from contextledger.urls import backend_of, mask, sqlite_path
+from contextledger.stores.urls import backend_of, mask, sqlite_path
 
 T = TypeVar("T")
 

@@ -19,9 +19,9 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from contextledger.records import HistoryEntry, SummaryEntry, ViewEntry
-from contextledger.text import describe, fmt_time, short
-from contextledger.transfer import json_line, record_json
+from contextledger.history.transfer import json_line, record_json
+from contextledger.model.records import HistoryEntry, SummaryEntry, ViewEntry
+from contextledger.model.text import describe, fmt_time, short
 
 __all__ = [
     "Cell",

@@ -25,8 +25,8 @@ from rich.text import Text
 from contextledger.cli.options import AgentOption, SessionArg, UrlOption, agents_of, open_ledger
 from contextledger.cli.render import console as make_console
 from contextledger.ledger import Ledger
-from contextledger.records import Snapshot
-from contextledger.text import describe
+from contextledger.model.records import Snapshot
+from contextledger.model.text import describe
 from contextledger.web.timeline import why
 
 __all__ = ["Event", "Follower", "tail"]

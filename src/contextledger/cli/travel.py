@@ -1,7 +1,7 @@
 """Time travel in the inspector: ``contextledger show SESSION --at-call N``.
 
 Read-only like every inspector command: the past view is rebuilt from the ledger's rows
-(:func:`contextledger.travel.view_at`), nothing is written.
+(:func:`contextledger.history.travel.view_at`), nothing is written.
 """
 
 from __future__ import annotations

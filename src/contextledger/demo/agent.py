@@ -14,12 +14,12 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.conversation.pins import PIN_MESSAGE_TOOL_NAME, handle_pin_message_tool
+from contextledger.core.view import View
 from contextledger.demo.scenarios import Scenario, ToolCall, TurnScript, tool_output
 from contextledger.errors import ContextWindowOverflowError, ReductionFailed
-from contextledger.messages import ContentBlock, Message
-from contextledger.pinning import PIN_MESSAGE_TOOL_NAME, handle_pin_message_tool
-from contextledger.view import View
+from contextledger.model.messages import ContentBlock, Message
 
 __all__ = ["MAX_RETRIES", "ScriptedAgent", "TurnOutcome", "resume_step"]
 

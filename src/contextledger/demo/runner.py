@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.demo.agent import ScriptedAgent, TurnOutcome, resume_step
 from contextledger.demo.scenarios import SCENARIOS, Scenario
 from contextledger.errors import ConfigurationError
 from contextledger.ledger import Ledger
-from contextledger.records import ConversationState, Eviction, Reduction, SummaryEntry, ViewEntry
+from contextledger.model.records import ConversationState, Eviction, Reduction, SummaryEntry, ViewEntry
 
 __all__ = ["DEFAULT_DEMO_URL", "Check", "DemoOptions", "DemoReport", "SessionReport", "connect", "run_demo"]
 
@@ -323,7 +323,7 @@ def _checks(report: DemoReport, planned: Sequence[tuple[str, Scenario]], ledger:
     broken = []
     pinned_lost = []
     for s in report.sessions:
-        from contextledger.view import View
+        from contextledger.core.view import View
 
         view = View(s.final)
         if view.dangling_tool_uses() or view.orphan_results() or (s.final and s.final[0].message.tool_result_ids):

@@ -20,8 +20,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextledger.jsonvalues import dumps_encoded
-from contextledger.messages import Message
+from contextledger.model.jsonvalues import dumps_encoded
+from contextledger.model.messages import Message
 
 __all__ = ["content_digest", "kept", "kept_text", "unchanged"]
 

@@ -3,7 +3,7 @@
 A host that keeps its own copy of the conversation (a LangChain agent's state, a
 Pydantic AI run's history) hands the ledger that list at each model call.
 :func:`plan_mirror` compares it with the active view, matched by message id, and says
-what changed as one :class:`~contextledger.changeset.Edit`:
+what changed as one :class:`~contextledger.core.changeset.Edit`:
 
 * a message the view does not hold is appended -- unless it was inserted in place of
   entries that disappeared, in which case it is the host's summary of them (a summary
@@ -28,11 +28,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from contextledger.changeset import ContentRevision, Edit, ReductionPlan, SummaryDraft
+from contextledger.core.changeset import ContentRevision, Edit, ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
-from contextledger.messages import Message, new_message_id
-from contextledger.records import Trigger
-from contextledger.view import View
+from contextledger.model.messages import Message, new_message_id
+from contextledger.model.records import Trigger
 
 __all__ = ["match_ids", "plan_mirror"]
 

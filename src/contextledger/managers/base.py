@@ -7,10 +7,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextledger.changeset import Planned, ReductionPlan, ReductionRequest
+from contextledger.core.changeset import Planned, ReductionPlan, ReductionRequest
+from contextledger.core.hooks import HookRegistry
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
-from contextledger.hooks import HookRegistry
-from contextledger.view import View
 
 __all__ = [
     "ConversationManager",
@@ -48,7 +48,7 @@ class ConversationManager(Protocol):
     :class:`~contextledger.Conversation` commits what it returns (the plan and the
     manager's next state together), and may call it again on a fresh view after a
     concurrency conflict. Its callbacks request reductions on the event
-    (:meth:`~contextledger.hooks.HookEvent.request_reduction`); they never commit.
+    (:meth:`~contextledger.core.hooks.HookEvent.request_reduction`); they never commit.
     A ``plan`` that returns a bare :class:`ReductionPlan` (or ``None``) keeps its state.
     """
 

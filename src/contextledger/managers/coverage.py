@@ -28,9 +28,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from contextledger.messages import Message
-from contextledger.records import ViewEntry
-from contextledger.view import View
+from contextledger.core.view import View
+from contextledger.model.messages import Message
+from contextledger.model.records import ViewEntry
 
 __all__ = [
     "COVERAGE_KEY",

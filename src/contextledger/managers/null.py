@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contextledger.changeset import ReductionPlan
+from contextledger.core.changeset import ReductionPlan
+from contextledger.core.hooks import HookRegistry
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
-from contextledger.hooks import HookRegistry
 from contextledger.managers.base import ReductionRequest, require_ledger_registry
-from contextledger.view import View
 
 __all__ = ["NullConversationManager"]
 

@@ -1,9 +1,9 @@
 """The shared base of the built-in managers: hook wiring, protection and typed state.
 
 A :class:`PolicyManager` is a hook provider. It always subscribes to
-:class:`~contextledger.hooks.BeforeModelCallEvent`,
-:class:`~contextledger.hooks.AfterModelCallEvent` and
-:class:`~contextledger.hooks.AfterInvocationEvent`, and decides *inside* each callback
+:class:`~contextledger.core.hooks.BeforeModelCallEvent`,
+:class:`~contextledger.core.hooks.AfterModelCallEvent` and
+:class:`~contextledger.core.hooks.AfterInvocationEvent`, and decides *inside* each callback
 whether to request a reduction, so options changed at run time
 (``manager.per_turn = 3``, ``manager.proactive_compression = True``) take effect on
 the next event. The :class:`~contextledger.Conversation` plans and commits what was
@@ -26,15 +26,17 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from contextledger.changeset import Planned, ReductionPlan, ReductionRequest
-from contextledger.errors import ConfigurationError, InvalidPlan
-from contextledger.hooks import (
+from contextledger.core.changeset import Planned, ReductionPlan, ReductionRequest
+from contextledger.core.hooks import (
     AfterInvocationEvent,
     AfterModelCallEvent,
     BeforeModelCallEvent,
     ConversationContext,
     HookRegistry,
 )
+from contextledger.core.view import View
+from contextledger.core.viewrules import fit_plan, newest_prompt
+from contextledger.errors import ConfigurationError, InvalidPlan
 from contextledger.managers.base import ManagerState, ProtectedMessages, require_ledger_registry
 from contextledger.managers.options import (
     DEFAULT_COMPRESSION_THRESHOLD,
@@ -47,8 +49,6 @@ from contextledger.managers.options import (
     parse_proactive_compression,
     parse_protected_messages,
 )
-from contextledger.view import View
-from contextledger.viewrules import fit_plan, newest_prompt
 
 __all__ = [
     "DEFAULT_COMPRESSION_THRESHOLD",

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contextledger.changeset import ContentRevision, Edit, ReductionPlan
-from contextledger.messages import Message
-from contextledger.view import View
+from contextledger.core.changeset import ContentRevision, Edit, ReductionPlan
+from contextledger.core.view import View
+from contextledger.model.messages import Message
 
 __all__ = [
     "INTERRUPTED_TOOL_TEXT",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 # The conversation writes this line; applications filter on its logger's name.
-logger = logging.getLogger("contextledger.conversation")
+logger = logging.getLogger("contextledger.conversation.conversation")
 
 INTERRUPTED_TOOL_TEXT = "Tool execution was interrupted before it returned a result."
 

@@ -6,8 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from contextledger.changeset import ContentRevision, ReductionPlan, ReductionRequest
-from contextledger.hooks import ConversationContext
+from contextledger.core.changeset import ContentRevision, ReductionPlan, ReductionRequest
+from contextledger.core.hooks import ConversationContext
+from contextledger.core.view import View
 from contextledger.managers.options import Option, SlidingWindowOptions
 from contextledger.managers.policy import (
     PolicyManager,
@@ -16,8 +17,7 @@ from contextledger.managers.policy import (
     entry_ids,
     evictable_groups,
 )
-from contextledger.messages import ContentBlock
-from contextledger.view import View
+from contextledger.model.messages import ContentBlock
 
 __all__ = ["SlidingWindowConversationManager", "truncate_tool_result_content"]
 

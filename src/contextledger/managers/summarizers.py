@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contextledger.core.seam import settle
 from contextledger.managers.coverage import SUMMARY_MARK, coverage_of, is_summary, stamp_of
-from contextledger.messages import Message
-from contextledger.seam import settle
+from contextledger.model.messages import Message
 
 __all__ = [
     "SUMMARY_MARK",
@@ -251,7 +251,7 @@ class ExtractiveSummarizer:
 def summarize_texts(summarizer: Summarizer, messages: Sequence[Message]) -> str:
     """Call ``summarizer`` on a copy of ``messages`` (so it cannot alter the view).
 
-    Under the async API a coroutine summarizer is awaited here (see :mod:`contextledger.seam`).
+    Under the async API a coroutine summarizer is awaited here (see :mod:`contextledger.core.seam`).
 
     Raises:
         ConfigurationError: The summarizer returned an awaitable outside the async API.

@@ -8,14 +8,14 @@ from typing import cast
 
 from pydantic import Field
 
-from contextledger.changeset import Planned, ReductionPlan, ReductionRequest, SummaryDraft
+from contextledger.core.changeset import Planned, ReductionPlan, ReductionRequest, SummaryDraft
+from contextledger.core.view import View
 from contextledger.errors import ReductionFailed
 from contextledger.managers.coverage import LedgerFacts, SummaryRecord, ledger_facts, stamped
 from contextledger.managers.options import Option, SummarizingOptions
 from contextledger.managers.policy import PolicyManager, PolicyState, ProactiveCompression, ProtectedSpec, entry_ids
 from contextledger.managers.summarizers import ExtractiveSummarizer, Summarizer, summarize_texts, summarizer_name
-from contextledger.records import ViewEntry, new_id
-from contextledger.view import View
+from contextledger.model.records import ViewEntry, new_id
 
 __all__ = ["SummarizingConversationManager", "SummarizingState"]
 
@@ -41,7 +41,7 @@ class SummarizingConversationManager(PolicyManager):
     A reduction takes a run of about ``max(1, int(len(view) * summary_ratio))`` of the
     oldest entries -- whole tool-pair groups, starting at the oldest one that is not
     protected -- and replaces them with one
-    :class:`~contextledger.changeset.SummaryDraft` naming exactly the entries replaced.
+    :class:`~contextledger.core.changeset.SummaryDraft` naming exactly the entries replaced.
     The run never takes a pinned entry or its partner (those stay, in order, ahead of
     the summary), and stops at the first protected entry: the protected first/last
     ranges, the ``preserve_recent_messages`` most recent entries and the newest user

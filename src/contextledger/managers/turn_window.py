@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from contextledger.changeset import ReductionPlan, ReductionRequest
+from contextledger.core.changeset import ReductionPlan, ReductionRequest
+from contextledger.core.view import View
 from contextledger.managers.options import Option, TurnWindowOptions
 from contextledger.managers.policy import (
     PolicyManager,
@@ -13,8 +14,7 @@ from contextledger.managers.policy import (
     entry_ids,
     evictable_groups,
 )
-from contextledger.messages import Message
-from contextledger.view import View
+from contextledger.model.messages import Message
 
 __all__ = ["TurnWindowConversationManager", "complete_tool_sequences", "is_user_turn"]
 

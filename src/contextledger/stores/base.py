@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage, SessionOwnerConflict
-from contextledger.jsonvalues import check_plain_json, dumps_encoded
-from contextledger.messages import Message
-from contextledger.records import (
+from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
+from contextledger.model.messages import Message
+from contextledger.model.records import (
     ConversationState,
     EntryKind,
     Eviction,
@@ -29,7 +29,7 @@ from contextledger.records import (
 )
 
 if TYPE_CHECKING:
-    from contextledger.bundle import ConversationRecords
+    from contextledger.model.bundle import ConversationRecords
 
 __all__ = [
     "AppendedBy",
@@ -46,7 +46,7 @@ class AppendedBy:
     """The entries that existed at a cut: appended by a commit at or before it.
 
     Each bound that is set must hold (``None``: no bound). Rows written before 0.2 carry
-    0 stamps and pass the call and version bounds, as :func:`contextledger.travel.view_at`
+    0 stamps and pass the call and version bounds, as :func:`contextledger.history.travel.view_at`
     treats them.
 
     Attributes:
@@ -92,7 +92,7 @@ class LedgerStore(Protocol):
     * A changeset planned on a version > 0 that finds no conversation raises
       :class:`~contextledger.errors.SessionDeleted`: a deleted session is never
       re-created by a writer that still holds it.
-    * Every pin change is recorded as a :class:`~contextledger.records.PinEvent` in the
+    * Every pin change is recorded as a :class:`~contextledger.model.records.PinEvent` in the
       same commit.
     * After :meth:`close` every call raises :class:`~contextledger.errors.LedgerClosed`;
       calls already running finish first.
@@ -141,7 +141,7 @@ class LedgerStore(Protocol):
 
         The entry's content and metadata become ``erased``'s, its revisions are deleted
         and each summary in ``summaries`` gets that text. The old bytes leave the store
-        (see :mod:`contextledger.lifecycle`).
+        (see :mod:`contextledger.history.lifecycle`).
         """
         ...
 
@@ -163,7 +163,7 @@ class LedgerStore(Protocol):
         statuses, summary chains, pin events, tombstones -- so reading it back gives the
         same records. When the conversation already exists nothing is written and
         ``False`` is returned (the caller compares; see
-        :func:`contextledger.transfer.write_conversation`).
+        :func:`contextledger.history.transfer.write_conversation`).
         """
         ...
 
@@ -216,7 +216,7 @@ class LedgerStore(Protocol):
         """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``), atomically.
 
         Keys not in ``delta`` keep their values; concurrent merges of different keys both
-        land. ``delta`` holds JSON values (see :func:`~contextledger.checks.check_scope_delta`).
+        land. ``delta`` holds JSON values (see :func:`~contextledger.core.checks.check_scope_delta`).
         """
         ...
 
@@ -259,7 +259,7 @@ def check_storable(changeset: Changeset) -> None:
     """Check that every JSON value of ``changeset`` can be stored, the same way on every backend.
 
     Content and metadata are kept as standard JSON (bytes tagged); manager and host
-    state as plain JSON (bytes refused: see :func:`~contextledger.jsonvalues.check_plain_json`).
+    state as plain JSON (bytes refused: see :func:`~contextledger.model.jsonvalues.check_plain_json`).
     Values JSON has no form for (sets, arbitrary objects) and non-finite floats (NaN and
     infinity, which PostgreSQL's ``json`` type refuses) are rejected before anything is
     written.

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from contextledger.errors import ConfigurationError
-from contextledger.records import Expiry, LineageLink
+from contextledger.model.records import Expiry, LineageLink
 
 __all__ = [
     "ExpiringStore",
@@ -38,7 +38,7 @@ class LineageStore(Protocol):
 
     * :meth:`add_lineage` records each link under its ancestor conversation when that
       conversation exists (a link whose ancestor does not exist is skipped), and
-      recording a link again (same :attr:`~contextledger.records.LineageLink.key`) changes
+      recording a link again (same :attr:`~contextledger.model.records.LineageLink.key`) changes
       nothing; the links go when the ancestor's session is deleted or expires.
     * :meth:`lineage` returns the links whose ancestor is in the session (or the one
       agent), oldest first. It only reads.
@@ -62,7 +62,7 @@ class ExpiringStore(Protocol):
     * :meth:`expire_session` removes every conversation of the session -- in one atomic
       step per store -- only when none of them was written at or after ``idle_before``
       (checked where the rows are, so a write that races with it keeps the session),
-      and keeps one :class:`~contextledger.records.Expiry` per conversation.
+      and keeps one :class:`~contextledger.model.records.Expiry` per conversation.
     * A commit planned on a version > 0 of an expired conversation raises
       :class:`~contextledger.errors.SessionExpired`; a new conversation (version 0)
       may be created under the same ids.
@@ -140,7 +140,7 @@ def swap_in(value: Any, old: str, new: str) -> tuple[Any, bool]:
 
 @runtime_checkable
 class ResealingStore(Protocol):
-    """A store that can replace sealed tokens in place (what a key rotation does; see :mod:`contextledger.rotation`)."""
+    """A store that can replace sealed tokens in place (a key rotation: :mod:`contextledger.history.rotation`)."""
 
     def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
         """Apply the swaps of one conversation atomically, each only where its ``old`` token still is; return how many.

@@ -5,7 +5,7 @@ store protocol by sealing what a changeset, an erase or an import writes (see
 :mod:`contextledger.encryption` for what is sealed and what stays clear) and opening
 what the reads return; the store under it never sees a plaintext value. Erasure keeps
 working: an erase overwrites the sealed value (and the store's own erasure makes the old
-bytes leave its files). Re-sealing under a new key (:mod:`contextledger.rotation`) uses
+bytes leave its files). Re-sealing under a new key (:mod:`contextledger.history.rotation`) uses
 the stores' :meth:`reseal`, which swaps one token for another only where it still is.
 
 ``Ledger.connect(url, encryption=keyring)`` wraps the store it opens; the
@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from contextledger.bundle import ConversationRecords
-from contextledger.changeset import Changeset, ContentRevision
+from contextledger.core.changeset import Changeset, ContentRevision
 from contextledger.encryption import SEALED, KeyProvider, Sealer, sealed_token
-from contextledger.messages import Message
-from contextledger.records import (
+from contextledger.model.bundle import ConversationRecords
+from contextledger.model.messages import Message
+from contextledger.model.records import (
     ConversationState,
     Eviction,
     Expiry,
@@ -41,7 +41,7 @@ from contextledger.records import (
     ViewEntry,
     view_entry,
 )
-from contextledger.stored import sealed_values_allowed
+from contextledger.model.stored import sealed_values_allowed
 from contextledger.stores.base import AppendedBy, LedgerStore, preview
 from contextledger.stores.capabilities import Swap, expiring, resealing, with_lineage
 
@@ -415,13 +415,13 @@ class EncryptedStore:
         return expiring(self.inner).expirations(session_id)
 
     def settle_erasure(self, *, timeout: float, vacuum: bool = False) -> str | None:
-        """The inner store's erased bytes (see :func:`contextledger.lifecycle.settle_erasure`)."""
-        from contextledger.lifecycle import settle_erasure
+        """The inner store's erased bytes (see :func:`contextledger.history.lifecycle.settle_erasure`)."""
+        from contextledger.history.lifecycle import settle_erasure
 
         return settle_erasure(self.inner, timeout=timeout, vacuum=vacuum)
 
     def reseal(self, session_id: str, agent_id: str, swaps: Sequence[Swap]) -> int:
-        """Swap sealed tokens in the inner store (see :mod:`contextledger.rotation`)."""
+        """Swap sealed tokens in the inner store (see :mod:`contextledger.history.rotation`)."""
         return resealing(self.inner).reseal(session_id, agent_id, swaps)
 
 

@@ -1,6 +1,6 @@
 """Exactly-once commits: a commit whose reply is lost is resolved by reading its id back.
 
-Every :class:`~contextledger.changeset.Changeset` carries a client-generated
+Every :class:`~contextledger.core.changeset.Changeset` carries a client-generated
 ``changeset_id``, and every store records, atomically with what a changeset wrote, which
 changeset produced which version of the conversation (its commit log). When the
 connection drops after a commit was sent, the server may or may not have applied it.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import CommitOutcomeUnknown, StoreUnavailable
 from contextledger.telemetry.notes import reply_lost
 

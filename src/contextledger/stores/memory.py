@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contextledger.bundle import ConversationRecords, check_records
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import (
     ConcurrencyConflict,
     ConfigurationError,
@@ -20,8 +19,9 @@ from contextledger.errors import (
     SessionDeleted,
     SessionExpired,
 )
-from contextledger.messages import Message
-from contextledger.records import (
+from contextledger.model.bundle import ConversationRecords, check_records
+from contextledger.model.messages import Message
+from contextledger.model.records import (
     ConversationState,
     EntryStatus,
     Eviction,
@@ -51,7 +51,7 @@ from contextledger.stores.base import (
 from contextledger.stores.capabilities import Swap, swap_in
 from contextledger.stores.exactly_once import commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.urls import mask
+from contextledger.stores.urls import mask
 
 __all__ = ["MemoryStore"]
 

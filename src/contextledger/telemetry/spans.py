@@ -27,10 +27,10 @@ from contextledger.telemetry.state import Telemetry, active
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from contextledger.changeset import Changeset, ReductionRequest
-    from contextledger.records import Reduction, Snapshot, ViewEntry
+    from contextledger.core.changeset import Changeset, ReductionRequest
+    from contextledger.core.view import View
+    from contextledger.model.records import Reduction, Snapshot, ViewEntry
     from contextledger.stores.base import LedgerStore
-    from contextledger.view import View
 
 __all__ = ["backend_of", "commit", "reduced", "reduction", "restore", "summarize", "window"]
 
@@ -180,7 +180,7 @@ def restore(store: LedgerStore, session_id: str, agent_id: str) -> Snapshot | No
 
 
 def _bytes_of(entries: tuple[ViewEntry, ...]) -> int:
-    from contextledger.jsonvalues import dumps_encoded
+    from contextledger.model.jsonvalues import dumps_encoded
 
     return sum(len(dumps_encoded(entry.message.content, compact=True).encode()) for entry in entries)
 
@@ -196,7 +196,7 @@ def reduction(
     manager: str | None = None,
     note: Callable[[], str | None] = lambda: None,
 ) -> Reduction | None:
-    """``run()``, a reduction planned and committed, as a ``contextledger.reduction`` span when on.
+    """``run()``, a reduction planned and committed, as a ``contextledger.core.reduction`` span when on.
 
     ``request`` is the manager's request, or the trigger of a plan a caller or host
     applies; ``note`` says why nothing was reduced when ``run`` returns ``None``.

@@ -14,11 +14,11 @@ from datetime import timedelta
 
 import pytest
 
-from contextledger.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation, Edit
+from contextledger.conversation.conversation import Conversation, Edit
+from contextledger.core.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, EntryNotFound, InvalidMessage
-from contextledger.messages import Message
-from contextledger.records import Reduction, ViewEntry, utcnow
+from contextledger.model.messages import Message
+from contextledger.model.records import Reduction, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.exactly_once import ExactlyOnceContract

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.encryption import Keyring, Sealer, key_id_of, new_key, sealed_token
 from contextledger.errors import EncryptionError, EncryptionKeyMissing
-from contextledger.lifecycle import erase
-from contextledger.messages import Message
-from contextledger.rotation import CLEAR, key_census, rotate
-from contextledger.stored import sealed_values_allowed
+from contextledger.history.lifecycle import erase
+from contextledger.history.rotation import CLEAR, key_census, rotate
+from contextledger.history.transfer import conversation_lines, read_conversation
+from contextledger.model.messages import Message
+from contextledger.model.stored import sealed_values_allowed
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.encrypted import EncryptedStore
-from contextledger.transfer import conversation_lines, read_conversation
 
 __all__ = ["SECRET", "EncryptionContract", "encrypted_conversation", "stored_tokens"]
 

@@ -13,10 +13,10 @@ from typing import Protocol
 
 import pytest
 
-from contextledger.changeset import ReductionPlan
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan
 from contextledger.errors import CommitOutcomeUnknown, StoreUnavailable
-from contextledger.messages import Message
+from contextledger.model.messages import Message
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["ExactlyOnceContract", "LostReply"]

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contextledger.records import ViewEntry
+from contextledger.model.records import ViewEntry
 
 __all__ = ["as_received", "strands_input"]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from contextledger.changeset import Changeset, ReductionPlan
-from contextledger.conversation import Conversation, Edit
+from contextledger.conversation.conversation import Conversation, Edit
+from contextledger.core.changeset import Changeset, ReductionPlan
 from contextledger.errors import EntryNotFound, LedgerClosed, SessionDeleted
-from contextledger.messages import Message
-from contextledger.records import ViewEntry, utcnow
+from contextledger.model.messages import Message
+from contextledger.model.records import ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["LifecycleContract", "PinHistoryContract"]

@@ -7,17 +7,17 @@ from datetime import timedelta
 
 import pytest
 
-from contextledger.changeset import ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import SessionDeleted, SessionExpired
-from contextledger.expiry import expire
-from contextledger.fork import fork
-from contextledger.lifecycle import REDACTED_TEXT, erase
-from contextledger.messages import Message
-from contextledger.records import LineageLink, utcnow
+from contextledger.history.expiry import expire
+from contextledger.history.fork import fork
+from contextledger.history.lifecycle import REDACTED_TEXT, erase
+from contextledger.history.transfer import read_conversation
+from contextledger.model.messages import Message
+from contextledger.model.records import LineageLink, utcnow
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import ExpiringStore, LineageStore
-from contextledger.transfer import read_conversation
 
 __all__ = ["ExpiryContract", "LineageContract"]
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConfigurationError, InvalidMessage, SessionNotFound, SessionOwnerConflict
+from contextledger.history.lifecycle import ERASED_TEXT
 from contextledger.ledger import Ledger
-from contextledger.lifecycle import ERASED_TEXT
 from contextledger.managers.sliding_window import SlidingWindowConversationManager
-from contextledger.messages import Message
-from contextledger.records import utcnow
+from contextledger.model.messages import Message
+from contextledger.model.records import utcnow
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["OwnersContract"]

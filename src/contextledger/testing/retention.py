@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.errors import EntryNotFound
-from contextledger.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT
-from contextledger.messages import Message
-from contextledger.records import Tombstone
+from contextledger.history.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT
+from contextledger.model.messages import Message
+from contextledger.model.records import Tombstone
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["RetentionContract"]

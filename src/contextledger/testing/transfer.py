@@ -6,14 +6,19 @@ import math
 
 import pytest
 
-from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.errors import ConversationExists, InvalidExport, InvalidMessage
-from contextledger.lifecycle import erase
-from contextledger.messages import Message
-from contextledger.records import Revision
+from contextledger.history.lifecycle import erase
+from contextledger.history.transfer import (
+    ConversationRecords,
+    conversation_lines,
+    read_conversation,
+    write_conversation,
+)
+from contextledger.model.messages import Message
+from contextledger.model.records import Revision
 from contextledger.stores.base import LedgerStore
-from contextledger.transfer import ConversationRecords, conversation_lines, read_conversation, write_conversation
 
 __all__ = ["TransferContract", "rich_conversation"]
 

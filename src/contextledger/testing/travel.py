@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from contextledger.changeset import ReductionPlan, SummaryDraft
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import InvalidPlan, ModelCallNotFound, ReductionNotFound, UndoConflict
-from contextledger.messages import Message
-from contextledger.records import Reduction
+from contextledger.history.travel import view_at
+from contextledger.model.messages import Message
+from contextledger.model.records import Reduction
 from contextledger.stores.base import LedgerStore
-from contextledger.travel import view_at
 
 __all__ = ["TimeTravelContract"]
 
@@ -143,7 +143,7 @@ class TimeTravelContract:
 
     def test_undo_reverts_revisions_and_view_at_sees_both_sides(self, store: LedgerStore) -> None:
         """Undo reverts revisions and view at sees both sides."""
-        from contextledger.changeset import ContentRevision
+        from contextledger.core.changeset import ContentRevision
 
         conv = Conversation(store, "s", "a")
         (msg,) = conv.append(Message.user("long " * 20))
@@ -188,7 +188,7 @@ class TimeTravelContract:
 
     def test_fork_starts_from_the_view_at_a_call_and_records_its_origin(self, store: LedgerStore) -> None:
         """Fork starts from the view at a call and records its origin."""
-        from contextledger.fork import fork, fork_origin
+        from contextledger.history.fork import fork, fork_origin
 
         conv = Conversation(store, "s", "a")
         msgs = _chat(6)

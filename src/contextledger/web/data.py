@@ -19,7 +19,7 @@ from typing import Any
 from contextledger import __version__
 from contextledger.errors import SessionNotFound
 from contextledger.ledger import Ledger
-from contextledger.records import (
+from contextledger.model.records import (
     ConversationState,
     HistoryEntry,
     PinEvent,
@@ -28,7 +28,7 @@ from contextledger.records import (
     Snapshot,
     SummaryEntry,
 )
-from contextledger.text import describe, fmt_time
+from contextledger.model.text import describe, fmt_time
 from contextledger.web.query import Paged, SessionQuery, paged
 from contextledger.web.rows import (
     PinRow,

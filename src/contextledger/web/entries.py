@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from contextledger.errors import EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
-from contextledger.messages import Message
-from contextledger.records import HistoryEntry, Reduction, Revision, SummaryEntry
-from contextledger.text import fmt_time
+from contextledger.model.messages import Message
+from contextledger.model.records import HistoryEntry, Reduction, Revision, SummaryEntry
+from contextledger.model.text import fmt_time
 from contextledger.web.rows import (
     Block,
     PinRow,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
-from contextledger.records import Reduction
-from contextledger.text import fmt_time
+from contextledger.model.records import Reduction
+from contextledger.model.text import fmt_time
 
 __all__ = ["Filters", "Paged", "SessionQuery", "paged"]
 

@@ -23,7 +23,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from contextledger import __version__
 from contextledger.ledger import Ledger
-from contextledger.urls import mask
+from contextledger.stores.urls import mask
 from contextledger.web.data import SessionPage, session_page
 from contextledger.web.entries import entry_page, reduction_page
 from contextledger.web.query import SessionQuery

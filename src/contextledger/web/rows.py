@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contextledger.messages import Message
-from contextledger.records import HistoryEntry, PinEvent, Reduction, SummaryEntry, ViewEntry
-from contextledger.text import describe, fmt_time
+from contextledger.model.messages import Message
+from contextledger.model.records import HistoryEntry, PinEvent, Reduction, SummaryEntry, ViewEntry
+from contextledger.model.text import describe, fmt_time
 
 __all__ = [
     "IMAGE_TYPES",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextledger.ledger import Ledger
-from contextledger.text import describe, fmt_time
+from contextledger.model.text import describe, fmt_time
 
 __all__ = ["PER_PAGE", "Hit", "SearchResults", "search_session"]
 

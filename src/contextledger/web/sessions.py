@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contextledger.ledger import Ledger
-from contextledger.text import fmt_time
+from contextledger.model.text import fmt_time
 
 __all__ = ["SEARCH_SCAN", "SessionRow", "SessionsPage", "sessions_page"]
 

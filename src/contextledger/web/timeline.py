@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contextledger.records import TRIGGERS, ConversationState, PinEvent, Reduction
+from contextledger.model.records import TRIGGERS, ConversationState, PinEvent, Reduction
 
 __all__ = ["PIN_PATH", "STRATEGY_LETTERS", "AgentLine", "chart_data", "letter", "why"]
 

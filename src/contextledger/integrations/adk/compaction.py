@@ -17,10 +17,10 @@ from collections.abc import Mapping
 
 from google.adk.events import Event
 
-from contextledger.changeset import ReductionPlan, SummaryDraft
+from contextledger.core.changeset import ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.integrations.adk.events import EVENT_KEY
 from contextledger.integrations.adk.record import SessionRecord
-from contextledger.view import View
 
 __all__ = ["COMPACTION_STRATEGY", "COMPACTION_SUMMARIZER", "compaction_plan", "summary_id_of"]
 

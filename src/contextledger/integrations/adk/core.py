@@ -28,9 +28,11 @@ from google.adk.sessions import Session
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
-from contextledger.changeset import Edit
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Edit
+from contextledger.core.view import View
 from contextledger.errors import DuplicateEntry
+from contextledger.history.users import user_sessions
 from contextledger.integrations.adk.compaction import compaction_plan
 from contextledger.integrations.adk.errors import AdkSessionExists, AdkSessionNotFound, AdkStaleSession
 from contextledger.integrations.adk.events import (
@@ -42,10 +44,8 @@ from contextledger.integrations.adk.events import (
 from contextledger.integrations.adk.record import SessionRecord, merged_state, split_state
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
-from contextledger.messages import Message
-from contextledger.records import utcnow
-from contextledger.users import user_sessions
-from contextledger.view import View
+from contextledger.model.messages import Message
+from contextledger.model.records import utcnow
 
 __all__ = ["STALE_SESSION_MESSAGE", "SessionCore"]
 

@@ -41,8 +41,8 @@ from google.genai import types
 from pydantic import ValidationError
 
 from contextledger.errors import ConfigurationError, InvalidMessage
-from contextledger.messages import ContentBlock, Message, Role, thaw
-from contextledger.records import HistoryEntry, ViewEntry
+from contextledger.model.messages import ContentBlock, Message, Role, thaw
+from contextledger.model.records import HistoryEntry, ViewEntry
 
 __all__ = [
     "EVENT_KEY",

@@ -31,15 +31,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from contextledger.changeset import Edit
+from contextledger.core.changeset import Edit
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, StoreUnavailable
 from contextledger.integrations.adk.compaction import compaction_plan
 from contextledger.integrations.adk.core import SessionCore
 from contextledger.integrations.adk.events import event_to_message, ledger_session_id
 from contextledger.integrations.adk.record import SessionRecord, split_state
 from contextledger.ledger import Ledger
-from contextledger.urls import mask
-from contextledger.view import View
+from contextledger.stores.urls import mask
 
 __all__ = ["BATCH", "ImportReport", "ImportedSession", "count_events", "import_adk_database"]
 

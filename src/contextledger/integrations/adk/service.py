@@ -26,8 +26,8 @@ from contextledger.errors import ConfigurationError
 from contextledger.integrations.adk.core import ManagerFactory, SessionCore
 from contextledger.integrations.adk.events import ledger_session_id
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
-from contextledger.tokens import TokenCounter
-from contextledger.urls import mask
+from contextledger.model.tokens import TokenCounter
+from contextledger.stores.urls import mask
 
 __all__ = ["LedgerSessionService"]
 

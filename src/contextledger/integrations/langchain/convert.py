@@ -50,11 +50,11 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.tool import tool_call
 
+from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
 from contextledger.integrations.kept import kept, kept_text
-from contextledger.jsonvalues import thaw
-from contextledger.messages import ContentBlock, Message, Role, new_message_id
-from contextledger.view import View
+from contextledger.model.jsonvalues import thaw
+from contextledger.model.messages import ContentBlock, Message, Role, new_message_id
 
 __all__ = ["KEY", "ViewRenderer", "from_ledger", "from_view", "kept_message", "project", "to_ledger", "to_ledgers"]
 

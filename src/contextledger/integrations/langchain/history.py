@@ -27,13 +27,13 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from contextledger.aio import AsyncConversation, AsyncLedger
-from contextledger.changeset import ReductionPlan
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.langchain.convert import ViewRenderer, to_ledgers
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
-from contextledger.view import View
 
 __all__ = ["LedgerChatMessageHistory"]
 

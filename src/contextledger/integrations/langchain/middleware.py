@@ -49,14 +49,14 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.kept import kept_text
 from contextledger.integrations.langchain.convert import KEY, ViewRenderer, to_ledger
 from contextledger.integrations.mirror import plan_mirror
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
-from contextledger.messages import Message, new_message_id
+from contextledger.model.messages import Message, new_message_id
 
 __all__ = ["HOST_STRATEGY", "LedgerMiddleware"]
 

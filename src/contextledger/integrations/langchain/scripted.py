@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from contextledger.errors import ContextLedgerError
-from contextledger.messages import new_message_id
+from contextledger.model.messages import new_message_id
 
 __all__ = ["CallTool", "ScriptExhausted", "ScriptedChatModel", "Step"]
 

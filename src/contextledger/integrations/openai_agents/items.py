@@ -54,10 +54,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.openai_agents.render import output_value, render_message
-from contextledger.messages import ContentBlock, Message, Role
-from contextledger.view import View
+from contextledger.model.messages import ContentBlock, Message, Role
 
 __all__ = [
     "CALL_OUTPUT_TYPES",

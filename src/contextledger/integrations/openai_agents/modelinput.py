@@ -22,10 +22,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from contextledger.changeset import ContentRevision, ReductionPlan
+from contextledger.core.changeset import ContentRevision, ReductionPlan
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.openai_agents.items import item_to_message
-from contextledger.view import View
 
 __all__ = ["mirror_filter", "unsaved_items"]
 

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextledger.messages import Message
+from contextledger.model.messages import Message
 
 __all__ = ["output_value", "render_message"]
 

@@ -45,8 +45,9 @@ from agents.run_config import CallModelInputFilter
 
 from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.aio.runner import default_runner
-from contextledger.changeset import ReductionPlan
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import ReductionPlan
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.openai_agents.items import (
     is_opaque,
@@ -58,8 +59,7 @@ from contextledger.integrations.openai_agents.items import (
 from contextledger.integrations.openai_agents.modelinput import mirror_filter, unsaved_items
 from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
-from contextledger.messages import LINKS_KEY, Message
-from contextledger.view import View
+from contextledger.model.messages import LINKS_KEY, Message
 
 __all__ = ["LedgerSession"]
 

@@ -58,11 +58,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
 from contextledger.integrations.kept import kept, kept_text, unchanged
-from contextledger.jsonvalues import thaw
-from contextledger.messages import ContentBlock, Message, Role
-from contextledger.view import View
+from contextledger.model.jsonvalues import thaw
+from contextledger.model.messages import ContentBlock, Message, Role
 
 __all__ = [
     "KEY",

@@ -50,14 +50,14 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import RunContext
 
 from contextledger.aio import AsyncConversation, AsyncLedger
-from contextledger.changeset import Edit
+from contextledger.core.changeset import Edit
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.mirror import match_ids, plan_mirror
 from contextledger.integrations.pydantic_ai.convert import dump, rendered, to_ledger, tool_names
 from contextledger.ledger import DEFAULT_URL
 from contextledger.managers.base import ConversationManager
-from contextledger.messages import Message, new_message_id
-from contextledger.view import View
+from contextledger.model.messages import Message, new_message_id
 
 __all__ = ["HOST_STRATEGY", "LedgerHistory"]
 

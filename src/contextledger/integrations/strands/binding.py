@@ -39,10 +39,12 @@ from strands.hooks import BeforeModelCallEvent as StrandsBeforeModelCallEvent
 from strands.types.content import Message as StrandsMessage
 from strands.types.exceptions import ContextWindowOverflowException
 
-from contextledger.changeset import ContentRevision, ReductionPlan, build_changeset
-from contextledger.conversation import Conversation, Edit
+from contextledger.conversation.conversation import Conversation, Edit
+from contextledger.conversation.pins import handle_pin_message_tool
+from contextledger.core.changeset import ContentRevision, ReductionPlan, build_changeset
+from contextledger.core.hooks import BeforeModelCallEvent
+from contextledger.core.view import View
 from contextledger.errors import EntryNotFound, ReductionFailed
-from contextledger.hooks import BeforeModelCallEvent
 from contextledger.integrations.strands import _compat
 from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict, render_entry, tracking_id
 from contextledger.integrations.strands.diff import plan_sync
@@ -51,11 +53,9 @@ from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import needs_repair, plan_repair
-from contextledger.messages import Message
-from contextledger.pinning import handle_pin_message_tool
-from contextledger.records import Reduction, Trigger, ViewEntry
-from contextledger.tokens import TokenCounter
-from contextledger.view import View
+from contextledger.model.messages import Message
+from contextledger.model.records import Reduction, Trigger, ViewEntry
+from contextledger.model.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from strands import Agent

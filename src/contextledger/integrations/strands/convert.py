@@ -12,8 +12,8 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from contextledger.errors import InvalidMessage
-from contextledger.messages import decode_blocks, encode_blocks, new_message_id
-from contextledger.records import ViewEntry
+from contextledger.model.messages import decode_blocks, encode_blocks, new_message_id
+from contextledger.model.records import ViewEntry
 
 __all__ = [
     "decode_json",

@@ -2,7 +2,7 @@
 
 Strands conversation managers edit ``agent.messages`` in place. :func:`plan_sync`
 turns the difference between that list and the active view, matched by id
-(``tracking_id`` = ``message_id``), into one :class:`~contextledger.conversation.Edit`:
+(``tracking_id`` = ``message_id``), into one :class:`~contextledger.conversation.conversation.Edit`:
 
 * a message the view does not hold is appended -- unless it was inserted in place of
   messages that disappeared, in which case it is the host's summary of them;
@@ -20,13 +20,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Edit
+from contextledger.conversation.conversation import Edit
+from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
 from contextledger.integrations.strands.convert import is_pinned_dict, tracking_id
-from contextledger.messages import Message
-from contextledger.records import Trigger
-from contextledger.view import View
+from contextledger.model.messages import Message
+from contextledger.model.records import Trigger
 
 __all__ = ["plan_sync", "summary_text"]
 

@@ -43,8 +43,9 @@ from typing import Any, Literal
 from strands.session.file_session_manager import AGENT_PREFIX, MESSAGE_PREFIX, MULTI_AGENT_PREFIX, SESSION_PREFIX
 from strands.types.session import SessionAgent, SessionMessage
 
-from contextledger.changeset import ContentRevision, ReductionPlan, SummaryDraft
-from contextledger.conversation import Edit
+from contextledger.conversation.conversation import Edit
+from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.strands import _compat
 from contextledger.integrations.strands.convert import encode_json
@@ -52,8 +53,7 @@ from contextledger.integrations.strands.diff import summary_text
 from contextledger.integrations.strands.multiagent import multi_agent_id
 from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
-from contextledger.messages import Message
-from contextledger.view import View
+from contextledger.model.messages import Message
 
 __all__ = ["ImportReport", "ImportedConversation", "count_file_messages", "import_file_sessions"]
 

@@ -24,7 +24,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.convert import decode_json, encode_json
 from contextledger.ledger import Ledger

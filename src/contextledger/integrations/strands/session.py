@@ -27,13 +27,13 @@ from strands.session.session_manager import SessionManager
 from strands.types.content import Message as StrandsMessage
 
 from contextledger.aio.runner import Runner
-from contextledger.conversation import Conversation
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
 from contextledger.integrations.strands.errors import DuplicateAgentId
 from contextledger.integrations.strands.multiagent import MULTI_AGENT_PREFIX, MultiAgentBinding, is_multi_agent_id
 from contextledger.ledger import DEFAULT_URL, Ledger
-from contextledger.tokens import TokenCounter
+from contextledger.model.tokens import TokenCounter
 
 if TYPE_CHECKING:
     from strands import Agent

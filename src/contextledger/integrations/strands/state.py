@@ -20,12 +20,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from contextledger.changeset import Planned
+from contextledger.core.changeset import Planned
+from contextledger.core.hooks import BeforeModelCallEvent, HookRegistry
+from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
-from contextledger.hooks import BeforeModelCallEvent, HookRegistry
 from contextledger.integrations.strands.convert import decode_json, encode_json
 from contextledger.managers.base import ConversationManager, ReductionRequest, as_planned
-from contextledger.view import View
 
 __all__ = ["StrandsSnapshot", "StrandsState"]
 
@@ -65,7 +65,7 @@ class StrandsState:
     Args:
         inner: The contextledger manager the adapter runs, if any.
         before_model_call: Called first on every
-            :class:`~contextledger.hooks.BeforeModelCallEvent`, before ``inner``'s
+            :class:`~contextledger.core.hooks.BeforeModelCallEvent`, before ``inner``'s
             callbacks (the integration syncs the agent there, so the model-call count
             rides with that commit).
     """

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any, cast
 from strands.tools.tools import PythonAgentTool
 from strands.types.tools import ToolResult, ToolSpec, ToolUse
 
-from contextledger.integrations.strands import _compat
-from contextledger.integrations.strands.binding import AgentBinding
-from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict
-from contextledger.ledger import Ledger
-from contextledger.pinning import (
+from contextledger.conversation.pins import (
     PIN_MESSAGE_TOOL_NAME,
     PIN_MESSAGE_TOOL_SPEC,
     handle_pin_message_tool,
     pin_message,
     unpin_message,
 )
+from contextledger.integrations.strands import _compat
+from contextledger.integrations.strands.binding import AgentBinding
+from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict
+from contextledger.ledger import Ledger
 from contextledger.stores.memory import MemoryStore
 
 if TYPE_CHECKING:

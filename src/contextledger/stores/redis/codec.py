@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import CorruptRecord, InvalidMessage
-from contextledger.jsonvalues import dumps_encoded, encode_value
-from contextledger.messages import Message, message_from_stored_content
-from contextledger.records import (
+from contextledger.model.jsonvalues import dumps_encoded, encode_value
+from contextledger.model.messages import Message, message_from_stored_content
+from contextledger.model.records import (
     ConversationState,
     HistoryEntry,
     Reduction,
@@ -29,7 +29,7 @@ from contextledger.records import (
     ViewEntry,
     view_entry,
 )
-from contextledger.stored import Unusual, parse_json_text
+from contextledger.model.stored import Unusual, parse_json_text
 from contextledger.stores.base import decoding
 from contextledger.stores.redis.keys import view_score
 

@@ -1,7 +1,7 @@
 """Reaching Redis: opening the client, and translating its errors at the boundary.
 
 :func:`connect` opens a ``redis.Redis`` or ``redis.cluster.RedisCluster`` from a ledger
-URL (parsed and masked by :mod:`contextledger.urls`) and checks that it answers;
+URL (parsed and masked by :mod:`contextledger.stores.urls`) and checks that it answers;
 :func:`translated` turns every redis-py error raised inside it into the library's
 errors: :class:`~contextledger.errors.StoreUnavailable` when the server cannot be
 reached, :class:`~contextledger.errors.StoreError` otherwise, chained to the driver's.
@@ -32,7 +32,7 @@ from contextledger.errors import (
     StoreError,
     StoreUnavailable,
 )
-from contextledger.urls import mask, mask_text, parse_redis
+from contextledger.stores.urls import mask, mask_text, parse_redis
 
 __all__ = ["UNAVAILABLE", "RedisClient", "connect", "mask_password", "one_line", "translated"]
 
@@ -49,7 +49,7 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 
 
 def mask_password(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***`` (see :func:`contextledger.urls.mask`)."""
+    """``url`` with its password (if any) replaced by ``***`` (see :func:`contextledger.stores.urls.mask`)."""
     return mask(url)
 
 

@@ -44,7 +44,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contextledger.errors import ConfigurationError, StoreUnavailable
-from contextledger.urls import Durability, check_durability
+from contextledger.stores.urls import Durability, check_durability
 
 __all__ = ["DEFAULT_REPLICA_TIMEOUT", "Replication", "replicated_commit", "replication"]
 

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextledger.messages import Message
-from contextledger.records import SummaryEntry, Tombstone
+from contextledger.model.messages import Message
+from contextledger.model.records import SummaryEntry, Tombstone
 
 __all__ = ["ERASE", "PRUNE", "erase_args", "tombstone_from", "tombstone_json"]
 

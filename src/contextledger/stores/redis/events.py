@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreError
-from contextledger.records import PinEvent
+from contextledger.model.records import PinEvent
 
 __all__ = ["pin_event_from", "tail_args"]
 

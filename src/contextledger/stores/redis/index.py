@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from contextledger.errors import CorruptRecord
-from contextledger.records import SessionInfo
+from contextledger.model.records import SessionInfo
 from contextledger.stores.redis.codec import decode_state, epoch_micros, text
 from contextledger.stores.redis.connect import RedisClient
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys

@@ -41,7 +41,7 @@ Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
 Beside a session (same hash tag as its agent set):
 
 * ``{<prefix>:<session>}:expired`` -- hash: agent id -> JSON of the
-  :class:`~contextledger.records.Expiry` of a conversation removed by ``expire``.
+  :class:`~contextledger.model.records.Expiry` of a conversation removed by ``expire``.
 * ``{<prefix>:<session>}:deleted`` -- with a ttl: set by ``delete_session`` (expiring
   with the ttl), so a writer of a deleted conversation is told it was deleted, not expired.
 * ``{<prefix>:<session>}:owner`` -- hash: ``app`` and ``user`` of the session (a field

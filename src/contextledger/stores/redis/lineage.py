@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from contextledger.records import Expiry, LineageLink
+from contextledger.model.records import Expiry, LineageLink
 
 __all__ = ["EXPIRE", "LINK", "RESEAL", "expiry_from", "expiry_json", "link_field", "link_from", "link_json"]
 

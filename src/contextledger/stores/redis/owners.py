@@ -20,9 +20,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import CorruptRecord
-from contextledger.records import SessionOwner
+from contextledger.model.records import SessionOwner
 from contextledger.stores.base import check_owner
 from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.connect import RedisClient

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.errors import StoreError
-from contextledger.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
+from contextledger.model.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
 from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.redis.codec import (
     MessageRow,

@@ -18,8 +18,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from contextledger.bundle import ConversationRecords, check_records
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import (
     CommitOutcomeUnknown,
     ConcurrencyConflict,
@@ -32,8 +31,9 @@ from contextledger.errors import (
     StoreError,
     StoreUnavailable,
 )
-from contextledger.messages import Message
-from contextledger.records import (
+from contextledger.model.bundle import ConversationRecords, check_records
+from contextledger.model.messages import Message
+from contextledger.model.records import (
     ConversationState,
     Expiry,
     HistoryEntry,
@@ -47,6 +47,7 @@ from contextledger.records import (
     utcnow,
     view_entry,
 )
+from contextledger.model.trusted import trusted
 from contextledger.stores.base import AppendedBy, owned
 from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
@@ -74,8 +75,7 @@ from contextledger.stores.redis.index import most_recent, relist_recreated, sess
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
 from contextledger.stores.redis.owners import read_owners
 from contextledger.stores.redis.queries import RedisQueries
-from contextledger.trusted import trusted
-from contextledger.urls import mask, parse_redis
+from contextledger.stores.urls import mask, parse_redis
 
 __all__ = ["RedisStore", "mask_password"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 
-from contextledger.bundle import ConversationRecords
-from contextledger.messages import encode_blocks
-from contextledger.records import SummaryEntry, utcnow
+from contextledger.model.bundle import ConversationRecords
+from contextledger.model.messages import encode_blocks
+from contextledger.model.records import SummaryEntry, utcnow
 from contextledger.stores.redis.codec import dumps, epoch_micros
 from contextledger.stores.redis.erasure import tombstone_json
 from contextledger.stores.redis.keys import view_score

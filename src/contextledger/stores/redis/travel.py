@@ -1,6 +1,6 @@
 """Reads of the Redis store that time travel needs: message entries by id.
 
-:func:`contextledger.travel.view_at` reads the active view, the reductions after the
+:func:`contextledger.history.travel.view_at` reads the active view, the reductions after the
 point it rewinds to, and the entries those reductions took out of the view -- never the
 whole history. This script reads exactly those entries: their record, their current
 content and their mutable facts, for the ids given, in one read-only round trip.
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextledger.errors import StoreError
-from contextledger.records import HistoryEntry
+from contextledger.model.records import HistoryEntry
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.redis.codec import MessageRow
 

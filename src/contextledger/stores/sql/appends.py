@@ -74,7 +74,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError
 from contextledger.stores.sql.changes import (
     STATE_FIELDS,

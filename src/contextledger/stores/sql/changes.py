@@ -36,14 +36,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import (
     DuplicateEntry,
     EntryNotFound,
 )
-from contextledger.jsonvalues import encode_value
-from contextledger.messages import Message
-from contextledger.records import SummaryEntry, ViewEntry
+from contextledger.model.jsonvalues import encode_value
+from contextledger.model.messages import Message
+from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
 from contextledger.stores.sql.models import (
     ChangesetRow,
@@ -199,7 +199,7 @@ def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[
         "evicted_by": None,
         "revision_count": 0,
         "created_at": now,
-        # The stamps time travel reads (see contextledger.travel).
+        # The stamps time travel reads (see contextledger.history.travel).
         "from_call": cs.from_call,
         "version": cs.new_version,
     }

@@ -1,4 +1,4 @@
-"""Engines and the translation of driver errors (URLs are parsed by :mod:`contextledger.urls`).
+"""Engines and the translation of driver errors (URLs are parsed by :mod:`contextledger.stores.urls`).
 
 SQLite engines get WAL, a busy timeout and foreign keys on every connection, and take
 the write lock when a write transaction begins (``BEGIN IMMEDIATE``) so two writers
@@ -41,8 +41,8 @@ from contextledger.errors import (
 )
 from contextledger.stores.sql import encoding
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
-from contextledger.urls import mask as mask_url
-from contextledger.urls import mask_text, parse_sql
+from contextledger.stores.urls import mask as mask_url
+from contextledger.stores.urls import mask_text, parse_sql
 
 __all__ = [
     "BEGIN_OPTION",
@@ -69,7 +69,7 @@ _TIMEOUTS = {"55P03", "57014"}
 
 
 def parse_url(url: str | URL) -> URL:
-    """Parse and normalise a SQL ledger URL (see :func:`contextledger.urls.parse_sql`).
+    """Parse and normalise a SQL ledger URL (see :func:`contextledger.stores.urls.parse_sql`).
 
     Raises:
         InvalidLedgerURL: The URL is malformed or names an unsupported driver.
@@ -80,7 +80,7 @@ def parse_url(url: str | URL) -> URL:
 def mask(url: URL) -> str:
     """The URL as a string with every credential masked: its password and secret query parameters.
 
-    See :func:`contextledger.urls.mask` (``?password=``, ``?sslpassword=``... are masked too).
+    See :func:`contextledger.stores.urls.mask` (``?password=``, ``?sslpassword=``... are masked too).
     """
     return mask_url(url.render_as_string(hide_password=True))
 

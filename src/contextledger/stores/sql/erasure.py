@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection, delete, insert, select, text, update
 
 from contextledger.errors import EntryNotFound
-from contextledger.messages import Message
-from contextledger.records import Tombstone
+from contextledger.model.messages import Message
+from contextledger.model.records import Tombstone
 from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import ConversationRow, EntryRow, RevisionRow, SummaryRow, TombstoneRow
 

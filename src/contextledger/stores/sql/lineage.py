@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
 
-from contextledger.records import Expiry, LineageLink
+from contextledger.model.records import Expiry, LineageLink
 from contextledger.stores.sql.models import ConversationRow, ExpiryRow, LineageRow, SessionRow
 
 __all__ = ["add_lineage", "expirations", "expire_session", "expired", "forget_expiries", "lineage"]

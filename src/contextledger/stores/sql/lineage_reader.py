@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from contextledger.records import LineageLink
+from contextledger.model.records import LineageLink
 from contextledger.stores.sql.reader_queries import stored_time
 
 __all__ = ["lineage"]

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from contextledger.errors import ConfigurationError
-from contextledger.records import (
+from contextledger.model.records import (
     ConversationState,
     Eviction,
     HistoryEntry,

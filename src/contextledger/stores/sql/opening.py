@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from contextledger.stores.sql.reader import SQLiteReader
-from contextledger.urls import plain_sqlite_masked
+from contextledger.stores.urls import plain_sqlite_masked
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

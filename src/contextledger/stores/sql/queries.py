@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
-from contextledger.records import (
+from contextledger.model.records import (
     ConversationState,
     Eviction,
     HistoryEntry,

@@ -31,7 +31,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from contextledger.errors import StoreError, StoreUnavailable
-from contextledger.records import Snapshot
+from contextledger.model.records import Snapshot
 from contextledger.stores.base import decoding
 from contextledger.stores.sql import window
 from contextledger.stores.sql.encoding import tolerant_sqlite_loads

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from contextledger.records import (
+from contextledger.model.records import (
     ConversationState,
     Eviction,
     HistoryEntry,

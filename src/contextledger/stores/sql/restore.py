@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from sqlalchemy import Connection, update
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import EntryNotFound
 from contextledger.stores.sql.models import EntryRow, SummaryRow
 

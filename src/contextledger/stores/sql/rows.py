@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from contextledger.messages import Message
-from contextledger.records import (
+from contextledger.model.messages import Message
+from contextledger.model.records import (
     Eviction,
     HistoryEntry,
     PinEvent,

@@ -42,10 +42,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import DuplicateEntry, InvalidMessage
-from contextledger.jsonvalues import check_plain_json, dumps_encoded
-from contextledger.records import ViewEntry
+from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
+from contextledger.model.records import ViewEntry
 from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
 from contextledger.stores.sql.changes import (
     CHUNK,

@@ -28,11 +28,11 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
-from contextledger.bundle import ConversationRecords, check_records
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired, StoreError, StoreUnavailable
-from contextledger.messages import Message
-from contextledger.records import (
+from contextledger.model.bundle import ConversationRecords, check_records
+from contextledger.model.messages import Message
+from contextledger.model.records import (
     Expiry,
     LineageLink,
     Snapshot,
@@ -46,7 +46,7 @@ from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
 from contextledger.stores.sql.listings import SQLListings
 from contextledger.stores.sql.reader import SQLiteReader
-from contextledger.urls import plain_sqlite_file, plain_sqlite_masked
+from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine

@@ -15,9 +15,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
-from contextledger.bundle import ConversationRecords
 from contextledger.errors import ConcurrencyConflict
-from contextledger.messages import encode_blocks
+from contextledger.model.bundle import ConversationRecords
+from contextledger.model.messages import encode_blocks
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,

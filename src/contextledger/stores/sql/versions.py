@@ -37,9 +37,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
-from contextledger.changeset import Changeset
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, InvalidMessage, SessionDeleted
-from contextledger.records import SessionOwner
+from contextledger.model.records import SessionOwner
 from contextledger.stores.base import check_owner
 from contextledger.stores.sql.models import (
     ID_LENGTH,

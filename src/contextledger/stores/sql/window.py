@@ -19,10 +19,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
-from contextledger.messages import Message, message_from_json
-from contextledger.records import ConversationState, Reduction, Revision, Snapshot, SummaryEntry, ViewEntry, view_entry
+from contextledger.model.messages import Message, message_from_json
+from contextledger.model.records import (
+    ConversationState,
+    Reduction,
+    Revision,
+    Snapshot,
+    SummaryEntry,
+    ViewEntry,
+    view_entry,
+)
+from contextledger.model.trusted import trusted
 from contextledger.stores.base import decoding
-from contextledger.trusted import trusted
 
 if TYPE_CHECKING:
     from sqlalchemy import Select
@@ -185,7 +193,7 @@ def snapshot(
     """The snapshot of a restore's rows, in the column orders of the reads above.
 
     The messages' content and metadata come as the JSON text stored, and are parsed
-    once, into the message (:func:`~contextledger.messages.message_from_json`): what
+    once, into the message (:func:`~contextledger.model.messages.message_from_json`): what
     the library wrote is taken without a second validation. When a row is anything
     else, or ``escaped`` says some text needs the store's own decoding, every row is
     decoded with ``loads`` (the engine's JSON deserializer) and validated, as the

@@ -1,0 +1,330 @@
+"""The active view: the entries the model sees, with tool-pair structure resolved."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cached_property
+from itertools import chain
+from typing import Any, Protocol
+
+from contextledger.errors import PinError
+from contextledger.model.messages import Message
+from contextledger.model.records import SummaryEntry, ViewEntry
+
+
+class _Revision(Protocol):
+    """What :func:`project_view` reads of a content revision (structural, so no import)."""
+
+    @property
+    def content(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def tokens(self) -> int | None: ...
+
+
+__all__ = ["View", "is_prompt", "is_turn_opener_violation", "project_view"]
+
+
+class View:
+    """An immutable, ordered sequence of active entries.
+
+    Tool pairs are resolved once: :meth:`group_of` gives every index linked to an entry
+    by a shared toolUseId (a call, all of its results, transitively), so a policy that
+    evicts, pins or summarises whole groups can never split a pair.
+    """
+
+    def __init__(self, entries: Sequence[ViewEntry]) -> None:
+        """Wrap ``entries`` (already in view order)."""
+        self.entries: tuple[ViewEntry, ...] = tuple(entries)
+
+    # Facts derived from the entries (ids, positions, tool ids, token totals) are computed
+    # at most once per view, on first use: a view never changes, and the hot paths
+    # (before_model_call, append) ask for the same facts many times per view. A view made
+    # by appending to another (:meth:`project`) derives them from its parent's.
+
+    def project(
+        self,
+        appends: Sequence[ViewEntry],
+        removed: set[str],
+        revised: Mapping[str, _Revision],
+        pins: Mapping[str, bool],
+        summary: SummaryEntry | None,
+    ) -> View:
+        """The view after a changeset (see :func:`project_view`); ``self`` when it changes nothing."""
+        if not (appends or removed or revised or pins or summary):
+            return self  # a state-only commit (the model-call count) keeps every cached fact
+        if not (removed or revised or pins or summary) and (not self.entries or appends[0].seq > self.entries[-1].seq):
+            return self._extended(tuple(appends))
+        return View(project_view(self, appends, removed, revised, pins, summary))
+
+    def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
+        """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
+        child = View(())
+        child.entries = self.entries + appends
+        known = self.__dict__
+        if "_tool_facts" in known:
+            child.__dict__["_tool_facts"] = self._tool_facts.extended(appends)
+        if "projected_input_tokens" in known:
+            child.__dict__["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
+        if "_positions" in known:
+            positions = dict(self._positions)
+            start = len(self.entries)
+            positions.update((e.entry_id, start + i) for i, e in enumerate(appends))
+            child.__dict__["_positions"] = positions
+        if "tokens" in known:
+            child.__dict__["tokens"] = self.tokens + sum(e.tokens for e in appends)
+        return child
+
+    def __len__(self) -> int:
+        """Number of active entries."""
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[ViewEntry]:
+        """Iterate entries in order."""
+        return iter(self.entries)
+
+    def __getitem__(self, index: int) -> ViewEntry:
+        """Entry at ``index``."""
+        return self.entries[index]
+
+    @cached_property
+    def messages(self) -> list[Message]:
+        """The messages in order (summaries rendered as user messages)."""
+        return [e.message for e in self.entries]
+
+    @cached_property
+    def ids(self) -> list[str]:
+        """Entry ids in order."""
+        return [e.entry_id for e in self.entries]
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {e.entry_id: i for i, e in enumerate(self.entries)}
+
+    def index_of(self, entry_id: str) -> int | None:
+        """The index of ``entry_id`` or ``None`` when it is not active."""
+        return self._positions.get(entry_id)
+
+    @cached_property
+    def tokens(self) -> int:
+        """Sum of the stored token estimates."""
+        return sum(e.tokens for e in self.entries)
+
+    @cached_property
+    def projected_input_tokens(self) -> int:
+        """The last reported input+output usage plus the estimate of every entry after it.
+
+        Without any reported usage, the sum of the estimates (see
+        :func:`contextledger.model.tokens.projected_input_tokens`).
+        """
+        return _projected_after(None, self.entries)
+
+    @cached_property
+    def _group_ids(self) -> list[int]:
+        parent = list(range(len(self.entries)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        first_seen: dict[str, int] = {}
+        for index, entry in enumerate(self.entries):
+            for tool_id in entry.message.tool_ids:
+                if tool_id in first_seen:
+                    parent[find(index)] = find(first_seen[tool_id])
+                else:
+                    first_seen[tool_id] = index
+        return [find(i) for i in range(len(self.entries))]
+
+    def group_of(self, index: int) -> list[int]:
+        """Indexes tool-linked to ``index`` (itself included), ascending."""
+        root = self._group_ids[index]
+        return [i for i, r in enumerate(self._group_ids) if r == root]
+
+    @cached_property
+    def groups(self) -> list[list[int]]:
+        """All groups in order of their first index; singletons for plain messages."""
+        by_root: dict[int, list[int]] = {}
+        for index, root in enumerate(self._group_ids):
+            by_root.setdefault(root, []).append(index)
+        return sorted(by_root.values(), key=lambda g: g[0])
+
+    def is_pinned(self, index: int) -> bool:
+        """Whether the entry or any tool-pair partner of it is pinned."""
+        return any(self.entries[i].pinned for i in self.group_of(index))
+
+    def id_at(self, index: int) -> str:
+        """The id of the entry at ``index`` (negative counts from the end).
+
+        Raises:
+            PinError: ``index`` is not an int or is out of range.
+        """
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise PinError(f"index must be an int, got {index!r}")
+        if not -len(self) <= index < len(self):
+            raise PinError(f"index {index} is out of range: the conversation has {len(self)} messages")
+        return self.entries[index].entry_id
+
+    def stored_as(self, messages: Sequence[Message]) -> list[Message] | None:
+        """The active messages ``messages`` were committed as, or ``None`` when any is not.
+
+        A message counts as committed when its id is active with the same role, content
+        and metadata (pins may have changed since): appending it again is a retry.
+        """
+        found = [self.index_of(m.message_id) for m in messages]
+        if any(i is None for i in found):
+            return None
+        stored = [self.entries[i].message for i in found if i is not None]
+        return stored if all(map(_same_message, messages, stored)) else None
+
+    @cached_property
+    def _tool_facts(self) -> _ToolFacts:
+        return _ToolFacts.of(self.entries)
+
+    def dangling_tool_uses(self) -> list[str]:
+        """Return the toolUseIds called in the view that have no result in it."""
+        return list(self._tool_facts.dangling)
+
+    def orphan_results(self) -> list[str]:
+        """Return the toolUseIds answered in the view whose call is not in it."""
+        return list(self._tool_facts.orphans)
+
+
+class _ToolFacts:
+    """The tool ids of a view: every call and result, and the calls and results left unpaired.
+
+    ``dangling`` and ``orphans`` keep view order (their order is the order the
+    repair reports them in).
+    """
+
+    __slots__ = ("dangling", "orphans", "results", "uses")
+
+    def __init__(self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str]) -> None:
+        self.uses, self.results, self.dangling, self.orphans = uses, results, dangling, orphans
+
+    @staticmethod
+    def _ids(entries: Sequence[ViewEntry]) -> tuple[list[str], list[str]]:
+        uses: list[str] = []
+        results: list[str] = []
+        for entry in entries:
+            for block in entry.message.content:
+                if "toolUse" in block:
+                    uses.append(block["toolUse"]["toolUseId"])
+                if "toolResult" in block:
+                    results.append(block["toolResult"]["toolUseId"])
+        return uses, results
+
+    @classmethod
+    def of(cls, entries: Sequence[ViewEntry]) -> _ToolFacts:
+        uses, results = cls._ids(entries)
+        use_set, result_set = set(uses), set(results)
+        return cls(
+            use_set,
+            result_set,
+            [t for t in uses if t not in result_set],
+            [t for t in results if t not in use_set],
+        )
+
+    def extended(self, appends: Sequence[ViewEntry]) -> _ToolFacts:
+        """The facts of the view with ``appends`` after it."""
+        uses, results = self._ids(appends)
+        if not uses and not results:
+            return self  # plain text turns: nothing to carry over but the facts themselves
+        use_set, result_set = self.uses | set(uses), self.results | set(results)
+        return _ToolFacts(
+            use_set,
+            result_set,
+            [t for t in (*self.dangling, *uses) if t not in result_set],
+            [t for t in (*self.orphans, *results) if t not in use_set],
+        )
+
+
+def _projected_after(base: int | None, entries: Sequence[ViewEntry]) -> int:
+    """Projected input tokens of a view ending in ``entries``; ``base`` is that of what precedes them.
+
+    The newest entry with reported usage resets the count; ``base`` is ``None`` when
+    nothing precedes ``entries``.
+    """
+    for index in range(len(entries) - 1, -1, -1):
+        usage = entries[index].message.usage
+        if usage and isinstance(usage.get("inputTokens"), int):
+            reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
+            return reported + sum(e.tokens for e in entries[index + 1 :])
+    return (base or 0) + sum(e.tokens for e in entries)
+
+
+def _same_message(new: Message, stored: Message) -> bool:
+    return (new.role, new.content, new.with_pin(False).metadata) == (
+        stored.role,
+        stored.content,
+        stored.with_pin(False).metadata,
+    )
+
+
+def is_prompt(entry: ViewEntry) -> bool:
+    """Whether ``entry`` is a user prompt: a user message with content other than tool results."""
+    message = entry.message
+    return (
+        entry.kind == "message"
+        and message.role == "user"
+        and any("toolResult" not in block for block in message.content)
+    )
+
+
+def is_turn_opener_violation(entry: ViewEntry) -> bool:
+    """Whether a view starting (after system messages) with ``entry`` is one a provider rejects.
+
+    That is an assistant message, or a user message carrying tool results. A summary is
+    rendered as a user text message and opens a view fine.
+    """
+    message = entry.message
+    if entry.kind == "summary":
+        return False
+    return message.role == "assistant" or bool(message.tool_result_ids)
+
+
+def project_view(
+    view: View,
+    appends: Sequence[ViewEntry],
+    removed: set[str],
+    revised: Mapping[str, _Revision],
+    pins: Mapping[str, bool],
+    summary: SummaryEntry | None,
+) -> list[ViewEntry]:
+    """The view after a changeset, computed locally so a commit needs no re-read (pure).
+
+    Entries are ordered by seq; a summary sorts before a message of equal seq.
+    """
+    in_order = not appends or not view.entries or appends[0].seq > view.entries[-1].seq
+    if in_order and not (removed or revised or pins or summary):
+        # Appends take seqs above every active entry, so the order holds without a sort
+        # and the hot path (a turn appended) costs O(appended), not O(window log window).
+        return [*view.entries, *appends]
+    entries: list[ViewEntry] = []
+    for entry in chain(view.entries, appends):
+        if entry.entry_id in removed:
+            continue
+        message = entry.message
+        if entry.entry_id in revised:
+            message = message.with_content(revised[entry.entry_id].content)
+        if entry.entry_id in pins:
+            message = message.with_pin(pins[entry.entry_id])
+        if message is not entry.message:
+            revision = revised.get(entry.entry_id)
+            tokens = revision.tokens if revision is not None and revision.tokens is not None else entry.tokens
+            entry = entry.model_copy(update={"message": message, "tokens": tokens})
+        entries.append(entry)
+    if summary is not None:
+        entries.append(
+            ViewEntry(
+                entry_id=summary.summary_id,
+                kind="summary",
+                seq=summary.seq,
+                message=summary.to_message(),
+                tokens=summary.tokens,
+            )
+        )
+    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
+    return entries

@@ -1,0 +1,81 @@
+"""The id grammar: what a session, agent, entry or reduction id may be when it comes from a file.
+
+Ids are shown as they are -- in the CLI's tables, the web view's pages and links, log
+lines -- so an id read from an export (``contextledger import``) must be plain text:
+
+* 1 to :data:`~contextledger.model.jsonvalues.MAX_ID_LENGTH` (255) characters, the width of
+  the SQL columns and the same bound on every backend;
+* no control or format character (Unicode categories Cc, Cf and Cs -- NUL, newlines,
+  escape sequences, bidirectional overrides, lone surrogates), and no line or paragraph
+  separator;
+* none of the markup characters ``<`` ``>`` ``&`` ``"`` ``'`` and the backtick;
+* no whitespace at either end.
+
+Letters and digits of any script, spaces inside, and every other punctuation
+(``-_.:/@#+=~!?%$*()[]{}|,;``) are allowed: the ids the library and its hosts make
+(hex and dashed UUIDs, ``repair-...``, ``msg_...``, ``user@example.com``) all fit.
+
+Names recorded with a reduction or revision (a strategy, a summarizer, a pin source)
+follow :func:`name_problem`: the same bound and no control characters, markup allowed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from contextledger.model.jsonvalues import MAX_ID_LENGTH
+
+__all__ = ["MARKUP", "MAX_ID_LENGTH", "id_problem", "name_problem"]
+
+MARKUP = frozenset("<>&\"'`")
+"""Characters an id may not hold: they mean something in HTML, a shell or Markdown."""
+
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def _control(value: str) -> str | None:
+    """The first control, format, surrogate or separator character of ``value``, if any."""
+    if value.isascii() and value.isprintable():
+        return None
+    for char in value:
+        if unicodedata.category(char) in _REFUSED_CATEGORIES:
+            return char
+    return None
+
+
+def id_problem(value: object, *, max_length: int = MAX_ID_LENGTH) -> str | None:
+    """What is wrong with ``value`` as an id (see the module docstring), or ``None`` when it is one.
+
+    The answer reads after the id's name: ``"message_id " + problem``.
+    """
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not text"
+    if not value:
+        return "is empty"
+    if len(value) > max_length:
+        return f"is {len(value):,} characters long (at most {max_length})"
+    char = _control(value)
+    if char is not None:
+        return f"holds the control character U+{ord(char):04X} (ids are plain text)"
+    markup = MARKUP.intersection(value)
+    if markup:
+        shown = " ".join(sorted(markup))
+        return f"holds {shown} (ids may not hold the markup characters < > & \" ' `)"
+    if value != value.strip():
+        return "starts or ends with whitespace"
+    return None
+
+
+def name_problem(value: object, *, max_length: int = MAX_ID_LENGTH) -> str | None:
+    """What is wrong with ``value`` as a recorded name (strategy, summarizer, pin source), or ``None``.
+
+    At most ``max_length`` characters, none of them a control character.
+    """
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not text"
+    if len(value) > max_length:
+        return f"is {len(value):,} characters long (at most {max_length})"
+    char = _control(value)
+    if char is not None:
+        return f"holds the control character U+{ord(char):04X}"
+    return None

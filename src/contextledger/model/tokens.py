@@ -1,0 +1,88 @@
+"""Token estimation: a protocol and a dependency-free default."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from contextledger.errors import ConfigurationError
+from contextledger.model.messages import Message
+
+__all__ = ["CharTokenCounter", "TokenCounter", "projected_input_tokens"]
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Estimates how many tokens a message costs in the model's input."""
+
+    def count(self, message: Message) -> int:
+        """Return the estimated token count of ``message`` (>= 0)."""
+        ...
+
+
+class CharTokenCounter:
+    """Roughly four characters a token, plus a fixed cost per message and per media block.
+
+    Good enough to decide when to compress; swap in a tokenizer-backed counter for
+    exact budgets.
+    """
+
+    def __init__(self, chars_per_token: float = 4.0, per_message: int = 4, per_media: int = 1000) -> None:
+        """Configure the estimate.
+
+        Raises:
+            ConfigurationError: ``chars_per_token`` is not positive, or ``per_message`` or
+                ``per_media`` is negative (a count is never below zero).
+        """
+        if not chars_per_token > 0:
+            raise ConfigurationError(f"chars_per_token must be positive, got {chars_per_token!r}")
+        for name, value in (("per_message", per_message), ("per_media", per_media)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(f"{name} must be a non-negative integer, got {value!r}")
+        self.chars_per_token = chars_per_token
+        self.per_message = per_message
+        self.per_media = per_media
+
+    def count(self, message: Message) -> int:
+        """Estimate ``message``'s tokens."""
+        chars, media = _measure(message.content)
+        return self.per_message + media * self.per_media + math.ceil(chars / self.chars_per_token)
+
+
+def _measure(blocks: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    chars = media = 0
+    for block in blocks:
+        if isinstance(block.get("text"), str):
+            chars += len(block["text"])
+        elif "toolUse" in block:
+            tool = block["toolUse"]
+            chars += len(str(tool.get("name", ""))) + len(json.dumps(tool.get("input"), default=str))
+        elif "toolResult" in block:
+            c, m = _measure(block["toolResult"].get("content", []))
+            chars += c
+            media += m
+        elif "json" in block:
+            chars += len(json.dumps(block["json"], default=str))
+        elif any(k in block for k in ("image", "document", "video", "audio")):
+            media += 1
+        elif "reasoningContent" in block:
+            text = block["reasoningContent"].get("reasoningText", {}).get("text", "")
+            chars += len(text) if isinstance(text, str) else 0
+    return chars, media
+
+
+def projected_input_tokens(messages: Sequence[Message], tokens: Sequence[int]) -> int:
+    """Last reported input+output usage plus the estimate of every message after it.
+
+    Args:
+        messages: The active view's messages, in order.
+        tokens: The per-message estimates, aligned with ``messages``.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        usage = messages[index].usage
+        if usage and isinstance(usage.get("inputTokens"), int):
+            reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
+            return reported + sum(tokens[index + 1 :])
+    return sum(tokens)
