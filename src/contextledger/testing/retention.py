@@ -93,3 +93,19 @@ class RetentionContract:
         assert [t.entry_id for t in store.tombstones("s", "a")] == [msgs[0].message_id]
         assert [e.entry_id for e in Conversation(store, "s", "a").view] == [m.message_id for m in msgs[1:]]
         assert store.prune("nope", "a", [msgs[1].message_id], []) == 0
+
+    def test_an_entry_erased_then_pruned_keeps_both_tombstones(self, store: LedgerStore) -> None:
+        """Erasing an evicted entry and pruning it later leaves two tombstones, oldest first."""
+        conv = Conversation(store, "s", "a")
+        msgs = conv.append(Message.user("secret words"), Message.assistant("ok"), Message.user("next"))
+        conv.apply_plan(
+            lambda _v: ReductionPlan(strategy="t", evict=(msgs[0].message_id,)), trigger="manual", as_given=True
+        )
+        erased = Message(message_id=msgs[0].message_id, role="user", content=[{"text": ERASED_TEXT}])
+        store.erase(Tombstone(session_id="s", agent_id="a", entry_id=msgs[0].message_id, reason="asked"), erased, {})
+        pruned = Tombstone(session_id="s", agent_id="a", entry_id=msgs[0].message_id, reason=PRUNE_REASON)
+        assert store.prune("s", "a", [msgs[0].message_id], [pruned]) == 1
+        assert [(t.entry_id, t.reason) for t in store.tombstones("s", "a")] == [
+            (msgs[0].message_id, "asked"),
+            (msgs[0].message_id, PRUNE_REASON),
+        ]

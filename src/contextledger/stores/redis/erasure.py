@@ -19,6 +19,19 @@ from contextledger.model.records import SummaryEntry, Tombstone
 __all__ = ["ERASE", "PRUNE", "erase_args", "tombstone_from", "tombstone_json"]
 
 ERASE = r"""#!lua
+-- The newest tombstone of an entry takes x|<id>; one already there moves to the first free
+-- x|<id>\31<n> (an id cannot hold a control character), so an entry erased and later
+-- pruned keeps both, as the SQL stores and an import keep them.
+local function keep_tombstone(mut, id, json)
+  local field = 'x|' .. id
+  local prev = redis.call('HGET', mut, field)
+  if prev then
+    local n = 1
+    while redis.call('HEXISTS', mut, field .. '\31' .. n) == 1 do n = n + 1 end
+    redis.call('HSET', mut, field .. '\31' .. n, prev)
+  end
+  redis.call('HSET', mut, field, json)
+end
 -- Erase one message entry. KEYS: msg content mut rev sum
 -- ARGV: 1 id  2 record json  3 content json  4 tombstone json  5 #revision positions
 --   then positions (0-based), then #summaries, then (summary id, summary json) pairs
@@ -50,11 +63,24 @@ redis.call('HDEL', KEYS[3], 'r|' .. id)
 for _, p in ipairs(positions) do redis.call('LSET', KEYS[4], p, '__erased__') end
 if #positions > 0 then redis.call('LREM', KEYS[4], 0, '__erased__') end
 for _, s in ipairs(summaries) do redis.call('HSET', KEYS[5], s[1], s[2]) end
-redis.call('HSET', KEYS[3], 'x|' .. id, ARGV[4])
+keep_tombstone(KEYS[3], id, ARGV[4])
 return 1
 """
 
 PRUNE = r"""#!lua
+-- The newest tombstone of an entry takes x|<id>; one already there moves to the first free
+-- x|<id>\31<n> (an id cannot hold a control character), so an entry erased and later
+-- pruned keeps both, as the SQL stores and an import keep them.
+local function keep_tombstone(mut, id, json)
+  local field = 'x|' .. id
+  local prev = redis.call('HGET', mut, field)
+  if prev then
+    local n = 1
+    while redis.call('HEXISTS', mut, field .. '\31' .. n) == 1 do n = n + 1 end
+    redis.call('HSET', mut, field .. '\31' .. n, prev)
+  end
+  redis.call('HSET', mut, field, json)
+end
 -- Delete evicted entries. KEYS: msg content mut rev sum active
 -- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
 --   #tombstones, (id, json) pairs. Active entries are skipped; returns how many went.
@@ -99,7 +125,7 @@ for _, id in ipairs(summaries) do
   end
 end
 for _, t in ipairs(tombs) do
-  if gone[t[1]] then redis.call('HSET', KEYS[3], 'x|' .. t[1], t[2]) end
+  if gone[t[1]] then keep_tombstone(KEYS[3], t[1], t[2]) end
 end
 return count
 """
