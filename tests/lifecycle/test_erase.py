@@ -83,9 +83,10 @@ def test_erase_removes_content_revisions_and_summary_texts(store: LedgerStore) -
     assert all(s.content == REDACTED_TEXT for s in ledger.summaries("s"))  # both covered it
     assert len(tombstone.summaries) == 2
     assert [(t.entry_id, t.reason) for t in ledger.tombstones("s")] == [(secret.message_id, "GDPR request 42")]
-    # Not a commit of the conversation: its version and view order stay; the view stays valid.
+    # Not a changeset, but a new version (a copy of the conversation open elsewhere re-reads
+    # at its next commit); the view order stays and the view stays valid.
     chat = ledger.conversation("s")
-    assert chat.version == version
+    assert chat.version == version + 1
     assert chat.view[0].kind == "summary"
     assert chat.view[0].message.plain_text == REDACTED_TEXT
     chat.append(Message.user("and now?"))  # the conversation goes on

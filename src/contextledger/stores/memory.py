@@ -389,6 +389,9 @@ class MemoryStore:
             for summary_id, text in summaries.items():
                 conv.summaries[summary_id] = conv.summaries[summary_id].model_copy(update={"content": text})
             conv.tombstones.append(tombstone)
+            # A new version: a conversation opened before the erase conflicts at its next
+            # commit and re-reads, instead of planning (summarizing) the erased text it holds.
+            conv.state = conv.state.model_copy(update={"version": conv.state.version + 1})
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
         """Delete the evicted entries (messages or summaries) ``entry_ids``; keep ``tombstones``.

@@ -7,7 +7,8 @@ import pytest
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.errors import EntryNotFound
-from contextledger.history.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT
+from contextledger.history.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT, erase
+from contextledger.managers import SummarizingConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import Tombstone
 from contextledger.stores.base import LedgerStore
@@ -109,3 +110,17 @@ class RetentionContract:
             (msgs[0].message_id, "asked"),
             (msgs[0].message_id, PRUNE_REASON),
         ]
+
+    def test_a_conversation_opened_before_an_erase_never_summarizes_the_erased_text(self, store: LedgerStore) -> None:
+        """An erase gives the conversation a new version: a copy open elsewhere re-reads at its next commit."""
+        manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
+        stale = Conversation(store, "s", "a", manager=manager)
+        (secret,) = stale.append(Message.user("refund to IBAN DE44 5001"))
+        stale.append(Message.assistant("queued"), Message.user("thanks"), Message.assistant("bye"))
+        before = stale.version
+        erase(store, "s", secret.message_id, reason="asked", agent_id="a")
+        assert store.conversation_state("s", "a").version == before + 1  # type: ignore[union-attr]
+        stale.append(Message.user("one more"), Message.assistant("sure"))  # conflicts once, re-reads
+        assert stale.reduce() is not None
+        assert all("DE44" not in s.content for s in store.summaries("s", "a"))
+        assert all("DE44" not in e.message.plain_text for e in stale.view if e.kind == "message")

@@ -32,7 +32,7 @@ local function keep_tombstone(mut, id, json)
   end
   redis.call('HSET', mut, field, json)
 end
--- Erase one message entry. KEYS: msg content mut rev sum
+-- Erase one message entry. KEYS: msg content mut rev sum state
 -- ARGV: 1 id  2 record json  3 content json  4 tombstone json  5 #revision positions
 --   then positions (0-based), then #summaries, then (summary id, summary json) pairs
 local id = ARGV[1]
@@ -64,6 +64,9 @@ for _, p in ipairs(positions) do redis.call('LSET', KEYS[4], p, '__erased__') en
 if #positions > 0 then redis.call('LREM', KEYS[4], 0, '__erased__') end
 for _, s in ipairs(summaries) do redis.call('HSET', KEYS[5], s[1], s[2]) end
 keep_tombstone(KEYS[3], id, ARGV[4])
+-- a new version: a conversation opened before the erase conflicts at its next commit and
+-- re-reads, instead of planning (summarizing) the erased text it holds
+redis.call('HINCRBY', KEYS[6], 'version', 1)
 return 1
 """
 

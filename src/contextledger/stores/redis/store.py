@@ -330,7 +330,7 @@ class RedisStore(RedisQueries):
         }
         args = erasure.erase_args(entry_id, loads(record), erased, tombstone, positions, rewritten)
         with self._driver("erase"), _script_errors():
-            self._erase_script(keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum], args=args)
+            self._erase_script(keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.state], args=args)
         self._align_ttl(keys)
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:

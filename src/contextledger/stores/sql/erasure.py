@@ -84,6 +84,11 @@ def erase(conn: Connection, tombstone: Tombstone, erased: Message, summaries: Ma
         if done != 1:
             raise EntryNotFound(f"no summary {summary_id} in this conversation")
     _insert(conn, conversation, [tombstone])
+    # A new version: a conversation opened before the erase conflicts at its next commit
+    # and re-reads, instead of planning (summarizing) the erased text it holds.
+    conn.execute(
+        update(ConversationRow).where(ConversationRow.id == conversation).values(version=ConversationRow.version + 1)
+    )
 
 
 def prune(
