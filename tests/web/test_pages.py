@@ -316,3 +316,30 @@ def test_pager_links_keep_the_filters_exactly(client: TestClient, ledger: Ledger
     assert rows
     assert all(r["trigger"] == "per_turn" and since - 0.001 <= float(r["t"]) <= until + 0.001 for r in rows)
     assert "page 2 of" in following
+
+
+def test_the_sessions_page_filters_by_app_and_user(tmp_path: Path) -> None:
+    with Ledger.connect(f"sqlite:///{tmp_path / 'owners.db'}") as ledger:
+        for session_id, app, user in (
+            ("ada-shop", "shop", "ada"),
+            ("bob-shop", "shop", "bob"),
+            ("ada-bank", "bank", "ada"),
+            ("nobody", None, None),
+        ):
+            ledger.conversation(session_id, app=app, user=user).append(Message.user(f"hi from {session_id}"))
+        client = TestClient(create_app(ledger))
+
+        def listed(query: str) -> list[str]:
+            response = client.get(f"/{query}")
+            assert response.status_code == 200, response.text
+            return sorted(re.findall(r'class="session-link" href="[^"]*">([^<]+)</a>', response.text))
+
+        assert listed("") == ["ada-bank", "ada-shop", "bob-shop", "nobody"]
+        assert listed("?app=shop") == ["ada-shop", "bob-shop"]
+        assert listed("?app=shop&user=ada") == ["ada-shop"]
+        assert listed("?user=ada") == ["ada-bank", "ada-shop"]
+        assert listed("?user=ada&q=bank") == ["ada-bank"]
+        assert listed("?app=none") == []
+        page = client.get("/?app=shop").text
+        assert 'href="/?app=shop&amp;user=ada"' in page  # a user's chip keeps the app
+        assert 'value="shop"' in page  # the form shows the filter

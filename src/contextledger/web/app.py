@@ -148,7 +148,11 @@ def create_app(ledger: Ledger) -> Starlette:
 
     def sessions(request: Request) -> Response:
         query = request.query_params.get("q", "")
-        return HTMLResponse(render_sessions(ledger, query=query, page=_int(request, "page"), links=links(request)))
+        app, user = (request.query_params.get(name) or None for name in ("app", "user"))
+        page = render_sessions(
+            ledger, query=query, page=_int(request, "page"), links=links(request), app=app, user=user
+        )
+        return HTMLResponse(page)
 
     def session(request: Request) -> Response:
         session_id = _required(request, "id")

@@ -93,9 +93,10 @@ class Links:
         """A route of the app by name (``session``, ``entry``, ...), without parameters."""
         return f"{self.root}/{name}"
 
-    def sessions(self, *, query: str = "", page: int = 1) -> str:
-        """The sessions page."""
-        params = {k: v for k, v in (("q", query), ("page", page if page > 1 else "")) if v}
+    def sessions(self, *, query: str = "", page: int = 1, app: str | None = None, user: str | None = None) -> str:
+        """The sessions page (searched, of one app and/or user)."""
+        pairs = (("q", query), ("app", app or ""), ("user", user or ""), ("page", page if page > 1 else ""))
+        params = {k: v for k, v in pairs if v}
         return f"{self.root}/" + (f"?{urlencode(params)}" if params else "")
 
     def session(self, session_id: str, agent_id: str | None = None, *, anchor: str = "") -> str:
@@ -146,9 +147,17 @@ def _render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
-def render_sessions(ledger: Ledger, *, query: str = "", page: int = 1, links: Links | None = None) -> str:
-    """The sessions page."""
-    data = sessions_page(ledger, query=query, page=page)
+def render_sessions(
+    ledger: Ledger,
+    *,
+    query: str = "",
+    page: int = 1,
+    links: Links | None = None,
+    app: str | None = None,
+    user: str | None = None,
+) -> str:
+    """The sessions page (of one app and/or user when given)."""
+    data = sessions_page(ledger, query=query, page=page, app=app, user=user)
     return _render("sessions.html", data=data, links=links or Links(), url=mask(ledger.url), title="Sessions")
 
 
