@@ -117,13 +117,29 @@ def test_a_replicated_append_is_the_script_and_wait_on_one_connection(pair: Repl
     assert len({peer for peer, _ in from_client}) == 1  # WAIT counts the writes of its own connection
 
 
-def test_the_async_api_refuses_replicated_durability(pair: ReplicatedRedis) -> None:
+def test_the_async_api_keeps_replicated_durability(pair: ReplicatedRedis) -> None:
+    """The async API runs the sync store on its worker threads: a commit is acknowledged after WAIT there too."""
     import asyncio
 
     from contextledger.aio import AsyncLedger
 
-    async def connect() -> None:
-        await AsyncLedger.connect(pair.url, durability="replicated")
+    primary, replica = pair.processes
 
-    with pytest.raises(ConfigurationError, match="sync client"):
-        asyncio.run(connect())
+    async def run() -> list[str]:
+        ledger = await AsyncLedger.connect(pair.url, key_prefix="async", durability="replicated", replica_timeout=0.3)
+        try:
+            conversation = await ledger.conversation("s")
+            await conversation.append(_message(1))
+            pair.cut_off(primary, replica)
+            try:
+                with pytest.raises(CommitOutcomeUnknown):
+                    await conversation.append(_message(2))
+            finally:
+                pair.resume(replica)
+            _wait_in_sync(pair, primary, replica)
+            await conversation.append(_message(3))  # settles m2 once
+            return [h.message.message_id for h in await ledger.history("s")]
+        finally:
+            await ledger.close()
+
+    assert asyncio.run(run()) == ["m1", "m2", "m3"]

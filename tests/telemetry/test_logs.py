@@ -48,7 +48,7 @@ def test_the_ids_of_the_reduction_span_are_on_its_log_line(
     otel: Recorded, captured: tuple[io.StringIO, io.StringIO]
 ) -> None:
     reduce_once()
-    [span] = otel.spans("contextledger.core.reduction")
+    [span] = otel.spans("contextledger.reduction")
     trace_id, span_id = f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
     plain, fielded = (stream.getvalue().strip() for stream in captured)
     assert plain == f"{trace_id}/{span_id} {LINE}"

@@ -77,7 +77,7 @@ def test_the_same_work_is_recorded_once_a_provider_is_there(otel: Recorded) -> N
     assert names == {
         "contextledger.commit",
         "contextledger.restore",
-        "contextledger.core.reduction",
+        "contextledger.reduction",
         "contextledger.summarize",
     }
 

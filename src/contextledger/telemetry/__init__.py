@@ -11,7 +11,7 @@ Spans (each current while its work runs, so they nest in the host's trace):
   (``gen_ai.conversation.id``), agent (``gen_ai.agent.name``), the version it produced,
   entries appended and evicted, the re-plans before it (``contextledger.commit.retries``),
   a conflict, an outcome left unknown, and how a lost reply or an unknown outcome was settled;
-* ``contextledger.core.reduction`` -- a reduction planned and committed: trigger, strategy,
+* ``contextledger.reduction`` -- a reduction planned and committed: trigger, strategy,
   messages and tokens before and after, entries evicted, the summary id, the reason;
 * ``contextledger.restore`` -- the state and active view read: entries and bytes;
 * ``contextledger.summarize`` -- the summarizer's one call (content only on opt-in).

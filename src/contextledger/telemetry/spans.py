@@ -14,6 +14,7 @@ Agents SDK's current span, see :func:`~contextledger.telemetry.state.add_parent_
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -196,7 +197,7 @@ def reduction(
     manager: str | None = None,
     note: Callable[[], str | None] = lambda: None,
 ) -> Reduction | None:
-    """``run()``, a reduction planned and committed, as a ``contextledger.core.reduction`` span when on.
+    """``run()``, a reduction planned and committed, as a ``contextledger.reduction`` span when on.
 
     ``request`` is the manager's request, or the trigger of a plan a caller or host
     applies; ``note`` says why nothing was reduced when ``run`` returns ``None``.
@@ -291,6 +292,8 @@ def summarize(
 
 
 def _name_of(summarizer: object) -> str:
+    while isinstance(summarizer, functools.partial):  # a manager binds what it knows to its writer
+        summarizer = summarizer.func
     name = getattr(summarizer, "__qualname__", None) or type(summarizer).__qualname__
     return str(name)
 

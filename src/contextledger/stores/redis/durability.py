@@ -100,7 +100,7 @@ def check_client(client: object) -> None:
     """
     if not isinstance(client, Redis | RedisCluster):
         raise ConfigurationError(
-            "durability='replicated' needs redis-py's sync client (the async API does not offer it yet)"
+            f"durability='replicated' needs redis-py's sync client (Redis or RedisCluster), got {type(client).__name__}"
         )
 
 
