@@ -78,6 +78,7 @@ class AsyncConversation(ShellBase[Conversation]):
     overflow_errors: synced[tuple[type[BaseException], ...]] = synced()
     max_retries: synced[int] = synced()
     repair: synced[bool] = synced()
+    defer_count: synced[bool] = synced()
     app: synced[str | None] = synced()
     user: synced[str | None] = synced()
     view: synced[View] = synced()

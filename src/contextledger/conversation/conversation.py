@@ -36,7 +36,7 @@ from contextledger.core.hooks import BeforeModelCallEvent, ConversationContext, 
 from contextledger.core.reduction import MAX_SUMMARIES
 from contextledger.core.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES
 from contextledger.core.view import View
-from contextledger.errors import ContextWindowOverflowError, DuplicateEntry
+from contextledger.errors import ConfigurationError, ContextWindowOverflowError, DuplicateEntry
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT, REPAIR_STRATEGY
 from contextledger.model.messages import Message
@@ -81,6 +81,9 @@ class Conversation:
             append that is not the missing result, or a model call).
         app: The app the session belongs to, set by the commit that creates the session.
         user: The user of ``app`` the session belongs to, set the same way.
+        defer_count: The default of :meth:`before_model_call`'s ``defer_count``: the
+            count of a model call rides with the next commit (``True``), or is
+            committed before the call when nothing else is (``False``).
 
     Attributes:
         hooks: The registry the manager's (and any other provider's) callbacks are in.
@@ -101,6 +104,7 @@ class Conversation:
         repair: bool = True,
         app: str | None = None,
         user: str | None = None,
+        defer_count: bool = False,
     ) -> None:
         """Open the conversation (read only; a new one is created by its first commit).
 
@@ -109,8 +113,11 @@ class Conversation:
                 :class:`ConversationManager`, ``token_counter`` has no ``count``,
                 ``context_window_limit`` is not a positive int, ``max_retries`` is negative,
                 ``overflow_errors`` holds something that is not an exception type, or
-                ``app`` / ``user`` is not ``None`` or a non-empty string.
+                ``app`` / ``user`` is not ``None`` or a non-empty string, or
+                ``defer_count`` is not a bool.
         """
+        if not isinstance(defer_count, bool):
+            raise ConfigurationError(f"defer_count must be a bool, got {defer_count!r}")
         check_conversation_options(
             session_id,
             agent_id,
@@ -140,7 +147,7 @@ class Conversation:
             overflow_errors=(ContextWindowOverflowError, *overflow_errors),
         )
         self._reducer = Reducer(self.transaction, self._reader, self.hooks, manager)
-        self._calls = ModelCalls(self.transaction, self._reader, self._reducer)
+        self._calls = ModelCalls(self.transaction, self._reader, self._reducer, defer_count=defer_count)
         self._pins = Pins(self.transaction)
         self._undo = Undo(self.transaction)
         self.refresh()
@@ -201,6 +208,15 @@ class Conversation:
     @repair.setter
     def repair(self, value: bool) -> None:
         self.transaction.repair = value
+
+    @property
+    def defer_count(self) -> bool:
+        """Whether a model call's count rides with the next commit unless :meth:`before_model_call` says otherwise."""
+        return self._calls.defer_count
+
+    @defer_count.setter
+    def defer_count(self, value: bool) -> None:
+        self._calls.defer_count = value
 
     @property
     def context_window_limit(self) -> int | None:
@@ -447,7 +463,7 @@ class Conversation:
         *,
         context_window_limit: int | None = None,
         projected_input_tokens: int | None = None,
-        defer_count: bool = False,
+        defer_count: bool | None = None,
         handed: bool = True,
     ) -> BeforeModelCallEvent:
         """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
@@ -455,8 +471,15 @@ class Conversation:
         The first commit (a requested reduction, else the count alone) carries the new
         count; requested reductions are best-effort and never break the turn. With
         ``defer_count`` a count nothing committed waits for the next commit (the host's
-        next message) instead of a commit of its own: one commit fewer per turn, and a
-        crash during the model call loses that call's count.
+        next message, any write) instead of a commit of its own: nothing is written when
+        nothing is to do (one commit fewer per call), the count is durable once the next
+        write returns, and a crash (or an abandoned conversation) before that write loses
+        the count of the calls since, whose answers were not written either (see the
+        reliability page). ``None`` takes the conversation's :attr:`defer_count`
+        (default ``False``); when that defers, a view left mid-tool by a crash is still
+        repaired before the call, the count committed with the repair (``repair`` on),
+        while an explicit ``defer_count=True`` leaves the repair to the next write (a host
+        that shows the model the repaired view itself).
 
         What commits while a call is prepared is stamped as part of its input (time
         travel: :func:`~contextledger.history.travel.view_at`); what commits after it, as part

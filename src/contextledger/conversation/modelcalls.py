@@ -14,6 +14,7 @@ from contextledger.conversation.reading import Reader
 from contextledger.conversation.reducer import Reducer
 from contextledger.conversation.transaction import Planner, Transaction
 from contextledger.core.hooks import AfterInvocationEvent, AfterModelCallEvent, BeforeModelCallEvent
+from contextledger.managers.repair import needs_repair
 from contextledger.telemetry import spans as telemetry
 
 __all__ = ["ModelCalls"]
@@ -26,39 +27,40 @@ class ModelCalls:
         transaction: Commits the count (alone or with the next write).
         reader: Builds the events' contexts.
         reducer: Dispatches the events and runs their reductions.
+        defer_count: What :meth:`before_model_call` does when its caller does not say:
+            ``True`` -- the count rides with the next commit (no commit of its own when
+            nothing else is written); ``False`` -- a count nothing else committed is
+            committed on its own before the call.
     """
 
-    def __init__(self, transaction: Transaction, reader: Reader, reducer: Reducer) -> None:
+    def __init__(
+        self, transaction: Transaction, reader: Reader, reducer: Reducer, *, defer_count: bool = False
+    ) -> None:
         """Drive the cycle of ``transaction``'s conversation."""
         self.transaction, self.reader, self.reducer = transaction, reader, reducer
+        self.defer_count = defer_count
 
     def before_model_call(
         self,
         *,
         context_window_limit: int | None = None,
         projected_input_tokens: int | None = None,
-        defer_count: bool = False,
+        defer_count: bool | None = None,
         handed: bool = True,
     ) -> BeforeModelCallEvent:
         """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
 
-        The first commit (a requested reduction, else the count alone) carries the new
-        count; requested reductions are best-effort and never break the turn. With
-        ``defer_count`` a count nothing committed waits for the next commit (the host's
-        next message) instead of a commit of its own: one commit fewer per turn, and a
-        crash during the model call loses that call's count.
-
-        What commits while a call is prepared is stamped as part of its input (time
-        travel: :func:`~contextledger.history.travel.view_at`); what commits after it, as part
-        of the next call's. By default the input is handed to the model when this
-        returns. A host that still adds to the input afterwards (Strands appends hook
-        input after its ``BeforeModelCallEvent``) passes ``handed=False`` and calls
-        :meth:`input_handed` where it really hands the input over; until then every commit
-        belongs to this call's input, and a call prepared again before it was handed
-        (a Strands interrupt, resumed) is the same call, not counted twice.
+        See :meth:`contextledger.Conversation.before_model_call`; ``defer_count=None``
+        takes :attr:`defer_count`, except that a view left mid-tool is repaired (and the
+        count committed with the repair) before the call.
         """
         transaction = self.transaction
         with transaction.lock:
+            if defer_count is None:
+                # By default a view left mid-tool is repaired before the call, with its count: the
+                # model must not get a toolUse without its result. A host deferring explicitly
+                # shows the repaired view itself and lets its next write record the repair.
+                defer_count = self.defer_count and not (transaction.repair and needs_repair(transaction.view))
             transaction.announce_call(defer=defer_count)
             context = self.reader.context(projected=projected_input_tokens, limit=context_window_limit)
         try:
