@@ -12,7 +12,9 @@
 - :class:`~contextledger.conversation.pins.Pins` and :class:`~contextledger.conversation.undo.Undo`.
 
 This module holds the public API and nothing else: each method checks its arguments and
-hands over to one collaborator. The pure steps sit next to what they belong to:
+hands over to one collaborator. It is longer than the collaborators because each public
+method states its contract here, once: the async shells (:mod:`contextledger.aio`) and the
+API reference take their docstrings from these methods. The pure steps sit next to what they belong to:
 changeset building in :mod:`contextledger.core.changeset`, planning and summary reuse in
 :mod:`contextledger.core.reduction`, the view rules in :mod:`contextledger.core.viewrules`,
 the repair of an interrupted tool call in :mod:`contextledger.managers.repair`, and the
