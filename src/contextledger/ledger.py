@@ -206,7 +206,8 @@ class Ledger:
             app: The app the session belongs to (set when the session is created; see :meth:`sessions`).
             user: The user of ``app`` the session belongs to (set the same way).
             **options: :class:`Conversation` options: ``max_retries`` (conflict retries per
-                commit), ``overflow_errors`` (your SDK's context-overflow exception types).
+                commit), ``overflow_errors`` (your SDK's context-overflow exception types),
+                ``defer_count`` (a model call's count rides with the next write).
 
         Raises:
             ConfigurationError: An option is invalid.

@@ -67,9 +67,9 @@ def test_the_summarizer_runs_once_outside_the_lock(memory_store: LedgerStore) ->
         acquired: list[bool] = []
 
         def probe() -> None:
-            acquired.append(conv._lock.acquire(timeout=2))
+            acquired.append(conv.transaction.lock.acquire(timeout=2))
             if acquired[0]:
-                conv._lock.release()
+                conv.transaction.lock.release()
 
         thread = threading.Thread(target=probe)
         thread.start()

@@ -1,81 +1,50 @@
-"""The live view of one (session_id, agent_id) and the owner of its transactions.
+"""The live view of one (session_id, agent_id), composed from collaborators with typed interfaces.
 
-One straight line: dispatch hooks -> plan what the callbacks requested -> write the
-summary once (outside the lock) -> build one changeset -> commit, re-planning on a
-version conflict after a short randomized back-off.
+:class:`Conversation` owns the hooks and composes, each in its own module and testable alone:
 
-Only the loop and the dispatch live here. The model-call cycle and the reductions a
-caller asks for are in :mod:`contextledger.conversation.modelcalls`, the pin API in
-:mod:`contextledger.conversation.pins` (mixins: each of their writes is one :meth:`Conversation.edit`),
-reads of the committed state in :mod:`contextledger.conversation.reading`. The pure steps sit next
-to what they belong to: changeset building in :mod:`contextledger.core.changeset`, planning
-and summary reuse in :mod:`contextledger.core.reduction`, the view rules in
-:mod:`contextledger.core.viewrules`, the repair of an interrupted tool call in
-:mod:`contextledger.managers.repair`, and the back-off in :mod:`contextledger.core.retry`.
-The two outside calls each happen in one place: the summarizer in
-:meth:`Conversation._reduce` and the back-off sleep in :meth:`Conversation._transact`.
+- :class:`~contextledger.conversation.transaction.Transaction` -- the committed state, the
+  commit loop, its conflict retries and the exactly-once settlement of a lost reply;
+- :class:`~contextledger.conversation.reading.Reader` -- the contexts and requests hooks
+  and managers get;
+- :class:`~contextledger.conversation.reducer.Reducer` -- one reduction as one straight
+  line: hook -> plan -> summarize once -> commit;
+- :class:`~contextledger.conversation.modelcalls.ModelCalls` -- the model-call cycle;
+- :class:`~contextledger.conversation.pins.Pins` and :class:`~contextledger.conversation.undo.Undo`.
+
+This module holds the public API and nothing else: each method checks its arguments and
+hands over to one collaborator. It is longer than the collaborators because each public
+method states its contract here, once: the async shells (:mod:`contextledger.aio`) and the
+API reference take their docstrings from these methods. The pure steps sit next to what they belong to:
+changeset building in :mod:`contextledger.core.changeset`, planning and summary reuse in
+:mod:`contextledger.core.reduction`, the view rules in :mod:`contextledger.core.viewrules`,
+the repair of an interrupted tool call in :mod:`contextledger.managers.repair`, and the
+back-off in :mod:`contextledger.core.retry`.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
-from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from contextledger.conversation.modelcalls import ModelCallCycle
-from contextledger.conversation.pins import ConversationPins
-from contextledger.conversation.undo import ConversationUndo
-from contextledger.core.changeset import (
-    Changeset,
-    Edit,
-    ReductionPlan,
-    ReductionRequest,
-    build_changeset,
-    describe_error,
-    projected,
-    ride_with,
-)
+from contextledger.conversation.modelcalls import ModelCalls
+from contextledger.conversation.pins import Pins
+from contextledger.conversation.reading import Reader
+from contextledger.conversation.reducer import Reducer
+from contextledger.conversation.transaction import Planner, Transaction
+from contextledger.conversation.undo import Undo
+from contextledger.core.changeset import Edit, ReductionPlan, ReductionRequest
 from contextledger.core.checks import check_agent_state, check_conversation_options, check_owner, check_trigger
-from contextledger.core.hooks import (
-    HookEvent,
-    HookRegistry,
-    MessageAddedEvent,
-)
-from contextledger.core.reduction import (
-    MAX_SUMMARIES,
-    SummaryNeeded,
-    Written,
-    log_committed,
-    plan_reduction,
-    reduction_edit,
-    write_summary,
-)
-from contextledger.core.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES, backoff_delay, log_conflict
-from contextledger.core.seam import pause
+from contextledger.core.hooks import BeforeModelCallEvent, ConversationContext, HookRegistry, MessageAddedEvent
+from contextledger.core.reduction import MAX_SUMMARIES
+from contextledger.core.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES
 from contextledger.core.view import View
-from contextledger.core.viewrules import fit_edit
-from contextledger.errors import (
-    CommitOutcomeUnknown,
-    ConcurrencyConflict,
-    ContextWindowOverflowError,
-    DuplicateEntry,
-    ReductionFailed,
-)
+from contextledger.errors import ConfigurationError, ContextWindowOverflowError, DuplicateEntry
 from contextledger.managers.base import ConversationManager
-from contextledger.managers.repair import (
-    INTERRUPTED_TOOL_TEXT,
-    REPAIR_STRATEGY,
-    log_repair,
-    needs_repair,
-    plan_repair,
-    with_repair,
-)
+from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT, REPAIR_STRATEGY
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction, Trigger
 from contextledger.model.tokens import CharTokenCounter, TokenCounter
 from contextledger.stores.base import LedgerStore
-from contextledger.telemetry import spans as telemetry
 
 # The retry and summary constants stay importable here, where they were first defined.
 __all__ = [
@@ -88,12 +57,8 @@ __all__ = [
     "Edit",
 ]
 
-Planner = Callable[[View], Edit | None]
-_E = TypeVar("_E", bound=HookEvent)
-_Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
 
-
-class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
+class Conversation:
     """One conversation's active view, kept in step with its store.
 
     Every change (append, pin, reduction, model-call count) is committed as one
@@ -118,6 +83,13 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
             append that is not the missing result, or a model call).
         app: The app the session belongs to, set by the commit that creates the session.
         user: The user of ``app`` the session belongs to, set the same way.
+        defer_count: The default of :meth:`before_model_call`'s ``defer_count``: the
+            count of a model call rides with the next commit (``True``), or is
+            committed before the call when nothing else is (``False``).
+
+    Attributes:
+        hooks: The registry the manager's (and any other provider's) callbacks are in.
+        transaction: The commit loop and the state it last committed.
     """
 
     def __init__(
@@ -134,6 +106,7 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         repair: bool = True,
         app: str | None = None,
         user: str | None = None,
+        defer_count: bool = False,
     ) -> None:
         """Open the conversation (read only; a new one is created by its first commit).
 
@@ -142,8 +115,11 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
                 :class:`ConversationManager`, ``token_counter`` has no ``count``,
                 ``context_window_limit`` is not a positive int, ``max_retries`` is negative,
                 ``overflow_errors`` holds something that is not an exception type, or
-                ``app`` / ``user`` is not ``None`` or a non-empty string.
+                ``app`` / ``user`` is not ``None`` or a non-empty string, or
+                ``defer_count`` is not a bool.
         """
+        if not isinstance(defer_count, bool):
+            raise ConfigurationError(f"defer_count must be a bool, got {defer_count!r}")
         check_conversation_options(
             session_id,
             agent_id,
@@ -155,42 +131,169 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
             overflow_errors=overflow_errors,
         )
         check_owner(app, user)
-        self.store, self.session_id, self.agent_id = store, session_id, agent_id
-        self.app, self.user = app, user
-        self.manager = manager
-        self.token_counter: TokenCounter = token_counter or CharTokenCounter()
-        self.context_window_limit = context_window_limit
-        self.max_retries = max_retries
-        self.overflow_errors: tuple[type[BaseException], ...] = (ContextWindowOverflowError, *overflow_errors)
-        self.repair = repair
         self.hooks = HookRegistry()
-        self._lock = threading.RLock()
-        self._pending_calls = 0
-        self._preparing_call = False  # a call is prepared, its input not handed: commits reach that input
-        self._reactive_call: int | None = None
-        self._riding: Planner | None = None  # a host's pending write, committed with the next commit
-        self._defer_count = False  # the pending count waits for a commit with something else in it
-        self._unknown: Changeset | None = None  # a commit whose reply was lost
-        self._note: str | None = None  # why the last planned reduction came to nothing
-        self._state = ConversationState.model_construct(session_id=session_id, agent_id=agent_id)  # ids checked above
-        self._view = View(())
+        self.transaction = Transaction(
+            store,
+            session_id,
+            agent_id,
+            manager=manager,
+            token_counter=token_counter or CharTokenCounter(),
+            max_retries=max_retries,
+            repair=repair,
+            app=app,
+            user=user,
+        )
+        self._reader = Reader(
+            self.transaction,
+            context_window_limit=context_window_limit,
+            overflow_errors=(ContextWindowOverflowError, *overflow_errors),
+        )
+        self._reducer = Reducer(self.transaction, self._reader, self.hooks, manager)
+        self._calls = ModelCalls(self.transaction, self._reader, self._reducer, defer_count=defer_count)
+        self._pins = Pins(self.transaction)
+        self._undo = Undo(self.transaction)
         self.refresh()
         if manager is not None:
             self.hooks.add_hook(manager)
 
+    # -- settings ------------------------------------------------------------------------
+
+    @property
+    def store(self) -> LedgerStore:
+        """Where the ledger lives."""
+        return self.transaction.store
+
+    @property
+    def session_id(self) -> str:
+        """The session."""
+        return self.transaction.session_id
+
+    @property
+    def agent_id(self) -> str:
+        """The agent within the session."""
+        return self.transaction.agent_id
+
+    @property
+    def app(self) -> str | None:
+        """The app named by the commit that creates the session."""
+        return self.transaction.app
+
+    @property
+    def user(self) -> str | None:
+        """The user named by the commit that creates the session."""
+        return self.transaction.user
+
+    @property
+    def manager(self) -> ConversationManager | None:
+        """The policy whose hooks are registered."""
+        return self.transaction.manager
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """Estimates per-message tokens."""
+        return self.transaction.token_counter
+
+    @property
+    def max_retries(self) -> int:
+        """Conflict retries per commit."""
+        return self.transaction.max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        self.transaction.max_retries = value
+
+    @property
+    def repair(self) -> bool:
+        """Whether a view left mid-tool is repaired inside the next real write."""
+        return self.transaction.repair
+
+    @repair.setter
+    def repair(self, value: bool) -> None:
+        self.transaction.repair = value
+
+    @property
+    def defer_count(self) -> bool:
+        """Whether a model call's count rides with the next commit unless :meth:`before_model_call` says otherwise."""
+        return self._calls.defer_count
+
+    @defer_count.setter
+    def defer_count(self, value: bool) -> None:
+        self._calls.defer_count = value
+
+    @property
+    def context_window_limit(self) -> int | None:
+        """The model's window, used when a caller gives none."""
+        return self._reader.context_window_limit
+
+    @context_window_limit.setter
+    def context_window_limit(self, value: int | None) -> None:
+        self._reader.context_window_limit = value
+
+    @property
+    def overflow_errors(self) -> tuple[type[BaseException], ...]:
+        """Exception types treated as a context-window overflow."""
+        return self._reader.overflow_errors
+
+    @overflow_errors.setter
+    def overflow_errors(self, value: tuple[type[BaseException], ...]) -> None:
+        self._reader.overflow_errors = value
+
     # -- reading -------------------------------------------------------------------------
+
+    @property
+    def view(self) -> View:
+        """The active view as last committed."""
+        return self.transaction.view
+
+    @property
+    def messages(self) -> list[Message]:
+        """The active messages, in order (summaries as user messages).
+
+        Messages are immutable, so the list (new on each call) shares them with the view.
+        """
+        return list(self.transaction.view.messages)
+
+    @property
+    def state(self) -> ConversationState:
+        """The state as last committed."""
+        return self.transaction.state
+
+    @property
+    def version(self) -> int:
+        """The version last read or committed (0 before the first commit)."""
+        return self.transaction.state.version
+
+    @property
+    def model_call_count(self) -> int:
+        """Model calls so far, including one announced but not yet committed."""
+        return self.transaction.model_call_count
+
+    @property
+    def agent_state(self) -> dict[str, Any]:
+        """Host key/value state (a copy)."""
+        return dict(self.transaction.state.agent_state or {})
+
+    def projected_input_tokens(self) -> int:
+        """Last reported usage plus the estimate of every entry after it."""
+        return self._reader.projected_input_tokens()
+
+    def is_overflow(self, error: BaseException | None) -> bool:
+        """Whether ``error`` is a context-window overflow."""
+        return self._reader.is_overflow(error)
+
+    def context(
+        self, *, error: BaseException | None = None, projected: int | None = None, limit: int | None = None
+    ) -> ConversationContext:
+        """The read-only context hook events carry (a snapshot of this conversation)."""
+        return self._reader.context(error=error, projected=projected, limit=limit)
+
+    def request(self, trigger: Trigger, error: BaseException | None = None, **overrides: Any) -> ReductionRequest:
+        """The :class:`ReductionRequest` a manager plans with for ``trigger`` now."""
+        return self._reader.request(trigger, error, **overrides)
 
     def refresh(self) -> None:
         """Re-read state and active view from the store (one read of the active view)."""
-        with self._lock:
-            snapshot = telemetry.restore(self.store, self.session_id, self.agent_id)
-            if snapshot is None:
-                self._state = ConversationState(session_id=self.session_id, agent_id=self.agent_id)
-                self._view = View(())
-            else:
-                self._state, self._view = snapshot.state, View(snapshot.entries)
-            if self.manager is not None:
-                self.manager.restore_state(self._state.manager_state)
+        self.transaction.refresh()
 
     # -- writing -------------------------------------------------------------------------
 
@@ -210,21 +313,22 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
         converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
         if not converted:
             return []
-        with self._lock:
-            stored = self._view.stored_as(converted)
+        transaction = self.transaction
+        with transaction.lock:
+            stored = transaction.view.stored_as(converted)
         if stored is not None:
             return stored
         try:
-            self.edit(lambda _view: Edit(appends=tuple(converted)))
+            transaction.edit(lambda _view: Edit(appends=tuple(converted)))
         except DuplicateEntry:
-            self.refresh()
-            stored = self._view.stored_as(converted)
+            transaction.refresh()
+            stored = transaction.view.stored_as(converted)
             if stored is None:
                 raise
             return stored
         if self.hooks.has_callbacks(MessageAddedEvent):  # the hot path builds no context otherwise
             for message in converted:
-                self._dispatch(MessageAddedEvent(self.context(), message=message))
+                self._reducer.dispatch(MessageAddedEvent(self._reader.context(), message=message))
         return converted
 
     def set_agent_state(self, state: Mapping[str, Any]) -> None:
@@ -235,9 +339,78 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
                 or holds a value JSON cannot store.
         """
         snapshot = check_agent_state(state)
-        self.edit(lambda _view: Edit(agent_state=snapshot))
+        self.transaction.edit(lambda _view: Edit(agent_state=snapshot))
+
+    def edit(self, build: Planner) -> Reduction | None:
+        """Turn ``build(view)`` into one changeset and commit it.
+
+        ``build`` is called again on a fresh view after each concurrency conflict; it
+        returns ``None`` (or an empty edit) when there is nothing to do. A plan it carries
+        is held to the view rules (corrected where safe, else refused) unless the edit is
+        ``as_given``. A pending model-call increment rides along with the first commit
+        that happens, and so does the repair of a view left mid-tool (see ``repair``).
+
+        Returns:
+            The reduction row committed, if the edit carried one.
+
+        Raises:
+            ConcurrencyConflict: Still conflicting after ``max_retries`` re-plans.
+            InvalidPlan: The plan breaks the view rules beyond correction; nothing is committed.
+        """
+        return self.transaction.edit(build)
+
+    # -- pins ----------------------------------------------------------------------------
+
+    def pin(self, entry_id: str, *, source: str = "api") -> None:
+        """Pin an active message (persisted at once, recorded as a pin event from ``source``).
+
+        Raises:
+            PinError: ``entry_id`` is not an active message (summaries cannot be pinned).
+        """
+        self._pins.pin(entry_id, source=source)
+
+    def unpin(self, entry_id: str, *, source: str = "api") -> None:
+        """Unpin an active message (persisted at once, recorded as a pin event from ``source``).
+
+        Raises:
+            PinError: ``entry_id`` is not an active message.
+        """
+        self._pins.unpin(entry_id, source=source)
+
+    def pin_index(self, index: int, pinned: bool = True, *, source: str = "api") -> str:
+        """Pin or unpin the message at ``index`` of the view and return its id.
+
+        ``source`` says who asked (``api``, ``model`` for the ``pin_message`` tool, ``host``).
+
+        Raises:
+            PinError: ``index`` is not an int, is out of range or names a summary.
+        """
+        return self._pins.pin_index(index, pinned, source=source)
 
     # -- reductions ----------------------------------------------------------------------
+
+    def preview(self, trigger: Trigger = "manual") -> ReductionPlan | None:
+        """The plan :meth:`reduce` would commit now (tokens estimated), or ``None``; writes nothing.
+
+        A summary the manager would write is named (``removed_ids()``) but not written.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The manager's plan breaks the view rules beyond correction.
+        """
+        check_trigger(trigger)
+        return self._reducer.preview(trigger)
+
+    def reduce(self, trigger: Trigger = "manual", *, error: BaseException | None = None) -> Reduction | None:
+        """Ask the manager for a plan now and commit it; ``None`` when nothing changed.
+
+        Raises:
+            ConfigurationError: ``trigger`` is not a known trigger.
+            InvalidPlan: The manager's plan breaks the view rules beyond correction.
+            ReductionFailed: The summarizer failed.
+        """
+        check_trigger(trigger)
+        return self._reducer.reduce(self._reader.request(trigger, error))
 
     def apply_plan(
         self,
@@ -259,159 +432,102 @@ class Conversation(ModelCallCycle, ConversationPins, ConversationUndo):
             EntryNotFound: The plan names an entry that is not in the view.
         """
         check_trigger(trigger)
+        return self._reducer.apply_plan(planner, trigger=trigger, error=error, as_given=as_given)
 
-        def build(view: View) -> Edit | None:
-            plan = planner(view)
-            if plan is None or plan.is_empty:
-                return None
-            return Edit(plan=plan, trigger=trigger, error=describe_error(error), as_given=as_given)
+    def undo(self, reduction_id: str, *, cascade: bool = False) -> Reduction:
+        """Revert a reduction, committed as one reduction of its own (strategy ``undo``, trigger ``manual``).
 
-        return telemetry.reduction(self, trigger, lambda: self.edit(build))
+        The entries it evicted become active again, a summary it inserted leaves the view
+        (the one it superseded returns), its revisions are reverted (see
+        :mod:`contextledger.conversation.undo`).
+
+        Raises:
+            ReductionNotFound: No reduction of this conversation has that id.
+            UndoConflict: A later reduction depends on it (its summary was superseded, a
+                message it revised was revised again, it was undone already) and
+                ``cascade`` is false; nothing is written.
+            InvalidPlan: The reduction changed nothing that can be reverted (a repair
+                only appends), or the view the undo leaves would break the view rules.
+        """
+        return self._undo.undo(reduction_id, cascade=cascade)
 
     def repair_interrupted_tools(self) -> Reduction | None:
         """Repair a view left mid-tool by a crash now, recording a ``restore``/``tool_pair_repair`` reduction.
 
         Writes only when the view needs it (see :mod:`contextledger.managers.repair`).
         """
-        return self._transact(lambda view: (plan_repair(view, self._state.next_seq), None), repair=False)
+        return self.transaction.repair_interrupted_tools()
 
-    def _reduce(self, request: ReductionRequest) -> Reduction | None:
-        """Plan ``request`` once, write its summary once (outside the lock), commit once."""
-        manager = self.manager
-        if manager is None:
-            return None
-        run = partial(self._plan_and_commit, manager, request)
-        return telemetry.reduction(self, request, run, manager=manager.name, note=lambda: self._note)
+    # -- the model-call cycle --------------------------------------------------------------
 
-    def _plan_and_commit(self, manager: ConversationManager, request: ReductionRequest) -> Reduction | None:
-        written: Written = []
+    def before_model_call(
+        self,
+        *,
+        context_window_limit: int | None = None,
+        projected_input_tokens: int | None = None,
+        defer_count: bool | None = None,
+        handed: bool = True,
+    ) -> BeforeModelCallEvent:
+        """Count the model call, fire :class:`BeforeModelCallEvent`, run what it requested.
 
-        def build(view: View) -> tuple[Edit | None, dict[str, Any] | None]:
-            planned = plan_reduction(manager, view, request, self.token_counter)
-            self._note = planned.note
-            return reduction_edit(view, planned, request, written, self.token_counter)
+        The first commit (a requested reduction, else the count alone) carries the new
+        count; requested reductions are best-effort and never break the turn. With
+        ``defer_count`` a count nothing committed waits for the next commit (the host's
+        next message, any write) instead of a commit of its own: nothing is written when
+        nothing is to do (one commit fewer per call), the count is durable once the next
+        write returns, and a crash (or an abandoned conversation) before that write loses
+        the count of the calls since, whose answers were not written either (see the
+        reliability page). ``None`` takes the conversation's :attr:`defer_count`
+        (default ``False``); when that defers, a view left mid-tool by a crash is still
+        repaired before the call, the count committed with the repair (``repair`` on),
+        while an explicit ``defer_count=True`` leaves the repair to the next write (a host
+        that shows the model the repaired view itself).
 
-        for _ in range(MAX_SUMMARIES + 1):
-            try:
-                return self._transact(build)
-            except SummaryNeeded as need:
-                if len(written) == MAX_SUMMARIES:
-                    break
-                summary = telemetry.summarize(self, need.entries, need.summarize, partial(write_summary, need))
-                written.append((need.entries, summary))
-        raise ReductionFailed(f"the summarized entries kept changing under concurrent writers ({MAX_SUMMARIES} tries)")
+        What commits while a call is prepared is stamped as part of its input (time
+        travel: :func:`~contextledger.history.travel.view_at`); what commits after it, as part
+        of the next call's. By default the input is handed to the model when this
+        returns. A host that still adds to the input afterwards (Strands appends hook
+        input after its ``BeforeModelCallEvent``) passes ``handed=False`` and calls
+        :meth:`input_handed` where it really hands the input over; until then every commit
+        belongs to this call's input, and a call prepared again before it was handed
+        (a Strands interrupt, resumed) is the same call, not counted twice.
+        """
+        return self._calls.before_model_call(
+            context_window_limit=context_window_limit,
+            projected_input_tokens=projected_input_tokens,
+            defer_count=defer_count,
+            handed=handed,
+        )
 
-    # -- the transaction -------------------------------------------------------------------
+    def input_handed(self) -> None:
+        """Note that the host handed the prepared call's input to the model.
 
-    def edit(self, build: Planner) -> Reduction | None:
-        """Turn ``build(view)`` into one changeset and commit it.
+        Only needed after ``before_model_call(handed=False)``: from now on commits reach
+        the next call's input. :meth:`after_model_call` implies it; calling it when no
+        call is prepared changes nothing.
+        """
+        self._calls.input_handed()
 
-        ``build`` is called again on a fresh view after each concurrency conflict; it
-        returns ``None`` (or an empty edit) when there is nothing to do. A plan it carries
-        is held to the view rules (corrected where safe, else refused) unless the edit is
-        ``as_given``. A pending model-call increment rides along with the first commit
-        that happens, and so does the repair of a view left mid-tool (see ``repair``).
+    def after_model_call(self, error: BaseException | None = None) -> bool:
+        """Fire :class:`AfterModelCallEvent`; return whether the model call should be retried.
 
-        Returns:
-            The reduction row committed, if the edit carried one.
+        A reactive reduction a callback requested runs once per model call: committed,
+        it asks for the retry; impossible, it raises without asking.
 
         Raises:
-            ConcurrencyConflict: Still conflicting after ``max_retries`` re-plans.
-            InvalidPlan: The plan breaks the view rules beyond correction; nothing is committed.
+            ReductionFailed: A reactive reduction was requested and nothing could be
+                reduced without breaking the view rules (or the summarizer failed).
+            BaseException: ``error`` itself when it is a context overflow that no callback
+                handled (the null manager re-raises this way).
         """
-        return self._transact(lambda view: (fit_edit(view, build(view)), None))
+        return self._calls.after_model_call(error)
 
-    def _transact(self, build: _Build, *, repair: bool = True) -> Reduction | None:
-        for attempt in range(self.max_retries + 1):
-            with self._lock:
-                if self._unknown is not None:
-                    self._settle(self._unknown)
-                riding = self._riding
-                ride = fit_edit(self._view, riding(self._view)) if riding is not None else None
-                edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
-                if riding is not None and ride is not None and not ride.is_empty:
-                    merged = ride_with(ride, edit)
-                    if merged is None:  # they cannot share a changeset: the host's write commits first
-                        self._riding = None
-                        self.edit(riding)
-                        continue
-                    edit = merged
-                if (edit is None or edit.is_empty) and (not self._pending_calls or self._defer_count):
-                    return None
-                edit = edit or Edit()
-                real_write = bool(edit.appends or self._pending_calls)
-                if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
-                    if edit.plan is not None or edit.strategy is not None:
-                        # One reduction row per changeset: the repair commits first, alone.
-                        self._transact(lambda view: (plan_repair(view, self._state.next_seq), None), repair=False)
-                        continue
-                    log_repair(self.session_id, self.agent_id)
-                    edit = with_repair(self._view, edit, self._state.next_seq)
-                if manager_state is None and self.manager is not None:
-                    manager_state = self.manager.export_state()
-                changeset, entries = build_changeset(
-                    self._state,
-                    self._view,
-                    edit,
-                    counter=self.token_counter,
-                    model_call_count=self.model_call_count,
-                    count_changed=bool(self._pending_calls),
-                    manager_state=manager_state,
-                    before_call=self._preparing_call,
-                )
-                if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
-                    # Only the commit that creates the conversation names the session's owner.
-                    changeset = changeset.model_copy(update={"app": self.app, "user": self.user})
-                try:
-                    version = telemetry.commit(self.store, changeset, attempt)
-                except ConcurrencyConflict:
-                    if attempt == self.max_retries:
-                        raise
-                    self.refresh()
-                except CommitOutcomeUnknown:
-                    self._unknown = changeset  # settled by the next write
-                    raise
-                else:
-                    self._after_commit(changeset, entries, version)
-                    return changeset.reduction
-            log_conflict(self.session_id, self.agent_id, attempt)
-            pause(backoff_delay(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+    def after_invocation(self, pending: Planner | None = None) -> None:
+        """Fire :class:`AfterInvocationEvent` (end-of-invocation management).
 
-    def _settle(self, changeset: Changeset) -> None:
-        """Learn the outcome of a commit whose reply was lost: sent again under its id, it applies once at most."""
-        calls = self.model_call_count
-        try:
-            telemetry.commit(self.store, changeset, settling=True)
-        except ConcurrencyConflict:  # it never applied, and others wrote since: what it carried is still due
-            changeset = changeset.model_copy(update={"model_call_count": None})
-        self._unknown = None
-        self.refresh()
-        if changeset.model_call_count is not None:  # counted now: only calls announced since stay pending
-            self._pending_calls = max(0, calls - changeset.model_call_count)
-
-    def _after_commit(self, changeset: Changeset, view: View, version: int) -> None:
-        self._state = changeset.state_after(self._state, version)
-        before, self._view = self._view, view
-        self._pending_calls, self._riding, self._defer_count = 0, None, False
-        if changeset.reduction is not None:
-            if self.manager is not None:
-                self.manager.restore_state(self._state.manager_state)
-            log_committed(self.session_id, self.agent_id, changeset.reduction)
-            telemetry.reduced(changeset.reduction, before)
-
-    # -- hook dispatch ---------------------------------------------------------------------
-
-    def _dispatch(self, event: _E) -> _E:
-        """Run the callbacks, then every best-effort reduction they requested, in order."""
-        self.hooks.invoke(event)
-        reduced = False
-        for request in event.requests:
-            if request.trigger == "reactive":
-                continue  # the caller runs it: it must reduce or raise
-            if reduced and request.projected_input_tokens is not None:
-                # An earlier reduction of this event lowered what the host projected.
-                projected = min(request.projected_input_tokens, self.projected_input_tokens())
-                request = request.model_copy(update={"projected_input_tokens": projected})
-            reduced = self._reduce_best_effort(request) or reduced
-        return event
+        ``pending`` builds a write the host still owes (the final answer) for a view: the
+        reductions requested plan on the view it leaves, and it is committed with the
+        first of them -- one commit for the answer and the management -- or alone when
+        none commits (or when a reduction would touch what it appends).
+        """
+        self._calls.after_invocation(pending)

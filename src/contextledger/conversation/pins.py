@@ -9,21 +9,21 @@ it survives a round trip through the host. Pins made through a
 from __future__ import annotations
 
 import copy
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, overload
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol, overload
 
-from contextledger.conversation.reading import ConversationReader
-from contextledger.core.changeset import Edit, pin_edit
+from contextledger.conversation.transaction import Transaction
+from contextledger.core.changeset import pin_edit
 from contextledger.core.view import View
 from contextledger.errors import ContextLedgerError, PinError
 from contextledger.model.messages import Message
-from contextledger.model.records import Reduction, ViewEntry
+from contextledger.model.records import ViewEntry
 
 __all__ = [
     "PIN_MESSAGE_TOOL_NAME",
     "PIN_MESSAGE_TOOL_SPEC",
-    "ConversationPins",
+    "PinTarget",
+    "Pins",
     "handle_pin_message_tool",
     "is_pinned",
     "pin_message",
@@ -120,18 +120,16 @@ def is_pinned(
     return view.is_pinned(index % size)
 
 
-class ConversationPins(ConversationReader):
-    """The pin API of a :class:`~contextledger.Conversation`: each call is one :meth:`edit`.
+class Pins:
+    """The pin API of a conversation: each change is one commit of its :class:`Transaction`.
 
-    A mixin so that the conversation module keeps only its transaction loop and hook
-    dispatch; the commit itself is the conversation's.
+    Attributes:
+        transaction: Commits each pin change.
     """
 
-    _lock: threading.RLock
-
-    def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
-        """Commit ``build(view)`` (the conversation's transaction)."""
-        raise NotImplementedError  # pragma: no cover - Conversation implements it
+    def __init__(self, transaction: Transaction) -> None:
+        """Pin entries of ``transaction``'s conversation."""
+        self.transaction = transaction
 
     def pin(self, entry_id: str, *, source: str = "api") -> None:
         """Pin an active message (persisted at once, recorded as a pin event from ``source``).
@@ -139,7 +137,7 @@ class ConversationPins(ConversationReader):
         Raises:
             PinError: ``entry_id`` is not an active message (summaries cannot be pinned).
         """
-        self._set_pin(entry_id, True, source)
+        self.set(entry_id, True, source)
 
     def unpin(self, entry_id: str, *, source: str = "api") -> None:
         """Unpin an active message (persisted at once, recorded as a pin event from ``source``).
@@ -147,7 +145,7 @@ class ConversationPins(ConversationReader):
         Raises:
             PinError: ``entry_id`` is not an active message.
         """
-        self._set_pin(entry_id, False, source)
+        self.set(entry_id, False, source)
 
     def pin_index(self, index: int, pinned: bool = True, *, source: str = "api") -> str:
         """Pin or unpin the message at ``index`` of the view and return its id.
@@ -157,17 +155,35 @@ class ConversationPins(ConversationReader):
         Raises:
             PinError: ``index`` is not an int, is out of range or names a summary.
         """
-        with self._lock:
-            entry_id = self._view.id_at(index)
-            self._set_pin(entry_id, pinned, source)
+        with self.transaction.lock:
+            entry_id = self.transaction.view.id_at(index)
+            self.set(entry_id, pinned, source)
             return entry_id
 
-    def _set_pin(self, entry_id: str, pinned: bool, source: str = "api") -> None:
-        self.edit(lambda view: pin_edit(view, entry_id, pinned, source))
+    def set(self, entry_id: str, pinned: bool, source: str = "api") -> None:
+        """Commit ``entry_id``'s pin flag (nothing when it already has it).
+
+        Raises:
+            PinError: ``entry_id`` is not an active message.
+        """
+        self.transaction.edit(lambda view: pin_edit(view, entry_id, pinned, source))
+
+
+class PinTarget(Protocol):
+    """What the ``pin_message`` tool needs of a conversation."""
+
+    @property
+    def view(self) -> View:
+        """The active view."""
+        ...
+
+    def pin_index(self, index: int, pinned: bool = True, *, source: str = "api") -> str:
+        """Pin or unpin the message at ``index``; its id."""
+        ...
 
 
 def handle_pin_message_tool(
-    conversation: ConversationPins,
+    conversation: PinTarget,
     tool_input: Mapping[str, Any] | Any,
     *,
     tool_use_id: str | None = None,

@@ -19,15 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from contextledger.conversation.reading import ConversationReader
+from contextledger.conversation.transaction import Transaction
 from contextledger.core.changeset import ContentRevision, Edit, ReductionPlan
 from contextledger.core.view import View, is_prompt, is_turn_opener_violation
 from contextledger.errors import InvalidPlan, ReductionNotFound, UndoConflict
 from contextledger.model.messages import decode_blocks
 from contextledger.model.records import HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry, in_commit_order
-from contextledger.stores.base import LedgerStore
 
-__all__ = ["UNDO_STRATEGY", "ConversationUndo", "UndoPlan", "dependents", "plan_undo"]
+__all__ = ["UNDO_STRATEGY", "Undo", "UndoPlan", "dependents", "plan_undo"]
 
 UNDO_STRATEGY = "undo"
 """The strategy recorded on an undo reduction."""
@@ -189,18 +188,16 @@ def _opens_badly(view: View) -> bool:
     return first is not None and is_turn_opener_violation(first)
 
 
-class ConversationUndo(ConversationReader):
-    """The undo API of a :class:`~contextledger.Conversation`: each undo is one :meth:`edit`.
+class Undo:
+    """The undo API of a conversation: each undo is one commit of its :class:`Transaction`.
 
-    A mixin, like the pin API, so that the conversation module keeps only its transaction
-    loop and hook dispatch.
+    Attributes:
+        transaction: Reads the rows an undo needs from its store, and commits the undo.
     """
 
-    store: LedgerStore
-
-    def edit(self, build: Callable[[View], Edit | None]) -> Reduction | None:
-        """Commit ``build(view)`` (the conversation's transaction)."""
-        raise NotImplementedError  # pragma: no cover - Conversation implements it
+    def __init__(self, transaction: Transaction) -> None:
+        """Undo reductions of ``transaction``'s conversation."""
+        self.transaction = transaction
 
     def undo(self, reduction_id: str, *, cascade: bool = False) -> Reduction:
         """Revert a reduction, committed as one reduction of its own (strategy ``undo``, trigger ``manual``).
@@ -217,17 +214,17 @@ class ConversationUndo(ConversationReader):
             InvalidPlan: The reduction changed nothing that can be reverted (a repair
                 only appends), or the view the undo leaves would break the view rules.
         """
-        sid, aid = self.session_id, self.agent_id
+        store, sid, aid = self.transaction.store, self.transaction.session_id, self.transaction.agent_id
 
         def build(view: View) -> Edit:
             plan = plan_undo(
                 view,
-                in_commit_order(self.store.reductions(sid, aid)),
+                in_commit_order(store.reductions(sid, aid)),
                 reduction_id,
                 cascade=cascade,
-                entries=lambda ids: self.store.entries(sid, aid, ids),
-                summaries=lambda: self.store.summaries(sid, aid),
-                revisions=lambda: self.store.revisions(sid, aid),
+                entries=lambda ids: store.entries(sid, aid, ids),
+                summaries=lambda: store.summaries(sid, aid),
+                revisions=lambda: store.revisions(sid, aid),
             )
             reduction = ReductionPlan(
                 strategy=UNDO_STRATEGY, evict=plan.evict, revisions=plan.revisions, detail=plan.detail
@@ -236,6 +233,6 @@ class ConversationUndo(ConversationReader):
             # which the plan-level rules cannot see).
             return Edit(plan=reduction, restore=plan.restore, trigger="manual", strategy=UNDO_STRATEGY, as_given=True)
 
-        reduction = self.edit(build)
+        reduction = self.transaction.edit(build)
         assert reduction is not None  # an undo always carries its reduction row
         return reduction

@@ -1,0 +1,280 @@
+"""The transaction of one conversation: the commit loop, its retries and exactly-once settlement.
+
+:class:`Transaction` holds what one (session_id, agent_id) last committed (state and
+active view) and is the only writer of it. Every write is one call of :meth:`Transaction.run`:
+build an edit for the current view -> hold it to the view rules -> build one changeset
+(with the pending model-call count, a host's riding write and the repair of a view left
+mid-tool) -> commit with the version read. On a
+:class:`~contextledger.errors.ConcurrencyConflict` it waits a random, growing moment
+(:mod:`contextledger.core.retry`), re-reads and re-builds; a commit whose reply was lost
+(:class:`~contextledger.errors.CommitOutcomeUnknown`) is settled by the next write, sent
+again under its changeset id so that it applies at most once (DESIGN semantics 8).
+
+It knows nothing of hooks, managers' plans or summaries: a reduction reaches it as a
+build function (see :mod:`contextledger.conversation.reducer`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from contextledger.core.changeset import Changeset, Edit, build_changeset, projected, ride_with
+from contextledger.core.reduction import log_committed
+from contextledger.core.retry import backoff_delay, log_conflict
+from contextledger.core.seam import pause
+from contextledger.core.view import View
+from contextledger.core.viewrules import fit_edit
+from contextledger.errors import CommitOutcomeUnknown, ConcurrencyConflict
+from contextledger.managers.base import ConversationManager
+from contextledger.managers.repair import log_repair, needs_repair, plan_repair, with_repair
+from contextledger.model.records import ConversationState, Reduction
+from contextledger.model.tokens import TokenCounter
+from contextledger.stores.base import LedgerStore
+from contextledger.telemetry import spans as telemetry
+
+__all__ = ["Build", "CallCount", "Planner", "Transaction"]
+
+Planner = Callable[[View], Edit | None]
+"""Builds the edit for a view (``None`` or an empty edit: nothing to do)."""
+Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
+"""Builds the edit for a view and the manager state that goes with it (``None``: the manager's own)."""
+
+
+@dataclass(slots=True)
+class CallCount:
+    """The model calls announced and not committed yet, and where the call in preparation stands.
+
+    Attributes:
+        pending: Calls announced since the last commit; the next commit carries them.
+        preparing: A call is prepared and its input not handed to the model yet: what
+            commits now is part of that call's input (time travel).
+        defer: The pending count waits for a commit with something else in it instead
+            of being committed on its own.
+    """
+
+    pending: int = 0
+    preparing: bool = False
+    defer: bool = False
+
+
+class Transaction:
+    """The commit loop of one conversation and the state it last committed.
+
+    Thread-safe: every read-modify-commit runs under :attr:`lock` (re-entrant, so a
+    caller may hold it across a read and the write that depends on it).
+
+    Attributes:
+        store: Where the ledger lives.
+        session_id: The session.
+        agent_id: The agent within the session.
+        manager: Whose state is committed with each changeset and restored after a re-read.
+        token_counter: Estimates the tokens of appended, revised and summary entries.
+        max_retries: Conflict retries per commit.
+        repair: Repair a view left mid-tool inside the next real write.
+        app: The app named by the commit that creates the session.
+        user: The user named by the commit that creates the session.
+        lock: Held for each commit attempt and by readers needing a consistent view.
+        calls: The model-call count not committed yet.
+    """
+
+    def __init__(
+        self,
+        store: LedgerStore,
+        session_id: str,
+        agent_id: str,
+        *,
+        manager: ConversationManager | None,
+        token_counter: TokenCounter,
+        max_retries: int,
+        repair: bool,
+        app: str | None = None,
+        user: str | None = None,
+    ) -> None:
+        """Hold the settings; nothing is read until :meth:`refresh` (the arguments are checked by the caller)."""
+        self.store, self.session_id, self.agent_id = store, session_id, agent_id
+        self.manager = manager
+        self.token_counter = token_counter
+        self.max_retries = max_retries
+        self.repair = repair
+        self.app, self.user = app, user
+        self.lock = threading.RLock()
+        self.calls = CallCount()
+        self._state = ConversationState.model_construct(session_id=session_id, agent_id=agent_id)
+        self._view = View(())
+        self._unknown: Changeset | None = None  # a commit whose reply was lost
+        self._riding: Planner | None = None  # a host's pending write, committed with the next commit
+
+    @property
+    def state(self) -> ConversationState:
+        """The state as last committed (or re-read)."""
+        return self._state
+
+    @property
+    def view(self) -> View:
+        """The active view as last committed (or re-read)."""
+        return self._view
+
+    @property
+    def model_call_count(self) -> int:
+        """Model calls so far, including those announced but not committed yet."""
+        return self._state.model_call_count + self.calls.pending
+
+    def refresh(self) -> None:
+        """Re-read state and active view from the store (one read of the active view).
+
+        Pending model calls stay pending: they are added to the count read.
+        """
+        with self.lock:
+            snapshot = telemetry.restore(self.store, self.session_id, self.agent_id)
+            if snapshot is None:
+                self._state = ConversationState(session_id=self.session_id, agent_id=self.agent_id)
+                self._view = View(())
+            else:
+                self._state, self._view = snapshot.state, View(snapshot.entries)
+            if self.manager is not None:
+                self.manager.restore_state(self._state.manager_state)
+
+    def announce_call(self, *, defer: bool) -> None:
+        """Count a model call being prepared (once: a call prepared again before it was handed is the same call)."""
+        with self.lock:
+            if not self.calls.preparing:
+                self.calls.pending += 1
+            self.calls.defer = defer
+            self.calls.preparing = True
+
+    def commit_count(self) -> None:
+        """Commit the pending model-call count on its own, unless it is deferred or nothing is pending."""
+        if self.calls.pending and not self.calls.defer:
+            self.edit(lambda _view: None)
+
+    @contextmanager
+    def riding(self, pending: Planner | None) -> Iterator[None]:
+        """Within the block, ``pending`` (a host's write) rides with the first commit; after it, it commits alone.
+
+        The first commit that happens in the block builds ``pending`` for its view and
+        commits both in one changeset (or ``pending`` first, alone, when the two cannot
+        share one). What has not ridden by the end of the block is committed then.
+        """
+        self._riding = pending
+        try:
+            yield
+        finally:
+            riding, self._riding = self._riding, None
+            if riding is not None:
+                self.edit(riding)
+
+    def edit(self, build: Planner) -> Reduction | None:
+        """Commit ``build(view)``, its plan held to the view rules (see :meth:`run`).
+
+        Returns:
+            The reduction row committed, if the edit carried one.
+
+        Raises:
+            ConcurrencyConflict: Still conflicting after ``max_retries`` re-builds.
+            InvalidPlan: The plan breaks the view rules beyond correction; nothing is committed.
+            CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
+        """
+        return self.run(lambda view: (fit_edit(view, build(view)), None))
+
+    def repair_interrupted_tools(self) -> Reduction | None:
+        """Commit the repair of a view left mid-tool, when it needs one (else write nothing)."""
+        return self.run(lambda view: (plan_repair(view, self._state.next_seq), None), repair=False)
+
+    def run(self, build: Build, *, repair: bool = True) -> Reduction | None:
+        """The commit loop: build for the current view, commit, re-build after a conflict.
+
+        ``build`` is called under :attr:`lock` with the view projected past a riding
+        write; it returns the edit (``None`` or empty: nothing to do) and the manager
+        state to commit (``None``: the manager's exported state). A pending model-call
+        count rides along with the commit (or is committed alone unless deferred), and
+        so does the repair of a view left mid-tool (``repair``).
+
+        Returns:
+            The reduction row committed, if any.
+
+        Raises:
+            ConcurrencyConflict: Still conflicting after ``max_retries`` re-builds.
+            CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
+        """
+        for attempt in range(self.max_retries + 1):
+            with self.lock:
+                if self._unknown is not None:
+                    self._settle(self._unknown)
+                riding = self._riding
+                ride = fit_edit(self._view, riding(self._view)) if riding is not None else None
+                edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
+                if riding is not None and ride is not None and not ride.is_empty:
+                    merged = ride_with(ride, edit)
+                    if merged is None:  # they cannot share a changeset: the host's write commits first
+                        self._riding = None
+                        self.edit(riding)
+                        continue
+                    edit = merged
+                if (edit is None or edit.is_empty) and (not self.calls.pending or self.calls.defer):
+                    return None
+                edit = edit or Edit()
+                real_write = bool(edit.appends or self.calls.pending)
+                if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
+                    if edit.plan is not None or edit.strategy is not None:
+                        # One reduction row per changeset: the repair commits first, alone.
+                        self.repair_interrupted_tools()
+                        continue
+                    log_repair(self.session_id, self.agent_id)
+                    edit = with_repair(self._view, edit, self._state.next_seq)
+                if manager_state is None and self.manager is not None:
+                    manager_state = self.manager.export_state()
+                changeset, entries = build_changeset(
+                    self._state,
+                    self._view,
+                    edit,
+                    counter=self.token_counter,
+                    model_call_count=self.model_call_count,
+                    count_changed=bool(self.calls.pending),
+                    manager_state=manager_state,
+                    before_call=self.calls.preparing,
+                )
+                if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
+                    # Only the commit that creates the conversation names the session's owner.
+                    changeset = changeset.model_copy(update={"app": self.app, "user": self.user})
+                try:
+                    version = telemetry.commit(self.store, changeset, attempt)
+                except ConcurrencyConflict:
+                    if attempt == self.max_retries:
+                        raise
+                    self.refresh()
+                except CommitOutcomeUnknown:
+                    self._unknown = changeset  # settled by the next write
+                    raise
+                else:
+                    self._committed(changeset, entries, version)
+                    return changeset.reduction
+            log_conflict(self.session_id, self.agent_id, attempt)
+            pause(backoff_delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _settle(self, changeset: Changeset) -> None:
+        """Learn the outcome of a commit whose reply was lost: sent again under its id, it applies once at most."""
+        calls = self.model_call_count
+        try:
+            telemetry.commit(self.store, changeset, settling=True)
+        except ConcurrencyConflict:  # it never applied, and others wrote since: what it carried is still due
+            changeset = changeset.model_copy(update={"model_call_count": None})
+        self._unknown = None
+        self.refresh()
+        if changeset.model_call_count is not None:  # counted now: only calls announced since stay pending
+            self.calls.pending = max(0, calls - changeset.model_call_count)
+
+    def _committed(self, changeset: Changeset, view: View, version: int) -> None:
+        self._state = changeset.state_after(self._state, version)
+        before, self._view = self._view, view
+        self.calls.pending, self.calls.defer = 0, False
+        self._riding = None
+        if changeset.reduction is not None:
+            if self.manager is not None:
+                self.manager.restore_state(self._state.manager_state)
+            log_committed(self.session_id, self.agent_id, changeset.reduction)
+            telemetry.reduced(changeset.reduction, before)

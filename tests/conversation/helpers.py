@@ -1,0 +1,73 @@
+"""A store that records what it is asked to commit, and the collaborators of a conversation wired by hand."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contextledger.conversation.modelcalls import ModelCalls
+from contextledger.conversation.reading import Reader
+from contextledger.conversation.reducer import Reducer
+from contextledger.conversation.transaction import Transaction
+from contextledger.core.changeset import Changeset
+from contextledger.core.hooks import HookRegistry
+from contextledger.errors import ConcurrencyConflict, ContextWindowOverflowError
+from contextledger.managers.base import ConversationManager
+from contextledger.model.tokens import CharTokenCounter
+from contextledger.stores.memory import MemoryStore
+
+
+class RecordingStore(MemoryStore):
+    """A memory store that keeps every changeset it applied, and loses the version race on demand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed: list[Changeset] = []
+        self.attempts = 0
+        self.conflicts = 0  # the next ``conflicts`` commits raise ConcurrencyConflict
+
+    def commit(self, changeset: Changeset) -> int:
+        self.attempts += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            raise ConcurrencyConflict("lost the race (scripted)")
+        version = super().commit(changeset)
+        self.committed.append(changeset)
+        return version
+
+
+@dataclass
+class Parts:
+    """One conversation's collaborators, composed the way :class:`~contextledger.Conversation` composes them."""
+
+    transaction: Transaction
+    reader: Reader
+    reducer: Reducer
+    calls: ModelCalls
+    hooks: HookRegistry
+
+
+def compose(
+    store: MemoryStore,
+    session_id: str = "s",
+    *,
+    manager: ConversationManager | None = None,
+    max_retries: int = 3,
+    repair: bool = True,
+) -> Parts:
+    """Wire the collaborators over ``store`` and read the conversation once."""
+    transaction = Transaction(
+        store,
+        session_id,
+        "default",
+        manager=manager,
+        token_counter=CharTokenCounter(),
+        max_retries=max_retries,
+        repair=repair,
+    )
+    reader = Reader(transaction, context_window_limit=None, overflow_errors=(ContextWindowOverflowError,))
+    hooks = HookRegistry()
+    reducer = Reducer(transaction, reader, hooks, manager)
+    transaction.refresh()
+    if manager is not None:
+        hooks.add_hook(manager)
+    return Parts(transaction, reader, reducer, ModelCalls(transaction, reader, reducer), hooks)
