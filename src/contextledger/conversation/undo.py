@@ -26,6 +26,7 @@ from contextledger.errors import InvalidPlan, ReductionNotFound, UndoConflict
 from contextledger.model.messages import decode_blocks
 from contextledger.model.records import HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry, in_commit_order
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import HISTORY, TIME_TRAVEL
 
 __all__ = ["UNDO_STRATEGY", "ConversationUndo", "UndoPlan", "dependents", "plan_undo"]
 
@@ -222,12 +223,12 @@ class ConversationUndo(ConversationReader):
         def build(view: View) -> Edit:
             plan = plan_undo(
                 view,
-                in_commit_order(self.store.reductions(sid, aid)),
+                in_commit_order(HISTORY.of(self.store, "undo").reductions(sid, aid)),
                 reduction_id,
                 cascade=cascade,
-                entries=lambda ids: self.store.entries(sid, aid, ids),
-                summaries=lambda: self.store.summaries(sid, aid),
-                revisions=lambda: self.store.revisions(sid, aid),
+                entries=lambda ids: TIME_TRAVEL.of(self.store, "undo").entries(sid, aid, ids),
+                summaries=lambda: HISTORY.of(self.store, "undo").summaries(sid, aid),
+                revisions=lambda: HISTORY.of(self.store, "undo").revisions(sid, aid),
             )
             reduction = ReductionPlan(
                 strategy=UNDO_STRATEGY, evict=plan.evict, revisions=plan.revisions, detail=plan.detail

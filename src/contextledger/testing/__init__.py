@@ -1,6 +1,6 @@
 """Test support shipped with the library: the store contract suite (the ``testing`` extra).
 
-Every :class:`~contextledger.stores.base.LedgerStore` must pass
+Every :class:`~contextledger.stores.base.CompleteStore` must pass
 :class:`~contextledger.testing.contract.StoreContract` unchanged. Use it from a test
 module with a ``store`` fixture that yields a fresh, empty store and a ``lost_reply``
 fixture (see :class:`~contextledger.testing.exactly_once.LostReply`)::

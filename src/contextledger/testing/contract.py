@@ -1,7 +1,7 @@
 """The store contract: behaviour every ledger store must show, memory included.
 
 Subclass :class:`StoreContract` in a test module where a ``store`` fixture yields a
-fresh, empty :class:`~contextledger.stores.base.LedgerStore`, and a ``lost_reply``
+fresh, empty :class:`~contextledger.stores.base.CompleteStore`, and a ``lost_reply``
 fixture yields a :class:`~contextledger.testing.exactly_once.LostReply` (a fresh store
 whose commits can lose their reply).
 """
@@ -19,7 +19,7 @@ from contextledger.core.changeset import Changeset, ContentRevision, ReductionPl
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, EntryNotFound, InvalidMessage
 from contextledger.model.messages import Message
 from contextledger.model.records import Reduction, ViewEntry, utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
@@ -53,7 +53,7 @@ def _reduction(session_id: str, agent_id: str = "a", **kw: object) -> Reduction:
     return Reduction.model_validate(fields)
 
 
-def _create(store: LedgerStore, session_id: str, messages: list[Message], agent_id: str = "a") -> int:
+def _create(store: CompleteStore, session_id: str, messages: list[Message], agent_id: str = "a") -> int:
     return store.commit(
         Changeset(
             session_id=session_id,
@@ -65,7 +65,7 @@ def _create(store: LedgerStore, session_id: str, messages: list[Message], agent_
     )
 
 
-def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
+def _ids(store: CompleteStore, session_id: str, agent_id: str = "a") -> list[str]:
     snapshot = store.load(session_id, agent_id)
     assert snapshot is not None
     return [e.entry_id for e in snapshot.entries]
@@ -91,12 +91,12 @@ class StoreContract(
 
     # -- state and appends ---------------------------------------------------------------
 
-    def test_load_unknown_is_none(self, store: LedgerStore) -> None:
+    def test_load_unknown_is_none(self, store: CompleteStore) -> None:
         assert store.load("nope", "a") is None
         assert store.history("nope", "a") == []
         assert store.agents("nope") == []
 
-    def test_create_and_load_in_order(self, store: LedgerStore) -> None:
+    def test_create_and_load_in_order(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(5)]
         assert _create(store, "s", msgs) == 1
         snap = store.load("s", "a")
@@ -107,7 +107,7 @@ class StoreContract(
         assert [e.tokens for e in snap.entries] == [10, 11, 12, 13, 14]
         assert [e.seq for e in snap.entries] == [0, 1, 2, 3, 4]
 
-    def test_content_round_trips_losslessly(self, store: LedgerStore) -> None:
+    def test_content_round_trips_losslessly(self, store: CompleteStore) -> None:
         msg = Message(
             role="user",
             content=[
@@ -126,7 +126,7 @@ class StoreContract(
         assert snap.entries[0].message == msg
         assert store.history("s", "a")[0].message == msg
 
-    def test_stale_version_conflicts_and_changes_nothing(self, store: LedgerStore) -> None:
+    def test_stale_version_conflicts_and_changes_nothing(self, store: CompleteStore) -> None:
         _create(store, "s", [Message.user("a")])
         stale = Changeset(
             session_id="s", agent_id="a", expected_version=0, appends=_entries([Message.user("b")], 1), next_seq=2
@@ -140,7 +140,7 @@ class StoreContract(
         assert snap.state.version == 1
         assert len(snap.entries) == 1
 
-    def test_duplicate_append_rejected_atomically(self, store: LedgerStore) -> None:
+    def test_duplicate_append_rejected_atomically(self, store: CompleteStore) -> None:
         first = Message.user("a")
         _create(store, "s", [first])
         bad = Changeset(
@@ -157,7 +157,7 @@ class StoreContract(
         assert snap.state.version == 1
         assert [e.entry_id for e in snap.entries] == [first.message_id]
 
-    def test_state_fields_persist_and_none_keeps(self, store: LedgerStore) -> None:
+    def test_state_fields_persist_and_none_keeps(self, store: CompleteStore) -> None:
         _create(store, "s", [Message.user("a")])
         store.commit(
             Changeset(
@@ -181,7 +181,7 @@ class StoreContract(
         "bad",
         ["set", "object", "nan", "infinity", "revision", "agent_state", "manager_state"],
     )
-    def test_value_json_cannot_hold_is_rejected_atomically(self, store: LedgerStore, bad: str) -> None:
+    def test_value_json_cannot_hold_is_rejected_atomically(self, store: CompleteStore, bad: str) -> None:
         msgs = [Message.user("a"), Message.user("b")]
         _create(store, "s", msgs)
         before = store.load("s", "a")
@@ -207,7 +207,7 @@ class StoreContract(
         assert store.reductions("s") == []
         assert store.revisions("s", "a") == []
 
-    def test_agents_are_isolated(self, store: LedgerStore) -> None:
+    def test_agents_are_isolated(self, store: CompleteStore) -> None:
         _create(store, "s", [Message.user("a1")], agent_id="a")
         _create(store, "s", [Message.user("b1"), Message.user("b2")], agent_id="b")
         assert store.agents("s") == ["a", "b"]
@@ -216,7 +216,7 @@ class StoreContract(
 
     # -- reductions ----------------------------------------------------------------------
 
-    def test_eviction_keeps_history(self, store: LedgerStore) -> None:
+    def test_eviction_keeps_history(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(4)]
         _create(store, "s", msgs)
         red = _reduction("s", trigger="per_turn", strategy="sliding_window", evicted=(msgs[0].message_id,))
@@ -238,7 +238,7 @@ class StoreContract(
         assert ev.preview == "m0"
         assert [r.reduction_id for r in store.reductions("s")] == [red.reduction_id]
 
-    def test_unknown_eviction_rejected_atomically(self, store: LedgerStore) -> None:
+    def test_unknown_eviction_rejected_atomically(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(3)]
         _create(store, "s", msgs)
         red = _reduction("s")
@@ -261,7 +261,7 @@ class StoreContract(
         assert [e.entry_id for e in snap.entries] == [m.message_id for m in msgs]
         assert store.reductions("s") == []
 
-    def test_evicting_twice_is_rejected(self, store: LedgerStore) -> None:
+    def test_evicting_twice_is_rejected(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(2)]
         _create(store, "s", msgs)
         red = _reduction("s")
@@ -279,7 +279,7 @@ class StoreContract(
                 )
             )
 
-    def test_summaries_chain_and_supersede(self, store: LedgerStore) -> None:
+    def test_summaries_chain_and_supersede(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(6)]
         conv = Conversation(store, "s", "a")
         conv.append(*msgs)
@@ -323,7 +323,7 @@ class StoreContract(
         assert [e.entry_id for e in store.evictions("s", trigger="proactive")] == [m.message_id for m in msgs[:3]]
         assert list(snap.entries) == list(conv.view.entries)
 
-    def test_revision_keeps_original(self, store: LedgerStore) -> None:
+    def test_revision_keeps_original(self, store: CompleteStore) -> None:
         result = Message.tool_result("t1", "x" * 500)
         msgs = [Message.tool_use("t1", "read", {"p": 1}), result]
         conv = Conversation(store, "s", "a")
@@ -346,7 +346,7 @@ class StoreContract(
         assert store.history("s", "a")[1].revision_count == 1
         assert list(snap.entries) == list(conv.view.entries)
 
-    def test_pins_persist(self, store: LedgerStore) -> None:
+    def test_pins_persist(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(3)]
         conv = Conversation(store, "s", "a")
         conv.append(*msgs)
@@ -362,7 +362,7 @@ class StoreContract(
         with pytest.raises(EntryNotFound):
             store.commit(Changeset(session_id="s", agent_id="a", expected_version=conv.version, pins={"zzz": True}))
 
-    def test_eviction_filters(self, store: LedgerStore) -> None:
+    def test_eviction_filters(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         msgs = [Message.user(f"m{i}") for i in range(4)]
         conv.append(*msgs)
@@ -386,7 +386,7 @@ class StoreContract(
 
     # -- sessions ------------------------------------------------------------------------
 
-    def test_sessions_paged_and_deleted(self, store: LedgerStore) -> None:
+    def test_sessions_paged_and_deleted(self, store: CompleteStore) -> None:
         for i in range(5):
             _create(store, f"s{i}", [Message.user("x"), Message.user("y")])
             time.sleep(0.005)
@@ -405,12 +405,12 @@ class StoreContract(
         assert [s.session_id for s in store.sessions()] == ["s3", "s2", "s1", "s0"]
 
     @pytest.mark.parametrize(("limit", "offset"), [(-1, 0), (2, -1)])
-    def test_sessions_rejects_negative_paging(self, store: LedgerStore, limit: int, offset: int) -> None:
+    def test_sessions_rejects_negative_paging(self, store: CompleteStore, limit: int, offset: int) -> None:
         _create(store, "s", [Message.user("x")])
         with pytest.raises(ConfigurationError, match="must be >= 0"):
             store.sessions(limit=limit, offset=offset)
 
-    def test_delete_removes_everything(self, store: LedgerStore) -> None:
+    def test_delete_removes_everything(self, store: CompleteStore) -> None:
         conv = Conversation(store, "gone", "a")
         conv.append(Message.user("a"), Message.user("b"), Message.user("c"))
         conv.apply_plan(
@@ -431,7 +431,7 @@ class StoreContract(
 
     # -- through a Conversation ------------------------------------------------------------
 
-    def test_restore_equals_live_view(self, store: LedgerStore) -> None:
+    def test_restore_equals_live_view(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         for i in range(10):
             conv.append(
@@ -450,7 +450,7 @@ class StoreContract(
         assert restored.agent_state == {"mood": "ok"}
         assert restored.version == conv.version
 
-    def test_concurrent_writers_lose_nothing(self, store: LedgerStore) -> None:
+    def test_concurrent_writers_lose_nothing(self, store: CompleteStore) -> None:
         Conversation(store, "race", "a").append(Message.user("seed"))
         errors: list[BaseException] = []
         per_thread = 15
@@ -479,7 +479,7 @@ class StoreContract(
             mine = [t for t in texts if t.startswith(f"w{n}-")]
             assert mine == [f"w{n}-{i}" for i in range(per_thread)]
 
-    def test_edit_with_everything_is_one_commit(self, store: LedgerStore) -> None:
+    def test_edit_with_everything_is_one_commit(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         msgs = [Message.user(f"m{i}") for i in range(4)]
         conv.append(*msgs)

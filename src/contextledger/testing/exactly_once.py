@@ -17,7 +17,7 @@ from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import ReductionPlan
 from contextledger.errors import CommitOutcomeUnknown, StoreUnavailable
 from contextledger.model.messages import Message
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 __all__ = ["ExactlyOnceContract", "LostReply"]
 
@@ -26,7 +26,7 @@ class LostReply(Protocol):
     """A store whose next commits can lose their reply (see the module docstring)."""
 
     @property
-    def store(self) -> LedgerStore:
+    def store(self) -> CompleteStore:
         """The store under test."""
         ...
 
@@ -48,7 +48,7 @@ class LostReply(Protocol):
         ...
 
 
-def _texts(store: LedgerStore) -> list[str]:
+def _texts(store: CompleteStore) -> list[str]:
     return [h.message.plain_text for h in store.history("s", "a")]
 
 

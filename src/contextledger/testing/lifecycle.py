@@ -13,7 +13,7 @@ from contextledger.core.changeset import Changeset, ReductionPlan
 from contextledger.errors import EntryNotFound, LedgerClosed, SessionDeleted
 from contextledger.model.messages import Message
 from contextledger.model.records import ViewEntry, utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 __all__ = ["LifecycleContract", "PinHistoryContract"]
 
@@ -25,7 +25,7 @@ def _entries(messages: list[Message], start: int = 0) -> tuple[ViewEntry, ...]:
 class PinHistoryContract:
     """Every pin and unpin is a row committed with the change: which entry, who asked, when."""
 
-    def test_pin_history_records_each_change_with_its_source(self, store: LedgerStore) -> None:
+    def test_pin_history_records_each_change_with_its_source(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(3)]
         conv = Conversation(store, "s", "a")
         conv.append(*msgs)
@@ -47,7 +47,7 @@ class PinHistoryContract:
         assert store.pin_history("s", "b") == []
         assert store.pin_history("nope") == []
 
-    def test_pin_events_carry_their_changeset_and_agent(self, store: LedgerStore) -> None:
+    def test_pin_events_carry_their_changeset_and_agent(self, store: CompleteStore) -> None:
         a_msgs, b_msgs = [Message.user("a0"), Message.user("a1")], [Message.user("b0")]
         store.commit(Changeset(session_id="s", agent_id="a", expected_version=0, appends=_entries(a_msgs), next_seq=2))
         store.commit(Changeset(session_id="s", agent_id="b", expected_version=0, appends=_entries(b_msgs), next_seq=1))
@@ -74,7 +74,7 @@ class PinHistoryContract:
         assert [e.entry_id for e in store.pin_history("s", "a")] == [m.message_id for m in a_msgs]
         assert [e.entry_id for e in store.pin_history("s", "b")] == [b_msgs[0].message_id]
 
-    def test_a_refused_pin_records_nothing(self, store: LedgerStore) -> None:
+    def test_a_refused_pin_records_nothing(self, store: CompleteStore) -> None:
         msgs = [Message.user("m0")]
         store.commit(Changeset(session_id="s", agent_id="a", expected_version=0, appends=_entries(msgs), next_seq=1))
         bad = Changeset(session_id="s", agent_id="a", expected_version=1, pins={msgs[0].message_id: True, "nope": True})
@@ -82,7 +82,7 @@ class PinHistoryContract:
             store.commit(bad)
         assert store.pin_history("s") == []
 
-    def test_pins_in_a_reduction_commit_with_it_and_go_with_the_session(self, store: LedgerStore) -> None:
+    def test_pins_in_a_reduction_commit_with_it_and_go_with_the_session(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         msgs = [Message.user(f"m{i}") for i in range(3)]
         conv.append(*msgs)
@@ -104,7 +104,7 @@ class PinHistoryContract:
 class LifecycleContract:
     """Exactly-once replays, deleted sessions that stay deleted, closed stores that stay closed."""
 
-    def test_a_changeset_sent_again_returns_its_version_and_writes_nothing(self, store: LedgerStore) -> None:
+    def test_a_changeset_sent_again_returns_its_version_and_writes_nothing(self, store: CompleteStore) -> None:
         msgs = [Message.user("m0"), Message.user("m1")]
         create = Changeset(session_id="s", agent_id="a", expected_version=0, appends=_entries(msgs), next_seq=2)
         assert store.commit(create) == 1
@@ -126,7 +126,7 @@ class LifecycleContract:
         assert len(store.history("s", "a")) == 3
         assert len(store.pin_history("s")) == 1
 
-    def test_a_deleted_session_is_not_recreated_by_a_writer_holding_it(self, store: LedgerStore) -> None:
+    def test_a_deleted_session_is_not_recreated_by_a_writer_holding_it(self, store: CompleteStore) -> None:
         task = Message.user("the task")
         writer = Conversation(store, "s", "a")
         writer.append(task, Message.assistant("ok"))
@@ -144,7 +144,7 @@ class LifecycleContract:
         fresh.append(Message.user("new start"))
         assert fresh.version == 1
 
-    def test_a_closed_store_refuses_every_call(self, store: LedgerStore) -> None:
+    def test_a_closed_store_refuses_every_call(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         conv.append(Message.user("m0"))
         store.close()

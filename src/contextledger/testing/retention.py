@@ -10,7 +10,7 @@ from contextledger.errors import EntryNotFound
 from contextledger.history.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT
 from contextledger.model.messages import Message
 from contextledger.model.records import Tombstone
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 __all__ = ["RetentionContract"]
 
@@ -18,7 +18,7 @@ __all__ = ["RetentionContract"]
 class RetentionContract:
     """Erase overwrites one entry, its revisions and summaries at once; prune deletes evicted rows only."""
 
-    def test_erase_is_all_or_nothing(self, store: LedgerStore) -> None:
+    def test_erase_is_all_or_nothing(self, store: CompleteStore) -> None:
         """An erase naming a summary the conversation lacks changes nothing."""
         conv = Conversation(store, "s", "a")
         (msg,) = conv.append(Message.user("secret words"))
@@ -32,7 +32,7 @@ class RetentionContract:
         with pytest.raises(EntryNotFound):
             store.erase(tombstone.model_copy(update={"entry_id": "nope"}), erased, {})
 
-    def test_erase_overwrites_entry_revisions_and_summaries(self, store: LedgerStore) -> None:
+    def test_erase_overwrites_entry_revisions_and_summaries(self, store: CompleteStore) -> None:
         """The entry, its revisions and the summaries named change in one operation, with a tombstone."""
         conv = Conversation(store, "s", "a")
         (msg,) = conv.append(Message.user("secret words"))
@@ -69,7 +69,7 @@ class RetentionContract:
         assert store.tombstones("s", "other") == []
         assert Conversation(store, "s", "a").view[0].message.plain_text == REDACTED_TEXT
 
-    def test_prune_never_deletes_an_active_entry(self, store: LedgerStore) -> None:
+    def test_prune_never_deletes_an_active_entry(self, store: CompleteStore) -> None:
         """Only evicted entries named are deleted (with their revisions); active ones are skipped."""
         conv = Conversation(store, "s", "a")
         msgs = conv.append(Message.user("u0"), Message.assistant("a1"), Message.user("u2"))
