@@ -6,7 +6,7 @@ exactly (tokens included), swap tokens in place (``reseal``) and erase them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,8 +19,18 @@ from contextledger.history.rotation import CLEAR, key_census, rotate
 from contextledger.history.transfer import conversation_lines, read_conversation
 from contextledger.model.messages import Message
 from contextledger.model.stored import sealed_values_allowed
-from contextledger.stores.capabilities import CompleteStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    LINEAGE,
+    RESEAL,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+)
 from contextledger.stores.encrypted import EncryptedStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["SECRET", "EncryptionContract", "encrypted_conversation", "stored_tokens"]
 
@@ -76,8 +86,10 @@ def stored_tokens(store: CompleteStore, session_id: str = "s", agent_id: str = "
     return sorted({t for t in text.replace("'", '"').split('"') if t.startswith("clenc1.")})
 
 
-class EncryptionContract:
+class EncryptionContract(CapabilityContract):
     """Sealed at rest, opened exactly, refused with a wrong key, rotated in resumable batches, erasable."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (RESEAL, HISTORY, SESSIONS, TIME_TRAVEL, ERASURE, LINEAGE)
 
     def test_round_trip_is_exact_and_the_store_holds_no_plaintext(self, store: CompleteStore) -> None:
         sealed = encrypted(store)

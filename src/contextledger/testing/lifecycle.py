@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -13,7 +13,8 @@ from contextledger.core.changeset import Changeset, ReductionPlan
 from contextledger.errors import EntryNotFound, LedgerClosed, SessionDeleted
 from contextledger.model.messages import Message
 from contextledger.model.records import ViewEntry, utcnow
-from contextledger.stores.capabilities import CompleteStore
+from contextledger.stores.capabilities import HISTORY, SESSIONS, Capability, CompleteStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["LifecycleContract", "PinHistoryContract"]
 
@@ -22,8 +23,10 @@ def _entries(messages: list[Message], start: int = 0) -> tuple[ViewEntry, ...]:
     return tuple(ViewEntry(entry_id=m.message_id, seq=start + i, message=m) for i, m in enumerate(messages))
 
 
-class PinHistoryContract:
+class PinHistoryContract(CapabilityContract):
     """Every pin and unpin is a row committed with the change: which entry, who asked, when."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (HISTORY, SESSIONS)
 
     def test_pin_history_records_each_change_with_its_source(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(3)]
@@ -101,8 +104,10 @@ class PinHistoryContract:
         assert store.pin_history("s") == []
 
 
-class LifecycleContract:
+class LifecycleContract(CapabilityContract):
     """Exactly-once replays, deleted sessions that stay deleted, closed stores that stay closed."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (HISTORY, SESSIONS)
 
     def test_a_changeset_sent_again_returns_its_version_and_writes_nothing(self, store: CompleteStore) -> None:
         msgs = [Message.user("m0"), Message.user("m1")]

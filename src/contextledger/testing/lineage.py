@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any, ClassVar
 
 import pytest
 
@@ -16,7 +17,20 @@ from contextledger.history.lifecycle import REDACTED_TEXT, erase
 from contextledger.history.transfer import read_conversation
 from contextledger.model.messages import Message
 from contextledger.model.records import LineageLink, utcnow
-from contextledger.stores.capabilities import CompleteStore, ExpiringStore, LineageStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    EXPIRY,
+    HISTORY,
+    LINEAGE,
+    SCOPES,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+    ExpiringStore,
+    LineageStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["ExpiryContract", "LineageContract"]
 
@@ -52,8 +66,10 @@ def _secret_conversation(store: CompleteStore, session_id: str = "p") -> str:
     return secret.message_id
 
 
-class LineageContract:
+class LineageContract(CapabilityContract):
     """A fork is recorded under every ancestor; erasing in one reaches every fork that holds the entry."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (LINEAGE, HISTORY, SESSIONS, ERASURE, TIME_TRAVEL, SCOPES)
 
     def test_links_are_kept_under_the_ancestor_once(self, store: CompleteStore) -> None:
         assert isinstance(store, LineageStore)
@@ -149,8 +165,10 @@ class LineageContract:
         assert [t.reason for t in store.tombstones("c")] == ["raced"]
 
 
-class ExpiryContract:
+class ExpiryContract(CapabilityContract):
     """Whole idle sessions expire atomically, leave expiries, and a writer still holding one is told."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (EXPIRY, HISTORY, SESSIONS, ERASURE, LINEAGE, TIME_TRAVEL, SCOPES)
 
     def test_an_idle_session_expires_and_its_writer_is_told(self, store: CompleteStore) -> None:
         assert isinstance(store, ExpiringStore)

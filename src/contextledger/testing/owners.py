@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,7 +19,18 @@ from contextledger.ledger import Ledger
 from contextledger.managers.sliding_window import SlidingWindowConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import utcnow
-from contextledger.stores.capabilities import CompleteStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    EXPIRY,
+    HISTORY,
+    LINEAGE,
+    SCOPES,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["OwnersContract"]
 
@@ -32,8 +43,10 @@ def _ids(store: CompleteStore, **owner: Any) -> list[str]:
     return [info.session_id for info in store.sessions(**owner)]
 
 
-class OwnersContract:
+class OwnersContract(CapabilityContract):
     """A session belongs to the app and user its first commit names; apps and users have state of their own."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (SCOPES, SESSIONS, HISTORY, ERASURE, EXPIRY, LINEAGE, TIME_TRAVEL)
 
     def test_sessions_are_listed_with_their_app_and_user_and_filtered_by_them(self, store: CompleteStore) -> None:
         _session(store, "s1", "shop", "ada")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
 
 from contextledger.conversation.conversation import Conversation
@@ -10,13 +12,24 @@ from contextledger.errors import EntryNotFound
 from contextledger.history.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_TEXT
 from contextledger.model.messages import Message
 from contextledger.model.records import Tombstone
-from contextledger.stores.capabilities import CompleteStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    LINEAGE,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["RetentionContract"]
 
 
-class RetentionContract:
+class RetentionContract(CapabilityContract):
     """Erase overwrites one entry, its revisions and summaries at once; prune deletes evicted rows only."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (ERASURE, HISTORY, TIME_TRAVEL, LINEAGE, SESSIONS)
 
     def test_erase_is_all_or_nothing(self, store: CompleteStore) -> None:
         """An erase naming a summary the conversation lacks changes nothing."""

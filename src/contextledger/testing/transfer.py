@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import pytest
 
@@ -18,7 +19,16 @@ from contextledger.history.transfer import (
 )
 from contextledger.model.messages import Message
 from contextledger.model.records import Revision
-from contextledger.stores.capabilities import CompleteStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    SESSIONS,
+    TIME_TRAVEL,
+    TRANSFER,
+    Capability,
+    CompleteStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["TransferContract", "rich_conversation"]
 
@@ -87,8 +97,10 @@ def rich_conversation(store: CompleteStore, session_id: str = "s", agent_id: str
     return records
 
 
-class TransferContract:
+class TransferContract(CapabilityContract):
     """``import_conversation``: exact, atomic, idempotent, refusing different content."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (TRANSFER, HISTORY, SESSIONS, ERASURE, TIME_TRAVEL)
 
     def test_records_written_read_back_exactly(self, store: CompleteStore) -> None:
         """Records written read back exactly."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
 
 from contextledger.conversation.conversation import Conversation
@@ -10,7 +12,8 @@ from contextledger.errors import InvalidPlan, ModelCallNotFound, ReductionNotFou
 from contextledger.history.travel import view_at
 from contextledger.model.messages import Message
 from contextledger.model.records import Reduction
-from contextledger.stores.capabilities import CompleteStore
+from contextledger.stores.capabilities import HISTORY, LINEAGE, SCOPES, TIME_TRAVEL, Capability, CompleteStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["TimeTravelContract"]
 
@@ -46,8 +49,10 @@ def _summary_chain(conv: Conversation, msgs: list[Message]) -> tuple[Reduction, 
     return first, second, middle
 
 
-class TimeTravelContract:
+class TimeTravelContract(CapabilityContract):
     """Call stamps, entries by id, past views, and undo as one reduction of its own."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (TIME_TRAVEL, HISTORY, SCOPES, LINEAGE)
 
     def test_entries_by_id_carry_their_stamps(self, store: CompleteStore) -> None:
         """Entries by id carry their stamps."""
