@@ -12,14 +12,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from contextledger.conversation.conversation import Conversation, Edit
+from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Changeset, ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.errors import EntryNotFound, InvalidMessage
 from contextledger.model.messages import Message
 from contextledger.model.records import utcnow
 from contextledger.stores.capabilities import HISTORY, Capability, CompleteStore
 from contextledger.testing.declared import CapabilityContract
-from contextledger.testing.required import create, entries_of, ids, reduction
+from contextledger.testing.required import create, edit_everything, entries_of, ids, reduction
 
 __all__ = ["HistoryContract"]
 
@@ -241,30 +241,7 @@ class HistoryContract(CapabilityContract):
         assert len(store.reductions("s", "b")) == 1
 
     def test_an_edit_is_one_reduction_row(self, store: CompleteStore) -> None:
-        conv = Conversation(store, "s", "a")
-        msgs = [Message.user(f"m{i}") for i in range(4)]
-        conv.append(*msgs)
-        before = conv.version
-        new = Message.assistant("new")
-        conv.edit(
-            lambda v: Edit(
-                appends=(new,),
-                pins={v.ids[3]: True},
-                plan=ReductionPlan(
-                    strategy="custom",
-                    evict=(v.ids[2],),
-                    summary=SummaryDraft(content="S", summarizer="t", replaces=tuple(v.ids[:2])),
-                ),
-                trigger="manual",
-                agent_state={"x": 1},
-            )
-        )
-        assert conv.version == before + 1
-        restored = Conversation(store, "s", "a")
-        assert list(restored.view.entries) == list(conv.view.entries)
-        assert [e.kind for e in restored.view] == ["summary", "message", "message"]
-        assert restored.view[1].pinned
+        _, msgs = edit_everything(store)
         (red,) = store.reductions("s")
         assert set(red.evicted) == {m.message_id for m in msgs[:3]}
-        assert red.messages_before == 5
-        assert red.messages_after == 3
+        assert (red.messages_before, red.messages_after) == (5, 3)

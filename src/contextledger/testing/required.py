@@ -29,7 +29,7 @@ from contextledger.model.records import Reduction, ViewEntry
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import ALL, capabilities_of
 
-__all__ = ["RequiredContract", "create", "entries_of", "ids", "reduction"]
+__all__ = ["RequiredContract", "create", "edit_everything", "entries_of", "ids", "reduction"]
 
 
 def entries_of(messages: list[Message], start: int = 0) -> tuple[ViewEntry, ...]:
@@ -73,6 +73,28 @@ def ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
     snapshot = store.load(session_id, agent_id)
     assert snapshot is not None
     return [e.entry_id for e in snapshot.entries]
+
+
+def edit_everything(store: LedgerStore) -> tuple[Conversation, list[Message]]:
+    """Four messages, then one edit that appends, pins, evicts, summarizes and sets state; checks it is one commit."""
+    conv = Conversation(store, "s", "a")
+    msgs = [Message.user(f"m{i}") for i in range(4)]
+    conv.append(*msgs)
+    before = conv.version
+    conv.edit(
+        lambda v: Edit(
+            appends=(Message.assistant("new"),),
+            pins={v.ids[3]: True},
+            plan=ReductionPlan(
+                strategy="custom",
+                evict=(v.ids[2],),
+                summary=SummaryDraft(content="S", summarizer="t", replaces=tuple(v.ids[:2])),
+            ),
+            agent_state={"x": 1},
+        )
+    )
+    assert conv.version == before + 1
+    return conv, msgs
 
 
 def _evict(session_id: str, version: int, *entry_ids: str) -> Changeset:
@@ -281,22 +303,7 @@ class RequiredContract:
         assert restored.version == conv.version
 
     def test_an_edit_with_everything_is_one_commit(self, store: LedgerStore) -> None:
-        conv = Conversation(store, "s", "a")
-        conv.append(*[Message.user(f"m{i}") for i in range(4)])
-        before = conv.version
-        conv.edit(
-            lambda v: Edit(
-                appends=(Message.assistant("new"),),
-                pins={v.ids[3]: True},
-                plan=ReductionPlan(
-                    strategy="custom",
-                    evict=(v.ids[2],),
-                    summary=SummaryDraft(content="S", summarizer="t", replaces=tuple(v.ids[:2])),
-                ),
-                agent_state={"x": 1},
-            )
-        )
-        assert conv.version == before + 1
+        conv, _ = edit_everything(store)
         restored = Conversation(store, "s", "a")
         assert list(restored.view.entries) == list(conv.view.entries)
         assert [e.kind for e in restored.view] == ["summary", "message", "message"]
