@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from contextledger.errors import CapabilityMissing
 from contextledger.model.messages import Message
@@ -39,6 +39,7 @@ from contextledger.model.records import (
     Trigger,
 )
 from contextledger.stores.base import AppendedBy, LedgerStore
+from contextledger.stores.swaps import Swap, swap_in
 
 if TYPE_CHECKING:
     from contextledger.model.bundle import ConversationRecords
@@ -301,52 +302,6 @@ class SettlesErasure(Protocol):
         (PostgreSQL's ``VACUUM FULL`` of the ledger's tables).
         """
         ...
-
-
-SwapPlace = Literal["content", "meta", "summary", "revision", "manager_state", "agent_state"]
-
-
-@dataclass(frozen=True)
-class Swap:
-    """One sealed token to replace by another where it is still stored (a key rotation's unit).
-
-    Attributes:
-        where: Which value: a message's ``content`` or ``meta`` (``ident``: its id), a
-            ``summary`` (its id), a ``revision``'s original (its message id and
-            ``number``), or the conversation's ``manager_state`` / ``agent_state``.
-        ident: The message or summary id (empty for state).
-        number: The revision number (0 otherwise).
-        old: The token stored now.
-        new: The token to store instead.
-    """
-
-    where: SwapPlace
-    ident: str
-    old: str
-    new: str
-    number: int = 0
-
-
-def swap_in(value: Any, old: str, new: str) -> tuple[Any, bool]:
-    """``value`` (decoded JSON) with every string equal to ``old`` replaced by ``new``, and whether one was."""
-    if isinstance(value, str):
-        return (new, True) if value == old else (value, False)
-    if isinstance(value, dict):
-        found = False
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out[k], hit = swap_in(v, old, new)
-            found = found or hit
-        return out, found
-    if isinstance(value, list | tuple):
-        items = []
-        found = False
-        for v in value:
-            item, hit = swap_in(v, old, new)
-            items.append(item)
-            found = found or hit
-        return items, found
-    return value, False
 
 
 @runtime_checkable
