@@ -29,6 +29,7 @@ from contextledger.managers.sliding_window import SlidingWindowConversationManag
 from contextledger.model.records import ConversationState, Snapshot, ViewEntry
 from contextledger.stores.base import LedgerStore, check_storable
 from contextledger.stores.capabilities import ALL, HISTORY, SESSIONS, capabilities_of
+from contextledger.stores.memory import MemoryStore
 from contextledger.testing.contract import StoreContract
 from contextledger.testing.required import RequiredContract
 from tests.conftest import STORE_BACKENDS
@@ -212,3 +213,16 @@ def test_each_backend_declares_every_capability_but_settling(backend: str, reque
     store = request.getfixturevalue(f"{backend}_store")
     expected = {c.name for c in ALL} - ({"settle_erasure"} if backend == "memory" else set())
     assert capabilities_of(store) == expected
+
+
+def test_a_forwarding_proxy_is_judged_by_what_it_wraps() -> None:
+    class Proxy:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    assert capabilities_of(Proxy(DictStore())) == frozenset()
+    assert "history" in capabilities_of(Proxy(MemoryStore()))
+    assert capabilities_of(Proxy(DictStore())) == frozenset()  # not cached from the first

@@ -385,7 +385,18 @@ def capabilities_of(store: object) -> frozenset[str]:
     declared = getattr(store, "capabilities", None)
     if declared is not None:
         return frozenset(declared)
-    return frozenset(cap.name for cap in ALL if isinstance(store, cap.protocol))
+    kind = type(store)
+    found = _IMPLEMENTED.get(kind)
+    if found is None:
+        found = frozenset(cap.name for cap in ALL if isinstance(store, cap.protocol))
+        # What a class implements is known once (a protocol check costs about 100 us); a
+        # class forwarding attributes through __getattr__ depends on its instance.
+        if not hasattr(kind, "__getattr__"):
+            _IMPLEMENTED[kind] = found
+    return found
+
+
+_IMPLEMENTED: dict[type, frozenset[str]] = {}
 
 
 @runtime_checkable
