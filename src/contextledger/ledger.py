@@ -134,7 +134,7 @@ def open_store(url: str, **options: Any) -> LedgerStore:
 # capability named instead of halfway through (a fork without lineage could keep a secret).
 NEEDS: dict[str, tuple[Capability[Any], ...]] = {
     "view_at": (HISTORY, TIME_TRAVEL),
-    "fork": (HISTORY, TIME_TRAVEL, SCOPES, LINEAGE),
+    "fork": (HISTORY, TIME_TRAVEL, SCOPES, LINEAGE, ERASURE),
     "forks": (HISTORY, LINEAGE),
     "erase": (HISTORY, TIME_TRAVEL, ERASURE, LINEAGE),
     "prune": (HISTORY, ERASURE, SESSIONS),

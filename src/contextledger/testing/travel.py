@@ -12,7 +12,7 @@ from contextledger.errors import InvalidPlan, ModelCallNotFound, ReductionNotFou
 from contextledger.history.travel import view_at
 from contextledger.model.messages import Message
 from contextledger.model.records import Reduction
-from contextledger.stores.capabilities import HISTORY, LINEAGE, SCOPES, TIME_TRAVEL, Capability, CompleteStore
+from contextledger.stores.capabilities import ERASURE, HISTORY, LINEAGE, SCOPES, TIME_TRAVEL, Capability, CompleteStore
 from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["TimeTravelContract"]
@@ -52,7 +52,7 @@ def _summary_chain(conv: Conversation, msgs: list[Message]) -> tuple[Reduction, 
 class TimeTravelContract(CapabilityContract):
     """Call stamps, entries by id, past views, and undo as one reduction of its own."""
 
-    needs: ClassVar[tuple[Capability[Any], ...]] = (TIME_TRAVEL, HISTORY, SCOPES, LINEAGE)
+    needs: ClassVar[tuple[Capability[Any], ...]] = (TIME_TRAVEL, HISTORY, SCOPES, LINEAGE, ERASURE)
 
     def test_entries_by_id_carry_their_stamps(self, store: CompleteStore) -> None:
         """Entries by id carry their stamps."""
