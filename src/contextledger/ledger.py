@@ -164,6 +164,11 @@ class Ledger:
     context manager; leaving it closes the store. After :meth:`close`, every call --
     on the ledger and on the conversations opened from it -- raises
     :class:`~contextledger.errors.LedgerClosed`; nothing reconnects.
+
+    Conversations need only the required store protocol. The queries and operations need
+    the store's capabilities (:mod:`contextledger.stores.capabilities`; :data:`NEEDS` for
+    the operations built on the history modules): on a store without one they raise
+    :class:`~contextledger.errors.CapabilityMissing` before anything is read or written.
     """
 
     def __init__(self, store: LedgerStore) -> None:
