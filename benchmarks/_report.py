@@ -7,14 +7,12 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from _contenders import DEFERRED, HOST_PAIRS, SCOPE
 from _protocol import MESSAGES_PER_TURN
+from _run import POSTGRES_SETTINGS, SQLITE_DURABILITY, Run, machine
 from _workers import Outcome
-
-if TYPE_CHECKING:
-    from run import Run
 
 PLOTS = ("history.png", "concurrency.png", "append.png")
 
@@ -401,8 +399,6 @@ def na_table(run: Run) -> list[str]:
 
 
 def write_report(run: Run, out: Path, *, plots: bool) -> None:
-    from run import POSTGRES_SETTINGS, SQLITE_DURABILITY, machine
-
     out.mkdir(parents=True, exist_ok=True)
     m = machine()
     s = run.sizes

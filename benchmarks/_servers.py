@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 from contextledger import Changeset, Message, ViewEntry
 from contextledger.errors import StoreUnavailable
 from contextledger.model.records import Reduction
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.keys import ConversationKeys
@@ -174,7 +174,7 @@ class Backend:
 
     name: str
     label: str
-    store: LedgerStore
+    store: CompleteStore
     url: str | None = None
     version: str | None = None
 
@@ -265,7 +265,7 @@ def backend_list(value: str) -> list[str]:
     return names
 
 
-def maintain(store: LedgerStore, statement: str) -> None:
+def maintain(store: CompleteStore, statement: str) -> None:
     """Run a PostgreSQL maintenance statement (outside a transaction); nothing elsewhere.
 
     After a bulk load a live database would have had autovacuum run ``ANALYZE`` (and
@@ -283,7 +283,7 @@ def maintain(store: LedgerStore, statement: str) -> None:
 BATCH = 10_000
 
 
-def bulk_load(store: LedgerStore, session_id: str, *, total: int, active: int) -> None:
+def bulk_load(store: CompleteStore, session_id: str, *, total: int, active: int) -> None:
     """Append ``total`` entries in batches of :data:`BATCH`, then evict all but the last ``active``."""
     version = 0
     for start in range(0, total, BATCH):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _servers import BATCH, Backend, bulk_load, colocated, maintain, open_backend, replace_section, versions
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Result:
 
 
 def measure(
-    store: LedgerStore,
+    store: CompleteStore,
     engine: str,
     *,
     entries: int,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -32,7 +31,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,8 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from _contenders import CONTENDERS, DEFERRED, Spec, select  # noqa: E402
+from _contenders import DEFERRED, Spec, select  # noqa: E402
+from _run import POSTGRES_SETTINGS, Run, Sizes  # noqa: E402
 from _workers import HERE, PEER_PACKAGES, Outcome, Worker, peer_python, peer_versions  # noqa: E402
 
 WORKLOADS = (
@@ -57,75 +57,7 @@ WORKLOADS = (
     "aio",
 )
 
-# Durability, the same for every contender on an engine (and of one class across them:
-# a commit survives a crash of the process or the server; a power loss may take the
-# last second of commits).
-SQLITE_DURABILITY = "journal_mode=WAL, synchronous=NORMAL"
-POSTGRES_SETTINGS = {"fsync": "on", "synchronous_commit": "off", "full_page_writes": "on"}
 REDIS_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")
-
-
-@dataclass
-class Sizes:
-    """The parameters of a run."""
-
-    rounds: int
-    warmup: int
-    window: int
-    history: list[int]
-    fresh_rounds: int
-    wide: int
-    wide_rounds: int
-    reduction: list[int]
-    reduction_rounds: int
-    storage: list[int]
-    bmc_rounds: int
-    bmc_batch: int
-    ks: list[int]
-    burst: float
-
-    @classmethod
-    def of(cls, quick: bool) -> Sizes:
-        # The reduction runs on the conversations the restore loaded (history[1:]).
-        if quick:
-            return cls(8, 2, 40, [40, 200, 1_000], 2, 100, 4, [200, 1_000], 6, [10, 20], 4, 200, [1, 2], 0.4)
-        return cls(
-            120,
-            5,
-            40,
-            [40, 1_000, 10_000, 100_000],
-            12,
-            2_000,
-            20,
-            [1_000, 10_000, 100_000],
-            60,
-            [50, 100, 200],
-            20,
-            1_000,
-            [1, 2, 4, 8],
-            3.0,
-        )
-
-
-@dataclass
-class Run:
-    """Everything the report needs."""
-
-    quick: bool
-    sizes: Sizes
-    specs: list[Spec]
-    servers: dict[str, str | None] = field(default_factory=dict)
-    server_info: dict[str, str] = field(default_factory=dict)
-    # workload -> lane ("cl-sqlite" or "cl-sqlite@100000") -> outcome
-    results: dict[str, dict[str, Outcome]] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    notes: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
-    load: tuple[float, float] = (0.0, 0.0)
-
-    def put(self, workload: str, lane: str, outcome: Outcome) -> None:
-        self.results.setdefault(workload, {})[lane] = outcome
 
 
 # -- servers -----------------------------------------------------------------------------
@@ -552,26 +484,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out / 'RESULTS.md'} in {run.seconds:.0f}s", file=sys.stderr)
     return 0
 
-
-def machine() -> dict[str, str]:
-    """What the figures were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "python": platform.python_version(),
-        "os": f"{platform.system()} {platform.machine()}",
-        "cpu": cpu,
-        "cores": str(os.cpu_count()),
-    }
-
-
-_ = CONTENDERS  # re-exported for the report
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.plugins import in_ci
 from tests.soak import FACTOR, SOAK
@@ -88,7 +88,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture
-def memory_store() -> Iterator[LedgerStore]:
+def memory_store() -> Iterator[CompleteStore]:
     """A fresh in-process store."""
     backend = MemoryStore()
     yield backend
@@ -96,7 +96,7 @@ def memory_store() -> Iterator[LedgerStore]:
 
 
 @pytest.fixture(params=STORE_BACKENDS)
-def store(request: pytest.FixtureRequest) -> LedgerStore:
+def store(request: pytest.FixtureRequest) -> CompleteStore:
     """A fresh, empty store of each backend (``<name>_store`` fixtures of the plugins)."""
-    backend: LedgerStore = request.getfixturevalue(f"{request.param}_store")
+    backend: CompleteStore = request.getfixturevalue(f"{request.param}_store")
     return backend

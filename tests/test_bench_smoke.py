@@ -6,6 +6,7 @@ suite), and no timing is asserted: speed is measured in benchmarks/, not in test
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -113,3 +114,22 @@ def test_results_md_states_the_setup_and_every_target(report: Path) -> None:
 def test_plots_are_pngs(report: Path) -> None:
     for name in ("history.png", "concurrency.png", "append.png"):
         assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_no_helper_module_imports_the_runner() -> None:
+    # run.py imports the helpers (_report, _run, ...); one importing run.py back -- even for a
+    # type, or inside a function -- made a cycle. What both need lives in _run.py.
+    for path in sorted((ROOT / "benchmarks").glob("_*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        imported = {
+            name
+            for node in ast.walk(tree)
+            for name in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+        }
+        assert "run" not in imported, f"{path.name} imports run.py"

@@ -11,19 +11,19 @@ from contextledger import (
 )
 from contextledger.errors import ConfigurationError, InvalidMessage, PinError
 from contextledger.model.tokens import TokenCounter, projected_input_tokens
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import BACKENDS, assert_valid_view, backend_store, chat, model_call, overflow, tool_turn
 
 
 @pytest.fixture(params=BACKENDS)
-def any_store(request: pytest.FixtureRequest) -> LedgerStore:
+def any_store(request: pytest.FixtureRequest) -> CompleteStore:
     return backend_store(request, request.param)
 
 
 # -- model_call_count ------------------------------------------------------------------------------
 
 
-def test_model_call_count_is_persisted_and_restored(any_store: LedgerStore) -> None:
+def test_model_call_count_is_persisted_and_restored(any_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=2, per_turn=3)
     conv = Conversation(any_store, "s", manager=manager)
     conv.append(*chat(3))
@@ -45,7 +45,7 @@ def test_model_call_count_is_persisted_and_restored(any_store: LedgerStore) -> N
     assert list(again.view.entries) == list(restored.view.entries)
 
 
-def test_the_count_rides_in_the_reduction_commit(any_store: LedgerStore) -> None:
+def test_the_count_rides_in_the_reduction_commit(any_store: CompleteStore) -> None:
     conv = Conversation(any_store, "s", manager=SlidingWindowConversationManager(window_size=1, per_turn=True))
     conv.append(*chat(3))
     version = conv.version
@@ -61,7 +61,7 @@ def test_the_count_rides_in_the_reduction_commit(any_store: LedgerStore) -> None
 # -- restore -------------------------------------------------------------------------------------
 
 
-def test_restore_returns_exactly_the_live_view(any_store: LedgerStore) -> None:
+def test_restore_returns_exactly_the_live_view(any_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
     conv = Conversation(any_store, "s", manager=manager)
     turns = [m for i in range(3) for m in tool_turn(f"t{i}", "result " * 50)]
@@ -78,7 +78,7 @@ def test_restore_returns_exactly_the_live_view(any_store: LedgerStore) -> None:
     assert [e.pinned for e in restored.view] == [e.pinned for e in conv.view]
 
 
-def test_a_crash_mid_tool_is_repaired_on_restore(any_store: LedgerStore) -> None:
+def test_a_crash_mid_tool_is_repaired_on_restore(any_store: CompleteStore) -> None:
     conv = Conversation(any_store, "s", manager=SlidingWindowConversationManager(window_size=3))
     conv.append(Message.user("run it"), Message.tool_use("crash-1", "shell", {"cmd": "sleep 100"}))
     # The process dies here: the toolUse never gets its result.
@@ -96,7 +96,7 @@ def test_a_crash_mid_tool_is_repaired_on_restore(any_store: LedgerStore) -> None
     assert_valid_view(restored)
 
 
-def test_pin_index_validates_bounds(any_store: LedgerStore) -> None:
+def test_pin_index_validates_bounds(any_store: CompleteStore) -> None:
     conv = Conversation(any_store, "s")
     conv.append(*chat(2))
     with pytest.raises(PinError, match="out of range"):
@@ -115,7 +115,7 @@ def test_pin_index_validates_bounds(any_store: LedgerStore) -> None:
         None,
     ],
 )
-def test_a_malformed_append_is_rejected_whole(any_store: LedgerStore, bad: object) -> None:
+def test_a_malformed_append_is_rejected_whole(any_store: CompleteStore, bad: object) -> None:
     manager = SlidingWindowConversationManager(window_size=2)
     conv = Conversation(any_store, "s", manager=manager)
     conv.append(*chat(2))
@@ -132,7 +132,7 @@ def test_a_malformed_append_is_rejected_whole(any_store: LedgerStore, bad: objec
 
 
 @pytest.mark.parametrize(("session_id", "agent_id"), [("", "a"), ("s", ""), (5, "a"), ("s", None)])
-def test_conversation_needs_ids(memory_store: LedgerStore, session_id: str, agent_id: str) -> None:
+def test_conversation_needs_ids(memory_store: CompleteStore, session_id: str, agent_id: str) -> None:
     with pytest.raises(ConfigurationError, match="non-empty strings"):
         Conversation(memory_store, session_id, agent_id)
 
@@ -148,14 +148,14 @@ def test_conversation_needs_ids(memory_store: LedgerStore, session_id: str, agen
         ({"overflow_errors": ("TooLong",)}, "overflow_errors must be exception types"),
     ],
 )
-def test_conversation_options_are_checked(memory_store: LedgerStore, options: dict[str, object], match: str) -> None:
+def test_conversation_options_are_checked(memory_store: CompleteStore, options: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         Conversation(memory_store, "s", **options)  # type: ignore[arg-type]
     assert memory_store.load("s", "default") is None
 
 
 @pytest.mark.parametrize("index", ["0", 1.0, None, True])
-def test_pin_index_needs_an_int(any_store: LedgerStore, index: object) -> None:
+def test_pin_index_needs_an_int(any_store: CompleteStore, index: object) -> None:
     conv = Conversation(any_store, "s")
     conv.append(*chat(2))
     version = conv.version
@@ -165,7 +165,7 @@ def test_pin_index_needs_an_int(any_store: LedgerStore, index: object) -> None:
     assert not any(e.pinned for e in Conversation(any_store, "s").view)
 
 
-def test_unknown_trigger_and_bad_agent_state_are_rejected(any_store: LedgerStore) -> None:
+def test_unknown_trigger_and_bad_agent_state_are_rejected(any_store: CompleteStore) -> None:
     conv = Conversation(any_store, "s", manager=SlidingWindowConversationManager(window_size=1))
     conv.append(*chat(3))
     version = conv.version
@@ -220,7 +220,7 @@ def test_projected_input_tokens_starts_from_the_last_reported_usage() -> None:
     assert projected_input_tokens([], []) == 0
 
 
-def test_conversation_projection_uses_stored_estimates(memory_store: LedgerStore) -> None:
+def test_conversation_projection_uses_stored_estimates(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", token_counter=CharTokenCounter(per_message=0))
     conv.append(Message.user("x" * 40))
     assert conv.projected_input_tokens() == 10

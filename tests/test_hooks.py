@@ -18,13 +18,13 @@ from contextledger import (
     TurnWindowConversationManager,
 )
 from contextledger.errors import ConfigurationError, ContextWindowOverflowError
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 EVENT_TYPES = (BeforeModelCallEvent, AfterModelCallEvent, AfterInvocationEvent, MessageAddedEvent)
 
 
 @pytest.fixture
-def conv(memory_store: LedgerStore) -> Conversation:
+def conv(memory_store: CompleteStore) -> Conversation:
     return Conversation(memory_store, "s")
 
 
@@ -78,7 +78,7 @@ def test_callbacks_run_in_registration_order_and_match_subclasses(conv: Conversa
     assert registry.has_callbacks(BeforeModelCallEvent)  # through HookEvent
 
 
-def test_before_model_call_counts_before_the_event_fires(memory_store: LedgerStore) -> None:
+def test_before_model_call_counts_before_the_event_fires(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", context_window_limit=5000)
     conv.append(Message.user("hello"))
     seen: list[tuple[int, int | None, int | None]] = []
@@ -106,7 +106,7 @@ def _retry_on_error(event: AfterModelCallEvent) -> None:
         event.retry_model_call = True
 
 
-def test_message_added_fires_after_the_commit(memory_store: LedgerStore) -> None:
+def test_message_added_fires_after_the_commit(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s")
     versions: list[tuple[str, int]] = []
     conv.hooks.add_callback(MessageAddedEvent, lambda e: versions.append((e.message.plain_text, e.context.version)))
@@ -114,7 +114,7 @@ def test_message_added_fires_after_the_commit(memory_store: LedgerStore) -> None
     assert versions == [("a", 1), ("b", 1)]
 
 
-def test_a_callback_requests_and_the_conversation_commits(memory_store: LedgerStore) -> None:
+def test_a_callback_requests_and_the_conversation_commits(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", manager=SlidingWindowConversationManager(window_size=2))
     conv.append(Message.user("a"), Message.assistant("b"), Message.user("c"), Message.assistant("d"))
     seen: list[int] = []

@@ -15,11 +15,11 @@ from contextledger import Ledger, Message, ReductionPlan
 from contextledger.conversation.pins import handle_pin_message_tool
 from contextledger.errors import ConfigurationError, LedgerClosed, SessionDeleted
 from contextledger.model.records import utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.plugins.redis import purge
 
 
-def test_eviction_query_arguments_are_checked(memory_store: LedgerStore) -> None:
+def test_eviction_query_arguments_are_checked(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     conversation = ledger.conversation("s")
     conversation.append(Message.user("a"), Message.user("b"), Message.user("c"))
@@ -85,7 +85,7 @@ def connect(request: pytest.FixtureRequest) -> Iterator[Callable[[], Ledger]]:
         purge(url, options["key_prefix"])
 
 
-def test_pin_history_names_who_asked(memory_store: LedgerStore) -> None:
+def test_pin_history_names_who_asked(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     conversation = ledger.conversation("s")
     task, answer = Message.user("the task"), Message.assistant("ok")
@@ -175,7 +175,7 @@ def test_a_session_deleted_by_another_process_is_not_recreated(connect: Callable
     assert theirs.pin_history("s") == []
 
 
-def test_pins_a_strands_agent_makes_are_recorded_as_host_pins(memory_store: LedgerStore) -> None:
+def test_pins_a_strands_agent_makes_are_recorded_as_host_pins(memory_store: CompleteStore) -> None:
     from strands.agent.conversation_manager import NullConversationManager
     from strands.agent.conversation_manager.compression.pin_message import pin_message, unpin_message
 

@@ -26,7 +26,7 @@ from contextledger.core.view import View
 from contextledger.errors import ContextWindowOverflowError, InvalidPlan, ReductionFailed
 from contextledger.managers.base import ConversationManager, ReductionRequest
 from contextledger.model.records import ViewEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.core.helpers import ScriptedManager, rule_violations
 from tests.managers.helpers import assert_valid_view, overflow
 from tests.soak import examples
@@ -145,7 +145,7 @@ def build_manager(spec: tuple[str, dict[str, Any]]) -> ConversationManager:
 
 @dataclass
 class Run:
-    store: LedgerStore
+    store: CompleteStore
     spec: tuple[str, dict[str, Any]]
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     agent_id: str = "default"
@@ -322,7 +322,7 @@ class Run:
         assert restored.version == self.conv.version
 
 
-def run_script(store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]) -> None:
+def run_script(store: CompleteStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]) -> None:
     run = Run(store, spec)
     for step in script:
         run.run(step)
@@ -333,7 +333,7 @@ def run_script(store: LedgerStore, spec: tuple[str, dict[str, Any]], script: lis
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=scripts)
 def test_random_conversations_keep_the_semantics(
-    memory_store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
+    memory_store: CompleteStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
 ) -> None:
     run_script(memory_store, spec, script)
 
@@ -341,7 +341,7 @@ def test_random_conversations_keep_the_semantics(
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=scripts_of(1, 4))
 def test_random_conversations_on_every_backend(
-    store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
+    store: CompleteStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
 ) -> None:
     run_script(store, spec, script)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.testing import StoreContract
 from tests.conftest import STORE_BACKENDS
 from tests.plugins.faults import LossyStore, lossy_backend
@@ -26,9 +26,9 @@ class TestStoreContract(StoreContract):
     """Runs the contract suite against every backend, and PostgreSQL with its entries table partitioned."""
 
     @pytest.fixture(params=[*STORE_BACKENDS, "postgres_partitioned"])
-    def store(self, request: pytest.FixtureRequest) -> LedgerStore:
+    def store(self, request: pytest.FixtureRequest) -> CompleteStore:
         """A fresh, empty store of each backend (``<name>_store`` fixtures of the plugins)."""
-        backend: LedgerStore = request.getfixturevalue(f"{request.param}_store")
+        backend: CompleteStore = request.getfixturevalue(f"{request.param}_store")
         return backend
 
 

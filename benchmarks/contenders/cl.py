@@ -10,6 +10,7 @@ from _servers import maintain
 from contenders._files import tree_bytes
 from contextledger import Ledger, Message, ReductionPlan, SlidingWindowConversationManager
 from contextledger.conversation.conversation import Conversation
+from contextledger.stores.capabilities import complete
 
 AGENT = "agent"
 LOAD_BATCH = 10_000  # messages per commit while bulk loading
@@ -43,7 +44,7 @@ def bulk_load(conversation: Conversation, *, total: int, active: int) -> None:
         # What autovacuum does after a bulk eviction in a live PostgreSQL database (the raw
         # driver's contender and restore.py do the same): otherwise the first reads walk
         # the dead index entries of the evicted rows until autovacuum gets to them.
-        maintain(conversation.store, "VACUUM ANALYZE")
+        maintain(complete(conversation.store, "tests"), "VACUUM ANALYZE")
 
 
 class ContextLedger(Contender):

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from contextledger.core.view import View
     from contextledger.errors import (
+        CapabilityMissing,
         CommitOutcomeUnknown,
         ConcurrencyConflict,
         ConfigurationError,
@@ -97,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "SummaryDraft": "contextledger.core.changeset",
     "Conversation": "contextledger.conversation.conversation",
     "Edit": "contextledger.conversation.conversation",
+    "CapabilityMissing": "contextledger.errors",
     "CommitOutcomeUnknown": "contextledger.errors",
     "ConcurrencyConflict": "contextledger.errors",
     "ConfigurationError": "contextledger.errors",
@@ -186,6 +188,7 @@ __all__ = [
     "AsyncConversation",
     "AsyncLedger",
     "BeforeModelCallEvent",
+    "CapabilityMissing",
     "Changeset",
     "CharTokenCounter",
     "CommitOutcomeUnknown",

@@ -8,6 +8,7 @@ with ``raise ... from exc`` so callers never need to import a driver to handle t
 from __future__ import annotations
 
 __all__ = [
+    "CapabilityMissing",
     "CommitOutcomeUnknown",
     "ConcurrencyConflict",
     "ConfigurationError",
@@ -50,6 +51,25 @@ class ContextLedgerError(Exception):
 
 class ConfigurationError(ContextLedgerError, ValueError):
     """A manager, ledger or integration was configured with invalid options."""
+
+
+class CapabilityMissing(ConfigurationError):
+    """A feature needs a store capability the store does not declare (a listing, erasure, lineage...).
+
+    Raised before anything is read or written, naming what is missing and where, so a
+    small store fails clearly instead of with an ``AttributeError`` halfway through.
+
+    Attributes:
+        capability: The capability's name (see :mod:`contextledger.stores.capabilities`).
+        store: The store's type name.
+        feature: What needed it (e.g. ``"Ledger.history"``).
+    """
+
+    def __init__(self, capability: str, store: str, feature: str) -> None:
+        self.capability = capability
+        self.store = store
+        self.feature = feature
+        super().__init__(f"{feature} needs the {capability!r} capability, which the store {store} does not declare")
 
 
 class InvalidMessage(ContextLedgerError, ValueError):

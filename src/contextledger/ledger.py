@@ -32,6 +32,17 @@ from contextledger.model.records import (
 )
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    EXPIRY,
+    HISTORY,
+    LINEAGE,
+    SCOPES,
+    SESSIONS,
+    TIME_TRAVEL,
+    TRANSFER,
+    Capability,
+)
 from contextledger.stores.urls import backend_of, mask, scheme_of
 
 if TYPE_CHECKING:
@@ -49,7 +60,7 @@ if TYPE_CHECKING:
         def store(self) -> LedgerStore: ...
 
 
-__all__ = ["DEFAULT_URL", "Ledger", "open_store"]
+__all__ = ["DEFAULT_URL", "NEEDS", "Ledger", "needs", "open_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +129,34 @@ def open_store(url: str, **options: Any) -> LedgerStore:
     return store
 
 
+# What each feature built on the history modules needs of the store beyond the required
+# protocol; checked before anything is read or written, so a small store fails with the
+# capability named instead of halfway through (a fork without lineage could keep a secret).
+NEEDS: dict[str, tuple[Capability[Any], ...]] = {
+    "view_at": (HISTORY, TIME_TRAVEL),
+    "fork": (HISTORY, TIME_TRAVEL, SCOPES, LINEAGE, ERASURE),
+    "forks": (HISTORY, LINEAGE),
+    "erase": (HISTORY, TIME_TRAVEL, ERASURE, LINEAGE),
+    "prune": (HISTORY, ERASURE, SESSIONS),
+    "expire": (HISTORY, SESSIONS, EXPIRY),
+    "export_records": (HISTORY, ERASURE),
+    "import_records": (TRANSFER, HISTORY, ERASURE, LINEAGE),
+    "copy_to": (HISTORY, ERASURE, SESSIONS, LINEAGE),
+    "copy_to target": (TRANSFER, HISTORY, ERASURE),
+    "erase_user": (HISTORY, TIME_TRAVEL, ERASURE, SESSIONS, SCOPES, LINEAGE),
+}
+
+
+def needs(store: object, feature: str) -> None:
+    """Check that ``store`` declares every capability :data:`NEEDS` lists for ``feature``.
+
+    Raises:
+        CapabilityMissing: The first capability missing, named with the store and ``Ledger.<feature>``.
+    """
+    for capability in NEEDS[feature]:
+        capability.of(store, f"Ledger.{feature}")
+
+
 class Ledger:
     """A store plus the conversations and queries over it.
 
@@ -125,6 +164,11 @@ class Ledger:
     context manager; leaving it closes the store. After :meth:`close`, every call --
     on the ledger and on the conversations opened from it -- raises
     :class:`~contextledger.errors.LedgerClosed`; nothing reconnects.
+
+    Conversations need only the required store protocol. The queries and operations need
+    the store's capabilities (:mod:`contextledger.stores.capabilities`; :data:`NEEDS` for
+    the operations built on the history modules): on a store without one they raise
+    :class:`~contextledger.errors.CapabilityMissing` before anything is read or written.
     """
 
     def __init__(self, store: LedgerStore) -> None:
@@ -232,7 +276,7 @@ class Ledger:
         self, session_id: str, agent_id: str = "default", *, include_evicted: bool = True
     ) -> list[HistoryEntry]:
         """Every message entry of the conversation in order, evicted ones marked."""
-        return self.store.history(session_id, agent_id, include_evicted=include_evicted)
+        return HISTORY.of(self.store, "Ledger.history").history(session_id, agent_id, include_evicted=include_evicted)
 
     def evictions(
         self,
@@ -263,19 +307,19 @@ class Ledger:
                 raise ConfigurationError(f"since must be a datetime, got {type(since).__name__}")
             if since.tzinfo is None:
                 since = since.replace(tzinfo=UTC)
-        return self.store.evictions(session_id, agent_id, trigger=trigger, since=since)
+        return HISTORY.of(self.store, "Ledger.evictions").evictions(session_id, agent_id, trigger=trigger, since=since)
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
         """Reductions in commit order."""
-        return self.store.reductions(session_id, agent_id)
+        return HISTORY.of(self.store, "Ledger.reductions").reductions(session_id, agent_id)
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
         """Every summary, superseded ones included."""
-        return self.store.summaries(session_id, agent_id)
+        return HISTORY.of(self.store, "Ledger.summaries").summaries(session_id, agent_id)
 
     def revisions(self, session_id: str, agent_id: str = "default", message_id: str | None = None) -> list[Revision]:
         """Original contents kept when messages were rewritten."""
-        return self.store.revisions(session_id, agent_id, message_id)
+        return HISTORY.of(self.store, "Ledger.revisions").revisions(session_id, agent_id, message_id)
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
         """Every pin and unpin: which entry, pinned or not, who asked, when, in which changeset.
@@ -287,7 +331,7 @@ class Ledger:
         Returns:
             The pin events in commit order; empty for an unknown session.
         """
-        return self.store.pin_history(session_id, agent_id)
+        return HISTORY.of(self.store, "Ledger.pin_history").pin_history(session_id, agent_id)
 
     def view_at(
         self,
@@ -310,9 +354,16 @@ class Ledger:
             ModelCallNotFound: No model call ``model_call`` was made (calls count from 1).
             ReductionNotFound: No reduction of the conversation has the id ``reduction``.
         """
-        from contextledger.history.travel import view_at
+        from contextledger.history.travel import travelling, view_at
 
-        return view_at(self.store, session_id, agent_id, model_call=model_call, at=at, reduction=reduction)
+        return view_at(
+            travelling(self.store, "Ledger.view_at"),
+            session_id,
+            agent_id,
+            model_call=model_call,
+            at=at,
+            reduction=reduction,
+        )
 
     def fork(
         self, session_id: str, new_session_id: str, *, at_call: int | None = None, agent_id: str | None = None
@@ -335,13 +386,14 @@ class Ledger:
         """
         from contextledger.history.fork import fork
 
+        needs(self.store, "fork")
         return fork(self.store, session_id, new_session_id, at_call=at_call, agent_id=agent_id)
 
     def fork_origin(self, session_id: str, agent_id: str = "default") -> ForkOrigin | None:
         """Where the conversation was forked from (its parent and every ancestor); ``None`` when it is not a fork."""
         from contextledger.history.fork import fork_origin
 
-        return fork_origin(self.store.reductions(session_id, agent_id))
+        return fork_origin(HISTORY.of(self.store, "Ledger.fork_origin").reductions(session_id, agent_id))
 
     def forks(self, session_id: str, agent_id: str | None = None, *, transitive: bool = False) -> list[LineageLink]:
         """The forks of the session that exist, and the copies ``copy_to`` made of it in other ledgers.
@@ -360,6 +412,7 @@ class Ledger:
         """
         from contextledger.history.lineage import copies, descendants
 
+        needs(self.store, "forks")
         out: list[LineageLink] = []
         for agent in [agent_id] if agent_id is not None else self.agents(session_id):
             found = [link for link in descendants(self.store, session_id, agent) if transitive or link.depth == 1]
@@ -393,6 +446,7 @@ class Ledger:
         from contextledger.history.lifecycle import DEFAULT_SETTLE_TIMEOUT, erase
 
         stores = [o if isinstance(o, LedgerStore) else o.store for o in also]
+        needs(self.store, "erase")
         return erase(
             self.store,
             session_id,
@@ -428,6 +482,7 @@ class Ledger:
         """
         from contextledger.history.lifecycle import prune
 
+        needs(self.store, "prune")
         return prune(self.store, older_than=older_than, keep_summaries=keep_summaries, session_id=session_id)
 
     def expire(
@@ -443,17 +498,16 @@ class Ledger:
         """
         from contextledger.history.expiry import expire
 
+        needs(self.store, "expire")
         return expire(self.store, idle=idle, session_id=session_id, dry_run=dry_run)
 
     def expirations(self, session_id: str) -> list[Expiry]:
         """What expired of the session (``Ledger.expire``): which conversation, when, why, its last write."""
-        from contextledger.stores.capabilities import expiring
-
-        return expiring(self.store).expirations(session_id)
+        return EXPIRY.of(self.store, "Ledger.expirations").expirations(session_id)
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """What was erased or pruned in the session: which entry, when, why."""
-        return self.store.tombstones(session_id, agent_id)
+        return ERASURE.of(self.store, "Ledger.tombstones").tombstones(session_id, agent_id)
 
     def export_records(self, session_id: str, agent_id: str | None = None) -> list[ConversationRecords]:
         """Everything the session's conversations (or one agent's) hold, as ``contextledger export`` writes it.
@@ -466,6 +520,7 @@ class Ledger:
         """
         from contextledger.history.transfer import read_conversation
 
+        needs(self.store, "export_records")
         agents = self.require_session(session_id)
         if agent_id is not None:
             if agent_id not in agents:
@@ -492,6 +547,7 @@ class Ledger:
         from contextledger.history.lineage import register_forks
         from contextledger.history.transfer import write_conversation
 
+        needs(self.store, "import_records")
         outcome = write_conversation(self.store, records)
         register_forks(self.store, [(records.session_id, records.agent_id)])
         return outcome
@@ -517,6 +573,8 @@ class Ledger:
         from contextledger.history.transfer import copy_sessions
 
         store = target if isinstance(target, LedgerStore) else target.store
+        needs(self.store, "copy_to")
+        needs(store, "copy_to target")
         report = copy_sessions(self.store, store, session_ids, on_conversation=on_conversation)
         pairs = [(sid, aid) for sid, aid, _ in report.conversations]
         register_forks(store, pairs)  # after the batch: a fork may be copied before its parent
@@ -525,7 +583,7 @@ class Ledger:
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""
-        return self.store.agents(session_id)
+        return HISTORY.of(self.store, "Ledger.agents").agents(session_id)
 
     def sessions(
         self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
@@ -537,7 +595,7 @@ class Ledger:
                 not ``None`` or a non-empty string.
         """
         check_owner(app, user)
-        return self.store.sessions(limit=limit, offset=offset, app=app, user=user)
+        return SESSIONS.of(self.store, "Ledger.sessions").sessions(limit=limit, offset=offset, app=app, user=user)
 
     def owner(self, session_id: str) -> SessionOwner:
         """The app and user the session belongs to (each ``None`` when it was created without one).
@@ -545,7 +603,7 @@ class Ledger:
         Raises:
             SessionNotFound: The session has no conversation.
         """
-        found = self.store.owner(session_id)
+        found = SCOPES.of(self.store, "Ledger.owner").owner(session_id)
         if found is None:
             raise SessionNotFound(f"no session {session_id!r} in {self.url}")
         return found
@@ -557,7 +615,7 @@ class Ledger:
             ConfigurationError: ``app`` is not a non-empty string.
         """
         check_owner(_required(app, "app"), None)
-        return self.store.scope_state(app)
+        return SCOPES.of(self.store, "Ledger.app_state").scope_state(app)
 
     def user_state(self, app: str, user: str) -> dict[str, Any]:
         """The key/value state of ``user`` in ``app``, shared by that user's sessions (``{}`` when none).
@@ -566,7 +624,7 @@ class Ledger:
             ConfigurationError: ``app`` or ``user`` is not a non-empty string.
         """
         check_owner(_required(app, "app"), _required(user, "user"))
-        return self.store.scope_state(app, user)
+        return SCOPES.of(self.store, "Ledger.user_state").scope_state(app, user)
 
     def update_app_state(self, app: str, delta: Mapping[str, Any]) -> None:
         """Set the keys of ``delta`` in the state of ``app`` (one atomic write; other keys stay).
@@ -576,7 +634,9 @@ class Ledger:
             InvalidMessage: ``delta`` is not a mapping of string keys to JSON values.
         """
         check_owner(_required(app, "app"), None)
-        self.store.merge_scope_state(app, None, check_scope_delta(delta, "app state"))
+        SCOPES.of(self.store, "Ledger.update_app_state").merge_scope_state(
+            app, None, check_scope_delta(delta, "app state")
+        )
 
     def update_user_state(self, app: str, user: str, delta: Mapping[str, Any]) -> None:
         """Set the keys of ``delta`` in the state of ``user`` in ``app`` (one atomic write; other keys stay).
@@ -586,7 +646,9 @@ class Ledger:
             InvalidMessage: ``delta`` is not a mapping of string keys to JSON values.
         """
         check_owner(_required(app, "app"), _required(user, "user"))
-        self.store.merge_scope_state(app, user, check_scope_delta(delta, "user state"))
+        SCOPES.of(self.store, "Ledger.update_user_state").merge_scope_state(
+            app, user, check_scope_delta(delta, "user state")
+        )
 
     def erase_user(self, app: str, user: str, *, reason: str) -> UserErasure:
         """Erase everything the ledger holds of ``user`` in ``app``: every session's entries, host state, user state.
@@ -602,6 +664,7 @@ class Ledger:
         from contextledger.history.users import erase_user
 
         check_owner(_required(app, "app"), _required(user, "user"))
+        needs(self.store, "erase_user")
         return erase_user(self.store, app, user, reason=reason)
 
     def require_session(self, session_id: str) -> list[str]:
@@ -617,7 +680,7 @@ class Ledger:
 
     def delete_session(self, session_id: str) -> bool:
         """Delete every entry, summary, revision and reduction of the session."""
-        deleted = self.store.delete_session(session_id)
+        deleted = SESSIONS.of(self.store, "Ledger.delete_session").delete_session(session_id)
         logger.info("session_id=<%s>, deleted=<%s> | delete_session", session_id, deleted)
         return deleted
 

@@ -1,7 +1,7 @@
 """Drive the async API from sync test code: an event loop on its own thread, and facades over it.
 
 The sync suites (the store contract, the property tests, the restart tests) are written
-against ``LedgerStore`` and ``Conversation``. :class:`BlockingStore` and
+against ``CompleteStore`` and ``Conversation``. :class:`BlockingStore` and
 :class:`BlockingConversation` give them those shapes while every call runs as a coroutine
 of the async API on the portal's loop -- each store method handed to a worker of the
 async API's runner, an :class:`~contextledger.aio.AsyncConversation` -- so the suites run
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from contextledger.aio import AsyncConversation
 from contextledger.aio.shell import run
 from contextledger.ledger import open_store
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 
 T = TypeVar("T")
 
@@ -45,15 +45,15 @@ class Portal:
 
 
 class BlockingStore:
-    """A ``LedgerStore`` whose every method runs through the async API's runner, awaited on the portal."""
+    """A ``CompleteStore`` whose every method runs through the async API's runner, awaited on the portal."""
 
-    def __init__(self, portal: Portal, inner: LedgerStore) -> None:
+    def __init__(self, portal: Portal, inner: CompleteStore) -> None:
         self.portal = portal
         self.inner = inner
 
     @classmethod
     def open(cls, portal: Portal, url: str, **options: Any) -> BlockingStore:
-        return cls(portal, portal.call(run(open_store, url, **options)))
+        return cls(portal, complete(portal.call(run(open_store, url, **options)), "tests"))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
@@ -90,7 +90,7 @@ class BlockingConversation:
 def async_opener(portal: Portal) -> Callable[..., BlockingConversation]:
     """Stands in for ``Conversation(store, session_id, ...)``: opens an AsyncConversation on the portal."""
 
-    def open_conversation(store: LedgerStore, *args: Any, **kwargs: Any) -> BlockingConversation:
+    def open_conversation(store: CompleteStore, *args: Any, **kwargs: Any) -> BlockingConversation:
         inner = store.inner if isinstance(store, BlockingStore) else store
         return BlockingConversation(portal, portal.call(AsyncConversation.open(inner, *args, **kwargs)))
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import tests.test_conversation as restart_tests
 import tests.test_properties as property_tests
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.testing import StoreContract
 from tests.aio.portal import BlockingConversation, BlockingStore, Portal, async_opener
 from tests.conftest import STORE_BACKENDS
@@ -65,10 +65,10 @@ def test_restarts_on_the_async_api(async_store: BlockingStore, opener: Any, rest
 def lost_reply(request: pytest.FixtureRequest, portal: Portal) -> Iterator[LossyStore]:
     """A lossy store of each backend (tests/plugins/faults.py), every call handed to the async API's runner."""
 
-    def open_store(url: str, **options: Any) -> LedgerStore:
+    def open_store(url: str, **options: Any) -> CompleteStore:
         return BlockingStore.open(portal, url, **options)
 
-    def wrap(store: LedgerStore) -> LedgerStore:
+    def wrap(store: CompleteStore) -> CompleteStore:
         return BlockingStore(portal, store)
 
     with lossy_backend(request, request.param, open_store, wrap) as lossy:

@@ -12,7 +12,7 @@ from contextledger import Conversation, SlidingWindowConversationManager
 from contextledger.errors import ConfigurationError, ModelCallNotFound
 from contextledger.history.travel import view_at
 from contextledger.model.messages import Message
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.sql import SQLStore
 from tests.conversation.helpers import RecordingStore
 from tests.managers.helpers import chat
@@ -62,7 +62,7 @@ def test_the_per_call_choice_overrides_the_conversations() -> None:
         Conversation(store, "t", defer_count="yes")  # type: ignore[arg-type]
 
 
-def test_a_crash_before_the_next_write_loses_only_the_counts_since_the_last_write(memory_store: LedgerStore) -> None:
+def test_a_crash_before_the_next_write_loses_only_the_counts_since_the_last_write(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", defer_count=True)
     conv.append(Message.user("q1"))
     conv.before_model_call()
@@ -79,7 +79,7 @@ def test_a_crash_before_the_next_write_loses_only_the_counts_since_the_last_writ
 
 
 def test_calls_retried_without_a_write_between_are_each_counted_and_each_input_is_exact(
-    memory_store: LedgerStore,
+    memory_store: CompleteStore,
 ) -> None:
     conv = Conversation(memory_store, "s", defer_count=True)
     conv.append(Message.user("q"))

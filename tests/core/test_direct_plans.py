@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from contextledger import Conversation, Edit, Message, ReductionPlan, SummaryDraft, View
 from contextledger.errors import InvalidPlan
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.core.helpers import rule_violations
 from tests.managers.helpers import chat, tool_turn
@@ -28,7 +28,7 @@ def evict_first(view: View) -> ReductionPlan:
     return ReductionPlan(strategy="custom", evict=(view.ids[0],))
 
 
-def test_apply_plan_advances_an_eviction_boundary_to_the_next_prompt(store: LedgerStore) -> None:
+def test_apply_plan_advances_an_eviction_boundary_to_the_next_prompt(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     conv.append(*chat(6))  # u0 a1 u2 a3 u4 a5
     before = conv.view
@@ -41,7 +41,7 @@ def test_apply_plan_advances_an_eviction_boundary_to_the_next_prompt(store: Ledg
     assert Conversation(store, "s").view.ids == conv.view.ids
 
 
-def test_edit_holds_its_plan_to_the_rules_too(store: LedgerStore) -> None:
+def test_edit_holds_its_plan_to_the_rules_too(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     turn = tool_turn("t")  # u, toolUse, toolResult, answer
     conv.append(*turn, *chat(2, prefix="n"))
@@ -53,7 +53,7 @@ def test_edit_holds_its_plan_to_the_rules_too(store: LedgerStore) -> None:
     assert rule_violations(before, conv.view) == []
 
 
-def test_a_plan_removing_only_what_must_stay_is_refused_and_writes_nothing(store: LedgerStore) -> None:
+def test_a_plan_removing_only_what_must_stay_is_refused_and_writes_nothing(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     conv.append(*chat(3))  # u0 a1 u2: u2 is the newest prompt
     conv.pin(conv.view.ids[0])
@@ -70,7 +70,7 @@ def test_a_plan_removing_only_what_must_stay_is_refused_and_writes_nothing(store
     assert len(store.reductions("s", "default")) == 1
 
 
-def test_a_summary_leaving_a_message_inside_its_span_is_refused(store: LedgerStore) -> None:
+def test_a_summary_leaving_a_message_inside_its_span_is_refused(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     conv.append(*chat(6))
     version = conv.version
@@ -86,7 +86,7 @@ def test_a_summary_leaving_a_message_inside_its_span_is_refused(store: LedgerSto
     assert store.reductions("s", "default") == []
 
 
-def test_a_summary_is_placed_after_the_pinned_entries_it_spans(memory_store: LedgerStore) -> None:
+def test_a_summary_is_placed_after_the_pinned_entries_it_spans(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s")
     names = ["q1", "a1", "q2", "a2", "q3", "a3", "q4", "a4"]
     conv.append(*(Message.user(f"{n}.") if n[0] == "q" else Message.assistant(f"{n}.") for n in names))
@@ -102,7 +102,7 @@ def test_a_summary_is_placed_after_the_pinned_entries_it_spans(memory_store: Led
     assert rule_violations(before, conv.view, summary.summary_id, summary.replaces) == []
 
 
-def test_an_as_given_edit_is_recorded_exactly(memory_store: LedgerStore) -> None:
+def test_an_as_given_edit_is_recorded_exactly(memory_store: CompleteStore) -> None:
     # A host that already trimmed its own messages (a Strands manager) is mirrored as it is.
     conv = Conversation(memory_store, "s")
     conv.append(*chat(4))

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from contextledger import Ledger, Message, SlidingWindowConversationManager
 from contextledger.conversation.conversation import INTERRUPTED_TOOL_TEXT
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 
-def crashed(store: LedgerStore) -> int:
+def crashed(store: CompleteStore) -> int:
     """A conversation left mid-tool; returns its version."""
     conv = Ledger(store).conversation("s")
     conv.append(Message.user("run it"), Message.tool_use("t1", "shell", {"cmd": "sleep 100"}))
     return conv.version
 
 
-def test_opening_and_reading_a_conversation_mid_tool_writes_nothing(store: LedgerStore) -> None:
+def test_opening_and_reading_a_conversation_mid_tool_writes_nothing(store: CompleteStore) -> None:
     version = crashed(store)
     ledger = Ledger(store)
     for _ in range(2):
@@ -28,7 +28,7 @@ def test_opening_and_reading_a_conversation_mid_tool_writes_nothing(store: Ledge
     assert ledger.reductions("s") == []
 
 
-def test_the_missing_result_arriving_is_not_repaired(store: LedgerStore) -> None:
+def test_the_missing_result_arriving_is_not_repaired(store: CompleteStore) -> None:
     version = crashed(store)
     conv = Ledger(store).conversation("s")
     conv.append(Message.tool_result("t1", "done"), Message.assistant("finished"))
@@ -38,7 +38,7 @@ def test_the_missing_result_arriving_is_not_repaired(store: LedgerStore) -> None
     assert conv.view[2].message.plain_text == "done"
 
 
-def test_a_new_user_message_carries_the_repair_in_its_changeset(store: LedgerStore) -> None:
+def test_a_new_user_message_carries_the_repair_in_its_changeset(store: CompleteStore) -> None:
     version = crashed(store)
     conv = Ledger(store).conversation("s")
     conv.append(Message.user("are you there?"))
@@ -50,7 +50,7 @@ def test_a_new_user_message_carries_the_repair_in_its_changeset(store: LedgerSto
     assert Ledger(store).conversation("s").view.ids == conv.view.ids
 
 
-def test_a_model_call_carries_the_repair_with_its_count(store: LedgerStore) -> None:
+def test_a_model_call_carries_the_repair_with_its_count(store: CompleteStore) -> None:
     version = crashed(store)
     conv = Ledger(store).conversation("s")
     conv.before_model_call()
@@ -62,7 +62,7 @@ def test_a_model_call_carries_the_repair_with_its_count(store: LedgerStore) -> N
     assert reduction.strategy == "tool_pair_repair"
 
 
-def test_a_reduction_in_the_same_model_call_commits_after_the_repair(memory_store: LedgerStore) -> None:
+def test_a_reduction_in_the_same_model_call_commits_after_the_repair(memory_store: CompleteStore) -> None:
     conv = Ledger(memory_store).conversation("s")
     conv.append(*[Message.user(f"q{i}") if i % 2 == 0 else Message.assistant(f"a{i}") for i in range(6)])
     conv.append(Message.user("run it"), Message.tool_use("t1", "shell", {}))
@@ -76,7 +76,7 @@ def test_a_reduction_in_the_same_model_call_commits_after_the_repair(memory_stor
     assert Ledger(memory_store).conversation("s").model_call_count == 1
 
 
-def test_repair_can_be_turned_off(memory_store: LedgerStore) -> None:
+def test_repair_can_be_turned_off(memory_store: CompleteStore) -> None:
     crashed(memory_store)
     conv = Ledger(memory_store).conversation("s", repair=False)
     conv.append(Message.user("are you there?"))

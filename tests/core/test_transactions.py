@@ -17,12 +17,12 @@ from contextledger import (
 from contextledger.conversation import conversation as conversation_module
 from contextledger.core.changeset import Planned, ReductionRequest
 from contextledger.errors import ConcurrencyConflict, DuplicateEntry, ReductionFailed
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.managers.helpers import chat, overflow
 
 
-def test_plan_is_pure_and_preview_writes_nothing(store: LedgerStore) -> None:
+def test_plan_is_pure_and_preview_writes_nothing(store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=2)
     conv = Conversation(store, "s", manager=manager)
     conv.append(*chat(7))
@@ -52,13 +52,13 @@ def test_plan_is_pure_and_preview_writes_nothing(store: LedgerStore) -> None:
     assert conv.preview() is None
 
 
-def test_preview_without_a_manager_is_none(memory_store: LedgerStore) -> None:
+def test_preview_without_a_manager_is_none(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s")
     conv.append(*chat(4))
     assert conv.preview() is None
 
 
-def test_the_summarizer_runs_once_outside_the_lock(memory_store: LedgerStore) -> None:
+def test_the_summarizer_runs_once_outside_the_lock(memory_store: CompleteStore) -> None:
     conv: Conversation
     seen: list[bool] = []
 
@@ -124,7 +124,7 @@ def test_conflicts_back_off_with_jitter_and_reuse_the_summary(monkeypatch: pytes
     assert len(sleeps) == 3 + 4  # bounded: max_retries waits, then the conflict propagates
 
 
-def test_at_most_one_reactive_reduction_per_model_call(memory_store: LedgerStore) -> None:
+def test_at_most_one_reactive_reduction_per_model_call(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=40)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(9))
@@ -138,7 +138,7 @@ def test_at_most_one_reactive_reduction_per_model_call(memory_store: LedgerStore
     assert len(memory_store.reductions("s", "default")) == 2
 
 
-def test_a_retried_append_with_the_same_ids_is_idempotent(store: LedgerStore) -> None:
+def test_a_retried_append_with_the_same_ids_is_idempotent(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     messages = chat(3)
     conv.append(*messages)

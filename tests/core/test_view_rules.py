@@ -19,7 +19,7 @@ from contextledger import (
 from contextledger.core.changeset import ReductionRequest
 from contextledger.core.viewrules import fit_plan
 from contextledger.errors import InvalidPlan, ReductionFailed
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.core.helpers import ScriptedManager, rule_violations
 from tests.managers.helpers import chat, overflow, tool_turn
 
@@ -31,7 +31,7 @@ def texts(conv: Conversation) -> list[str]:
 # -- the three cases found with a real agent and a validating provider ---------------------------
 
 
-def test_the_sliding_window_never_opens_on_an_assistant_message(store: LedgerStore) -> None:
+def test_the_sliding_window_never_opens_on_an_assistant_message(store: CompleteStore) -> None:
     conv = Conversation(store, "s", manager=SlidingWindowConversationManager(window_size=3))
     conv.append(*chat(6))  # u0 a1 u2 a3 u4 a5
     before = conv.view
@@ -42,7 +42,7 @@ def test_the_sliding_window_never_opens_on_an_assistant_message(store: LedgerSto
     assert Conversation(store, "s").view.ids == conv.view.ids
 
 
-def test_a_reactive_reduction_never_evicts_the_prompt_nor_asks_a_retry_it_cannot_serve(store: LedgerStore) -> None:
+def test_a_reactive_reduction_never_evicts_the_prompt_nor_asks_a_retry_it_cannot_serve(store: CompleteStore) -> None:
     evict_everything = ScriptedManager(lambda view, request: ReductionPlan(strategy="all", evict=tuple(view.ids)))
     conv = Conversation(store, "s", manager=evict_everything)
     conv.append(*chat(3))
@@ -63,7 +63,7 @@ def test_a_reactive_reduction_never_evicts_the_prompt_nor_asks_a_retry_it_cannot
     assert len(store.reductions("s", "default")) == 1
 
 
-def test_a_lone_prompt_overflowing_raises_without_a_retry(store: LedgerStore) -> None:
+def test_a_lone_prompt_overflowing_raises_without_a_retry(store: CompleteStore) -> None:
     conv = Conversation(store, "s", manager=SlidingWindowConversationManager(window_size=1))
     conv.append(Message.user("x" * 5000))
     conv.before_model_call()
@@ -73,7 +73,7 @@ def test_a_lone_prompt_overflowing_raises_without_a_retry(store: LedgerStore) ->
     assert store.reductions("s", "default") == []
 
 
-def test_a_summary_does_not_separate_an_answer_from_its_question(store: LedgerStore) -> None:
+def test_a_summary_does_not_separate_an_answer_from_its_question(store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=3)
     conv = Conversation(store, "s", manager=manager)
     names = ["q1", "a1", "q2", "a2", "q3", "a3", "q4", "a4"]
@@ -95,7 +95,7 @@ def test_a_summary_does_not_separate_an_answer_from_its_question(store: LedgerSt
 # -- custom plans: corrected when safe, refused otherwise ------------------------------------------
 
 
-def test_a_custom_eviction_boundary_advances_to_the_next_prompt(memory_store: LedgerStore) -> None:
+def test_a_custom_eviction_boundary_advances_to_the_next_prompt(memory_store: CompleteStore) -> None:
     manager = ScriptedManager(lambda view, request: ReductionPlan(strategy="first", evict=(view.ids[0],)))
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(6))
@@ -106,7 +106,7 @@ def test_a_custom_eviction_boundary_advances_to_the_next_prompt(memory_store: Le
     assert texts(conv) == ["m2", "m3", "m4", "m5"]
 
 
-def test_a_custom_plan_keeps_pins_and_whole_tool_pairs(memory_store: LedgerStore) -> None:
+def test_a_custom_plan_keeps_pins_and_whole_tool_pairs(memory_store: CompleteStore) -> None:
     turn = tool_turn("t")  # u, toolUse, toolResult, answer
     manager = ScriptedManager(
         lambda view, request: ReductionPlan(strategy="x", evict=(turn[0].message_id, turn[1].message_id))
@@ -127,7 +127,7 @@ def test_a_custom_plan_keeps_pins_and_whole_tool_pairs(memory_store: LedgerStore
 
 
 def test_a_custom_summary_leaving_a_message_inside_its_span_is_refused(
-    memory_store: LedgerStore, caplog: pytest.LogCaptureFixture
+    memory_store: CompleteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     def gap(view: View, request: ReductionRequest) -> ReductionPlan:
         return ReductionPlan(
@@ -154,7 +154,7 @@ def test_a_custom_summary_leaving_a_message_inside_its_span_is_refused(
 
 
 def test_everything_pinned_logs_a_structured_warning_and_the_turn_goes_on(
-    memory_store: LedgerStore, caplog: pytest.LogCaptureFixture
+    memory_store: CompleteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     manager = SlidingWindowConversationManager(window_size=2, per_turn=True)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -181,7 +181,7 @@ def test_everything_pinned_logs_a_structured_warning_and_the_turn_goes_on(
     ],
     ids=["sliding_window", "summarizing", "turn_window"],
 )
-def test_built_in_plans_need_no_correction(memory_store: LedgerStore, manager: object) -> None:
+def test_built_in_plans_need_no_correction(memory_store: CompleteStore, manager: object) -> None:
     conv = Conversation(memory_store, "s")
     conv.append(*tool_turn("a"), *chat(4), *tool_turn("b", calls=2), Message.user("now"))
     conv.pin(conv.view.ids[5])

@@ -17,12 +17,12 @@ from contextledger.core.changeset import ContentRevision
 from contextledger.errors import ConfigurationError, ContextWindowOverflowError, InvalidMessage
 from contextledger.model.messages import MAX_DEPTH, MAX_ID_LENGTH
 from contextledger.model.tokens import CharTokenCounter
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 TAG = "__contextledger_bytes__"
 
 
-def _restored(store: LedgerStore, conv: Conversation) -> Conversation:
+def _restored(store: CompleteStore, conv: Conversation) -> Conversation:
     return Conversation(store, conv.session_id, conv.agent_id)
 
 
@@ -30,7 +30,7 @@ def _messages(conv: Conversation) -> list[Message]:
     return [e.message for e in conv.view]
 
 
-def _assert_round_trip(store: LedgerStore, conv: Conversation) -> None:
+def _assert_round_trip(store: CompleteStore, conv: Conversation) -> None:
     again = _restored(store, conv)
     assert _messages(again) == _messages(conv)
     assert [m.to_strands() for m in _messages(again)] == [m.to_strands() for m in _messages(conv)]
@@ -52,7 +52,7 @@ def _assert_round_trip(store: LedgerStore, conv: Conversation) -> None:
     ],
     ids=["invalid-base64", "valid-base64", "escaped-looking", "with-other-keys", "nested"],
 )
-def test_user_data_holding_the_bytes_tag_round_trips(store: LedgerStore, payload: dict[str, Any]) -> None:
+def test_user_data_holding_the_bytes_tag_round_trips(store: CompleteStore, payload: dict[str, Any]) -> None:
     conv = Conversation(store, "s")
     call = Message.tool_use("t1", "lookup", payload)
     result = Message.tool_result("t1", [{"json": payload}])
@@ -89,7 +89,7 @@ def _nul_summarizer(messages: list[Message]) -> str:
     return "summary quoting \x00 and " + " | ".join(m.plain_text for m in messages)
 
 
-def test_nul_is_stored_losslessly_everywhere(store: LedgerStore) -> None:
+def test_nul_is_stored_losslessly_everywhere(store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2, summarizer=_nul_summarizer)
     conv = Conversation(store, "se\x00ssion", "ag\x00ent", manager=manager)
     msgs = [
@@ -147,7 +147,7 @@ def test_lone_surrogates_are_refused_at_the_boundary(build: Any) -> None:
         build()
 
 
-def test_lone_surrogates_in_ids_and_state_are_refused(store: LedgerStore) -> None:
+def test_lone_surrogates_in_ids_and_state_are_refused(store: CompleteStore) -> None:
     for session_id, agent_id in (("s\ud800", "a"), ("s", "a\udfff")):
         with pytest.raises(ConfigurationError, match="surrogate"):
             Conversation(store, session_id, agent_id)
@@ -161,7 +161,7 @@ def test_lone_surrogates_in_ids_and_state_are_refused(store: LedgerStore) -> Non
 # -- 4. the live view equals a restored view, and cannot be changed in place -------------------
 
 
-def test_live_view_equals_restored_view(store: LedgerStore) -> None:
+def test_live_view_equals_restored_view(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     odd = Message.tool_use("t", "n", {"by_int": {1: "one", 2: (3, 4)}, "pair": "\ud83d\ude00", "tuple": (1, (2, 3))})
     conv.append(odd, Message.tool_result("t", [{"json": {7: [(8,)]}}]))
@@ -175,7 +175,7 @@ def test_live_view_equals_restored_view(store: LedgerStore) -> None:
     _assert_round_trip(store, conv)
 
 
-def test_view_and_messages_are_not_mutable_in_place(store: LedgerStore) -> None:
+def test_view_and_messages_are_not_mutable_in_place(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     conv.append(Message.tool_use("t", "n", {"q": ["a"]}), Message.tool_result("t", "ok"))
     before = [m.to_strands() for m in _messages(conv)]
@@ -212,7 +212,7 @@ def _nested(depth: int) -> Any:
     return value
 
 
-def test_deep_nesting_is_a_typed_error(store: LedgerStore) -> None:
+def test_deep_nesting_is_a_typed_error(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     with pytest.raises(InvalidMessage, match="nested"):
         conv.append(Message.tool_use("t", "n", _nested(1000)))
@@ -223,7 +223,7 @@ def test_deep_nesting_is_a_typed_error(store: LedgerStore) -> None:
     _assert_round_trip(store, conv)
 
 
-def test_agent_state_with_a_non_string_key_is_a_typed_error(store: LedgerStore) -> None:
+def test_agent_state_with_a_non_string_key_is_a_typed_error(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     conv.append(Message.user("canary"))
     for bad in ({1: "a"}, {None: "a"}, {("t",): 1}):
@@ -250,7 +250,7 @@ def test_token_counter_settings_are_checked(options: dict[str, Any]) -> None:
     assert CharTokenCounter(per_message=0).count(Message.user("")) == 0
 
 
-def test_a_revision_original_is_not_mutable_in_place(store: LedgerStore) -> None:
+def test_a_revision_original_is_not_mutable_in_place(store: CompleteStore) -> None:
     conv = Conversation(store, "s")
     conv.append(Message.tool_use("t", "n", {"q": ["a"]}), Message.tool_result("t", "long output " * 20))
     result_id = conv.view[1].entry_id
@@ -275,7 +275,7 @@ def test_a_revision_original_is_not_mutable_in_place(store: LedgerStore) -> None
 
 
 @pytest.mark.parametrize("length", [MAX_ID_LENGTH, 10_000])
-def test_long_ids_behave_the_same_on_every_backend(store: LedgerStore, length: int) -> None:
+def test_long_ids_behave_the_same_on_every_backend(store: CompleteStore, length: int) -> None:
     long = "i" * length
     if length > MAX_ID_LENGTH:
         for session, agent in ((long, "a"), ("s", long)):

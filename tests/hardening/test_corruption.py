@@ -18,16 +18,16 @@ from typer.testing import CliRunner
 from contextledger import Conversation, Ledger, Message, SlidingWindowConversationManager
 from contextledger.cli import ExitCode, app
 from contextledger.errors import CorruptRecord, StoreError
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.keys import ConversationKeys
 from contextledger.stores.sql import SQLStore
 
-Damage = Callable[[LedgerStore, Conversation], str]
+Damage = Callable[[CompleteStore, Conversation], str]
 """Damages one stored value of the conversation; returns the id the error must name."""
 
 
-def _seed(store: LedgerStore, session_id: str) -> Conversation:
+def _seed(store: CompleteStore, session_id: str) -> Conversation:
     conv = Conversation(store, session_id, manager=SlidingWindowConversationManager(window_size=4))
     msgs = [Message.user(f"{session_id} q{i}") if i % 2 == 0 else Message.assistant(f"a{i}") for i in range(6)]
     conv.append(*msgs)
@@ -37,7 +37,7 @@ def _seed(store: LedgerStore, session_id: str) -> Conversation:
     return conv
 
 
-def _sql(store: LedgerStore, statement: str, **params: Any) -> None:
+def _sql(store: CompleteStore, statement: str, **params: Any) -> None:
     assert isinstance(store, SQLStore)
     with store.engine.begin() as conn:
         result = conn.execute(text(statement), params)
@@ -49,7 +49,7 @@ def _conv_id(session_id: str) -> str:
 
 
 def _sql_damage(column: str, table: str, value: str) -> Damage:
-    def damage(store: LedgerStore, conv: Conversation) -> str:
+    def damage(store: CompleteStore, conv: Conversation) -> str:
         if table == "cl_entries":
             target = conv.view[-1].entry_id
             _sql(store, f"UPDATE cl_entries SET {column} = :v WHERE message_id = :id", v=value, id=target)
@@ -67,19 +67,19 @@ def _sql_damage(column: str, table: str, value: str) -> Damage:
     return damage
 
 
-def _redis(store: LedgerStore) -> tuple[Any, ConversationKeys]:
+def _redis(store: CompleteStore) -> tuple[Any, ConversationKeys]:
     assert isinstance(store, RedisStore)
     return store._client, ConversationKeys.of(store.key_prefix, "victim", "default")
 
 
-def _redis_content(store: LedgerStore, conv: Conversation) -> str:
+def _redis_content(store: CompleteStore, conv: Conversation) -> str:
     client, keys = _redis(store)
     target = conv.view[-1].entry_id
     client.hset(keys.content, target, b"[{not json")
     return target
 
 
-def _redis_bytes_tag(store: LedgerStore, conv: Conversation) -> str:
+def _redis_bytes_tag(store: CompleteStore, conv: Conversation) -> str:
     client, keys = _redis(store)
     target = conv.view[-1].entry_id
     damaged = b'[{"image":{"format":"png","source":{"bytes":{"__contextledger_bytes__":"!!"}}}}]'
@@ -88,7 +88,7 @@ def _redis_bytes_tag(store: LedgerStore, conv: Conversation) -> str:
 
 
 def _redis_state(field: str, value: bytes) -> Damage:
-    def damage(store: LedgerStore, conv: Conversation) -> str:
+    def damage(store: CompleteStore, conv: Conversation) -> str:
         client, keys = _redis(store)
         client.hset(keys.state, field, value)
         return f"{conv.session_id}/{conv.agent_id}"
@@ -96,7 +96,7 @@ def _redis_state(field: str, value: bytes) -> Damage:
     return damage
 
 
-def _redis_reduction(store: LedgerStore, conv: Conversation) -> str:
+def _redis_reduction(store: CompleteStore, conv: Conversation) -> str:
     client, keys = _redis(store)
     (reduction,) = store.reductions(conv.session_id)
     client.lset(keys.red, 0, b'{"reduction_id":"' + reduction.reduction_id.encode() + b'","trigger":42}')
@@ -129,7 +129,7 @@ REDIS_DAMAGE: dict[str, Damage] = {
 }
 
 
-def _cases(store: LedgerStore) -> dict[str, Damage]:
+def _cases(store: CompleteStore) -> dict[str, Damage]:
     if isinstance(store, SQLStore):
         extra = SQLITE_ONLY_DAMAGE if store.engine.dialect.name == "sqlite" else {}
         return {**SQL_DAMAGE, **extra}
@@ -138,7 +138,7 @@ def _cases(store: LedgerStore) -> dict[str, Damage]:
     pytest.skip("the memory store keeps records as objects: nothing to damage")
 
 
-def _reads(store: LedgerStore, conv: Conversation) -> list[Callable[[], object]]:
+def _reads(store: CompleteStore, conv: Conversation) -> list[Callable[[], object]]:
     sid = conv.session_id
     return [
         lambda: Conversation(store, sid),
@@ -152,7 +152,7 @@ def _reads(store: LedgerStore, conv: Conversation) -> list[Callable[[], object]]
     ]
 
 
-def test_damaged_values_are_corrupt_records_and_stay_contained(store: LedgerStore) -> None:
+def test_damaged_values_are_corrupt_records_and_stay_contained(store: CompleteStore) -> None:
     for name, damage in _cases(store).items():
         canary = _seed(store, "canary")
         before = [e.message for e in Conversation(store, "canary").view]
@@ -181,7 +181,7 @@ def test_damaged_values_are_corrupt_records_and_stay_contained(store: LedgerStor
         store.delete_session("canary")
 
 
-def test_a_damaged_state_is_listed_and_marked(store: LedgerStore) -> None:
+def test_a_damaged_state_is_listed_and_marked(store: CompleteStore) -> None:
     if not isinstance(store, RedisStore):
         pytest.skip("SQL sessions() reads no JSON; the memory store cannot be damaged")
     _seed(store, "canary")
@@ -203,9 +203,9 @@ def test_cli_prints_one_line_and_exit_code_7(
         url = request.getfixturevalue("postgres_ledger_url")
     monkeypatch.delenv("CONTEXTLEDGER_URL", raising=False)
     with Ledger.connect(url) as ledger:
-        _seed(ledger.store, "canary")
-        victim = _seed(ledger.store, "victim")
-        record_id = SQL_DAMAGE["content-bytes-tag"](ledger.store, victim)
+        _seed(complete(ledger.store, "tests"), "canary")
+        victim = _seed(complete(ledger.store, "tests"), "victim")
+        record_id = SQL_DAMAGE["content-bytes-tag"](complete(ledger.store, "tests"), victim)
     runner = CliRunner()
     for command in (["show", "victim"], ["history", "victim"], ["export", "victim"]):
         result = runner.invoke(app, [*command, "--url", url], catch_exceptions=False)

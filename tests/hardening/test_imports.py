@@ -38,7 +38,7 @@ from contextledger.history.transfer import (
     read_conversation,
     records_from_lines,
 )
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.sql import SQLStore
@@ -69,7 +69,7 @@ def to_text(lines: Sequence[dict[str, Any] | str]) -> str:
 # -- what the target holds, byte for byte ------------------------------------------------------
 
 
-def fingerprint(store: LedgerStore) -> Any:
+def fingerprint(store: CompleteStore) -> Any:
     """Everything the store holds: every row of every ledger table, every key and its bytes, or every record."""
     if isinstance(store, SQLStore):
         with store.engine.connect() as conn:
@@ -135,7 +135,7 @@ CASES: dict[str, tuple[Callable[[list[dict[str, Any]]], None], str]] = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_each_reported_case_is_refused_naming_line_and_field(store: LedgerStore, case: str) -> None:
+def test_each_reported_case_is_refused_naming_line_and_field(store: CompleteStore, case: str) -> None:
     change, field = CASES[case]
     lines = renamed(BASE, f"case-{uuid.uuid4().hex[:8]}")
     change(lines)
@@ -149,7 +149,7 @@ def test_each_reported_case_is_refused_naming_line_and_field(store: LedgerStore,
     assert fingerprint(store) == before
 
 
-def test_a_deep_line_is_refused_typed(store: LedgerStore) -> None:
+def test_a_deep_line_is_refused_typed(store: CompleteStore) -> None:
     deep = '{"type": "message", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
     lines: list[dict[str, Any] | str] = [*renamed(BASE, f"deep-{uuid.uuid4().hex[:8]}")]
     lines.insert(3, deep)
@@ -160,7 +160,7 @@ def test_a_deep_line_is_refused_typed(store: LedgerStore) -> None:
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
-def test_nan_in_the_second_conversation_writes_nothing(store: LedgerStore, constant: str) -> None:
+def test_nan_in_the_second_conversation_writes_nothing(store: CompleteStore, constant: str) -> None:
     session = f"nan-{uuid.uuid4().hex[:8]}"
     lines: list[dict[str, Any] | str] = [*renamed(BASE, session)]
     second = next(i for i, line in enumerate(lines) if isinstance(line, dict) and line["agent_id"] == "helper")
@@ -190,7 +190,7 @@ def test_the_cli_writes_nothing_from_a_file_wrong_in_its_second_conversation(tmp
     assert json.loads(listed.stdout) == []
 
 
-def test_a_valid_export_still_round_trips_exactly(store: LedgerStore) -> None:
+def test_a_valid_export_still_round_trips_exactly(store: CompleteStore) -> None:
     session = f"ok-{uuid.uuid4().hex[:8]}"
     exported = to_text(renamed(BASE, session))
     outcomes = import_lines(store, exported.split("\n"))
@@ -290,7 +290,9 @@ def mutate(lines: list[dict[str, Any] | str], step: tuple[Any, ...]) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=st.lists(mutation, min_size=1, max_size=3))
-def test_a_mutated_export_imports_exactly_or_changes_nothing(store: LedgerStore, steps: list[tuple[Any, ...]]) -> None:
+def test_a_mutated_export_imports_exactly_or_changes_nothing(
+    store: CompleteStore, steps: list[tuple[Any, ...]]
+) -> None:
     session = f"p-{uuid.uuid4().hex[:10]}"
     lines: list[dict[str, Any] | str] = [*renamed(BASE, session)]
     for step in steps:
@@ -315,7 +317,7 @@ def test_a_mutated_export_imports_exactly_or_changes_nothing(store: LedgerStore,
         assert {e.entry_id for e in conversation.view if e.kind == "message"} == active
 
 
-def test_an_entry_erased_then_pruned_keeps_both_tombstones(store: LedgerStore) -> None:
+def test_an_entry_erased_then_pruned_keeps_both_tombstones(store: CompleteStore) -> None:
     from datetime import timedelta
 
     from contextledger import Ledger, Message

@@ -25,7 +25,7 @@ from contextledger import ContextWindowOverflowError, Conversation, Message
 from contextledger.core.changeset import Changeset, Edit, ReductionPlan
 from contextledger.errors import InvalidMessage
 from contextledger.managers import SlidingWindowConversationManager
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 
 BAD_STATES: list[dict[str, Any]] = [
@@ -38,7 +38,7 @@ BAD_STATES: list[dict[str, Any]] = [
 ]
 
 
-def _version(store: LedgerStore, session_id: str) -> int:
+def _version(store: CompleteStore, session_id: str) -> int:
     snapshot = store.load(session_id, "default")
     return 0 if snapshot is None else snapshot.state.version
 
@@ -46,7 +46,7 @@ def _version(store: LedgerStore, session_id: str) -> int:
 @pytest.mark.parametrize("state", BAD_STATES, ids=repr)
 @pytest.mark.parametrize("first_write", [True, False], ids=["first-write", "later-write"])
 def test_state_that_is_not_plain_json_is_refused_typed(
-    store: LedgerStore, state: dict[str, Any], first_write: bool
+    store: CompleteStore, state: dict[str, Any], first_write: bool
 ) -> None:
     conversation = Conversation(store, "state", "default")
     if not first_write:
@@ -65,7 +65,7 @@ def test_state_that_is_not_plain_json_is_refused_typed(
     assert restored.agent_state == ({} if first_write else {"kept": "yes"})
 
 
-def test_bytes_in_state_name_where_they_are(memory_store: LedgerStore) -> None:
+def test_bytes_in_state_name_where_they_are(memory_store: CompleteStore) -> None:
     with pytest.raises(InvalidMessage, match=r"\['nested'\]\['list'\]\[1\].*base64"):
         Conversation(memory_store, "s").set_agent_state({"nested": {"list": [1, b"x"]}})
 
@@ -87,7 +87,7 @@ def test_state_reads_back_exactly_in_a_fresh_process(sqlite_url: str) -> None:
     assert json.loads(out.stdout) == state
 
 
-def _interrupted_twice(store: LedgerStore) -> Conversation:
+def _interrupted_twice(store: CompleteStore) -> Conversation:
     """A tool call interrupted, repaired, the repair evicted, and the next write repairing it again."""
     conversation = Conversation(store, "repair", "default")
     conversation.append(Message.user("read the file"))
@@ -102,7 +102,7 @@ def _interrupted_twice(store: LedgerStore) -> Conversation:
     return conversation
 
 
-def test_a_second_repair_of_the_same_call_gets_its_own_id(store: LedgerStore) -> None:
+def test_a_second_repair_of_the_same_call_gets_its_own_id(store: CompleteStore) -> None:
     conversation = _interrupted_twice(store)
     repairs = [
         h.message.message_id for h in store.history("repair", "default") if h.message.message_id.startswith("repair-")
@@ -125,7 +125,7 @@ class _Recording(MemoryStore):
         return version
 
 
-def test_replayed_repairs_apply_on_every_backend(store: LedgerStore) -> None:
+def test_replayed_repairs_apply_on_every_backend(store: CompleteStore) -> None:
     recording = _Recording()
     _interrupted_twice(recording)
     for changeset in recording.log:
@@ -136,7 +136,7 @@ def test_replayed_repairs_apply_on_every_backend(store: LedgerStore) -> None:
     ]
 
 
-def test_the_repair_the_host_shows_is_the_one_committed(memory_store: LedgerStore) -> None:
+def test_the_repair_the_host_shows_is_the_one_committed(memory_store: CompleteStore) -> None:
     from contextledger.managers.repair import plan_repair
 
     conversation = Conversation(memory_store, "shown", "default")
@@ -149,7 +149,7 @@ def test_the_repair_the_host_shows_is_the_one_committed(memory_store: LedgerStor
 
 
 @pytest.mark.parametrize("text", ["too long \ud800 here", "\udfff", "pair \ud83d\ude00 and lone \ud83d"])
-def test_an_overflow_error_with_a_lone_surrogate_is_recorded(store: LedgerStore, text: str) -> None:
+def test_an_overflow_error_with_a_lone_surrogate_is_recorded(store: CompleteStore, text: str) -> None:
     conversation = Conversation(store, "overflow", "default", manager=SlidingWindowConversationManager(window_size=4))
     for turn in range(6):
         conversation.append(Message.user(f"q{turn}"), Message.assistant(f"a{turn}"))

@@ -30,7 +30,7 @@ from contextledger.integrations.langchain import (
     to_ledger,
 )
 from contextledger.managers import NullConversationManager
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.langchain.scenarios import (
     SYSTEM,
     assert_view_at_is_what_the_model_received,
@@ -55,7 +55,7 @@ def run(agent: Any, prompts: list[str], **config: Any) -> list[dict[str, Any]]:
     return [agent.invoke({"messages": [HumanMessage(p)]}, **config) for p in prompts]
 
 
-def test_every_model_call_receives_the_view_the_ledger_records(store: LedgerStore) -> None:
+def test_every_model_call_receives_the_view_the_ledger_records(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, model, middleware = build(ledger, "order-help", SCRIPT, manager=sliding())
     run(agent, PROMPTS)
@@ -81,7 +81,7 @@ def revision_call(ledger: Ledger) -> str:
     return call_id
 
 
-def test_the_ledger_keeps_every_message_exactly_and_the_state_follows_the_view(store: LedgerStore) -> None:
+def test_the_ledger_keeps_every_message_exactly_and_the_state_follows_the_view(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, _, middleware = build(ledger, "exact", SCRIPT, manager=sliding())
     outputs = run(agent, PROMPTS)
@@ -99,7 +99,7 @@ def test_the_ledger_keeps_every_message_exactly_and_the_state_follows_the_view(s
     assert all(e.entry_id in kept for e in ledger.evictions("exact"))
 
 
-def test_a_new_agent_continues_from_the_ledger_alone(store: LedgerStore) -> None:
+def test_a_new_agent_continues_from_the_ledger_alone(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, _, _ = build(ledger, "resume", SCRIPT[:2], manager=sliding())
     run(agent, PROMPTS[:1])
@@ -114,7 +114,7 @@ def test_a_new_agent_continues_from_the_ledger_alone(store: LedgerStore) -> None
     assert_view_at_is_what_the_model_received(ledger, "resume", model, first_call=3)
 
 
-def test_tool_calls_and_their_results_leave_together(store: LedgerStore) -> None:
+def test_tool_calls_and_their_results_leave_together(store: CompleteStore) -> None:
     ledger = Ledger(store)
     script = [CallTool("lookup", {"order": f"B-{n}"}) if n % 2 == 0 else f"answer {n}" for n in range(12)]
     agent, model, _ = build(ledger, "pairs", script, manager=sliding(window=5))
@@ -132,7 +132,7 @@ def test_tool_calls_and_their_results_leave_together(store: LedgerStore) -> None
         assert {u for m in gone for u in m.tool_use_ids} == {u for m in gone for u in m.tool_result_ids}
 
 
-def test_an_overflow_nothing_can_reduce_raises_a_typed_error_and_loses_nothing(store: LedgerStore) -> None:
+def test_an_overflow_nothing_can_reduce_raises_a_typed_error_and_loses_nothing(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, _, middleware = build(ledger, "full", [ContextOverflowError("too long")], manager=sliding())
     with pytest.raises(ReductionFailed):
@@ -157,7 +157,7 @@ class DropOldest(AgentMiddleware[AgentState[Any], Any, Any]):
         return {"messages": [RemoveMessage(id=messages[0].id or "")]}
 
 
-def test_what_another_middleware_removes_is_recorded_as_a_host_reduction(store: LedgerStore) -> None:
+def test_what_another_middleware_removes_is_recorded_as_a_host_reduction(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, model, _ = build(ledger, "host", [*SCRIPT[:2], "Noted.", "Bye."], middleware=[DropOldest()])
     run(agent, ["Where is A-1?", "Also B-2.", "Bye."])
@@ -169,7 +169,7 @@ def test_what_another_middleware_removes_is_recorded_as_a_host_reduction(store: 
     assert_view_at_is_what_the_model_received(ledger, "host", model)
 
 
-def test_async_runs_record_what_sync_runs_record(store: LedgerStore) -> None:
+def test_async_runs_record_what_sync_runs_record(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, model, middleware = build(ledger, "async", SCRIPT, manager=sliding())
 
@@ -183,7 +183,7 @@ def test_async_runs_record_what_sync_runs_record(store: LedgerStore) -> None:
     assert {r.trigger for r in ledger.reductions("async")} >= {"reactive", "per_turn"}
 
 
-def test_each_thread_is_a_session_and_a_checkpointer_adds_no_duplicates(store: LedgerStore) -> None:
+def test_each_thread_is_a_session_and_a_checkpointer_adds_no_duplicates(store: CompleteStore) -> None:
     ledger = Ledger(store)
     model = ScriptedChatModel(script=["one", "two", "three", "four"])
     middleware = LedgerMiddleware(ledger, manager=lambda: sliding(window=20))  # a session per thread_id
@@ -202,7 +202,7 @@ def test_each_thread_is_a_session_and_a_checkpointer_adds_no_duplicates(store: L
         threadless.invoke({"messages": [HumanMessage("no thread")]})
 
 
-def test_a_message_the_ledger_cannot_keep_is_refused_before_anything_is_written(store: LedgerStore) -> None:
+def test_a_message_the_ledger_cannot_keep_is_refused_before_anything_is_written(store: CompleteStore) -> None:
     ledger = Ledger(store)
     agent, model, middleware = build(ledger, "bad", ["never"], manager=sliding())
     bad = HumanMessage("hi", additional_kwargs={"when": (1, 2)})  # a tuple comes back as a list
@@ -213,7 +213,7 @@ def test_a_message_the_ledger_cannot_keep_is_refused_before_anything_is_written(
     assert to_ledger(HumanMessage("hi", additional_kwargs={"when": [1, 2]})).plain_text == "hi"
 
 
-def test_langchains_own_summarization_is_recorded_as_a_summary_row(store: LedgerStore) -> None:
+def test_langchains_own_summarization_is_recorded_as_a_summary_row(store: CompleteStore) -> None:
     ledger = Ledger(store)
     summarizer = ScriptedChatModel(script=["The customer asked three things."] * 3)
     summarization = SummarizationMiddleware(summarizer, trigger=("messages", 6), keep=("messages", 2))

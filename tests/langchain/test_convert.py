@@ -12,7 +12,7 @@ from contextledger import Ledger, Message
 from contextledger.errors import InvalidMessage
 from contextledger.integrations.langchain import ViewRenderer, from_ledger, from_view, project, to_ledger, to_ledgers
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.langchain.strategies import messages
 
 EVERY_KIND: list[BaseMessage] = [
@@ -44,7 +44,7 @@ def test_every_langchain_message_comes_back_equal(message: BaseMessage) -> None:
     assert (stored.role, list(stored.content)) == (role, content)
 
 
-def test_every_kind_comes_back_equal_from_every_backend(store: LedgerStore) -> None:
+def test_every_kind_comes_back_equal_from_every_backend(store: CompleteStore) -> None:
     ledger = Ledger(store)
     conversation = ledger.conversation("kinds")
     conversation.append(*to_ledgers(EVERY_KIND))

@@ -18,7 +18,7 @@ from contextledger.aio import AsyncLedger
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.langchain import LedgerChatMessageHistory, ScriptedChatModel
 from contextledger.managers import TurnWindowConversationManager
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 
 TURN = [
@@ -38,7 +38,7 @@ def _deprecation() -> Iterator[None]:
         yield
 
 
-def test_it_is_a_chat_message_history_that_keeps_every_message(store: LedgerStore) -> None:
+def test_it_is_a_chat_message_history_that_keeps_every_message(store: CompleteStore) -> None:
     ledger = Ledger(store)
     history = LedgerChatMessageHistory("chat-1", ledger=ledger)
     assert isinstance(history, BaseChatMessageHistory)
@@ -50,7 +50,7 @@ def test_it_is_a_chat_message_history_that_keeps_every_message(store: LedgerStor
     assert len({h.message.message_id for h in ledger.history("chat-1")}) == 4
 
 
-def test_clear_is_a_recorded_reduction_and_the_history_stays(store: LedgerStore) -> None:
+def test_clear_is_a_recorded_reduction_and_the_history_stays(store: CompleteStore) -> None:
     ledger = Ledger(store)
     history = LedgerChatMessageHistory("chat-2", ledger=ledger)
     history.add_messages(TURN)

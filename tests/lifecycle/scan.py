@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 
-def redis_dump(store: LedgerStore) -> bytes:
+def redis_dump(store: CompleteStore) -> bytes:
     """Every value of every key of the store's server (or every node of its cluster), read as it is."""
     client: Any = getattr(store, "_client")  # noqa: B009 - the test reads the server the store writes
     out: list[bytes] = []

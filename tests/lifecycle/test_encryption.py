@@ -11,7 +11,7 @@ from contextledger import Ledger, Message
 from contextledger.encryption import Keyring, new_key
 from contextledger.errors import ConfigurationError, EncryptionKeyMissing
 from contextledger.history.rotation import rotate
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 from contextledger.stores.encrypted import EncryptedStore
 from contextledger.stores.sql import SQLStore
 from contextledger.testing.encryption import SECRET, encrypted, encrypted_conversation, stored_tokens
@@ -30,21 +30,21 @@ def test_sqlite_files_hold_no_plaintext_and_no_old_token_after_rotation_and_eras
     with Ledger.connect(url) as plain, pytest.raises(EncryptionKeyMissing, match="encrypted"):
         plain.conversation("s", "a")  # no keys: a typed error, never the tokens as content
     with Ledger.connect(url, encryption=Keyring([("k2", k2), ("k1", k1)])) as ledger:
-        before = stored_tokens(ledger.store)
+        before = stored_tokens(complete(ledger.store, "tests"))
         rotate(ledger.store)
-        after = stored_tokens(ledger.store)
+        after = stored_tokens(complete(ledger.store, "tests"))
         on_disk = files(tmp_path)
         assert not any(t.encode() in on_disk for t in before)  # re-sealed, and the old bytes gone
         erasure = ledger.erase("s", ids["first"], reason="asked")
         assert erasure.pending is None
     with Ledger.connect(url, encryption=Keyring([("k2", k2)])) as ledger:
-        gone = set(after) - set(stored_tokens(ledger.store))
+        gone = set(after) - set(stored_tokens(complete(ledger.store, "tests")))
     on_disk = files(tmp_path)
     assert gone
     assert not any(t.encode() in on_disk for t in gone)
 
 
-def test_redis_keys_hold_no_plaintext(redis_store: LedgerStore) -> None:
+def test_redis_keys_hold_no_plaintext(redis_store: CompleteStore) -> None:
     encrypted_conversation(encrypted(redis_store))
     dump = redis_dump(redis_store)
     assert b"clenc1.k1." in dump
@@ -53,14 +53,14 @@ def test_redis_keys_hold_no_plaintext(redis_store: LedgerStore) -> None:
         redis_store.load("s", "a")
 
 
-def test_redis_cluster_keys_hold_no_plaintext(redis_cluster_store: LedgerStore) -> None:
+def test_redis_cluster_keys_hold_no_plaintext(redis_cluster_store: CompleteStore) -> None:
     encrypted_conversation(encrypted(redis_cluster_store))
     dump = redis_dump(redis_cluster_store)
     assert b"clenc1.k1." in dump
     assert SECRET.encode() not in dump
 
 
-def test_postgres_tables_hold_no_plaintext(postgres_store: LedgerStore) -> None:
+def test_postgres_tables_hold_no_plaintext(postgres_store: CompleteStore) -> None:
     assert isinstance(postgres_store, SQLStore)
     encrypted_conversation(encrypted(postgres_store))
     with postgres_store.engine.connect() as conn:

@@ -14,7 +14,7 @@ from contextledger.core.changeset import ContentRevision, ReductionPlan, Summary
 from contextledger.errors import ConfigurationError, EntryNotFound, SessionNotFound
 from contextledger.history.lifecycle import ERASED_TEXT, REDACTED_TEXT
 from contextledger.model.records import ViewEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.sql import SQLStore
 from tests.cli.conftest import Invoke
 
@@ -67,7 +67,7 @@ def _everything(ledger: Ledger) -> str:
     return "\n".join(parts)
 
 
-def test_erase_removes_content_revisions_and_summary_texts(store: LedgerStore) -> None:
+def test_erase_removes_content_revisions_and_summary_texts(store: CompleteStore) -> None:
     ledger = Ledger(store)
     secret, _ = _setup(ledger)
     assert SECRET in _everything(ledger)
@@ -92,7 +92,7 @@ def test_erase_removes_content_revisions_and_summary_texts(store: LedgerStore) -
     chat.append(Message.user("and now?"))  # the conversation goes on
 
 
-def test_erase_can_resummarize(memory_store: LedgerStore) -> None:
+def test_erase_can_resummarize(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     secret, first = _setup(ledger)
 
@@ -106,7 +106,7 @@ def test_erase_can_resummarize(memory_store: LedgerStore) -> None:
     assert any(f"summary of summary of {ERASED_TEXT}" in t for t in texts.values())
 
 
-def test_erase_typed_errors(memory_store: LedgerStore) -> None:
+def test_erase_typed_errors(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     secret, _ = _setup(ledger)
     with pytest.raises(ConfigurationError):
@@ -118,7 +118,7 @@ def test_erase_typed_errors(memory_store: LedgerStore) -> None:
     assert ledger.tombstones("s") == []
 
 
-def test_erase_keeps_tool_pairs_whole(memory_store: LedgerStore) -> None:
+def test_erase_keeps_tool_pairs_whole(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     chat = ledger.conversation("s")
     chat.append(Message.user("go"), Message.tool_use("t1", "lookup", {"q": SECRET}), Message.tool_result("t1", SECRET))
@@ -146,7 +146,7 @@ def test_sqlite_file_no_longer_holds_the_bytes(tmp_path: Path) -> None:
     assert SECRET.encode() not in files()
 
 
-def test_redis_keys_no_longer_hold_the_bytes(redis_store: LedgerStore) -> None:
+def test_redis_keys_no_longer_hold_the_bytes(redis_store: CompleteStore) -> None:
     ledger = Ledger(redis_store)
     secret, _ = _setup(ledger)
     client = redis_store._client  # type: ignore[attr-defined]
@@ -173,7 +173,7 @@ def test_redis_keys_no_longer_hold_the_bytes(redis_store: LedgerStore) -> None:
     assert SECRET.encode() not in dump()
 
 
-def test_postgres_after_vacuum_full_holds_no_bytes(postgres_store: LedgerStore) -> None:
+def test_postgres_after_vacuum_full_holds_no_bytes(postgres_store: CompleteStore) -> None:
     assert isinstance(postgres_store, SQLStore)
     ledger = Ledger(postgres_store)
     secret, _ = _setup(ledger)
@@ -190,7 +190,7 @@ def test_postgres_after_vacuum_full_holds_no_bytes(postgres_store: LedgerStore) 
             assert SECRET.encode() not in segment.read_bytes(), segment
 
 
-def test_prune_deletes_old_evicted_history_only(store: LedgerStore) -> None:
+def test_prune_deletes_old_evicted_history_only(store: CompleteStore) -> None:
     ledger = Ledger(store)
     chat = ledger.conversation("s")
     msgs = chat.append(*(Message.user(f"u{i}") if i % 2 == 0 else Message.assistant(f"a{i}") for i in range(6)))

@@ -11,7 +11,7 @@ from contextledger import Ledger, Message
 from contextledger.errors import ErasurePending
 from contextledger.history.lifecycle import ERASED_TEXT
 from contextledger.history.transfer import dump_lines, records_from_lines
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.cli.conftest import Invoke
 from tests.lifecycle.scan import redis_dump
 
@@ -41,7 +41,7 @@ def _everywhere(ledger: Ledger, session: str) -> str:
     return "\n".join(parts)
 
 
-def test_erase_reaches_every_fork_in_history_view_view_at_and_export(store: LedgerStore) -> None:
+def test_erase_reaches_every_fork_in_history_view_view_at_and_export(store: CompleteStore) -> None:
     ledger = Ledger(store)
     secret = _branching(ledger)
     for session in ("p", "c", "g", "e"):
@@ -58,7 +58,7 @@ def test_erase_reaches_every_fork_in_history_view_view_at_and_export(store: Ledg
     assert "a branch goes on" in _everywhere(ledger, "c")  # only the entry goes
 
 
-def test_forks_lists_forks_and_the_parent_of_a_fork(store: LedgerStore) -> None:
+def test_forks_lists_forks_and_the_parent_of_a_fork(store: CompleteStore) -> None:
     ledger = Ledger(store)
     _branching(ledger)
     direct = ledger.forks("p")
@@ -153,7 +153,7 @@ def test_sqlite_files_keep_no_byte_of_an_erased_fork(tmp_path: Path) -> None:
         assert SECRET.encode() not in files()
 
 
-def test_redis_keys_keep_no_byte_of_an_erased_fork(redis_store: LedgerStore) -> None:
+def test_redis_keys_keep_no_byte_of_an_erased_fork(redis_store: CompleteStore) -> None:
     ledger = Ledger(redis_store)
     secret = _branching(ledger)
     assert redis_dump(redis_store).count(SECRET.encode()) >= 4
@@ -162,7 +162,7 @@ def test_redis_keys_keep_no_byte_of_an_erased_fork(redis_store: LedgerStore) -> 
     assert SECRET.encode() not in redis_dump(redis_store)
 
 
-def test_postgres_says_the_bytes_wait_for_vacuum(postgres_store: LedgerStore) -> None:
+def test_postgres_says_the_bytes_wait_for_vacuum(postgres_store: CompleteStore) -> None:
     ledger = Ledger(postgres_store)
     secret = _branching(ledger)
     erasure = ledger.erase("p", secret, reason="x")

@@ -14,6 +14,7 @@ from contextledger.cli import ExitCode
 from contextledger.errors import ConversationExists, InvalidExport
 from contextledger.history.transfer import LINE_TYPES, dump_lines, records_from_lines
 from contextledger.managers import SlidingWindowConversationManager
+from contextledger.stores.capabilities import complete
 from contextledger.testing.transfer import rich_conversation
 from tests.cli.conftest import Invoke
 
@@ -21,7 +22,7 @@ from tests.cli.conftest import Invoke
 def _fill(url: str, session: str) -> None:
     """A rich conversation, a second agent, and a fork of the session."""
     with Ledger.connect(url) as ledger:
-        rich_conversation(ledger.store, session, "main")
+        rich_conversation(complete(ledger.store, "tests"), session, "main")
         helper = ledger.conversation(session, "helper", manager=SlidingWindowConversationManager(window_size=2))
         for turn in range(4):
             helper.append(Message.user(f"q{turn}"))

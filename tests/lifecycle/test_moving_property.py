@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 
 from contextledger.history.transfer import dump_lines, read_conversation, write_conversation
 from contextledger.history.travel import view_at
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.soak import examples
 from tests.test_properties import manager_specs
 from tests.travel.test_view_at_property import TravelRun, shape, travel_scripts
 
 
-def check_move(source: LedgerStore, target: LedgerStore, spec: tuple[str, Any], script: list[Any]) -> None:
+def check_move(source: CompleteStore, target: CompleteStore, spec: tuple[str, Any], script: list[Any]) -> None:
     run = TravelRun(source, spec)
     for step in script:
         run.run(step)
@@ -46,5 +46,5 @@ def test_a_moved_conversation_is_the_same(spec: tuple[str, Any], script: list[An
 
 @settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
-def test_moved_from_memory_to_every_backend(store: LedgerStore, spec: tuple[str, Any], script: list[Any]) -> None:
+def test_moved_from_memory_to_every_backend(store: CompleteStore, spec: tuple[str, Any], script: list[Any]) -> None:
     check_move(MemoryStore(), store, spec, script)

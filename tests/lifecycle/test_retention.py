@@ -13,14 +13,14 @@ from redis.cluster import RedisCluster
 from contextledger import Ledger, Message
 from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired
 from contextledger.model.records import utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 from contextledger.testing.transfer import rich_conversation
 from tests.cli.conftest import Invoke
 from tests.plugins.redis import purge
 
 
-def test_expire_removes_idle_sessions_only_and_keeps_expiries(store: LedgerStore) -> None:
+def test_expire_removes_idle_sessions_only_and_keeps_expiries(store: CompleteStore) -> None:
     ledger = Ledger(store)
     idle = ledger.conversation("idle")
     idle.append(Message.user("old news"))
@@ -116,7 +116,7 @@ def test_import_and_copy_into_a_ttl_ledger_give_the_indexes_an_expiry(redis_any:
     client = _client(redis_any)
     cluster = redis_any.startswith("redis+cluster://")
     with Ledger.connect("memory://") as source:
-        records = rich_conversation(source.store, "s", "a")
+        records = rich_conversation(complete(source.store, "tests"), "s", "a")
         with Ledger.connect(redis_any, key_prefix=redis_key_prefix, ttl=60) as target:
             assert target.import_records(records) == "imported"
             source.conversation("copied").append(Message.user("copied in"))

@@ -8,14 +8,14 @@ import pytest
 
 from contextledger import Conversation, Message
 from contextledger.errors import ContextWindowOverflowError
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 BACKENDS = ["memory", "sqlite", "postgres", "redis", "redis_cluster"]
 
 
-def backend_store(request: pytest.FixtureRequest, backend: str) -> LedgerStore:
+def backend_store(request: pytest.FixtureRequest, backend: str) -> CompleteStore:
     """The ``<backend>_store`` fixture of the backend plugins."""
-    store: LedgerStore = request.getfixturevalue(f"{backend}_store")
+    store: CompleteStore = request.getfixturevalue(f"{backend}_store")
     return store
 
 
@@ -67,7 +67,7 @@ def view_ids(conv: Conversation) -> list[str]:
     return [e.entry_id for e in conv.view]
 
 
-def triggers(store: LedgerStore, session_id: str, agent_id: str = "default") -> list[str]:
+def triggers(store: CompleteStore, session_id: str, agent_id: str = "default") -> list[str]:
     """Triggers of the committed reductions, in order."""
     return [r.trigger for r in store.reductions(session_id, agent_id)]
 

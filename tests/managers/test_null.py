@@ -7,7 +7,7 @@ from contextledger.core.hooks import AfterInvocationEvent, AfterModelCallEvent, 
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager, ReductionRequest
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import chat, overflow
 
 
@@ -19,7 +19,9 @@ def test_null_manager_registers_no_hooks() -> None:
 
 
 @pytest.mark.parametrize("manager", [NullConversationManager(), None], ids=["null", "no-manager"])
-def test_an_overflow_is_re_raised_unchanged(memory_store: LedgerStore, manager: NullConversationManager | None) -> None:
+def test_an_overflow_is_re_raised_unchanged(
+    memory_store: CompleteStore, manager: NullConversationManager | None
+) -> None:
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(6))
     error = overflow()

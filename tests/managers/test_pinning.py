@@ -20,7 +20,7 @@ from contextledger import (
 )
 from contextledger.errors import PinError, ReductionFailed
 from contextledger.managers.policy import PolicyManager
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import chat, ids, model_call, overflow, tool_turn, view_ids
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -91,7 +91,7 @@ FACTORIES: dict[str, Callable[[dict[str, int]], PolicyManager]] = {
 @pytest.mark.parametrize("name", sorted(FACTORIES))
 @pytest.mark.parametrize("protected", [{"first": 2, "last": 1}, {"first": 0, "last": 3}, {"first": 1}])
 def test_pins_and_protected_ranges_survive_every_manager(
-    memory_store: LedgerStore, name: str, protected: dict[str, int]
+    memory_store: CompleteStore, name: str, protected: dict[str, int]
 ) -> None:
     manager: PolicyManager = FACTORIES[name](protected)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -133,7 +133,7 @@ def test_pin_tool_spec_shape() -> None:
     assert PIN_MESSAGE_TOOL_SPEC["description"]
 
 
-def test_pin_tool_pins_and_unpins_and_persists(memory_store: LedgerStore) -> None:
+def test_pin_tool_pins_and_unpins_and_persists(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s")
     messages = chat(4)
     conv.append(*messages)
@@ -166,7 +166,9 @@ def test_pin_tool_pins_and_unpins_and_persists(memory_store: LedgerStore) -> Non
         ("pin 1", "expects an object"),
     ],
 )
-def test_pin_tool_errors_are_results_not_exceptions(memory_store: LedgerStore, tool_input: object, match: str) -> None:
+def test_pin_tool_errors_are_results_not_exceptions(
+    memory_store: CompleteStore, tool_input: object, match: str
+) -> None:
     conv = Conversation(memory_store, "s")
     conv.append(*chat(4))
     version = conv.version
@@ -177,14 +179,14 @@ def test_pin_tool_errors_are_results_not_exceptions(memory_store: LedgerStore, t
     assert not any(e.pinned for e in conv.view)
 
 
-def test_pin_tool_on_an_empty_conversation(memory_store: LedgerStore) -> None:
+def test_pin_tool_on_an_empty_conversation(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s")
     result = handle_pin_message_tool(conv, {"index": 0})
     assert result["status"] == "error"
     assert "no messages" in result["content"][0]["text"]
 
 
-def test_pin_tool_refuses_summaries(memory_store: LedgerStore) -> None:
+def test_pin_tool_refuses_summaries(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", manager=SummarizingConversationManager(preserve_recent_messages=2))
     conv.append(*chat(10))
     conv.reduce("manual")

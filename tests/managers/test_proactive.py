@@ -17,7 +17,7 @@ from contextledger import (
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConcurrencyConflict, ConfigurationError
 from contextledger.managers.policy import parse_proactive_compression
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.managers.helpers import chat, model_call, triggers
 
@@ -44,7 +44,7 @@ MANAGERS: dict[str, Callable[[Any], PolicyManager]] = {
     ],
 )
 def test_proactive_fires_at_and_above_the_threshold_only(
-    memory_store: LedgerStore,
+    memory_store: CompleteStore,
     manager_name: str,
     option: object,
     projected: int,
@@ -59,7 +59,7 @@ def test_proactive_fires_at_and_above_the_threshold_only(
     assert conv.model_call_count == 1
 
 
-def test_the_projection_comes_from_the_conversation_when_the_host_has_none(memory_store: LedgerStore) -> None:
+def test_the_projection_comes_from_the_conversation_when_the_host_has_none(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(proactive_compression={"compression_threshold": 0.5})
     conv = Conversation(memory_store, "s", manager=manager, context_window_limit=1000)
     conv.append(*chat(4))
@@ -73,7 +73,7 @@ def test_the_projection_comes_from_the_conversation_when_the_host_has_none(memor
     assert triggers(memory_store, "s") == ["proactive"]
 
 
-def test_proactive_can_be_switched_on_at_run_time(memory_store: LedgerStore) -> None:
+def test_proactive_can_be_switched_on_at_run_time(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager()
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(6))
@@ -129,7 +129,7 @@ def test_invalid_proactive_options(value: object) -> None:
             build(value)
 
 
-def test_a_conflict_after_summarizing_reuses_the_summary(memory_store: LedgerStore) -> None:
+def test_a_conflict_after_summarizing_reuses_the_summary(memory_store: CompleteStore) -> None:
     other = Conversation(memory_store, "s")
     calls: list[int] = []
 
@@ -185,7 +185,7 @@ def test_a_conflict_during_proactive_compression_is_logged_and_the_turn_goes_on(
     )
 
 
-def test_a_conflict_is_re_planned_on_the_fresh_view(memory_store: LedgerStore) -> None:
+def test_a_conflict_is_re_planned_on_the_fresh_view(memory_store: CompleteStore) -> None:
     other = Conversation(memory_store, "s")
     raced: list[int] = []
 

@@ -8,7 +8,7 @@ from contextledger import Conversation, Message, SlidingWindowConversationManage
 from contextledger.errors import ConfigurationError, ReductionFailed
 from contextledger.managers.base import ReductionRequest
 from contextledger.managers.sliding_window import truncate_tool_result_content
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import (
     assert_valid_view,
     chat,
@@ -35,7 +35,7 @@ from tests.managers.helpers import (
     ],
 )
 def test_per_turn_manages_before_the_right_model_calls(
-    memory_store: LedgerStore, per_turn: bool | int, calls: int, reduced_at: list[int]
+    memory_store: CompleteStore, per_turn: bool | int, calls: int, reduced_at: list[int]
 ) -> None:
     manager = SlidingWindowConversationManager(window_size=2, per_turn=per_turn)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -50,7 +50,7 @@ def test_per_turn_manages_before_the_right_model_calls(
         assert all(r.messages_after <= 2 for r in reductions)
 
 
-def test_per_turn_can_change_at_run_time(memory_store: LedgerStore) -> None:
+def test_per_turn_can_change_at_run_time(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=2)
     conv = Conversation(memory_store, "s", manager=manager)
     for call in range(2):
@@ -106,7 +106,7 @@ def test_invalid_options_raise_configuration_error(kwargs: dict[str, object], ma
 # -- end of invocation ---------------------------------------------------------------------
 
 
-def test_end_of_invocation_trims_to_the_window(memory_store: LedgerStore) -> None:
+def test_end_of_invocation_trims_to_the_window(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=4)
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(10)
@@ -118,7 +118,7 @@ def test_end_of_invocation_trims_to_the_window(memory_store: LedgerStore) -> Non
     assert triggers(memory_store, "s") == ["end_of_invocation"]
 
 
-def test_trim_never_splits_a_tool_pair(memory_store: LedgerStore) -> None:
+def test_trim_never_splits_a_tool_pair(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=3)
     conv = Conversation(memory_store, "s", manager=manager)
     first, turn = tool_turn("w"), tool_turn("x")  # user, toolUse, toolResult, answer
@@ -134,7 +134,7 @@ def test_trim_never_splits_a_tool_pair(memory_store: LedgerStore) -> None:
     assert_valid_view(conv)
 
 
-def test_parallel_tool_calls_are_one_group(memory_store: LedgerStore) -> None:
+def test_parallel_tool_calls_are_one_group(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=2)
     conv = Conversation(memory_store, "s", manager=manager)
     use = Message(
@@ -155,7 +155,7 @@ def test_parallel_tool_calls_are_one_group(memory_store: LedgerStore) -> None:
 # -- proactive and reactive ------------------------------------------------------------------
 
 
-def test_proactive_evicts_at_least_one_group_within_the_window(memory_store: LedgerStore) -> None:
+def test_proactive_evicts_at_least_one_group_within_the_window(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=40, proactive_compression=True)
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(6)
@@ -166,7 +166,7 @@ def test_proactive_evicts_at_least_one_group_within_the_window(memory_store: Led
     assert triggers(memory_store, "s") == ["proactive"]
 
 
-def test_reactive_reduces_and_asks_for_a_retry(memory_store: LedgerStore) -> None:
+def test_reactive_reduces_and_asks_for_a_retry(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=40)
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(6)
@@ -179,7 +179,7 @@ def test_reactive_reduces_and_asks_for_a_retry(memory_store: LedgerStore) -> Non
     assert "ContextWindowOverflowError" in reduction.error
 
 
-def test_reactive_raises_when_nothing_can_be_reduced(memory_store: LedgerStore) -> None:
+def test_reactive_raises_when_nothing_can_be_reduced(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=1, protected_messages={"first": 1, "last": 1})
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(3)
@@ -195,7 +195,7 @@ def test_reactive_raises_when_nothing_can_be_reduced(memory_store: LedgerStore) 
     assert manager.state.reductions == 0
 
 
-def test_non_overflow_errors_are_left_to_the_host(memory_store: LedgerStore) -> None:
+def test_non_overflow_errors_are_left_to_the_host(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=1)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(4))
@@ -214,7 +214,7 @@ def _big_tool_history(conv: Conversation, size: int = 6000) -> tuple[list[Messag
 
 
 @pytest.mark.parametrize("trigger", ["per_turn", "proactive", "end_of_invocation", "manual"])
-def test_tool_results_are_never_truncated_outside_reactive(memory_store: LedgerStore, trigger: str) -> None:
+def test_tool_results_are_never_truncated_outside_reactive(memory_store: CompleteStore, trigger: str) -> None:
     manager = SlidingWindowConversationManager(window_size=40, per_turn=True, proactive_compression=True)
     conv = Conversation(memory_store, "s", manager=manager)
     _big_tool_history(conv)
@@ -232,7 +232,7 @@ def test_tool_results_are_never_truncated_outside_reactive(memory_store: LedgerS
     assert all(r.revised == () for r in memory_store.reductions("s", "default"))
 
 
-def test_reactive_truncates_old_tool_results_and_keeps_the_original(memory_store: LedgerStore) -> None:
+def test_reactive_truncates_old_tool_results_and_keeps_the_original(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=40, truncate_threshold=1000)
     conv = Conversation(memory_store, "s", manager=manager)
     old, recent = _big_tool_history(conv)
@@ -263,7 +263,7 @@ def test_reactive_truncates_old_tool_results_and_keeps_the_original(memory_store
     assert_valid_view(conv)
 
 
-def test_reactive_truncation_skips_pinned_and_protected_results(memory_store: LedgerStore) -> None:
+def test_reactive_truncation_skips_pinned_and_protected_results(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=40, truncate_threshold=1000)
     conv = Conversation(memory_store, "s", manager=manager)
     first = tool_turn("a", "x" * 5000)
@@ -278,7 +278,7 @@ def test_reactive_truncation_skips_pinned_and_protected_results(memory_store: Le
     assert first[2].message_id in view_ids(conv)
 
 
-def test_reactive_without_truncation_trims(memory_store: LedgerStore) -> None:
+def test_reactive_without_truncation_trims(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=40, should_truncate_results=False)
     conv = Conversation(memory_store, "s", manager=manager)
     old, _ = _big_tool_history(conv)
@@ -287,7 +287,7 @@ def test_reactive_without_truncation_trims(memory_store: LedgerStore) -> None:
     assert old[0].message_id not in view_ids(conv)
 
 
-def test_reactive_over_the_window_truncates_and_trims(memory_store: LedgerStore) -> None:
+def test_reactive_over_the_window_truncates_and_trims(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=4, truncate_threshold=1000)
     conv = Conversation(memory_store, "s", manager=manager)
     _big_tool_history(conv)
@@ -325,7 +325,7 @@ def test_truncate_tool_result_content(block: dict[str, object], changed: bool) -
 # -- pins and protected ranges -------------------------------------------------------------------
 
 
-def test_pins_and_protected_ranges_survive_trimming(memory_store: LedgerStore) -> None:
+def test_pins_and_protected_ranges_survive_trimming(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=3, protected_messages={"first": 1, "last": 1})
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(12)
@@ -337,7 +337,7 @@ def test_pins_and_protected_ranges_survive_trimming(memory_store: LedgerStore) -
 
 
 @pytest.mark.parametrize("pinned_index", [1, 2])
-def test_a_pinned_entry_keeps_its_tool_pair_partner(memory_store: LedgerStore, pinned_index: int) -> None:
+def test_a_pinned_entry_keeps_its_tool_pair_partner(memory_store: CompleteStore, pinned_index: int) -> None:
     manager = SlidingWindowConversationManager(window_size=1)
     conv = Conversation(memory_store, "s", manager=manager)
     turn = tool_turn("p")
@@ -353,7 +353,7 @@ def test_a_pinned_entry_keeps_its_tool_pair_partner(memory_store: LedgerStore, p
     assert_valid_view(conv)
 
 
-def test_plan_is_pure_and_deterministic(memory_store: LedgerStore) -> None:
+def test_plan_is_pure_and_deterministic(memory_store: CompleteStore) -> None:
     manager = SlidingWindowConversationManager(window_size=3)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*tool_turn("a"), *tool_turn("b"))
@@ -366,7 +366,7 @@ def test_plan_is_pure_and_deterministic(memory_store: LedgerStore) -> None:
 
 
 def test_best_effort_failure_is_logged_and_the_turn_goes_on(
-    memory_store: LedgerStore, caplog: pytest.LogCaptureFixture
+    memory_store: CompleteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     class Broken(SlidingWindowConversationManager):
         def make_plan(self, view, request):  # type: ignore[no-untyped-def]

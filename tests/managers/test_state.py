@@ -16,7 +16,7 @@ from contextledger.conversation.conversation import Edit
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager, ManagerState
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import chat, model_call, overflow
 
 FACTORIES: dict[str, Callable[[], PolicyManager]] = {
@@ -27,7 +27,7 @@ FACTORIES: dict[str, Callable[[], PolicyManager]] = {
 
 
 @pytest.mark.parametrize("name", sorted(FACTORIES))
-def test_state_is_typed_committed_and_restored(memory_store: LedgerStore, name: str) -> None:
+def test_state_is_typed_committed_and_restored(memory_store: CompleteStore, name: str) -> None:
     manager = FACTORIES[name]()
     assert isinstance(manager, ConversationManager)
     assert manager.name == name
@@ -77,7 +77,7 @@ def test_restore_accepts_none_and_another_managers_state() -> None:
     assert manager.state == PolicyState(manager="sliding_window")
 
 
-def test_a_bad_stored_state_fails_to_open_and_loses_nothing(memory_store: LedgerStore) -> None:
+def test_a_bad_stored_state_fails_to_open_and_loses_nothing(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", manager=SlidingWindowConversationManager())
     conv.append(*chat(4))
     before = memory_store.load("s", "default")

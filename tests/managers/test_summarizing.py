@@ -12,7 +12,7 @@ from contextledger import (
 )
 from contextledger.errors import ConfigurationError, ReductionFailed
 from contextledger.managers.base import ReductionRequest
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import assert_valid_view, chat, ids, model_call, overflow, tool_turn, view_ids
 
 
@@ -24,7 +24,7 @@ def recording_summarizer(calls: list[list[Message]]):  # type: ignore[no-untyped
     return summarize
 
 
-def test_reactive_summarizes_the_oldest_entries(memory_store: LedgerStore) -> None:
+def test_reactive_summarizes_the_oldest_entries(memory_store: CompleteStore) -> None:
     calls: list[list[Message]] = []
     manager = SummarizingConversationManager(
         summary_ratio=0.3, preserve_recent_messages=2, summarizer=recording_summarizer(calls)
@@ -47,7 +47,7 @@ def test_reactive_summarizes_the_oldest_entries(memory_store: LedgerStore) -> No
     assert reduction.trigger == "reactive"
 
 
-def test_whole_tool_groups_are_summarized(memory_store: LedgerStore) -> None:
+def test_whole_tool_groups_are_summarized(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.2, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     turn = tool_turn("a")
@@ -59,7 +59,7 @@ def test_whole_tool_groups_are_summarized(memory_store: LedgerStore) -> None:
     assert_valid_view(conv)
 
 
-def test_recent_messages_are_preserved_and_then_it_raises(memory_store: LedgerStore) -> None:
+def test_recent_messages_are_preserved_and_then_it_raises(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=4)
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(8)
@@ -75,7 +75,7 @@ def test_recent_messages_are_preserved_and_then_it_raises(memory_store: LedgerSt
     assert len(memory_store.summaries("s", "default")) == 1
 
 
-def test_summaries_chain_and_stay_queryable(memory_store: LedgerStore) -> None:
+def test_summaries_chain_and_stay_queryable(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     first_batch = chat(6, prefix="first-")
@@ -108,7 +108,7 @@ def test_summaries_chain_and_stay_queryable(memory_store: LedgerStore) -> None:
     assert list(Conversation(memory_store, "s").view.entries) == list(conv.view.entries)
 
 
-def test_pinned_and_protected_entries_are_never_summarized(memory_store: LedgerStore) -> None:
+def test_pinned_and_protected_entries_are_never_summarized(memory_store: CompleteStore) -> None:
     calls: list[list[Message]] = []
     manager = SummarizingConversationManager(
         summary_ratio=0.5,
@@ -137,7 +137,7 @@ def test_pinned_and_protected_entries_are_never_summarized(memory_store: LedgerS
     ]
 
 
-def test_a_protected_earlier_summary_is_not_superseded(memory_store: LedgerStore) -> None:
+def test_a_protected_earlier_summary_is_not_superseded(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(10))
@@ -152,7 +152,7 @@ def test_a_protected_earlier_summary_is_not_superseded(memory_store: LedgerStore
     assert view_ids(conv)[:2] == [first.summary_id, second.summary_id]
 
 
-def test_summarizer_failure_on_overflow_raises_reduction_failed(memory_store: LedgerStore) -> None:
+def test_summarizer_failure_on_overflow_raises_reduction_failed(memory_store: CompleteStore) -> None:
     def broken(messages: list[Message]) -> str:
         raise TimeoutError("summary model timed out")
 
@@ -169,7 +169,7 @@ def test_summarizer_failure_on_overflow_raises_reduction_failed(memory_store: Le
 
 
 @pytest.mark.parametrize("returned", ["", "   ", None, 42])
-def test_summarizer_returning_no_text_is_a_failure(memory_store: LedgerStore, returned: object) -> None:
+def test_summarizer_returning_no_text_is_a_failure(memory_store: CompleteStore, returned: object) -> None:
     manager = SummarizingConversationManager(preserve_recent_messages=1, summarizer=lambda _m: returned)  # type: ignore[arg-type,return-value]
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(6))
@@ -180,7 +180,7 @@ def test_summarizer_returning_no_text_is_a_failure(memory_store: LedgerStore, re
 
 
 def test_proactive_summarizer_failure_does_not_break_the_turn(
-    memory_store: LedgerStore, caplog: pytest.LogCaptureFixture
+    memory_store: CompleteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     def broken(messages: list[Message]) -> str:
         raise ConnectionError("summary model unreachable")
@@ -199,7 +199,7 @@ def test_proactive_summarizer_failure_does_not_break_the_turn(
     assert any("trigger=<proactive>" in m and "unreachable" in m for m in messages)
 
 
-def test_extractive_summarizer_is_the_offline_default(memory_store: LedgerStore) -> None:
+def test_extractive_summarizer_is_the_offline_default(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=1)
     assert isinstance(manager.summarizer, ExtractiveSummarizer)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -215,7 +215,7 @@ def test_extractive_summarizer_is_the_offline_default(memory_store: LedgerStore)
     ]
 
 
-def test_plan_is_deterministic_for_a_view(memory_store: LedgerStore) -> None:
+def test_plan_is_deterministic_for_a_view(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(12))
@@ -245,7 +245,7 @@ def test_invalid_options(kwargs: dict[str, object], match: str) -> None:
     ("option", "value"),
     [("summary_ratio", 0), ("summary_ratio", 5), ("preserve_recent_messages", -3), ("summarizer", "nope")],
 )
-def test_options_are_validated_also_at_run_time(memory_store: LedgerStore, option: str, value: object) -> None:
+def test_options_are_validated_also_at_run_time(memory_store: CompleteStore, option: str, value: object) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
     kept = getattr(manager, option)
     with pytest.raises(ConfigurationError, match=option):
@@ -258,7 +258,7 @@ def test_options_are_validated_also_at_run_time(memory_store: LedgerStore, optio
     assert_valid_view(conv)
 
 
-def test_options_can_change_at_run_time(memory_store: LedgerStore) -> None:
+def test_options_can_change_at_run_time(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.2, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(10))
@@ -270,7 +270,7 @@ def test_options_can_change_at_run_time(memory_store: LedgerStore) -> None:
     assert summary.content == "8 messages"  # all but the two preserved, at ratio 1
 
 
-def test_summarizing_does_nothing_at_end_of_invocation(memory_store: LedgerStore) -> None:
+def test_summarizing_does_nothing_at_end_of_invocation(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(preserve_recent_messages=0)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(30))

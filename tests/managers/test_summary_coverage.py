@@ -19,7 +19,7 @@ from contextledger.errors import ConfigurationError
 from contextledger.managers.coverage import is_summary, stamp_of, summary_coverage
 from contextledger.managers.summarizers import ExtractiveSummarizer, coverage_of
 from contextledger.model.records import SummaryEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import backend_store, chat, ids, model_call, tool_turn, view_ids
 from tests.managers.truth import covered, stated
 
@@ -50,7 +50,7 @@ def support_manager() -> SummarizingConversationManager:
 def test_after_250_turns_the_summary_tells_what_it_covers_and_keeps_the_newest_facts(
     request: pytest.FixtureRequest, backend: str
 ) -> None:
-    store: LedgerStore = backend_store(request, backend)
+    store: CompleteStore = backend_store(request, backend)
     conv = Conversation(store, "desk", "support", manager=support_manager(), context_window_limit=2000)
     for n in range(1, 251):
         support_turn(conv, n)
@@ -79,12 +79,12 @@ def host_summary(conv: Conversation, count: int, text: str) -> None:
     )
 
 
-def only_active_summary(store: LedgerStore) -> SummaryEntry:
+def only_active_summary(store: CompleteStore) -> SummaryEntry:
     (summary,) = [s for s in store.summaries("s", "default") if s.status == "active"]
     return summary
 
 
-def test_a_chain_of_summaries_counts_what_every_link_covered(memory_store: LedgerStore) -> None:
+def test_a_chain_of_summaries_counts_what_every_link_covered(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     for n in range(1, 4):
@@ -107,7 +107,7 @@ def test_a_chain_of_summaries_counts_what_every_link_covered(memory_store: Ledge
     assert "- turn 1, user: Please do job1." in second.content
 
 
-def test_lines_beside_a_pinned_message_outlast_older_ones(memory_store: LedgerStore) -> None:
+def test_lines_beside_a_pinned_message_outlast_older_ones(memory_store: CompleteStore) -> None:
     summarizer = ExtractiveSummarizer(max_chars=400, sentence_chars=60)
     manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2, summarizer=summarizer)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -131,7 +131,7 @@ def test_lines_beside_a_pinned_message_outlast_older_ones(memory_store: LedgerSt
     assert 28 + len(lines) - 2 == 37
 
 
-def test_what_earlier_summaries_dropped_is_carried_into_the_dropped_line(memory_store: LedgerStore) -> None:
+def test_what_earlier_summaries_dropped_is_carried_into_the_dropped_line(memory_store: CompleteStore) -> None:
     summarizer = ExtractiveSummarizer(max_chars=300, sentence_chars=40)
     manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2, summarizer=summarizer)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -152,7 +152,7 @@ def test_what_earlier_summaries_dropped_is_carried_into_the_dropped_line(memory_
     assert lines[-1].startswith(f"- turn {truth.last_turn}, ")
 
 
-def test_a_summary_written_elsewhere_is_counted_as_unknown_never_guessed(memory_store: LedgerStore) -> None:
+def test_a_summary_written_elsewhere_is_counted_as_unknown_never_guessed(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(6))
@@ -173,7 +173,7 @@ def test_a_summary_written_elsewhere_is_counted_as_unknown_never_guessed(memory_
     assert all(not ln.startswith("- turn ") for ln in lines)
 
 
-def test_an_earlier_format_summary_is_carried_with_what_it_omitted(memory_store: LedgerStore) -> None:
+def test_an_earlier_format_summary_is_carried_with_what_it_omitted(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(8))
@@ -189,7 +189,7 @@ def test_an_earlier_format_summary_is_carried_with_what_it_omitted(memory_store:
     assert lines[1:4] == ["- user: m0. Question.", "- assistant: m1. Answer.", "- ... 4 lines dropped"]
 
 
-def test_undo_brings_a_summary_back_and_the_next_one_still_knows_what_it_covered(memory_store: LedgerStore) -> None:
+def test_undo_brings_a_summary_back_and_the_next_one_still_knows_what_it_covered(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(10))
@@ -207,7 +207,7 @@ def test_undo_brings_a_summary_back_and_the_next_one_still_knows_what_it_covered
     assert stated(third.content) == covered(memory_store, "s", "default", third.summary_id)
 
 
-def test_the_records_ride_with_the_commit_and_are_read_back(memory_store: LedgerStore) -> None:
+def test_the_records_ride_with_the_commit_and_are_read_back(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*chat(10))
@@ -238,7 +238,7 @@ def test_a_bad_record_in_the_stored_state_is_a_configuration_error(records: obje
         manager.restore_state({"manager": "summarizing", "records": records})
 
 
-def test_a_model_backed_summarizer_can_open_with_the_same_truthful_header(memory_store: LedgerStore) -> None:
+def test_a_model_backed_summarizer_can_open_with_the_same_truthful_header(memory_store: CompleteStore) -> None:
     seen: list[list[Message]] = []
 
     def summarize(messages: list[Message]) -> str:
@@ -274,7 +274,7 @@ def test_a_list_built_by_hand_is_counted_from_the_list() -> None:
     assert coverage.header() == "Summary of 5 messages (1 user prompt, 2 model calls):"
 
 
-def test_a_summary_of_a_message_left_inside_an_older_summary_keeps_the_count_exact(memory_store: LedgerStore) -> None:
+def test_a_summary_of_a_message_left_inside_an_older_summary_keeps_the_count_exact(memory_store: CompleteStore) -> None:
     manager = SummarizingConversationManager(summary_ratio=1.0, preserve_recent_messages=2)
     conv = Conversation(memory_store, "s", manager=manager)
     messages = chat(10)
@@ -321,7 +321,7 @@ def test_a_coroutine_summarizer_under_the_async_api_gets_the_same_facts() -> Non
 
 
 def test_after_another_managers_trimming_the_counts_stay_exact_and_the_turns_go_unnumbered(
-    memory_store: LedgerStore,
+    memory_store: CompleteStore,
 ) -> None:
     conv = Conversation(memory_store, "s", manager=SlidingWindowConversationManager(window_size=6))
     conv.append(*chat(12))

@@ -7,7 +7,7 @@ from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, ReductionFailed
 from contextledger.managers.turn_window import complete_tool_sequences, is_user_turn
 from contextledger.model.records import ViewEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import assert_valid_view, ids, model_call, overflow, tool_turn, view_ids
 
 
@@ -15,7 +15,7 @@ def _view(messages: list[Message]) -> View:
     return View([ViewEntry(entry_id=m.message_id, seq=i, message=m) for i, m in enumerate(messages)])
 
 
-def test_keeps_the_last_user_turns_and_every_system_message(memory_store: LedgerStore) -> None:
+def test_keeps_the_last_user_turns_and_every_system_message(memory_store: CompleteStore) -> None:
     manager = TurnWindowConversationManager(max_user_turns=2)
     conv = Conversation(memory_store, "s", manager=manager)
     system = Message.system("You are terse.")
@@ -38,7 +38,7 @@ def test_tool_result_messages_do_not_count_as_user_turns() -> None:
     assert is_user_turn(mixed)
 
 
-def test_within_the_window_nothing_happens(memory_store: LedgerStore) -> None:
+def test_within_the_window_nothing_happens(memory_store: CompleteStore) -> None:
     manager = TurnWindowConversationManager(max_user_turns=3)
     conv = Conversation(memory_store, "s", manager=manager)
     conv.append(*tool_turn("a", calls=3), *tool_turn("b"))
@@ -49,7 +49,7 @@ def test_within_the_window_nothing_happens(memory_store: LedgerStore) -> None:
 # -- complete and incomplete tool sequences -------------------------------------------------------
 
 
-def test_removes_a_complete_tool_sequence(memory_store: LedgerStore) -> None:
+def test_removes_a_complete_tool_sequence(memory_store: CompleteStore) -> None:
     # The documented example: system, user, tool call, tool result, final answer, user.
     manager = TurnWindowConversationManager(max_user_turns=10, remove_tool_messages=True)
     conv = Conversation(memory_store, "s", manager=manager)
@@ -81,7 +81,7 @@ def test_removes_a_complete_tool_sequence(memory_store: LedgerStore) -> None:
     ],
 )
 def test_only_complete_sequences_are_removed(
-    memory_store: LedgerStore, tail: list[tuple[str, str | None]], complete: bool
+    memory_store: CompleteStore, tail: list[tuple[str, str | None]], complete: bool
 ) -> None:
     def build(kind: str, tid: str | None) -> Message:
         if kind == "use":
@@ -115,7 +115,7 @@ def test_only_complete_sequences_are_removed(
         assert view_ids(conv) == ids([start, *body])
 
 
-def test_a_pinned_member_keeps_the_whole_sequence(memory_store: LedgerStore) -> None:
+def test_a_pinned_member_keeps_the_whole_sequence(memory_store: CompleteStore) -> None:
     manager = TurnWindowConversationManager(max_user_turns=10, remove_tool_messages=True)
     conv = Conversation(memory_store, "s", manager=manager)
     kept_turn, dropped_turn = tool_turn("kept"), tool_turn("dropped")
@@ -142,7 +142,7 @@ def test_complete_tool_sequences_on_a_summary_is_incomplete() -> None:
 # -- reactive --------------------------------------------------------------------------------------
 
 
-def test_reactive_drops_the_oldest_turn_or_raises(memory_store: LedgerStore) -> None:
+def test_reactive_drops_the_oldest_turn_or_raises(memory_store: CompleteStore) -> None:
     manager = TurnWindowConversationManager(max_user_turns=5)
     conv = Conversation(memory_store, "s", manager=manager)
     first, second = tool_turn("first"), tool_turn("second")
@@ -158,7 +158,7 @@ def test_reactive_drops_the_oldest_turn_or_raises(memory_store: LedgerStore) -> 
     assert view_ids(conv) == ids(second)
 
 
-def test_reactive_skips_a_turn_that_is_all_pinned(memory_store: LedgerStore) -> None:
+def test_reactive_skips_a_turn_that_is_all_pinned(memory_store: CompleteStore) -> None:
     manager = TurnWindowConversationManager(max_user_turns=5)
     conv = Conversation(memory_store, "s", manager=manager)
     turns = [[Message.user(f"q{i}"), Message.assistant(f"a{i}")] for i in range(3)]
@@ -169,7 +169,7 @@ def test_reactive_skips_a_turn_that_is_all_pinned(memory_store: LedgerStore) -> 
     assert view_ids(conv) == ids([*turns[0], *turns[2]])
 
 
-def test_protected_ranges_are_honoured(memory_store: LedgerStore) -> None:
+def test_protected_ranges_are_honoured(memory_store: CompleteStore) -> None:
     manager = TurnWindowConversationManager(max_user_turns=1, protected_messages={"first": 2})
     conv = Conversation(memory_store, "s", manager=manager)
     turns = [tool_turn(f"t{i}") for i in range(3)]

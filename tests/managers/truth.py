@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from contextledger.model.records import HistoryEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def is_prompt(entry: HistoryEntry) -> bool:
     return m.role == "user" and any("toolResult" not in block for block in m.content)
 
 
-def covered_ids(store: LedgerStore, session_id: str, agent_id: str, summary_id: str) -> set[str]:
+def covered_ids(store: CompleteStore, session_id: str, agent_id: str, summary_id: str) -> set[str]:
     """The message ids ``summary_id`` covers, through the summaries it replaced."""
     summaries = {s.summary_id: s for s in store.summaries(session_id, agent_id)}
     out: set[str] = set()
@@ -53,7 +53,7 @@ def covered_ids(store: LedgerStore, session_id: str, agent_id: str, summary_id: 
     return out
 
 
-def covered(store: LedgerStore, session_id: str, agent_id: str, summary_id: str) -> Covered:
+def covered(store: CompleteStore, session_id: str, agent_id: str, summary_id: str) -> Covered:
     """What ``summary_id`` covers, counted over the whole history in ledger order."""
     ids = covered_ids(store, session_id, agent_id, summary_id)
     turn, previous_assistant = 0, False

@@ -28,7 +28,7 @@ from contextledger.integrations.openai_agents import (
     items_to_messages,
     messages_to_items,
 )
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.openai_agents.sdk_examples import SCREENSHOT, all_items, conversation_items
 
@@ -237,7 +237,7 @@ def test_each_item_type_the_sdk_produces_round_trips(name: str, item: dict[str, 
     assert messages_to_items(items_to_messages([item])) == [item], name
 
 
-def test_the_sdk_item_types_survive_every_store(store: LedgerStore) -> None:
+def test_the_sdk_item_types_survive_every_store(store: CompleteStore) -> None:
     items = conversation_items()
     Conversation(store, "kinds").append(*items_to_messages(items))
     restored = Conversation(store, "kinds")

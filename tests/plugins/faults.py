@@ -29,7 +29,7 @@ from sqlalchemy.engine import make_url
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreUnavailable
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.exactly_once import ReplyLost
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
@@ -46,7 +46,7 @@ __all__ = [
     "lossy_sqlite",
 ]
 
-Opener = Callable[..., LedgerStore]
+Opener = Callable[..., CompleteStore]
 """Opens a store from a URL and options (the stores' ``from_url``, or the async tests' opener through the runner)."""
 
 
@@ -54,7 +54,7 @@ Opener = Callable[..., LedgerStore]
 class LossyStore:
     """A store and the plan that decides which of its commits lose their reply."""
 
-    store: LedgerStore
+    store: CompleteStore
     plan: FaultPlan
     backend: str
 
@@ -226,7 +226,7 @@ def lossy_backend(
     request: Any,
     backend: str,
     open_store: Opener | None = None,
-    wrap: Callable[[LedgerStore], LedgerStore] | None = None,
+    wrap: Callable[[CompleteStore], CompleteStore] | None = None,
 ) -> Iterator[LossyStore]:
     """A fresh lossy store of ``backend`` (fixtures from ``request``), closed and purged afterwards.
 

@@ -8,8 +8,9 @@ from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Changeset, ContentRevision, SummaryDraft
 from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound, InvalidMessage, StoreError
 from contextledger.model.messages import Message
-from contextledger.model.records import Reduction, SummaryEntry, ViewEntry
+from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.stores.redis.keys import ConversationKeys
+from contextledger.testing.required import reduction
 from tests.redis.conftest import Backend
 
 
@@ -21,24 +22,9 @@ def _seed(backend: Backend) -> list[Message]:
     return msgs
 
 
-def _reduction(**kw: object) -> Reduction:
-    fields: dict[str, object] = {
-        "session_id": "s",
-        "agent_id": "a",
-        "trigger": "manual",
-        "strategy": "test",
-        "messages_before": 0,
-        "messages_after": 0,
-        "tokens_before": 0,
-        "tokens_after": 0,
-    }
-    fields.update(kw)
-    return Reduction.model_validate(fields)
-
-
 def _everything(msgs: list[Message], **overrides: object) -> Changeset:
     """A changeset touching every part of the layout; ``overrides`` spoil one part."""
-    red = _reduction()
+    red = reduction("s")
     new = [Message.user("new1"), Message.assistant("new2")]
     fields: dict[str, object] = {
         "session_id": "s",

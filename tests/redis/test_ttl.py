@@ -18,6 +18,7 @@ from contextledger.aio import AsyncLedger
 from contextledger.core.changeset import ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
 from contextledger.history.transfer import read_conversation
+from contextledger.stores.capabilities import complete
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
 from contextledger.testing.transfer import rich_conversation
 from tests.plugins.redis import purge
@@ -128,7 +129,7 @@ def test_an_expired_conversation_is_gone_and_unlisted(url: str, redis_key_prefix
 def test_an_import_and_an_erase_keep_every_key_expiring(url: str, redis_key_prefix: str) -> None:
     client = _client(url)
     with Ledger.connect(url, key_prefix=redis_key_prefix) as plain:
-        records = rich_conversation(plain.store, "s", "a")
+        records = rich_conversation(complete(plain.store, "tests"), "s", "a")
         plain.delete_session("s")
     with Ledger.connect(url, key_prefix=redis_key_prefix, ttl=TTL) as ledger:
         assert ledger.import_records(records) == "imported"

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from contextledger import Conversation, Ledger, Message, SlidingWindowConversationManager
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.model.tokens import CharTokenCounter
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 from tests.reliability.conftest import SOAK, Report
 
 EXAMPLES = 400 if SOAK else 30
@@ -124,7 +124,7 @@ def test_hostile_input_round_trips_or_is_refused_typed(
     outcomes: Counter[str] = Counter()
     serial = [0]
     with Ledger.connect(url, **options) as ledger:
-        store: LedgerStore = ledger.store
+        store: CompleteStore = complete(ledger.store, "tests")
         canary = Conversation(store, "canary")
         canary.append(*_canary())
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from contextledger import Ledger
+from contextledger.stores.capabilities import complete
 from tests.reliability.conftest import SOAK, Report, fresh_database
 from tests.reliability.servers import DurablePostgres, DurableRedis
 from tests.reliability.workload import Journal, check, run_worker
@@ -89,12 +90,12 @@ def test_the_checker_notices_loss_partial_appends_and_a_wrong_count(tmp_path: Pa
         conv.append(kept)
         ghost = Message.user("never stored", message_id="ghost").to_record()
         journal = Journal(acked={"m1": kept.to_record()})
-        check(ledger.store, journal)
+        check(complete(ledger.store, "tests"), journal)
         with pytest.raises(AssertionError, match="lost"):
-            check(ledger.store, Journal(acked={"m1": kept.to_record(), "ghost": ghost}))
+            check(complete(ledger.store, "tests"), Journal(acked={"m1": kept.to_record(), "ghost": ghost}))
         with pytest.raises(AssertionError, match="partial"):
-            check(ledger.store, Journal(acked={}, in_flight=[[kept.to_record(), ghost]]))
+            check(complete(ledger.store, "tests"), Journal(acked={}, in_flight=[[kept.to_record(), ghost]]))
         with pytest.raises(AssertionError, match="model_call_count"):
-            check(ledger.store, Journal(acked={"m1": kept.to_record()}, model_calls=3))
+            check(complete(ledger.store, "tests"), Journal(acked={"m1": kept.to_record()}, model_calls=3))
         with pytest.raises(AssertionError, match="nobody appended"):
-            check(ledger.store, Journal())
+            check(complete(ledger.store, "tests"), Journal())

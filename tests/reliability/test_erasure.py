@@ -29,7 +29,7 @@ from contextledger.encryption import Keyring, new_key
 from contextledger.errors import SessionExpired
 from contextledger.history.rotation import key_census, rotate
 from contextledger.history.transfer import dump_lines
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 from tests.plugins.redis import purge
 from tests.reliability.conftest import SOAK, Report
 
@@ -41,7 +41,7 @@ def _texts(ledger: Ledger, session: str) -> str:
     return "\n".join(parts)
 
 
-def test_random_fork_trees_keep_no_erased_secret(store: LedgerStore, report: Report) -> None:
+def test_random_fork_trees_keep_no_erased_secret(store: CompleteStore, report: Report) -> None:
     rng = random.Random(22)
     trials = 40 if SOAK else 6
     ledger = Ledger(store)
@@ -79,7 +79,11 @@ def test_random_fork_trees_keep_no_erased_secret(store: LedgerStore, report: Rep
             return out
 
         for entry_id in rng.sample(sorted(secrets), 3):
-            holders = [s for s in parent if ledger.agents(s) and ledger.store.entries(s, "default", [entry_id])]
+            holders = [
+                s
+                for s in parent
+                if ledger.agents(s) and complete(ledger.store, "tests").entries(s, "default", [entry_id])
+            ]
             origin = rng.choice(holders)
             ledger.erase(origin, entry_id, reason=f"trial {trial}")
             erased += 1
@@ -93,7 +97,7 @@ def test_random_fork_trees_keep_no_erased_secret(store: LedgerStore, report: Rep
     )
 
 
-def test_forks_racing_erasures_keep_no_erased_secret(store: LedgerStore, report: Report) -> None:
+def test_forks_racing_erasures_keep_no_erased_secret(store: CompleteStore, report: Report) -> None:
     rounds = 30 if SOAK else 6
     ledger = Ledger(store)
     kept = 0

@@ -20,7 +20,7 @@ from strands.agent.conversation_manager import SlidingWindowConversationManager
 
 from contextledger.integrations.strands import CallTool, LedgerSessionManager, Reply, ScriptedModel
 from contextledger.ledger import Ledger
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.testing.strands import assert_inputs_exact, build_agent, model_inputs
 from tests.reliability.conftest import SOAK, Report
 
@@ -39,7 +39,7 @@ def _turn(agent: Any, number: int) -> None:
 
 
 def test_agents_on_threads_lose_nothing_and_stay_exact(
-    store: LedgerStore, report: Report, request: pytest.FixtureRequest
+    store: CompleteStore, report: Report, request: pytest.FixtureRequest
 ) -> None:
     ledger = Ledger(store)
     session_manager = LedgerSessionManager(SESSION, ledger=ledger)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from contextledger import Ledger
+from contextledger.stores.capabilities import complete
 from contextledger.stores.memory import MemoryStore
 from contextledger.web.app import create_app
 from contextledger.web.render import SCRIPTS, asset, standalone_session
@@ -139,7 +140,7 @@ def check_session(values: dict[str, str]) -> int:
     agents = (values["agent"], other)
     session = values["session"]
     with Ledger(MemoryStore()) as ledger:
-        ids = write_session(ledger.store, session, agents, lambda field: values[field])
+        ids = write_session(complete(ledger.store, "tests"), session, agents, lambda field: values[field])
         client = TestClient(create_app(ledger))
         pages = [
             client.get("/"),

@@ -35,7 +35,7 @@ from contextledger import (
     SummarizingConversationManager,
 )
 from contextledger.errors import ContextLedgerError, ContextWindowOverflowError
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 __all__ = ["Journal", "check", "run_worker"]
 
@@ -170,7 +170,7 @@ def _complete_lines(path: Path) -> Iterator[str]:
     yield from (line for line in lines[:-1] if line)
 
 
-def check(store: LedgerStore, journal: Journal) -> dict[str, int]:
+def check(store: CompleteStore, journal: Journal) -> dict[str, int]:
     """Check the ledger against the journal (see the module docstring); returns counts.
 
     Reads only: ``load``, ``history``, ``reductions`` and ``summaries``, never a write.

@@ -20,7 +20,7 @@ from functools import partial
 
 from contextledger import Ledger, Message, SummarizingConversationManager
 from contextledger.errors import CommitOutcomeUnknown, ContextLedgerError, StoreUnavailable
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 
 __all__ = ["Writer", "check_conversation"]
 
@@ -98,7 +98,7 @@ class Writer:
                 return
 
 
-def check_conversation(store: LedgerStore, session_id: str, acked: set[str]) -> set[str]:
+def check_conversation(store: CompleteStore, session_id: str, acked: set[str]) -> set[str]:
     """Check one conversation after the failover; return the acknowledged appends that are missing.
 
     Proves, reading only: no entry is stored twice; every entry was appended by the writer;

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from contextledger import Ledger
+from contextledger.stores.capabilities import complete
 from contextledger.stores.redis.keys import ConversationKeys
 from tests.plugins.redis_replicas import ReplicatedRedis, start_replicated_cluster
 from tests.scale.failover import Writer, check_conversation
@@ -114,7 +115,11 @@ def run_trial(
         _wait(lambda: all(w.acked_since(settled) >= after for w in crew), deadline, "writes after the failover")
         for writer in crew:
             writer.join()
-        missing = {i: w.acked[i] for w in crew for i in check_conversation(ledger.store, w.session_id, set(w.acked))}
+        missing = {
+            i: w.acked[i]
+            for w in crew
+            for i in check_conversation(complete(ledger.store, "tests"), w.session_id, set(w.acked))
+        }
         errors: Counter[str] = Counter()
         for writer in crew:
             errors.update(writer.errors)

@@ -24,6 +24,7 @@ import pytest
 
 from contextledger import Ledger, Message, SummarizingConversationManager
 from contextledger.errors import StoreUnavailable
+from contextledger.stores.capabilities import complete
 from contextledger.stores.sql import upgrade
 from tests.plugins import unavailable
 from tests.plugins.postgres_standby import PostgresPair, start_primary_and_standby
@@ -162,7 +163,7 @@ def test_a_promoted_synchronous_standby_has_every_acknowledged_commit() -> None:
             errors.update(writer.errors)
         assert [u for w in crew for u in w.untyped] == []
         assert errors, "the writers met no error: the failover was not exercised"
-        lost = [check_conversation(ledger.store, w.session_id, set(w.acked)) for w in crew]
+        lost = [check_conversation(complete(ledger.store, "tests"), w.session_id, set(w.acked)) for w in crew]
         assert lost == [set(), set(), set()]
         ledger.close()
     finally:

@@ -13,13 +13,13 @@ from sqlalchemy import Engine, event
 
 from contextledger import Changeset, Message, ViewEntry
 from contextledger.model.records import Reduction
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.sql import SQLStore
 
 BATCH = 2_000
 
 
-def build_ledger(store: LedgerStore, session_id: str, *, evicted: int, active: int, agent_id: str = "a") -> None:
+def build_ledger(store: CompleteStore, session_id: str, *, evicted: int, active: int, agent_id: str = "a") -> None:
     """A conversation of ``evicted + active`` entries whose first ``evicted`` were evicted.
 
     Appends go in batches (one executemany each), the eviction is one reduction.

@@ -20,7 +20,7 @@ from contextledger.integrations.strands import (
     scripted,
 )
 from contextledger.ledger import Ledger
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 
 MISMATCHED: list[Any] = [
@@ -60,7 +60,7 @@ def test_every_reduction_of_a_mismatched_pair_keeps_a_valid_opening(window: int)
 
 
 def test_in_a_strands_agent_an_overflow_nothing_can_reduce_raises_strands_reduction_failed(
-    store: LedgerStore, monkeypatch: pytest.MonkeyPatch
+    store: CompleteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A lenient provider: it takes a conversation that opens with a tool call, as some do.
     monkeypatch.setattr(scripted, "validate_converse", lambda *_args, **_kwargs: None)
@@ -81,7 +81,9 @@ def test_in_a_strands_agent_an_overflow_nothing_can_reduce_raises_strands_reduct
     assert not any(r.trigger == "reactive" for r in ledger.reductions("s"))
 
 
-def test_in_a_strands_agent_an_overflow_of_a_single_prompt_raises_strands_reduction_failed(store: LedgerStore) -> None:
+def test_in_a_strands_agent_an_overflow_of_a_single_prompt_raises_strands_reduction_failed(
+    store: CompleteStore,
+) -> None:
     ledger = Ledger(store)
     agent = Agent(
         model=ScriptedModel([Overflow()]),

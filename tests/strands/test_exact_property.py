@@ -25,7 +25,7 @@ from strands.types.exceptions import ContextWindowOverflowException
 from contextledger.integrations.strands import CallTool, LedgerSessionManager, Overflow, Reply
 from contextledger.integrations.strands.scripted import ProviderValidationError, Step
 from contextledger.ledger import Ledger
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.testing.hosts import strands_input
 from contextledger.testing.strands import BIG, MANAGERS, assert_inputs_exact, build_agent, model_inputs
 
@@ -57,7 +57,7 @@ def steps_of(spec: dict[str, Any], number: int, manager: str) -> list[Step]:
     return steps
 
 
-def check_run(store: LedgerStore, manager: str, script: list[Any]) -> None:
+def check_run(store: CompleteStore, manager: str, script: list[Any]) -> None:
     ledger = Ledger(store)
     session_id = f"p-{uuid.uuid4().hex[:12]}"
     agent = build_agent(LedgerSessionManager(session_id, ledger=ledger), MANAGERS[manager]())
@@ -92,5 +92,7 @@ def check_run(store: LedgerStore, manager: str, script: list[Any]) -> None:
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(run=runs)
-def test_view_at_is_every_input_a_strands_agent_gave_its_model(store: LedgerStore, run: tuple[str, list[Any]]) -> None:
+def test_view_at_is_every_input_a_strands_agent_gave_its_model(
+    store: CompleteStore, run: tuple[str, list[Any]]
+) -> None:
     check_run(store, *run)

@@ -17,7 +17,7 @@ from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.strands import LedgerSessionManager, Reply, ScriptedModel
 from contextledger.integrations.strands.importer import import_file_sessions
 from contextledger.ledger import Ledger
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.strands.scenarios import MANAGERS, RUNS, build_agent, model_of, play
 from tests.strands.teams import first_swarm_run, swarm_team
 
@@ -170,7 +170,7 @@ def test_an_imported_session_goes_on_in_the_ledger(files: Path, memory_ledger: L
     assert [(c.agent_id, c.outcome) for c in again.conversations] == [("main", "skipped")]
 
 
-def test_import_on_every_backend(files: Path, store: LedgerStore) -> None:
+def test_import_on_every_backend(files: Path, store: CompleteStore) -> None:
     ledger = Ledger(store)
     import_file_sessions(files, ledger, session_ids=["summarizing"])
     from_files = _restored(FileSessionManager("summarizing", storage_dir=str(files)), "summarizing", "main")

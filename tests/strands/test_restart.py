@@ -10,7 +10,7 @@ import pytest
 
 from contextledger.integrations.strands import LedgerSessionManager
 from contextledger.ledger import Ledger
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.strands.conftest import run_child
 from tests.strands.scenarios import MANAGERS, RUNS, EvictionSpy, build_agent, model_of, play, snapshot
 
@@ -108,7 +108,7 @@ def test_eviction_history_names_every_evicted_message_its_trigger_and_summary(ki
             assert set(summary.replaces) == {e for e, s in spy.replaced_by.items() if s == summary.summary_id}
 
 
-def test_restore_is_exact_on_every_backend(store: LedgerStore) -> None:
+def test_restore_is_exact_on_every_backend(store: CompleteStore) -> None:
     ledger = Ledger(store)
     session_manager = LedgerSessionManager("backend", ledger=ledger)
     agent = build_agent(session_manager, MANAGERS["sliding"]())

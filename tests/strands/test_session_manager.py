@@ -17,7 +17,7 @@ from contextledger.errors import ConfigurationError, InvalidLedgerURL, InvalidMe
 from contextledger.integrations.strands import LedgerSessionManager
 from contextledger.integrations.strands.scripted import CallTool, Reply, Step
 from contextledger.ledger import DEFAULT_URL, Ledger
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.strands.scenarios import build_agent, model_of, play
 
 
@@ -167,7 +167,7 @@ def test_duplicate_tracking_ids_are_refused(memory_ledger: Ledger) -> None:
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_concurrent_agents_on_one_session_from_threads(backend: str, request: pytest.FixtureRequest) -> None:
-    store: LedgerStore = request.getfixturevalue(f"{backend}_store")
+    store: CompleteStore = request.getfixturevalue(f"{backend}_store")
     ledger = Ledger(store)
     session_manager = LedgerSessionManager("crowd", ledger=ledger)
     names = [f"agent-{i}" for i in range(4)]

@@ -7,13 +7,13 @@ import pytest
 from contextledger import Conversation, Message
 from contextledger.errors import CommitOutcomeUnknown
 from contextledger.managers import SlidingWindowConversationManager
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.plugins.faults import lossy_memory
 from tests.telemetry.conftest import Recorded, attrs
 
 
-def test_commit_and_restore_latency_per_backend(store: LedgerStore, otel: Recorded) -> None:
+def test_commit_and_restore_latency_per_backend(store: CompleteStore, otel: Recorded) -> None:
     chat = Conversation(store, "s")
     for n in range(3):
         chat.append(Message.user(f"q{n}"))

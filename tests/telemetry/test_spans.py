@@ -11,7 +11,7 @@ from contextledger import Conversation, Message, telemetry
 from contextledger.errors import ConcurrencyConflict, ReductionFailed
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from contextledger.model.records import ViewEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.telemetry.conftest import Recorded, attrs
 
@@ -25,7 +25,7 @@ def turns(n: int) -> list[Message]:
     return out
 
 
-def test_commit_restore_and_reduction_spans_on_every_backend(store: LedgerStore, otel: Recorded) -> None:
+def test_commit_restore_and_reduction_spans_on_every_backend(store: CompleteStore, otel: Recorded) -> None:
     chat = Conversation(store, "s1", "helper", manager=SlidingWindowConversationManager(window_size=3))
     chat.append(*turns(2))
     reduction = chat.reduce()

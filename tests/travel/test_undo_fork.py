@@ -13,7 +13,7 @@ from contextledger.errors import (
     UndoConflict,
 )
 from contextledger.managers import SummarizingConversationManager
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.cli.conftest import Invoke
 from tests.managers.helpers import overflow
 
@@ -22,7 +22,7 @@ def texts(view: object) -> list[str]:
     return [e.message.plain_text for e in view]  # type: ignore[attr-defined]
 
 
-def test_a_summarizer_that_wrote_nonsense_is_rolled_back(store: LedgerStore) -> None:
+def test_a_summarizer_that_wrote_nonsense_is_rolled_back(store: CompleteStore) -> None:
     ledger = Ledger(store)
     chat = ledger.conversation(
         "s",
@@ -52,7 +52,7 @@ def test_a_summarizer_that_wrote_nonsense_is_rolled_back(store: LedgerStore) -> 
     assert "banana banana" in texts(chat.view)
 
 
-def test_undo_typed_errors(memory_store: LedgerStore) -> None:
+def test_undo_typed_errors(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     chat = ledger.conversation("s")
     chat.append(Message.user("hi"))
@@ -61,7 +61,7 @@ def test_undo_typed_errors(memory_store: LedgerStore) -> None:
     assert issubclass(UndoConflict, Exception)
 
 
-def test_fork_typed_errors(memory_store: LedgerStore) -> None:
+def test_fork_typed_errors(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     chat = ledger.conversation("s")
     chat.append(Message.user("hi"))

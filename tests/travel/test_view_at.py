@@ -12,7 +12,8 @@ from contextledger import Ledger, Message
 from contextledger.errors import ConfigurationError, ModelCallNotFound, ReductionNotFound, SessionNotFound
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from contextledger.model.records import HistoryEntry
-from contextledger.stores.base import AppendedBy, LedgerStore
+from contextledger.stores.base import AppendedBy
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from tests.cli.conftest import Invoke
 from tests.managers.helpers import overflow
@@ -34,7 +35,7 @@ def turns(ledger: Ledger, session: str, count: int, **options: Any) -> list[list
     return seen
 
 
-def test_each_call_gets_its_own_input(store: LedgerStore) -> None:
+def test_each_call_gets_its_own_input(store: CompleteStore) -> None:
     ledger = Ledger(store)
     seen = turns(ledger, "s", 5, window_size=3, per_turn=True)
     for n, expected in enumerate(seen, start=1):
@@ -44,7 +45,7 @@ def test_each_call_gets_its_own_input(store: LedgerStore) -> None:
     assert "answer 4" not in seen[-1]
 
 
-def test_reduction_cut_is_the_view_it_left(store: LedgerStore) -> None:
+def test_reduction_cut_is_the_view_it_left(store: CompleteStore) -> None:
     ledger = Ledger(store)
     chat = ledger.conversation("s", manager=SlidingWindowConversationManager(window_size=2))
     chat.append(*(Message.user(f"u{i}") if i % 2 == 0 else Message.assistant(f"a{i}") for i in range(6)))
@@ -56,7 +57,7 @@ def test_reduction_cut_is_the_view_it_left(store: LedgerStore) -> None:
     assert texts(ledger.view_at("s", reduction=reduction.reduction_id)) == left
 
 
-def test_summaries_and_truncations_are_shown_as_they_were(store: LedgerStore) -> None:
+def test_summaries_and_truncations_are_shown_as_they_were(store: CompleteStore) -> None:
     ledger = Ledger(store)
     chat = ledger.conversation(
         "s",
@@ -88,7 +89,7 @@ def test_summaries_and_truncations_are_shown_as_they_were(store: LedgerStore) ->
     assert any(e.kind == "summary" for e in ledger.view_at("z", model_call=2))
 
 
-def test_at_a_moment(memory_store: LedgerStore) -> None:
+def test_at_a_moment(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     chat = ledger.conversation("s")
     chat.append(Message.user("one"))
@@ -99,7 +100,7 @@ def test_at_a_moment(memory_store: LedgerStore) -> None:
     assert texts(ledger.view_at("s", at=moment - timedelta(days=1))) == []
 
 
-def test_typed_errors(memory_store: LedgerStore) -> None:
+def test_typed_errors(memory_store: CompleteStore) -> None:
     ledger = Ledger(memory_store)
     turns(ledger, "s", 2, window_size=10)
     with pytest.raises(SessionNotFound):

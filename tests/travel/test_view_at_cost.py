@@ -9,7 +9,8 @@ from typing import Any
 from contextledger import Ledger, Message
 from contextledger.managers import SlidingWindowConversationManager
 from contextledger.model.records import HistoryEntry
-from contextledger.stores.base import AppendedBy, LedgerStore
+from contextledger.stores.base import AppendedBy
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.sql import SQLStore
 from tests.sql.helpers import Capture, capture_reads
@@ -29,7 +30,7 @@ def _long_conversation(ledger: Ledger) -> list[list[str]]:
     return seen
 
 
-def test_an_early_call_reads_a_window_not_the_history(store: LedgerStore) -> None:
+def test_an_early_call_reads_a_window_not_the_history(store: CompleteStore) -> None:
     ledger = Ledger(store)
     seen = _long_conversation(ledger)
     assert len(ledger.history("long")) == 2 * TURNS

@@ -21,7 +21,7 @@ from contextledger import Conversation
 from contextledger.errors import InvalidPlan, UndoConflict
 from contextledger.history.travel import view_at
 from contextledger.model.records import utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from tests.managers.helpers import assert_valid_view
 from tests.soak import examples
 from tests.test_properties import Run, build_manager, manager_specs, rounds
@@ -103,7 +103,7 @@ travel_rounds = st.tuples(
 travel_scripts = st.lists(travel_rounds, min_size=1, max_size=5).map(lambda rs: [s for r in rs for s in r])
 
 
-def check_run(store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]) -> None:
+def check_run(store: CompleteStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]) -> None:
     run = TravelRun(store, spec)
     for step in script:
         run.run(step)
@@ -117,7 +117,7 @@ def check_run(store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
 def test_view_at_gives_back_every_model_input(
-    memory_store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
+    memory_store: CompleteStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
 ) -> None:
     check_run(memory_store, spec, script)
 
@@ -125,6 +125,6 @@ def test_view_at_gives_back_every_model_input(
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=manager_specs, script=travel_scripts)
 def test_view_at_on_every_backend(
-    store: LedgerStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
+    store: CompleteStore, spec: tuple[str, dict[str, Any]], script: list[tuple[Any, ...]]
 ) -> None:
     check_run(store, spec, script)

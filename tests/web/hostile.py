@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from contextledger import Ledger, Message
 from contextledger.core.changeset import Changeset, ContentRevision
 from contextledger.model.records import Reduction, SummaryEntry, ViewEntry
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore, complete
 
 from .png import tiny_png
 
@@ -46,11 +46,11 @@ IDS = ("prompt", "use", "result", "answer", "image", "summary", "reduction", "tr
 def build_hostile(url: str) -> dict[str, str]:
     """Write the hostile session at ``url``; return the ids a test visits (the second agent's end in ``2``)."""
     with Ledger.connect(url) as ledger:
-        return write_session(ledger.store, SESSION, AGENTS, evil)
+        return write_session(complete(ledger.store, "tests"), SESSION, AGENTS, evil)
 
 
 def write_session(
-    store: LedgerStore, session: str, agents: tuple[str, ...], evil: Callable[[str], str]
+    store: CompleteStore, session: str, agents: tuple[str, ...], evil: Callable[[str], str]
 ) -> dict[str, str]:
     """Write ``session`` with ``agents``, every field and id of it ``evil(name of the field)``.
 

@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 from contextledger import Ledger, Message
 from contextledger.managers import SlidingWindowConversationManager
 from contextledger.model.records import HistoryEntry, Reduction
+from contextledger.stores.capabilities import complete
 from contextledger.web.app import create_app
 from contextledger.web.render import standalone_session
 from contextledger.web.timeline import why
@@ -261,7 +262,7 @@ def test_the_session_page_and_an_entry_never_read_the_full_history(
 ) -> None:
     with Ledger.connect(long_ledger.url, read_only=True) as opened:
         calls: list[str] = []
-        read = opened.store.history
+        read = complete(opened.store, "tests").history
 
         def counted(session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
             calls.append(agent_id)

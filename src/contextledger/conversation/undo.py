@@ -25,6 +25,7 @@ from contextledger.core.view import View, is_prompt, is_turn_opener_violation
 from contextledger.errors import InvalidPlan, ReductionNotFound, UndoConflict
 from contextledger.model.messages import decode_blocks
 from contextledger.model.records import HistoryEntry, Reduction, Revision, SummaryEntry, ViewEntry, in_commit_order
+from contextledger.stores.capabilities import HISTORY, TIME_TRAVEL
 
 __all__ = ["UNDO_STRATEGY", "Undo", "UndoPlan", "dependents", "plan_undo"]
 
@@ -219,12 +220,12 @@ class Undo:
         def build(view: View) -> Edit:
             plan = plan_undo(
                 view,
-                in_commit_order(store.reductions(sid, aid)),
+                in_commit_order(HISTORY.of(store, "undo").reductions(sid, aid)),
                 reduction_id,
                 cascade=cascade,
-                entries=lambda ids: store.entries(sid, aid, ids),
-                summaries=lambda: store.summaries(sid, aid),
-                revisions=lambda: store.revisions(sid, aid),
+                entries=lambda ids: TIME_TRAVEL.of(store, "undo").entries(sid, aid, ids),
+                summaries=lambda: HISTORY.of(store, "undo").summaries(sid, aid),
+                revisions=lambda: HISTORY.of(store, "undo").revisions(sid, aid),
             )
             reduction = ReductionPlan(
                 strategy=UNDO_STRATEGY, evict=plan.evict, revisions=plan.revisions, detail=plan.detail

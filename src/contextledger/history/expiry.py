@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from contextledger.errors import ConfigurationError
 from contextledger.model.records import Expiry, utcnow
 from contextledger.stores.base import LedgerStore
-from contextledger.stores.capabilities import expiring
+from contextledger.stores.capabilities import HISTORY, SESSIONS, expiring
 
 __all__ = ["expire", "idle_cutoff"]
 
@@ -91,7 +91,7 @@ def expire(
 def _sessions(store: LedgerStore, session_id: str | None) -> list[tuple[str, tuple[str, ...], datetime]]:
     if session_id is None:
         return _all(store)
-    agents = tuple(store.agents(session_id))
+    agents = tuple(HISTORY.of(store, "expiry").agents(session_id))
     snapshots = [store.load(session_id, a) for a in agents]
     stamps = [s.state.updated_at for s in snapshots if s is not None]
     return [(session_id, agents, max(stamps))] if stamps else []
@@ -101,7 +101,7 @@ def _all(store: LedgerStore) -> list[tuple[str, tuple[str, ...], datetime]]:
     out: list[tuple[str, tuple[str, ...], datetime]] = []
     offset = 0
     while True:
-        page = store.sessions(limit=_PAGE, offset=offset)
+        page = SESSIONS.of(store, "expiry").sessions(limit=_PAGE, offset=offset)
         out += [(i.session_id, i.agents, i.updated_at) for i in page if not i.damaged]
         if len(page) < _PAGE:
             return out

@@ -20,10 +20,10 @@ import logging
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError, SessionExists, SessionNotFound
 from contextledger.history.lineage import FORK_STRATEGY, ForkOrigin, fork_origin
-from contextledger.history.travel import view_at
+from contextledger.history.travel import travelling, view_at
 from contextledger.model.records import Reduction, SummaryEntry, ViewEntry, new_id, utcnow
 from contextledger.stores.base import LedgerStore
-from contextledger.stores.capabilities import with_lineage
+from contextledger.stores.capabilities import HISTORY, SCOPES, with_lineage
 
 __all__ = ["FORK_STRATEGY", "ForkOrigin", "fork", "fork_origin"]
 
@@ -59,12 +59,12 @@ def fork(
     """
     if not isinstance(new_session_id, str) or not new_session_id or new_session_id == session_id:
         raise ConfigurationError(f"new_session_id must be a new, non-empty session id, got {new_session_id!r}")
-    agents = store.agents(session_id)
+    agents = HISTORY.of(store, "fork").agents(session_id)
     if agent_id is not None:
         agents = [a for a in agents if a == agent_id]
     if not agents:
         raise SessionNotFound(f"no session {session_id!r}" + (f" with agent {agent_id!r}" if agent_id else ""))
-    if store.agents(new_session_id):
+    if HISTORY.of(store, "fork").agents(new_session_id):
         raise SessionExists(f"session {new_session_id!r} already exists; a fork creates a new session")
     from contextledger.history.lifecycle import catch_up
     from contextledger.history.lineage import ancestors, fork_links
@@ -74,7 +74,7 @@ def fork(
         _fork_changeset(store, session_id, a, new_session_id, at_call, ancestors(store, session_id, a)) for a in agents
     ]
     # A fork belongs to the app and user of its source: listed with their sessions, erased with them.
-    owner = store.owner(session_id)
+    owner = SCOPES.of(store, "fork").owner(session_id)
     origins = []
     for changeset, origin in plans:
         if owner is not None and (owner.app is not None or owner.user is not None):
@@ -107,10 +107,10 @@ def _fork_changeset(
     state = snapshot.state
     if at_call is None:
         view = list(snapshot.entries)
-        history = store.history(session_id, agent_id)
+        history = HISTORY.of(store, "fork").history(session_id, agent_id)
     else:
-        view = list(view_at(store, session_id, agent_id, model_call=at_call))
-        history = [h for h in store.history(session_id, agent_id) if h.from_call <= at_call]
+        view = list(view_at(travelling(store, "fork"), session_id, agent_id, model_call=at_call))
+        history = [h for h in HISTORY.of(store, "fork").history(session_id, agent_id) if h.from_call <= at_call]
     in_view = {e.entry_id: e for e in view}
     copied = [
         in_view.get(h.message.message_id)
@@ -127,7 +127,10 @@ def _fork_changeset(
     summary: SummaryEntry | None = None
     if summaries:
         shown = summaries[0]
-        original = next((s for s in store.summaries(session_id, agent_id) if s.summary_id == shown.entry_id), None)
+        original = next(
+            (s for s in HISTORY.of(store, "fork").summaries(session_id, agent_id) if s.summary_id == shown.entry_id),
+            None,
+        )
         covered = [i for i in (original.replaces if original else ()) if i in set(out_of_view)]
         summary = SummaryEntry(
             summary_id=shown.entry_id,

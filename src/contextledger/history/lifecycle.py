@@ -39,7 +39,7 @@ from contextledger.history.lineage import copies, descendants
 from contextledger.model.messages import ContentBlock, Message
 from contextledger.model.records import HistoryEntry, LineageLink, SummaryEntry, Tombstone, ViewEntry, utcnow
 from contextledger.stores.base import LedgerStore
-from contextledger.stores.capabilities import SettlesErasure, with_lineage
+from contextledger.stores.capabilities import ERASURE, HISTORY, SESSIONS, TIME_TRAVEL, SettlesErasure, with_lineage
 
 __all__ = [
     "DEFAULT_SETTLE_TIMEOUT",
@@ -210,13 +210,13 @@ def erase(
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigurationError("erase needs a reason (kept on the tombstone)")
     with_lineage(store)
-    agents = store.agents(session_id)
+    agents = HISTORY.of(store, "erasure").agents(session_id)
     if agent_id is not None:
         agents = [a for a in agents if a == agent_id]
     if not agents:
         raise SessionNotFound(f"no session {session_id!r}" + (f" with agent {agent_id!r}" if agent_id else ""))
     for agent in agents:
-        found = store.entries(session_id, agent, [entry_id])
+        found = TIME_TRAVEL.of(store, "erasure").entries(session_id, agent, [entry_id])
         if found:
             break
     else:
@@ -243,7 +243,7 @@ def erase(
         done = reached_there.setdefault(id(other), set())
         if (link.child_session_id, link.child_agent_id) in done:
             continue
-        if not other.entries(link.child_session_id, link.child_agent_id, [entry_id]):
+        if not TIME_TRAVEL.of(other, "erasure").entries(link.child_session_id, link.child_agent_id, [entry_id]):
             continue
         rest = [o for o in also if o is not other]
         elsewhere.append(
@@ -293,7 +293,7 @@ def _erase_row(
     erased = Message(message_id=entry_id, role=row.message.role, content=erase_blocks(row.message.content)).with_pin(
         row.message.pinned
     )
-    summaries = store.summaries(session_id, agent)
+    summaries = HISTORY.of(store, "erasure").summaries(session_id, agent)
     covering = summaries_covering(summaries, entry_id)
     named = {s.summary_id for s in covering}
     covering += [s for s in summaries if s.summary_id in set(also_summaries) and s.summary_id not in named]
@@ -310,7 +310,7 @@ def _erase_row(
     )
     for attempt in range(_ATTEMPTS):
         try:
-            store.erase(tombstone, erased, texts)
+            ERASURE.of(store, "erasure").erase(tombstone, erased, texts)
             break
         except ConcurrencyConflict:  # its revisions moved meanwhile (Redis): read again
             if attempt == _ATTEMPTS - 1:
@@ -328,7 +328,7 @@ def _erase_copy(
     origin: Tombstone,
 ) -> Tombstone | None:
     """Erase ``entry_id`` in a fork that holds it (``None`` when it does not)."""
-    found = store.entries(session_id, agent, [entry_id])
+    found = TIME_TRAVEL.of(store, "erasure").entries(session_id, agent, [entry_id])
     if not found:
         return None
     tombstone = _erase_row(store, session_id, agent, found[0], reason, summarizer, origin.summaries)
@@ -349,13 +349,13 @@ def catch_up(store: LedgerStore, chain: Sequence[tuple[str, str]], session_id: s
     while the fork was copying its parent still reaches it; it also gives the fork a
     tombstone for each erased entry it holds (whose content it copied erased already).
     """
-    have = {t.entry_id for t in store.tombstones(session_id, agent_id)}
+    have = {t.entry_id for t in ERASURE.of(store, "erasure").tombstones(session_id, agent_id)}
     done = 0
     for sid, aid in chain:
-        for tombstone in store.tombstones(sid, aid):
+        for tombstone in ERASURE.of(store, "erasure").tombstones(sid, aid):
             if tombstone.reason == PRUNE_REASON or tombstone.entry_id in have:
                 continue
-            found = store.entries(session_id, agent_id, [tombstone.entry_id])
+            found = TIME_TRAVEL.of(store, "erasure").entries(session_id, agent_id, [tombstone.entry_id])
             if not found:
                 continue
             row = found[0]
@@ -388,7 +388,9 @@ def _resummarize(
     summarizer: Summarizer,
 ) -> dict[str, str]:
     ids = {i for s in covering for i in s.replaces}
-    rows = {h.message.message_id: h for h in store.entries(session_id, agent_id, sorted(ids))}
+    rows = {
+        h.message.message_id: h for h in TIME_TRAVEL.of(store, "erasure").entries(session_id, agent_id, sorted(ids))
+    }
     texts: dict[str, str] = {}
     for summary in covering:  # oldest first: a superseding summary sees its predecessor rewritten
         entries: list[ViewEntry] = []
@@ -438,10 +440,10 @@ def prune(
     sessions = [session_id] if session_id is not None else _all_sessions(store)
     pruned: list[Tombstone] = []
     for sid in sessions:
-        for agent in store.agents(sid):
+        for agent in HISTORY.of(store, "erasure").agents(sid):
             old = [
                 e
-                for e in store.evictions(sid, agent)
+                for e in HISTORY.of(store, "erasure").evictions(sid, agent)
                 if e.evicted_at < cutoff and (e.kind == "message" or not keep_summaries)
             ]
             if not old:
@@ -450,8 +452,10 @@ def prune(
                 Tombstone(session_id=sid, agent_id=agent, entry_id=e.entry_id, reason=PRUNE_REASON, erased_at=now)
                 for e in old
             ]
-            count = store.prune(sid, agent, [e.entry_id for e in old], tombstones)
-            deleted = {t.entry_id for t in store.tombstones(sid, agent) if t.reason == PRUNE_REASON}
+            count = ERASURE.of(store, "erasure").prune(sid, agent, [e.entry_id for e in old], tombstones)
+            deleted = {
+                t.entry_id for t in ERASURE.of(store, "erasure").tombstones(sid, agent) if t.reason == PRUNE_REASON
+            }
             pruned += [t for t in tombstones if t.entry_id in deleted]
             logger.info(
                 "session_id=<%s>, agent_id=<%s>, pruned=<%d>, cutoff=<%s> | pruned evicted history",
@@ -470,7 +474,7 @@ def prune(
 def _all_sessions(store: LedgerStore, page: int = 500) -> list[str]:
     out: list[str] = []
     while True:
-        infos = store.sessions(limit=page, offset=len(out))
+        infos = SESSIONS.of(store, "erasure").sessions(limit=page, offset=len(out))
         out += [i.session_id for i in infos]
         if len(infos) < page:
             return out

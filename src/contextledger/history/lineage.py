@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from contextledger.model.records import LineageLink, Reduction, utcnow
-from contextledger.stores.capabilities import with_lineage
+from contextledger.stores.capabilities import HISTORY, with_lineage
 
 if TYPE_CHECKING:
     from contextledger.stores.base import LedgerStore
@@ -110,7 +110,7 @@ def ancestors(store: LedgerStore, session_id: str, agent_id: str) -> list[tuple[
     current = (session_id, agent_id)
     seen = {current}
     while True:
-        origin = fork_origin(store.reductions(*current))
+        origin = fork_origin(HISTORY.of(store, "lineage").reductions(*current))
         if origin is None:
             return chain
         found = list(origin.ancestors) or [(origin.session_id, origin.agent_id)]
@@ -156,7 +156,7 @@ def descendants(store: LedgerStore, session_id: str, agent_id: str) -> list[Line
         if pair == (session_id, agent_id) or pair in out:
             continue
         if pair[0] not in agents:
-            agents[pair[0]] = store.agents(pair[0])
+            agents[pair[0]] = HISTORY.of(store, "lineage").agents(pair[0])
         if pair[1] in agents[pair[0]]:
             out[pair] = link
     return list(out.values())
@@ -181,7 +181,7 @@ def register_forks(store: LedgerStore, conversations: Sequence[tuple[str, str]])
     """
     links: list[LineageLink] = []
     for session_id, agent_id in conversations:
-        origin = fork_origin(store.reductions(session_id, agent_id))
+        origin = fork_origin(HISTORY.of(store, "lineage").reductions(session_id, agent_id))
         if origin is not None:
             links += fork_links(origin, session_id, agent_id)
     if not links:

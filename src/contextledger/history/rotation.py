@@ -24,7 +24,7 @@ from contextledger.errors import ConfigurationError
 from contextledger.history.transfer import list_sessions
 from contextledger.model.stored import sealed_values_allowed
 from contextledger.stores.base import LedgerStore
-from contextledger.stores.capabilities import Swap, resealing
+from contextledger.stores.capabilities import HISTORY, Swap, resealing
 from contextledger.stores.encrypted import EncryptedStore, place
 
 __all__ = ["CLEAR", "DEFAULT_BATCH", "Rotation", "key_census", "rotate", "stale_swaps"]
@@ -76,14 +76,14 @@ def stale_swaps(store: EncryptedStore, session_id: str, agent_id: str) -> Iterat
 
 def _read_swaps(inner: LedgerStore, sid: str, aid: str, swap: Callable[..., Swap | None]) -> list[Swap | None]:
     found: list[Swap | None] = []
-    for h in inner.history(sid, aid):
+    for h in HISTORY.of(inner, "key rotation").history(sid, aid):
         mid = h.message.message_id
         found.append(swap("content", mid, sealed_token(h.message.content), place(sid, aid, "content", mid)))
         meta = h.message.metadata.get(SEALED)
         found.append(swap("meta", mid, meta if isinstance(meta, str) else None, place(sid, aid, "meta", mid)))
-    for s in inner.summaries(sid, aid):
+    for s in HISTORY.of(inner, "key rotation").summaries(sid, aid):
         found.append(swap("summary", s.summary_id, s.content, place(sid, aid, "summary", s.summary_id)))
-    for r in inner.revisions(sid, aid):
+    for r in HISTORY.of(inner, "key rotation").revisions(sid, aid):
         at = place(sid, aid, "content", r.message_id)
         found.append(swap("revision", r.message_id, sealed_token(r.original), at, r.number))
     snapshot = inner.load(sid, aid)
@@ -125,7 +125,7 @@ def rotate(
     key_id, _ = store.sealer.keys.current()
     conversations = resealed = skipped = 0
     for sid in list(session_ids) if session_ids is not None else list_sessions(store):
-        for aid in store.agents(sid):
+        for aid in HISTORY.of(store, "key rotation").agents(sid):
             swaps = list(stale_swaps(store, sid, aid))
             done = 0
             for start in range(0, len(swaps), batch_size):
@@ -164,12 +164,12 @@ def _census(inner: LedgerStore, session_id: str) -> dict[str, int]:
         key_id = key_id_of(token) if isinstance(token, str) else None
         counts[key_id or CLEAR] = counts.get(key_id or CLEAR, 0) + 1
 
-    for aid in inner.agents(session_id):
-        for h in inner.history(session_id, aid):
+    for aid in HISTORY.of(inner, "key rotation").agents(session_id):
+        for h in HISTORY.of(inner, "key rotation").history(session_id, aid):
             count(sealed_token(h.message.content))
-        for s in inner.summaries(session_id, aid):
+        for s in HISTORY.of(inner, "key rotation").summaries(session_id, aid):
             count(s.content)
-        for r in inner.revisions(session_id, aid):
+        for r in HISTORY.of(inner, "key rotation").revisions(session_id, aid):
             count(sealed_token(r.original))
         snapshot = inner.load(session_id, aid)
         if snapshot is not None:

@@ -51,6 +51,7 @@ from contextledger.model.records import (
     Tombstone,
     record_json,
 )
+from contextledger.stores.capabilities import ERASURE, HISTORY, SESSIONS, TRANSFER
 
 if TYPE_CHECKING:
     from contextledger.stores.base import LedgerStore
@@ -103,12 +104,12 @@ def read_conversation(store: LedgerStore, session_id: str, agent_id: str) -> Con
             return None
         records = ConversationRecords(
             state=before.state,
-            messages=tuple(store.history(session_id, agent_id)),
-            summaries=tuple(store.summaries(session_id, agent_id)),
-            reductions=tuple(store.reductions(session_id, agent_id)),
-            revisions=tuple(store.revisions(session_id, agent_id)),
-            pins=tuple(store.pin_history(session_id, agent_id)),
-            tombstones=tuple(store.tombstones(session_id, agent_id)),
+            messages=tuple(HISTORY.of(store, "transfer").history(session_id, agent_id)),
+            summaries=tuple(HISTORY.of(store, "transfer").summaries(session_id, agent_id)),
+            reductions=tuple(HISTORY.of(store, "transfer").reductions(session_id, agent_id)),
+            revisions=tuple(HISTORY.of(store, "transfer").revisions(session_id, agent_id)),
+            pins=tuple(HISTORY.of(store, "transfer").pin_history(session_id, agent_id)),
+            tombstones=tuple(ERASURE.of(store, "transfer").tombstones(session_id, agent_id)),
         )
         after = store.load(session_id, agent_id)
         if after is not None and after.state.version == before.state.version:
@@ -138,7 +139,7 @@ def write_conversation(store: LedgerStore, records: ConversationRecords, *, stri
     """
     records = records.canonical()
     check_records(records, strict_ids=strict_ids)
-    if store.import_conversation(records):
+    if TRANSFER.of(store, "transfer").import_conversation(records):
         logger.info(
             "session_id=<%s>, agent_id=<%s>, messages=<%d>, version=<%d> | imported conversation",
             records.session_id,
@@ -196,7 +197,7 @@ def list_sessions(store: LedgerStore, page: int = 500) -> list[str]:
     seen: set[str] = set()
     offset = 0
     while True:
-        infos = store.sessions(limit=page, offset=offset)
+        infos = SESSIONS.of(store, "transfer").sessions(limit=page, offset=offset)
         for info in infos:
             if info.session_id not in seen:
                 seen.add(info.session_id)
@@ -226,7 +227,7 @@ def copy_sessions(
     ids = list(session_ids) if session_ids is not None else list_sessions(source)
     done: list[tuple[str, str, ImportOutcome]] = []
     for session_id in ids:
-        agents = source.agents(session_id)
+        agents = HISTORY.of(source, "copy").agents(session_id)
         if not agents and session_ids is not None:
             raise SessionNotFound(f"no session {session_id!r} in {source.url}")
         for agent_id in agents:

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, ModelCallNotFound, ReductionNotFound, SessionNotFound
@@ -49,14 +49,15 @@ from contextledger.model.records import (
     in_commit_order,
 )
 from contextledger.stores.base import AppendedBy
+from contextledger.stores.capabilities import HISTORY, TIME_TRAVEL
 
-__all__ = ["Cut", "TravelStore", "cut_for", "view_at"]
+__all__ = ["Cut", "TravelStore", "cut_for", "travelling", "view_at"]
 
 logger = logging.getLogger(__name__)
 
 
 class TravelStore(Protocol):
-    """What :func:`view_at` reads (every :class:`~contextledger.stores.base.LedgerStore` has it)."""
+    """What :func:`view_at` reads: the ``history`` and ``time_travel`` capabilities (see :func:`travelling`)."""
 
     def load(self, session_id: str, agent_id: str) -> Snapshot | None: ...  # noqa: D102
 
@@ -73,6 +74,17 @@ class TravelStore(Protocol):
     ) -> list[Revision]: ...
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]: ...  # noqa: D102
+
+
+def travelling(store: object, feature: str) -> TravelStore:
+    """``store`` as a :class:`TravelStore`: it declares the ``history`` and ``time_travel`` capabilities.
+
+    Raises:
+        CapabilityMissing: It lacks one of them; nothing was read.
+    """
+    HISTORY.of(store, feature)
+    TIME_TRAVEL.of(store, feature)
+    return cast(TravelStore, store)
 
 
 @dataclass(frozen=True)

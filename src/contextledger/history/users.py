@@ -26,6 +26,7 @@ from contextledger.errors import ConfigurationError
 from contextledger.history.lifecycle import erase, settle_erasure
 from contextledger.model.records import LineageLink, Tombstone
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import ERASURE, HISTORY, SCOPES, SESSIONS
 
 __all__ = ["UserErasure", "erase_user", "user_sessions"]
 
@@ -64,7 +65,7 @@ def user_sessions(store: LedgerStore, app: str | None, user: str | None) -> list
     """Every session id of ``app`` / ``user``, most recently updated first (read page by page)."""
     found: list[str] = []
     while True:
-        page = store.sessions(limit=_PAGE, offset=len(found), app=app, user=user)
+        page = SESSIONS.of(store, "erase_user").sessions(limit=_PAGE, offset=len(found), app=app, user=user)
         found += [info.session_id for info in page]
         if len(page) < _PAGE:
             return found
@@ -91,9 +92,9 @@ def erase_user(store: LedgerStore, app: str, user: str, *, reason: str) -> UserE
     tombstones: list[Tombstone] = []
     copies: dict[str, LineageLink] = {}
     for session_id in sessions:
-        for agent_id in store.agents(session_id):
-            erased = {t.entry_id for t in store.tombstones(session_id, agent_id)}
-            for entry in store.history(session_id, agent_id):
+        for agent_id in HISTORY.of(store, "erase_user").agents(session_id):
+            erased = {t.entry_id for t in ERASURE.of(store, "erase_user").tombstones(session_id, agent_id)}
+            for entry in HISTORY.of(store, "erase_user").history(session_id, agent_id):
                 entry_id = entry.message.message_id
                 if entry_id in erased:
                     continue
@@ -101,10 +102,10 @@ def erase_user(store: LedgerStore, app: str, user: str, *, reason: str) -> UserE
                 erasure = erase(store, session_id, entry_id, reason=reason, agent_id=agent_id, settle_timeout=0)
                 tombstones += erasure.tombstones
                 copies.update((link.key, link) for link in erasure.copies)
-            state = store.conversation_state(session_id, agent_id)
+            state = HISTORY.of(store, "erase_user").conversation_state(session_id, agent_id)
             if state is not None and state.agent_state:
                 Conversation(store, session_id, agent_id, repair=False).set_agent_state({})
-    state_deleted = store.delete_scope_state(app, user)
+    state_deleted = SCOPES.of(store, "erase_user").delete_scope_state(app, user)
     pending = settle_erasure(store) if tombstones else None
     logger.info(
         "app=<%s>, user=<%s>, sessions=<%d>, erased=<%d>, state_deleted=<%s> | erased user",

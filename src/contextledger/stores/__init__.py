@@ -1,4 +1,7 @@
-"""Ledger stores: one protocol, interchangeable implementations.
+"""Ledger stores: one required protocol, declared capabilities, interchangeable implementations.
+
+:class:`LedgerStore` is what every store must do (load, commit, close); the rest are
+capabilities a store declares (:mod:`contextledger.stores.capabilities`).
 
 :class:`MemoryStore` is imported on first use (PEP 562), so a process on another
 backend never loads it.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,25 +11,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage, SessionOwnerConflict
 from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
-from contextledger.model.messages import Message
 from contextledger.model.records import (
-    ConversationState,
     EntryKind,
     Eviction,
     HistoryEntry,
-    PinEvent,
     Reduction,
-    Revision,
-    SessionInfo,
     SessionOwner,
     Snapshot,
     SummaryEntry,
-    Tombstone,
     Trigger,
 )
 
 if TYPE_CHECKING:
-    from contextledger.model.bundle import ConversationRecords
+    pass
 
 __all__ = [
     "AppendedBy",
@@ -70,17 +64,25 @@ class AppendedBy:
 
 @runtime_checkable
 class LedgerStore(Protocol):
-    """Storage for conversation ledgers.
+    """What every ledger store must do: restore a conversation, commit a changeset, close.
 
-    Contract (checked by :mod:`contextledger.testing`, which every store must pass):
+    Everything else -- listings, time travel, sessions, erasure, transfer, app/user
+    scopes, lineage, expiry -- is a capability a store declares
+    (:mod:`contextledger.stores.capabilities`); a feature that needs one the store lacks
+    raises :class:`~contextledger.errors.CapabilityMissing`. A dict-backed store of a few
+    dozen lines runs a :class:`~contextledger.conversation.conversation.Conversation`.
+
+    Contract (checked by :class:`~contextledger.testing.required.RequiredContract`, which
+    every store must pass):
 
     * :meth:`commit` applies a changeset all-or-nothing, only when the stored version
       equals ``changeset.expected_version`` (0 = the conversation must not exist), and
       returns the new version; otherwise it raises ``ConcurrencyConflict`` and changes
       nothing.
     * :meth:`load` reads only the state and the active view, in order; its cost does not
-      grow with evicted history.
-    * Nothing is removed except by :meth:`delete_session`.
+      grow with evicted history. It returns exactly the view that was live at the last
+      commit: pins, revised contents and summaries in place of what they replaced.
+    * Nothing is removed except by ``delete_session`` (and erasure), where declared.
     * Driver errors surface as :class:`~contextledger.errors.StoreError` subclasses.
     * A changeset holding a value JSON cannot represent (see :func:`check_storable`)
       raises :class:`~contextledger.errors.InvalidMessage` and changes nothing.
@@ -92,18 +94,11 @@ class LedgerStore(Protocol):
     * A changeset planned on a version > 0 that finds no conversation raises
       :class:`~contextledger.errors.SessionDeleted`: a deleted session is never
       re-created by a writer that still holds it.
-    * Every pin change is recorded as a :class:`~contextledger.model.records.PinEvent` in the
-      same commit.
+    * Unknown or already evicted entries named by a changeset raise
+      :class:`~contextledger.errors.EntryNotFound`, an id appended twice
+      :class:`~contextledger.errors.DuplicateEntry`; nothing of it is applied.
     * After :meth:`close` every call raises :class:`~contextledger.errors.LedgerClosed`;
       calls already running finish first.
-    * A session belongs to the app and user named by the changeset that created it
-      (:attr:`Changeset.app`, :attr:`Changeset.user`; ``None`` when not named) for its
-      whole life; a changeset creating another conversation in it that names others
-      raises :class:`~contextledger.errors.SessionOwnerConflict` and changes nothing.
-      :meth:`sessions` filters by them, :meth:`owner` reads them.
-    * Apps and their users have key/value state of their own (:meth:`scope_state`),
-      outside every session: :meth:`merge_scope_state` sets keys atomically, and it stays
-      when a session is deleted.
     """
 
     url: str
@@ -112,120 +107,8 @@ class LedgerStore(Protocol):
         """Return the state and active view, or ``None`` if the conversation is new."""
         ...
 
-    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
-        """The state :meth:`load` returns, read alone (no view), or ``None`` if the conversation is new."""
-        ...
-
     def commit(self, changeset: Changeset) -> int:
         """Apply ``changeset`` atomically and return the new version."""
-        ...
-
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry of the conversation in seq order."""
-        ...
-
-    def entries(
-        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
-    ) -> list[HistoryEntry]:
-        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
-
-        Reads those rows only, whatever the length of the history (time travel uses it).
-        With ``appended_by``, only the entries it admits (appended at or before a cut) are
-        returned -- filtered where the rows are read, so an early cut in a long
-        conversation does not fetch the rows appended after it.
-        """
-        ...
-
-    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
-        """Erase one entry atomically and keep ``tombstone``.
-
-        The entry's content and metadata become ``erased``'s, its revisions are deleted
-        and each summary in ``summaries`` gets that text. The old bytes leave the store
-        (see :mod:`contextledger.history.lifecycle`).
-        """
-        ...
-
-    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
-        """Delete the evicted entries among ``entry_ids`` atomically; return how many were.
-
-        Never an active one; their revisions go with them, their tombstones stay.
-        """
-        ...
-
-    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
-        """Erased and pruned entries of the session (or one agent), oldest first."""
-        ...
-
-    def import_conversation(self, records: ConversationRecords) -> bool:
-        """Write one conversation's complete records in one atomic commit; ``False`` if it exists.
-
-        Everything is written as given -- ids, timestamps, version, time-travel stamps,
-        statuses, summary chains, pin events, tombstones -- so reading it back gives the
-        same records. When the conversation already exists nothing is written and
-        ``False`` is returned (the caller compares; see
-        :func:`contextledger.history.transfer.write_conversation`).
-        """
-        ...
-
-    def evictions(
-        self,
-        session_id: str,
-        agent_id: str | None = None,
-        *,
-        trigger: Trigger | None = None,
-        since: datetime | None = None,
-    ) -> list[Eviction]:
-        """Evicted entries (messages and superseded summaries), oldest eviction first."""
-        ...
-
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in the order they were committed."""
-        ...
-
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included, oldest first."""
-        ...
-
-    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
-        """Stored original contents, oldest first."""
-        ...
-
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or of one agent), in commit order."""
-        ...
-
-    def agents(self, session_id: str) -> list[str]:
-        """Agent ids that have a conversation in the session, sorted."""
-        ...
-
-    def sessions(
-        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
-    ) -> list[SessionInfo]:
-        """Sessions ordered by most recent update first, paged; only those of ``app`` / ``user`` when given."""
-        ...
-
-    def owner(self, session_id: str) -> SessionOwner | None:
-        """The app and user the session was created for, or ``None`` when the session does not exist."""
-        ...
-
-    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
-        """The key/value state of ``app`` (``user`` ``None``) or of one user of it; ``{}`` when none is stored."""
-        ...
-
-    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
-        """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``), atomically.
-
-        Keys not in ``delta`` keep their values; concurrent merges of different keys both
-        land. ``delta`` holds JSON values (see :func:`~contextledger.core.checks.check_scope_delta`).
-        """
-        ...
-
-    def delete_scope_state(self, app: str, user: str | None) -> bool:
-        """Remove the state of ``app`` (or of its ``user``); return whether there was any."""
-        ...
-
-    def delete_session(self, session_id: str) -> bool:
-        """Remove every row of the session; return whether it existed."""
         ...
 
     def close(self) -> None:
@@ -347,11 +230,6 @@ def preview(text: str, width: int = 80) -> str:
     """A one-line preview of ``text`` for listings."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def sorted_unique(values: Sequence[str]) -> list[str]:
-    """Sorted distinct values."""
-    return sorted(set(values))
 
 
 @contextmanager

@@ -1,33 +1,245 @@
-"""Capabilities a store declares beside :class:`~contextledger.stores.base.LedgerStore`: lineage and expiry.
+"""The capabilities a store declares beside the required :class:`~contextledger.stores.base.LedgerStore`.
 
-They are separate protocols so that a store written against the 0.2 protocol still
-passes ``isinstance(store, LedgerStore)``; the built-in stores (memory, SQL, Redis)
-implement both, and the operations that need one refuse a store without it with a
-:class:`~contextledger.errors.ConfigurationError` instead of quietly doing less
-(a fork whose lineage is not recorded could keep an erased secret).
+A store must load, commit and close (:class:`~contextledger.stores.base.LedgerStore`);
+everything else is a capability it may have: the listings over a session's rows, time
+travel, session listings and deletion, erasure, transfer, app/user scopes, lineage,
+expiry, erasure settling, resealing. Each is a protocol here with one contract file in
+:mod:`contextledger.testing`, and one :class:`Capability` object naming it.
+
+A store *declares* a capability by implementing its protocol (structural, as before);
+a store that wraps another (the encrypting store) narrows that with a ``capabilities``
+attribute, the set of names it really offers. Features check with
+:meth:`Capability.of`, which raises :class:`~contextledger.errors.CapabilityMissing`
+before anything is read or written -- never a quiet partial result (a fork whose lineage
+is not recorded could keep an erased secret).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
-from contextledger.errors import ConfigurationError
-from contextledger.model.records import Expiry, LineageLink
+from contextledger.errors import CapabilityMissing
+from contextledger.model.messages import Message
+from contextledger.model.records import (
+    ConversationState,
+    Eviction,
+    Expiry,
+    HistoryEntry,
+    LineageLink,
+    PinEvent,
+    Reduction,
+    Revision,
+    SessionInfo,
+    SessionOwner,
+    SummaryEntry,
+    Tombstone,
+    Trigger,
+)
+from contextledger.stores.base import AppendedBy, LedgerStore
+from contextledger.stores.swaps import Swap, swap_in
+
+if TYPE_CHECKING:
+    from contextledger.model.bundle import ConversationRecords
 
 __all__ = [
+    "ALL",
+    "ERASURE",
+    "EXPIRY",
+    "HISTORY",
+    "LINEAGE",
+    "RESEAL",
+    "SCOPES",
+    "SESSIONS",
+    "SETTLE_ERASURE",
+    "TIME_TRAVEL",
+    "TRANSFER",
+    "Capability",
+    "CompleteStore",
+    "ErasingStore",
     "ExpiringStore",
+    "HistoryStore",
+    "ImportingStore",
     "LineageStore",
     "ResealingStore",
+    "ScopedStore",
+    "SessionStore",
     "SettlesErasure",
     "Swap",
+    "TimeTravelStore",
+    "capabilities_of",
+    "complete",
     "expiring",
     "resealing",
     "swap_in",
     "with_lineage",
 ]
+
+C = TypeVar("C")
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """The listings over one session's rows: entries, evictions, reductions, summaries, revisions, pins.
+
+    Contract (checked by :class:`~contextledger.testing.history.HistoryContract`): each
+    reads only, in the order it states; a conversation or session that does not exist
+    gives ``[]`` (``None`` for :meth:`conversation_state`). Undo and the inspector need it.
+    """
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The state ``load`` returns, read alone (no view), or ``None`` if the conversation is new."""
+        ...
+
+    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
+        """Every message entry of the conversation in seq order."""
+        ...
+
+    def evictions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """Evicted entries (messages and superseded summaries), oldest eviction first."""
+        ...
+
+    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
+        """Reductions in the order they were committed."""
+        ...
+
+    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first."""
+        ...
+
+    def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
+        """Stored original contents, oldest first."""
+        ...
+
+    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or of one agent), in commit order."""
+        ...
+
+    def agents(self, session_id: str) -> list[str]:
+        """Agent ids that have a conversation in the session, sorted."""
+        ...
+
+
+@runtime_checkable
+class TimeTravelStore(Protocol):
+    """Reads of chosen entries, bounded by a cut (what ``view_at`` and undo rebuild from).
+
+    Contract (checked by :class:`~contextledger.testing.travel.TimeTravelContract`).
+    """
+
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        Reads those rows only, whatever the length of the history. With ``appended_by``,
+        only the entries it admits (appended at or before a cut) are returned -- filtered
+        where the rows are read, so an early cut in a long conversation does not fetch the
+        rows appended after it.
+        """
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Sessions listed (most recent first, paged, by app and user) and deleted.
+
+    Contract (checked by :class:`~contextledger.testing.sessions.SessionsContract`):
+    :meth:`delete_session` is the only call that removes rows (erasure aside).
+    """
+
+    def sessions(
+        self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions ordered by most recent update first, paged; only those of ``app`` / ``user`` when given."""
+        ...
+
+    def delete_session(self, session_id: str) -> bool:
+        """Remove every row of the session; return whether it existed."""
+        ...
+
+
+@runtime_checkable
+class ErasingStore(Protocol):
+    """Erasure and pruning of single entries, leaving tombstones.
+
+    Contract (checked by :class:`~contextledger.testing.retention.RetentionContract` and
+    :class:`~contextledger.testing.lifecycle.LifecycleContract`).
+    """
+
+    def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
+        """Erase one entry atomically and keep ``tombstone``.
+
+        The entry's content and metadata become ``erased``'s, its revisions are deleted
+        and each summary in ``summaries`` gets that text. The old bytes leave the store
+        (see :mod:`contextledger.history.lifecycle`).
+        """
+        ...
+
+    def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
+        """Delete the evicted entries among ``entry_ids`` atomically; return how many were.
+
+        Never an active one; their revisions go with them, their tombstones stay.
+        """
+        ...
+
+    def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
+        """Erased and pruned entries of the session (or one agent), oldest first."""
+        ...
+
+
+@runtime_checkable
+class ImportingStore(Protocol):
+    """Conversations written whole, as exported (copies between ledgers, imports).
+
+    Contract (checked by :class:`~contextledger.testing.transfer.TransferContract`).
+    """
+
+    def import_conversation(self, records: ConversationRecords) -> bool:
+        """Write one conversation's complete records in one atomic commit; ``False`` if it exists.
+
+        Everything is written as given -- ids, timestamps, version, time-travel stamps,
+        statuses, summary chains, pin events, tombstones -- so reading it back gives the
+        same records.
+        """
+        ...
+
+
+@runtime_checkable
+class ScopedStore(Protocol):
+    """Sessions owned by an app and a user, and key/value state per app and per user.
+
+    Contract (checked by :class:`~contextledger.testing.owners.OwnersContract`): a session
+    belongs to the app and user named by the changeset that created it, for its whole
+    life; a changeset creating another conversation in it that names others raises
+    :class:`~contextledger.errors.SessionOwnerConflict`. Scope state stays when a session
+    is deleted; :meth:`merge_scope_state` sets keys atomically.
+    """
+
+    def owner(self, session_id: str) -> SessionOwner | None:
+        """The app and user the session was created for, or ``None`` when the session does not exist."""
+        ...
+
+    def scope_state(self, app: str, user: str | None = None) -> dict[str, Any]:
+        """The key/value state of ``app`` (``user`` ``None``) or of one user of it; ``{}`` when none is stored."""
+        ...
+
+    def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
+        """Set the keys of ``delta`` in the state of ``app`` (or of its ``user``), atomically."""
+        ...
+
+    def delete_scope_state(self, app: str, user: str | None) -> bool:
+        """Remove the state of ``app`` (or of its ``user``); return whether there was any."""
+        ...
 
 
 @runtime_checkable
@@ -92,52 +304,6 @@ class SettlesErasure(Protocol):
         ...
 
 
-SwapPlace = Literal["content", "meta", "summary", "revision", "manager_state", "agent_state"]
-
-
-@dataclass(frozen=True)
-class Swap:
-    """One sealed token to replace by another where it is still stored (a key rotation's unit).
-
-    Attributes:
-        where: Which value: a message's ``content`` or ``meta`` (``ident``: its id), a
-            ``summary`` (its id), a ``revision``'s original (its message id and
-            ``number``), or the conversation's ``manager_state`` / ``agent_state``.
-        ident: The message or summary id (empty for state).
-        number: The revision number (0 otherwise).
-        old: The token stored now.
-        new: The token to store instead.
-    """
-
-    where: SwapPlace
-    ident: str
-    old: str
-    new: str
-    number: int = 0
-
-
-def swap_in(value: Any, old: str, new: str) -> tuple[Any, bool]:
-    """``value`` (decoded JSON) with every string equal to ``old`` replaced by ``new``, and whether one was."""
-    if isinstance(value, str):
-        return (new, True) if value == old else (value, False)
-    if isinstance(value, dict):
-        found = False
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out[k], hit = swap_in(v, old, new)
-            found = found or hit
-        return out, found
-    if isinstance(value, list | tuple):
-        items = []
-        found = False
-        for v in value:
-            item, hit = swap_in(v, old, new)
-            items.append(item)
-            found = found or hit
-        return items, found
-    return value, False
-
-
 @runtime_checkable
 class ResealingStore(Protocol):
     """A store that can replace sealed tokens in place (a key rotation: :mod:`contextledger.history.rotation`)."""
@@ -152,36 +318,144 @@ class ResealingStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, eq=False)
+class Capability(Generic[C]):
+    """One optional part of the store protocol: its name and the protocol a store implements.
+
+    Attributes:
+        name: How declarations and errors name it (``"history"``, ``"erasure"``...).
+        protocol: The runtime-checkable protocol holding its methods.
+    """
+
+    name: str
+    protocol: Any  # a Protocol class (mypy refuses protocols where a concrete type[C] is expected)
+
+    def held_by(self, store: object) -> bool:
+        """Whether ``store`` declares this capability (see :func:`capabilities_of`)."""
+        return self.name in capabilities_of(store)
+
+    def of(self, store: object, feature: str) -> C:
+        """``store`` typed as this capability's protocol.
+
+        Raises:
+            CapabilityMissing: ``store`` does not declare it; nothing was read or written.
+        """
+        if not self.held_by(store):
+            raise CapabilityMissing(self.name, type(store).__name__, feature)
+        return cast(C, store)
+
+    def __repr__(self) -> str:
+        return f"Capability({self.name!r})"
+
+
+HISTORY: Capability[HistoryStore] = Capability("history", HistoryStore)
+TIME_TRAVEL: Capability[TimeTravelStore] = Capability("time_travel", TimeTravelStore)
+SESSIONS: Capability[SessionStore] = Capability("sessions", SessionStore)
+ERASURE: Capability[ErasingStore] = Capability("erasure", ErasingStore)
+TRANSFER: Capability[ImportingStore] = Capability("transfer", ImportingStore)
+SCOPES: Capability[ScopedStore] = Capability("scopes", ScopedStore)
+LINEAGE: Capability[LineageStore] = Capability("lineage", LineageStore)
+EXPIRY: Capability[ExpiringStore] = Capability("expiry", ExpiringStore)
+SETTLE_ERASURE: Capability[SettlesErasure] = Capability("settle_erasure", SettlesErasure)
+RESEAL: Capability[ResealingStore] = Capability("reseal", ResealingStore)
+
+ALL: tuple[Capability[Any], ...] = (
+    HISTORY,
+    TIME_TRAVEL,
+    SESSIONS,
+    ERASURE,
+    TRANSFER,
+    SCOPES,
+    LINEAGE,
+    EXPIRY,
+    SETTLE_ERASURE,
+    RESEAL,
+)
+"""Every capability, in the order the contract suite and the docs list them."""
+
+
+def capabilities_of(store: object) -> frozenset[str]:
+    """The names of the capabilities ``store`` declares.
+
+    A ``capabilities`` attribute (a set of names) is the declaration when the store has
+    one -- a wrapper passes on only what its inner store holds; otherwise each capability
+    whose protocol the store implements is declared. A declared capability whose methods
+    are missing is a broken store, which the required contract reports.
+    """
+    declared = getattr(store, "capabilities", None)
+    if declared is not None:
+        return frozenset(declared)
+    kind = type(store)
+    found = _IMPLEMENTED.get(kind)
+    if found is None:
+        found = frozenset(cap.name for cap in ALL if isinstance(store, cap.protocol))
+        # What a class implements is known once (a protocol check costs about 100 us); a
+        # class forwarding attributes through __getattr__ depends on its instance.
+        if not hasattr(kind, "__getattr__"):
+            _IMPLEMENTED[kind] = found
+    return found
+
+
+_IMPLEMENTED: dict[type, frozenset[str]] = {}
+
+
+@runtime_checkable
+class CompleteStore(
+    LedgerStore,
+    HistoryStore,
+    TimeTravelStore,
+    SessionStore,
+    ErasingStore,
+    ImportingStore,
+    ScopedStore,
+    LineageStore,
+    ExpiringStore,
+    ResealingStore,
+    Protocol,
+):
+    """A store with every capability but :class:`SettlesErasure` (which depends on its files): memory, SQL, Redis.
+
+    Code written for the built-in stores (the full contract suite, the host suites) types
+    against this; features check what they need with :meth:`Capability.of`.
+    """
+
+
+_COMPLETE = (HISTORY, TIME_TRAVEL, SESSIONS, ERASURE, TRANSFER, SCOPES, LINEAGE, EXPIRY, RESEAL)
+
+
+def complete(store: object, feature: str) -> CompleteStore:
+    """``store`` typed as a :class:`CompleteStore`, for code that uses most capabilities (suites, tools).
+
+    Raises:
+        CapabilityMissing: ``store`` lacks one of them (the first missing is named).
+    """
+    for capability in _COMPLETE:
+        capability.of(store, feature)
+    return cast(CompleteStore, store)
+
+
 def resealing(store: object) -> ResealingStore:
     """``store`` as a :class:`ResealingStore`.
 
     Raises:
-        ConfigurationError: The store cannot reseal values.
+        CapabilityMissing: The store cannot reseal values.
     """
-    if not isinstance(store, ResealingStore):
-        raise ConfigurationError(f"{type(store).__name__} cannot replace sealed values (reseal)")
-    return store
+    return RESEAL.of(store, "key rotation (reseal)")
 
 
 def with_lineage(store: object) -> LineageStore:
     """``store`` as a :class:`LineageStore`.
 
     Raises:
-        ConfigurationError: The store does not keep lineage.
+        CapabilityMissing: The store does not keep lineage (forks and erasure need it).
     """
-    if not isinstance(store, LineageStore):
-        raise ConfigurationError(
-            f"{type(store).__name__} does not record lineage (add_lineage, lineage): forks and erasure need it"
-        )
-    return store
+    return LINEAGE.of(store, "forks and erasure (add_lineage, lineage)")
 
 
 def expiring(store: object) -> ExpiringStore:
     """``store`` as an :class:`ExpiringStore`.
 
     Raises:
-        ConfigurationError: The store cannot expire sessions.
+        CapabilityMissing: The store cannot expire sessions.
     """
-    if not isinstance(store, ExpiringStore):
-        raise ConfigurationError(f"{type(store).__name__} cannot expire sessions (expire_session, expirations)")
-    return store
+    return EXPIRY.of(store, "expiry (expire_session, expirations)")

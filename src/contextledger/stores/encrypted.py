@@ -43,9 +43,23 @@ from contextledger.model.records import (
 )
 from contextledger.model.stored import sealed_values_allowed
 from contextledger.stores.base import AppendedBy, LedgerStore, preview
-from contextledger.stores.capabilities import Swap, expiring, resealing, with_lineage
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    SCOPES,
+    SESSIONS,
+    TIME_TRAVEL,
+    TRANSFER,
+    Capability,
+    Swap,
+    capabilities_of,
+    expiring,
+    resealing,
+    with_lineage,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C")
 
 __all__ = ["EncryptedStore", "key_provider", "place", "with_encryption"]
 
@@ -108,6 +122,14 @@ class EncryptedStore:
         self.inner = inner
         self.sealer = sealer
         self.url = inner.url
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The inner store's capabilities: each is passed on, sealed (see :func:`capabilities_of`)."""
+        return capabilities_of(self.inner)
+
+    def _inner(self, capability: Capability[C]) -> C:
+        return capability.of(self.inner, f"the encrypting store's {capability.name}")
 
     def __getattr__(self, name: str) -> Any:
         # Only called for attributes this class lacks: the inner store's own (vacuum, upgrade, ...).
@@ -222,11 +244,11 @@ class EncryptedStore:
         """Erase through the inner store; the new (erased) values are sealed too."""
         sid, aid = tombstone.session_id, tombstone.agent_id
         texts = {k: self._seal_text(sid, aid, k, v) for k, v in summaries.items()}
-        self.inner.erase(tombstone, self._seal_message(sid, aid, erased), texts)
+        self._inner(ERASURE).erase(tombstone, self._seal_message(sid, aid, erased), texts)
 
     def prune(self, session_id: str, agent_id: str, entry_ids: Sequence[str], tombstones: Sequence[Tombstone]) -> int:
         """Prune through the inner store (nothing to seal)."""
-        return self.inner.prune(session_id, agent_id, entry_ids, tombstones)
+        return self._inner(ERASURE).prune(session_id, agent_id, entry_ids, tombstones)
 
     def import_conversation(self, records: ConversationRecords) -> bool:
         """Seal the records' content and state, then import them into the inner store."""
@@ -259,11 +281,11 @@ class EncryptedStore:
                 ),
             }
         )
-        return self.inner.import_conversation(sealed)
+        return self._inner(TRANSFER).import_conversation(sealed)
 
     def delete_session(self, session_id: str) -> bool:
         """Delete through the inner store."""
-        return self.inner.delete_session(session_id)
+        return self._inner(SESSIONS).delete_session(session_id)
 
     def close(self) -> None:
         """Close the inner store."""
@@ -287,23 +309,26 @@ class EncryptedStore:
 
     def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
         """The inner history, opened."""
-        found = self.inner.history(session_id, agent_id, include_evicted=include_evicted)
+        found = self._inner(HISTORY).history(session_id, agent_id, include_evicted=include_evicted)
         return [self._open_history(h) for h in found]
 
     def entries(
         self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
     ) -> list[HistoryEntry]:
         """The inner entries, opened."""
-        return [self._open_history(h) for h in self.inner.entries(session_id, agent_id, ids, appended_by=appended_by)]
+        return [
+            self._open_history(h)
+            for h in self._inner(TIME_TRAVEL).entries(session_id, agent_id, ids, appended_by=appended_by)
+        ]
 
     def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
         """The inner summaries, opened."""
-        return [self._open_summary(s) for s in self.inner.summaries(session_id, agent_id)]
+        return [self._open_summary(s) for s in self._inner(HISTORY).summaries(session_id, agent_id)]
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """The inner revisions, their originals opened."""
         out = []
-        for r in self.inner.revisions(session_id, agent_id, message_id):
+        for r in self._inner(HISTORY).revisions(session_id, agent_id, message_id):
             if sealed_token(r.original) is None:
                 out.append(r)
                 continue
@@ -320,7 +345,7 @@ class EncryptedStore:
         since: datetime | None = None,
     ) -> list[Eviction]:
         """The inner evictions, their previews made from the opened content (the store saw only tokens)."""
-        found = self.inner.evictions(session_id, agent_id, trigger=trigger, since=since)
+        found = self._inner(HISTORY).evictions(session_id, agent_id, trigger=trigger, since=since)
         if not found:
             return found
         texts: dict[tuple[str, str], str] = {}
@@ -340,29 +365,29 @@ class EncryptedStore:
 
     def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
         """The inner reductions (clear)."""
-        return self.inner.reductions(session_id, agent_id)
+        return self._inner(HISTORY).reductions(session_id, agent_id)
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
         """The inner pin events (clear)."""
-        return self.inner.pin_history(session_id, agent_id)
+        return self._inner(HISTORY).pin_history(session_id, agent_id)
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """The inner tombstones (clear)."""
-        return self.inner.tombstones(session_id, agent_id)
+        return self._inner(ERASURE).tombstones(session_id, agent_id)
 
     def agents(self, session_id: str) -> list[str]:
         """The inner agents."""
-        return self.inner.agents(session_id)
+        return self._inner(HISTORY).agents(session_id)
 
     def sessions(
         self, *, limit: int = 100, offset: int = 0, app: str | None = None, user: str | None = None
     ) -> list[SessionInfo]:
         """The inner sessions (clear, as session ids, apps and users are)."""
-        return self.inner.sessions(limit=limit, offset=offset, app=app, user=user)
+        return self._inner(SESSIONS).sessions(limit=limit, offset=offset, app=app, user=user)
 
     def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
         """The inner state, opened."""
-        state = self.inner.conversation_state(session_id, agent_id)
+        state = self._inner(HISTORY).conversation_state(session_id, agent_id)
         if state is None:
             return None
         return state.model_copy(
@@ -374,7 +399,7 @@ class EncryptedStore:
 
     def owner(self, session_id: str) -> SessionOwner | None:
         """The inner owner (clear)."""
-        return self.inner.owner(session_id)
+        return self._inner(SCOPES).owner(session_id)
 
     # -- apps' and users' state: each value sealed (merges stay key by key), keys clear --------
 
@@ -384,17 +409,17 @@ class EncryptedStore:
             key: self.sealer.open_json(value, _scope_place(app, user, key))
             if isinstance(value, str) and value.startswith("clenc1.")
             else value
-            for key, value in self.inner.scope_state(app, user).items()
+            for key, value in self._inner(SCOPES).scope_state(app, user).items()
         }
 
     def merge_scope_state(self, app: str, user: str | None, delta: Mapping[str, Any]) -> None:
         """Merge ``delta`` into the inner state, each value sealed."""
         sealed = {key: self.sealer.seal_json(value, _scope_place(app, user, key)) for key, value in delta.items()}
-        self.inner.merge_scope_state(app, user, sealed)
+        self._inner(SCOPES).merge_scope_state(app, user, sealed)
 
     def delete_scope_state(self, app: str, user: str | None) -> bool:
         """Delete the inner state."""
-        return self.inner.delete_scope_state(app, user)
+        return self._inner(SCOPES).delete_scope_state(app, user)
 
     # -- capabilities ---------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Test support shipped with the library: the store contract suite (the ``testing`` extra).
 
-Every :class:`~contextledger.stores.base.LedgerStore` must pass
+Every :class:`~contextledger.stores.base.CompleteStore` must pass
 :class:`~contextledger.testing.contract.StoreContract` unchanged. Use it from a test
 module with a ``store`` fixture that yields a fresh, empty store and a ``lost_reply``
 fixture (see :class:`~contextledger.testing.exactly_once.LostReply`)::
@@ -26,18 +26,26 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     ) from exc
 
 from contextledger.testing.contract import StoreContract
+from contextledger.testing.declared import CapabilityContract
 from contextledger.testing.encryption import EncryptionContract
 from contextledger.testing.exactly_once import ExactlyOnceContract, LostReply
+from contextledger.testing.history import HistoryContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.lineage import ExpiryContract, LineageContract
+from contextledger.testing.required import RequiredContract
+from contextledger.testing.sessions import SessionsContract
 
 __all__ = [
+    "CapabilityContract",
     "EncryptionContract",
     "ExactlyOnceContract",
     "ExpiryContract",
+    "HistoryContract",
     "LifecycleContract",
     "LineageContract",
     "LostReply",
     "PinHistoryContract",
+    "RequiredContract",
+    "SessionsContract",
     "StoreContract",
 ]

@@ -6,7 +6,7 @@ exactly (tokens included), swap tokens in place (``reseal``) and erase them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,8 +19,18 @@ from contextledger.history.rotation import CLEAR, key_census, rotate
 from contextledger.history.transfer import conversation_lines, read_conversation
 from contextledger.model.messages import Message
 from contextledger.model.stored import sealed_values_allowed
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    LINEAGE,
+    RESEAL,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+)
 from contextledger.stores.encrypted import EncryptedStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["SECRET", "EncryptionContract", "encrypted_conversation", "stored_tokens"]
 
@@ -28,7 +38,7 @@ SECRET = "the launch code is 7-ALPHA-9"
 K1, K2, OTHER = new_key(), new_key(), new_key()
 
 
-def encrypted(store: LedgerStore, *keys: tuple[str, str]) -> EncryptedStore:
+def encrypted(store: CompleteStore, *keys: tuple[str, str]) -> EncryptedStore:
     """``store`` under the keys (the first current)."""
     return EncryptedStore(store, Sealer(Keyring(list(keys) or [("k1", K1)])))
 
@@ -66,7 +76,7 @@ def encrypted_conversation(store: EncryptedStore) -> dict[str, Any]:
     return {"first": first.message_id, "summary": red.summary_id}
 
 
-def stored_tokens(store: LedgerStore, session_id: str = "s", agent_id: str = "a") -> list[str]:
+def stored_tokens(store: CompleteStore, session_id: str = "s", agent_id: str = "a") -> list[str]:
     """Every sealed token the store under the encrypted layer holds for a conversation."""
     inner = store.inner if isinstance(store, EncryptedStore) else store
     with sealed_values_allowed():
@@ -76,10 +86,12 @@ def stored_tokens(store: LedgerStore, session_id: str = "s", agent_id: str = "a"
     return sorted({t for t in text.replace("'", '"').split('"') if t.startswith("clenc1.")})
 
 
-class EncryptionContract:
+class EncryptionContract(CapabilityContract):
     """Sealed at rest, opened exactly, refused with a wrong key, rotated in resumable batches, erasable."""
 
-    def test_round_trip_is_exact_and_the_store_holds_no_plaintext(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (RESEAL, HISTORY, SESSIONS, TIME_TRAVEL, ERASURE, LINEAGE)
+
+    def test_round_trip_is_exact_and_the_store_holds_no_plaintext(self, store: CompleteStore) -> None:
         sealed = encrypted(store)
         ids = encrypted_conversation(sealed)
         live = Conversation(sealed, "s", "a")
@@ -100,7 +112,7 @@ class EncryptionContract:
         assert ids["summary"] in {s.summary_id for s in inner.summaries}  # ids stay clear
         assert [h.message.message_id for h in inner.messages] == [h.message.message_id for h in history]
 
-    def test_a_wrong_or_missing_key_is_a_typed_error(self, store: LedgerStore) -> None:
+    def test_a_wrong_or_missing_key_is_a_typed_error(self, store: CompleteStore) -> None:
         encrypted_conversation(encrypted(store))
         with pytest.raises(EncryptionError, match="does not open"):
             encrypted(store, ("k1", OTHER)).load("s", "a")
@@ -109,7 +121,7 @@ class EncryptionContract:
         assert missing.value.key_id == "k1"
         assert [i.session_id for i in store.sessions()] == ["s"]  # listings are clear
 
-    def test_rotation_stopped_midway_resumes_and_finishes(self, store: LedgerStore) -> None:
+    def test_rotation_stopped_midway_resumes_and_finishes(self, store: CompleteStore) -> None:
         encrypted_conversation(encrypted(store))
         before = stored_tokens(store)
         assert {key_id_of(t) for t in before} == {"k1"}
@@ -137,7 +149,7 @@ class EncryptionContract:
         assert not set(before) & set(stored_tokens(store))
         assert CLEAR not in key_census(both, "s")
 
-    def test_erase_after_rotation_removes_the_sealed_bytes(self, store: LedgerStore) -> None:
+    def test_erase_after_rotation_removes_the_sealed_bytes(self, store: CompleteStore) -> None:
         ids = encrypted_conversation(encrypted(store))
         with sealed_values_allowed():
             old = sealed_token(store.entries("s", "a", [ids["first"]])[0].message.content)

@@ -9,7 +9,7 @@ the connection instead of forwarding the answer to a commit.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 import pytest
 
@@ -17,7 +17,8 @@ from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import ReductionPlan
 from contextledger.errors import CommitOutcomeUnknown, StoreUnavailable
 from contextledger.model.messages import Message
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import HISTORY, Capability, CompleteStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["ExactlyOnceContract", "LostReply"]
 
@@ -26,7 +27,7 @@ class LostReply(Protocol):
     """A store whose next commits can lose their reply (see the module docstring)."""
 
     @property
-    def store(self) -> LedgerStore:
+    def store(self) -> CompleteStore:
         """The store under test."""
         ...
 
@@ -48,12 +49,14 @@ class LostReply(Protocol):
         ...
 
 
-def _texts(store: LedgerStore) -> list[str]:
+def _texts(store: CompleteStore) -> list[str]:
     return [h.message.plain_text for h in store.history("s", "a")]
 
 
-class ExactlyOnceContract:
+class ExactlyOnceContract(CapabilityContract):
     """Lost replies never double a commit: counts, appends, reductions and pins apply once."""
+
+    needs: ClassVar[tuple[Capability[Any], ...]] = (HISTORY,)
 
     def test_a_lost_reply_to_the_first_commit(self, lost_reply: LostReply) -> None:
         conv = Conversation(lost_reply.store, "s", "a")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -13,7 +13,8 @@ from contextledger.core.changeset import Changeset, ReductionPlan
 from contextledger.errors import EntryNotFound, LedgerClosed, SessionDeleted
 from contextledger.model.messages import Message
 from contextledger.model.records import ViewEntry, utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import HISTORY, SESSIONS, Capability, CompleteStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["LifecycleContract", "PinHistoryContract"]
 
@@ -22,10 +23,12 @@ def _entries(messages: list[Message], start: int = 0) -> tuple[ViewEntry, ...]:
     return tuple(ViewEntry(entry_id=m.message_id, seq=start + i, message=m) for i, m in enumerate(messages))
 
 
-class PinHistoryContract:
+class PinHistoryContract(CapabilityContract):
     """Every pin and unpin is a row committed with the change: which entry, who asked, when."""
 
-    def test_pin_history_records_each_change_with_its_source(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (HISTORY, SESSIONS)
+
+    def test_pin_history_records_each_change_with_its_source(self, store: CompleteStore) -> None:
         msgs = [Message.user(f"m{i}") for i in range(3)]
         conv = Conversation(store, "s", "a")
         conv.append(*msgs)
@@ -47,7 +50,7 @@ class PinHistoryContract:
         assert store.pin_history("s", "b") == []
         assert store.pin_history("nope") == []
 
-    def test_pin_events_carry_their_changeset_and_agent(self, store: LedgerStore) -> None:
+    def test_pin_events_carry_their_changeset_and_agent(self, store: CompleteStore) -> None:
         a_msgs, b_msgs = [Message.user("a0"), Message.user("a1")], [Message.user("b0")]
         store.commit(Changeset(session_id="s", agent_id="a", expected_version=0, appends=_entries(a_msgs), next_seq=2))
         store.commit(Changeset(session_id="s", agent_id="b", expected_version=0, appends=_entries(b_msgs), next_seq=1))
@@ -74,7 +77,7 @@ class PinHistoryContract:
         assert [e.entry_id for e in store.pin_history("s", "a")] == [m.message_id for m in a_msgs]
         assert [e.entry_id for e in store.pin_history("s", "b")] == [b_msgs[0].message_id]
 
-    def test_a_refused_pin_records_nothing(self, store: LedgerStore) -> None:
+    def test_a_refused_pin_records_nothing(self, store: CompleteStore) -> None:
         msgs = [Message.user("m0")]
         store.commit(Changeset(session_id="s", agent_id="a", expected_version=0, appends=_entries(msgs), next_seq=1))
         bad = Changeset(session_id="s", agent_id="a", expected_version=1, pins={msgs[0].message_id: True, "nope": True})
@@ -82,7 +85,7 @@ class PinHistoryContract:
             store.commit(bad)
         assert store.pin_history("s") == []
 
-    def test_pins_in_a_reduction_commit_with_it_and_go_with_the_session(self, store: LedgerStore) -> None:
+    def test_pins_in_a_reduction_commit_with_it_and_go_with_the_session(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         msgs = [Message.user(f"m{i}") for i in range(3)]
         conv.append(*msgs)
@@ -101,10 +104,12 @@ class PinHistoryContract:
         assert store.pin_history("s") == []
 
 
-class LifecycleContract:
+class LifecycleContract(CapabilityContract):
     """Exactly-once replays, deleted sessions that stay deleted, closed stores that stay closed."""
 
-    def test_a_changeset_sent_again_returns_its_version_and_writes_nothing(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (HISTORY, SESSIONS)
+
+    def test_a_changeset_sent_again_returns_its_version_and_writes_nothing(self, store: CompleteStore) -> None:
         msgs = [Message.user("m0"), Message.user("m1")]
         create = Changeset(session_id="s", agent_id="a", expected_version=0, appends=_entries(msgs), next_seq=2)
         assert store.commit(create) == 1
@@ -126,7 +131,7 @@ class LifecycleContract:
         assert len(store.history("s", "a")) == 3
         assert len(store.pin_history("s")) == 1
 
-    def test_a_deleted_session_is_not_recreated_by_a_writer_holding_it(self, store: LedgerStore) -> None:
+    def test_a_deleted_session_is_not_recreated_by_a_writer_holding_it(self, store: CompleteStore) -> None:
         task = Message.user("the task")
         writer = Conversation(store, "s", "a")
         writer.append(task, Message.assistant("ok"))
@@ -144,7 +149,7 @@ class LifecycleContract:
         fresh.append(Message.user("new start"))
         assert fresh.version == 1
 
-    def test_a_closed_store_refuses_every_call(self, store: LedgerStore) -> None:
+    def test_a_closed_store_refuses_every_call(self, store: CompleteStore) -> None:
         conv = Conversation(store, "s", "a")
         conv.append(Message.user("m0"))
         store.close()

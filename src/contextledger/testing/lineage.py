@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any, ClassVar
 
 import pytest
 
@@ -16,15 +17,27 @@ from contextledger.history.lifecycle import REDACTED_TEXT, erase
 from contextledger.history.transfer import read_conversation
 from contextledger.model.messages import Message
 from contextledger.model.records import LineageLink, utcnow
-from contextledger.stores.base import LedgerStore
-from contextledger.stores.capabilities import ExpiringStore, LineageStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    EXPIRY,
+    HISTORY,
+    LINEAGE,
+    SCOPES,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+    ExpiringStore,
+    LineageStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["ExpiryContract", "LineageContract"]
 
 SECRET = "the vault code is 0451"
 
 
-def _texts(store: LedgerStore, session_id: str, agent_id: str = "a") -> str:
+def _texts(store: CompleteStore, session_id: str, agent_id: str = "a") -> str:
     """Every text a conversation holds, through every query that returns content."""
     records = read_conversation(store, session_id, agent_id)
     assert records is not None
@@ -37,7 +50,7 @@ def _texts(store: LedgerStore, session_id: str, agent_id: str = "a") -> str:
     return "\n".join(parts)
 
 
-def _secret_conversation(store: LedgerStore, session_id: str = "p") -> str:
+def _secret_conversation(store: CompleteStore, session_id: str = "p") -> str:
     """A conversation whose first message holds the secret, covered by a summary; returns its id."""
     conv = Conversation(store, session_id, "a")
     (secret,) = conv.append(Message.user(f"remember: {SECRET}"))
@@ -53,10 +66,12 @@ def _secret_conversation(store: LedgerStore, session_id: str = "p") -> str:
     return secret.message_id
 
 
-class LineageContract:
+class LineageContract(CapabilityContract):
     """A fork is recorded under every ancestor; erasing in one reaches every fork that holds the entry."""
 
-    def test_links_are_kept_under_the_ancestor_once(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (LINEAGE, HISTORY, SESSIONS, ERASURE, TIME_TRAVEL, SCOPES)
+
+    def test_links_are_kept_under_the_ancestor_once(self, store: CompleteStore) -> None:
         assert isinstance(store, LineageStore)
         Conversation(store, "p", "a").append(Message.user("hi"))
         link = LineageLink(session_id="p", agent_id="a", child_session_id="c", child_agent_id="a", at_call=1)
@@ -75,14 +90,14 @@ class LineageContract:
         store.delete_session("p")
         assert store.lineage("p") == []
 
-    def test_a_fork_of_a_fork_is_kept_under_each_ancestor(self, store: LedgerStore) -> None:
+    def test_a_fork_of_a_fork_is_kept_under_each_ancestor(self, store: CompleteStore) -> None:
         _secret_conversation(store)
         fork(store, "p", "c")
         fork(store, "c", "g")
-        assert [(x.child_session_id, x.depth) for x in store.lineage("p")] == [("c", 1), ("g", 2)]  # type: ignore[attr-defined]
-        assert [(x.child_session_id, x.depth) for x in store.lineage("c")] == [("g", 1)]  # type: ignore[attr-defined]
+        assert [(x.child_session_id, x.depth) for x in store.lineage("p")] == [("c", 1), ("g", 2)]
+        assert [(x.child_session_id, x.depth) for x in store.lineage("c")] == [("g", 1)]
 
-    def test_erase_reaches_forks_of_forks_history_view_and_summaries(self, store: LedgerStore) -> None:
+    def test_erase_reaches_forks_of_forks_history_view_and_summaries(self, store: CompleteStore) -> None:
         secret = _secret_conversation(store)
         fork(store, "p", "c")
         fork(store, "c", "g")
@@ -97,14 +112,14 @@ class LineageContract:
             assert (tombstone.entry_id, tombstone.reason) == (secret, "asked")
             assert [s.content for s in store.summaries(session)] == [REDACTED_TEXT]
 
-    def test_erase_in_a_fork_leaves_its_parent(self, store: LedgerStore) -> None:
+    def test_erase_in_a_fork_leaves_its_parent(self, store: CompleteStore) -> None:
         secret = _secret_conversation(store)
         fork(store, "p", "c")
         erase(store, "c", secret, reason="only the branch")
         assert SECRET in _texts(store, "p")
         assert SECRET not in _texts(store, "c")
 
-    def test_lineage_survives_a_deleted_fork_between(self, store: LedgerStore) -> None:
+    def test_lineage_survives_a_deleted_fork_between(self, store: CompleteStore) -> None:
         secret = _secret_conversation(store)
         fork(store, "p", "c")
         fork(store, "c", "g")
@@ -113,7 +128,7 @@ class LineageContract:
         assert {t.session_id for t in report.descendants} == {"g"}
         assert SECRET not in _texts(store, "g")
 
-    def test_a_fork_made_while_its_parent_is_erased_gets_the_erasure(self, store: LedgerStore) -> None:
+    def test_a_fork_made_while_its_parent_is_erased_gets_the_erasure(self, store: CompleteStore) -> None:
         """The fork's copy may be read before the erase commits; the fork applies the erasure after its commit."""
         secret = _secret_conversation(store)
         read = threading.Event()
@@ -150,10 +165,12 @@ class LineageContract:
         assert [t.reason for t in store.tombstones("c")] == ["raced"]
 
 
-class ExpiryContract:
+class ExpiryContract(CapabilityContract):
     """Whole idle sessions expire atomically, leave expiries, and a writer still holding one is told."""
 
-    def test_an_idle_session_expires_and_its_writer_is_told(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (EXPIRY, HISTORY, SESSIONS, ERASURE, LINEAGE, TIME_TRAVEL, SCOPES)
+
+    def test_an_idle_session_expires_and_its_writer_is_told(self, store: CompleteStore) -> None:
         assert isinstance(store, ExpiringStore)
         conv = Conversation(store, "old", "a")
         conv.append(Message.user("hello"))
@@ -176,7 +193,7 @@ class ExpiryContract:
         fresh.append(Message.user("a new start"))
         assert [e.message.plain_text for e in fresh.view] == ["a new start"]
 
-    def test_a_session_written_after_the_cutoff_is_kept(self, store: LedgerStore) -> None:
+    def test_a_session_written_after_the_cutoff_is_kept(self, store: CompleteStore) -> None:
         assert isinstance(store, ExpiringStore)
         cutoff = utcnow() - timedelta(seconds=1)
         Conversation(store, "s", "a").append(Message.user("hello"))
@@ -184,7 +201,7 @@ class ExpiryContract:
         assert store.load("s", "a") is not None
         assert store.expire_session("nobody", idle_before=utcnow(), reason="idle") == []
 
-    def test_deleted_is_not_expired(self, store: LedgerStore) -> None:
+    def test_deleted_is_not_expired(self, store: CompleteStore) -> None:
         assert isinstance(store, ExpiringStore)
         conv = Conversation(store, "s", "a")
         conv.append(Message.user("hello"))
@@ -197,7 +214,7 @@ class ExpiryContract:
             conv2.append(Message.user("after the delete"))
         assert not isinstance(raised.value, SessionExpired) or bool(getattr(store, "ttl_ms", 0))
 
-    def test_expire_keeps_lineage_to_the_forks_beyond(self, store: LedgerStore) -> None:
+    def test_expire_keeps_lineage_to_the_forks_beyond(self, store: CompleteStore) -> None:
         secret = _secret_conversation(store)
         fork(store, "p", "c")
         fork(store, "c", "g")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,23 +19,36 @@ from contextledger.ledger import Ledger
 from contextledger.managers.sliding_window import SlidingWindowConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import utcnow
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    EXPIRY,
+    HISTORY,
+    LINEAGE,
+    SCOPES,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["OwnersContract"]
 
 
-def _session(store: LedgerStore, session_id: str, app: str | None, user: str | None, agent_id: str = "a") -> None:
+def _session(store: CompleteStore, session_id: str, app: str | None, user: str | None, agent_id: str = "a") -> None:
     Conversation(store, session_id, agent_id, app=app, user=user).append(Message.user(f"hello from {session_id}"))
 
 
-def _ids(store: LedgerStore, **owner: Any) -> list[str]:
+def _ids(store: CompleteStore, **owner: Any) -> list[str]:
     return [info.session_id for info in store.sessions(**owner)]
 
 
-class OwnersContract:
+class OwnersContract(CapabilityContract):
     """A session belongs to the app and user its first commit names; apps and users have state of their own."""
 
-    def test_sessions_are_listed_with_their_app_and_user_and_filtered_by_them(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (SCOPES, SESSIONS, HISTORY, ERASURE, EXPIRY, LINEAGE, TIME_TRAVEL)
+
+    def test_sessions_are_listed_with_their_app_and_user_and_filtered_by_them(self, store: CompleteStore) -> None:
         _session(store, "s1", "shop", "ada")
         _session(store, "s2", "shop", "bob")
         _session(store, "s3", "bank", "ada")
@@ -59,7 +72,7 @@ class OwnersContract:
         assert store.owner("s5") == ("shop", None)
         assert store.owner("missing") is None
 
-    def test_a_filtered_listing_is_paged_most_recent_first(self, store: LedgerStore) -> None:
+    def test_a_filtered_listing_is_paged_most_recent_first(self, store: CompleteStore) -> None:
         for n in range(5):
             _session(store, f"s{n}", "shop", "ada")
             _session(store, f"other{n}", "shop", "bob")
@@ -71,7 +84,7 @@ class OwnersContract:
         assert _ids(store, app="shop", user="ada", limit=10, offset=5) == []
         assert [i.active_entries for i in store.sessions(app="shop", user="ada", limit=1)] == [2]
 
-    def test_the_owner_is_set_once_by_the_session_s_first_commit(self, store: LedgerStore) -> None:
+    def test_the_owner_is_set_once_by_the_session_s_first_commit(self, store: CompleteStore) -> None:
         _session(store, "s", "shop", "ada", agent_id="a")
         _session(store, "s", "shop", "ada", agent_id="b")  # the same owner may add agents
         _session(store, "s", None, None, agent_id="c")  # and so may a writer naming none
@@ -88,7 +101,7 @@ class OwnersContract:
         assert store.owner("free") == (None, None)
         assert _ids(store, app="shop") == ["s"]
 
-    def test_two_owners_racing_for_a_new_session_one_wins(self, store: LedgerStore) -> None:
+    def test_two_owners_racing_for_a_new_session_one_wins(self, store: CompleteStore) -> None:
         outcomes: dict[str, str] = {}
         start = threading.Barrier(2)
 
@@ -113,7 +126,7 @@ class OwnersContract:
         loser = "bob" if winner == "ada" else "ada"
         assert _ids(store, app="shop", user=loser) == []
 
-    def test_a_deleted_session_leaves_no_owner_behind(self, store: LedgerStore) -> None:
+    def test_a_deleted_session_leaves_no_owner_behind(self, store: CompleteStore) -> None:
         _session(store, "s", "shop", "ada")
         assert store.delete_session("s") is True
         assert store.owner("s") is None
@@ -123,7 +136,7 @@ class OwnersContract:
         assert store.owner("s") == ("bank", "bob")
         assert _ids(store, app="bank", user="bob") == ["s"]
 
-    def test_app_and_user_state_merge_key_by_key_and_stay_apart(self, store: LedgerStore) -> None:
+    def test_app_and_user_state_merge_key_by_key_and_stay_apart(self, store: CompleteStore) -> None:
         value = {"nested": [1, 2.5, None, True, "é\u2028"], "empty": {}, "list": []}
         store.merge_scope_state("shop", None, {"theme": "dark", "limits": value})
         store.merge_scope_state("shop", "ada", {"name": "Ada"})
@@ -142,7 +155,7 @@ class OwnersContract:
         assert store.scope_state("shop", "ada") == {}
         assert store.scope_state("shop") == {"theme": None, "limits": value}
 
-    def test_state_outlives_the_sessions_and_concurrent_merges_all_land(self, store: LedgerStore) -> None:
+    def test_state_outlives_the_sessions_and_concurrent_merges_all_land(self, store: CompleteStore) -> None:
         _session(store, "s", "shop", "ada")
         store.merge_scope_state("shop", "ada", {"kept": 1})
         store.delete_session("s")
@@ -160,7 +173,7 @@ class OwnersContract:
         state = store.scope_state("shop", "ada")
         assert state == {"kept": 1, **{f"k{n}.{i}": n * 10 + i for n in range(4) for i in range(5)}}
 
-    def test_the_ledger_checks_what_it_is_given(self, store: LedgerStore) -> None:
+    def test_the_ledger_checks_what_it_is_given(self, store: CompleteStore) -> None:
         ledger = Ledger(store)
         with pytest.raises(InvalidMessage):
             ledger.update_user_state("shop", "ada", {"k": {1, 2}})
@@ -180,7 +193,7 @@ class OwnersContract:
         with pytest.raises(SessionNotFound):
             ledger.owner("missing")
 
-    def test_erase_user_erases_each_session_of_the_user_and_their_state(self, store: LedgerStore) -> None:
+    def test_erase_user_erases_each_session_of_the_user_and_their_state(self, store: CompleteStore) -> None:
         ledger = Ledger(store)
         chat = ledger.conversation(
             "mine", manager=SlidingWindowConversationManager(window_size=2), app="shop", user="ada"
@@ -224,7 +237,7 @@ class OwnersContract:
         with pytest.raises(ConfigurationError):
             ledger.erase_user("shop", "ada", reason=" ")
 
-    def test_a_conversation_s_state_reads_alone_as_load_reads_it(self, store: LedgerStore) -> None:
+    def test_a_conversation_s_state_reads_alone_as_load_reads_it(self, store: CompleteStore) -> None:
         assert store.conversation_state("s", "a") is None
         chat = Conversation(store, "s", "a", app="shop", user="ada")
         chat.append(Message.user("hi"), Message.assistant("hello"))
@@ -237,7 +250,7 @@ class OwnersContract:
         store.delete_session("s")
         assert store.conversation_state("s", "a") is None
 
-    def test_a_fork_belongs_to_the_app_and_user_of_its_source(self, store: LedgerStore) -> None:
+    def test_a_fork_belongs_to_the_app_and_user_of_its_source(self, store: CompleteStore) -> None:
         ledger = Ledger(store)
         _session(store, "mine", "shop", "ada")
         ledger.fork("mine", "mine-fork")
@@ -249,7 +262,7 @@ class OwnersContract:
         ledger.fork("free", "free-fork")
         assert store.owner("free-fork") == (None, None)
 
-    def test_an_expired_session_leaves_no_owner_behind(self, store: LedgerStore) -> None:
+    def test_an_expired_session_leaves_no_owner_behind(self, store: CompleteStore) -> None:
         from contextledger.stores.capabilities import expiring
 
         _session(store, "idle", "shop", "ada")

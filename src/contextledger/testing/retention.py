@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
 
 from contextledger.conversation.conversation import Conversation
@@ -11,15 +13,26 @@ from contextledger.history.lifecycle import ERASED_TEXT, PRUNE_REASON, REDACTED_
 from contextledger.managers import SummarizingConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import Tombstone
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    LINEAGE,
+    SESSIONS,
+    TIME_TRAVEL,
+    Capability,
+    CompleteStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["RetentionContract"]
 
 
-class RetentionContract:
+class RetentionContract(CapabilityContract):
     """Erase overwrites one entry, its revisions and summaries at once; prune deletes evicted rows only."""
 
-    def test_erase_is_all_or_nothing(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (ERASURE, HISTORY, TIME_TRAVEL, LINEAGE, SESSIONS)
+
+    def test_erase_is_all_or_nothing(self, store: CompleteStore) -> None:
         """An erase naming a summary the conversation lacks changes nothing."""
         conv = Conversation(store, "s", "a")
         (msg,) = conv.append(Message.user("secret words"))
@@ -33,7 +46,7 @@ class RetentionContract:
         with pytest.raises(EntryNotFound):
             store.erase(tombstone.model_copy(update={"entry_id": "nope"}), erased, {})
 
-    def test_erase_overwrites_entry_revisions_and_summaries(self, store: LedgerStore) -> None:
+    def test_erase_overwrites_entry_revisions_and_summaries(self, store: CompleteStore) -> None:
         """The entry, its revisions and the summaries named change in one operation, with a tombstone."""
         conv = Conversation(store, "s", "a")
         (msg,) = conv.append(Message.user("secret words"))
@@ -70,7 +83,7 @@ class RetentionContract:
         assert store.tombstones("s", "other") == []
         assert Conversation(store, "s", "a").view[0].message.plain_text == REDACTED_TEXT
 
-    def test_prune_never_deletes_an_active_entry(self, store: LedgerStore) -> None:
+    def test_prune_never_deletes_an_active_entry(self, store: CompleteStore) -> None:
         """Only evicted entries named are deleted (with their revisions); active ones are skipped."""
         conv = Conversation(store, "s", "a")
         msgs = conv.append(Message.user("u0"), Message.assistant("a1"), Message.user("u2"))
@@ -95,7 +108,7 @@ class RetentionContract:
         assert [e.entry_id for e in Conversation(store, "s", "a").view] == [m.message_id for m in msgs[1:]]
         assert store.prune("nope", "a", [msgs[1].message_id], []) == 0
 
-    def test_an_entry_erased_then_pruned_keeps_both_tombstones(self, store: LedgerStore) -> None:
+    def test_an_entry_erased_then_pruned_keeps_both_tombstones(self, store: CompleteStore) -> None:
         """Erasing an evicted entry and pruning it later leaves two tombstones, oldest first."""
         conv = Conversation(store, "s", "a")
         msgs = conv.append(Message.user("secret words"), Message.assistant("ok"), Message.user("next"))
@@ -111,7 +124,7 @@ class RetentionContract:
             (msgs[0].message_id, PRUNE_REASON),
         ]
 
-    def test_a_conversation_opened_before_an_erase_never_summarizes_the_erased_text(self, store: LedgerStore) -> None:
+    def test_a_conversation_opened_before_an_erase_never_summarizes_the_erased_text(self, store: CompleteStore) -> None:
         """An erase gives the conversation a new version: a copy open elsewhere re-reads at its next commit."""
         manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
         stale = Conversation(store, "s", "a", manager=manager)
@@ -119,7 +132,9 @@ class RetentionContract:
         stale.append(Message.assistant("queued"), Message.user("thanks"), Message.assistant("bye"))
         before = stale.version
         erase(store, "s", secret.message_id, reason="asked", agent_id="a")
-        assert store.conversation_state("s", "a").version == before + 1  # type: ignore[union-attr]
+        state = store.conversation_state("s", "a")
+        assert state is not None
+        assert state.version == before + 1
         stale.append(Message.user("one more"), Message.assistant("sure"))  # conflicts once, re-reads
         assert stale.reduce() is not None
         assert all("DE44" not in s.content for s in store.summaries("s", "a"))

@@ -1,7 +1,7 @@
 """The Strands session contract, as tests: what ``LedgerSessionManager`` promises a Strands app.
 
 Subclass :class:`StrandsSessionContract` in a test module where a ``store`` fixture yields
-a fresh, empty :class:`~contextledger.stores.base.LedgerStore` (the store contract's
+a fresh, empty :class:`~contextledger.stores.base.CompleteStore` (the store contract's
 fixture); every test drives real Strands objects (``Agent``, ``Swarm``, its hooks and
 conversation managers) with :class:`~contextledger.integrations.strands.ScriptedModel`,
 offline. It mirrors Strands' own session-manager tests where the contract is the same
@@ -56,7 +56,7 @@ from contextledger.managers import (
 from contextledger.managers import (
     TurnWindowConversationManager as LedgerTurnWindow,
 )
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from contextledger.testing.hosts import strands_input
 
@@ -169,7 +169,7 @@ class StrandsSessionContract:
     # -- what the model was given --------------------------------------------------------------
 
     @pytest.mark.parametrize("manager", sorted(MANAGERS))
-    def test_view_at_every_call_is_what_the_model_was_given(self, store: LedgerStore, manager: str) -> None:
+    def test_view_at_every_call_is_what_the_model_was_given(self, store: CompleteStore, manager: str) -> None:
         """For every conversation manager, each call's input is rebuilt exactly from the ledger."""
         ledger = Ledger(store)
         agent = build_agent(LedgerSessionManager("s", ledger=ledger), MANAGERS[manager]())
@@ -177,7 +177,7 @@ class StrandsSessionContract:
         assert isinstance(agent.model, ScriptedModel)
         assert_inputs_exact(ledger, "s", "default", model_inputs(agent.model))
 
-    def test_the_adapter_alone_keeps_time_travel_exact(self, store: LedgerStore) -> None:
+    def test_the_adapter_alone_keeps_time_travel_exact(self, store: CompleteStore) -> None:
         """A contextledger manager as the agent's conversation manager, no session manager: still exact."""
         ledger = Ledger(store)
         adapter = StrandsConversationManager(
@@ -188,7 +188,7 @@ class StrandsSessionContract:
         assert isinstance(agent.model, ScriptedModel)
         assert_inputs_exact(ledger, "solo", "default", model_inputs(agent.model))
 
-    def test_the_first_call_saw_the_prompt_only(self, store: LedgerStore) -> None:
+    def test_the_first_call_saw_the_prompt_only(self, store: CompleteStore) -> None:
         """A default agent, two turns: call 1 was the first prompt alone, in view_at and in a fork."""
         ledger = Ledger(store)
         agent = build_agent(LedgerSessionManager("s", ledger=ledger), script=["first answer", "second answer"])
@@ -199,7 +199,7 @@ class StrandsSessionContract:
         assert isinstance(agent.model, ScriptedModel)
         assert_inputs_exact(ledger, "s", "default", model_inputs(agent.model), fork=True)
 
-    def test_a_restored_agent_continues_exactly(self, store: LedgerStore) -> None:
+    def test_a_restored_agent_continues_exactly(self, store: CompleteStore) -> None:
         """A new agent on the session gets the live view, state and count, and time travel stays exact."""
         ledger = Ledger(store)
         agent = build_agent(LedgerSessionManager("s", ledger=ledger), MANAGERS["strands-sliding"]())
@@ -218,7 +218,7 @@ class StrandsSessionContract:
         assert isinstance(again.model, ScriptedModel)
         assert_inputs_exact(ledger, "s", "default", [*inputs, *model_inputs(again.model)])
 
-    def test_time_travel_survives_export_import_and_copy(self, store: LedgerStore) -> None:
+    def test_time_travel_survives_export_import_and_copy(self, store: CompleteStore) -> None:
         """The call stamps move with the records: an imported or copied session rebuilds every call the same."""
         ledger = Ledger(store)
         agent = build_agent(LedgerSessionManager("s", ledger=ledger), MANAGERS["strands-summarizing"]())
@@ -236,7 +236,7 @@ class StrandsSessionContract:
 
     # -- the session-manager contract ----------------------------------------------------------
 
-    def test_each_agent_id_keeps_its_own_conversation(self, store: LedgerStore) -> None:
+    def test_each_agent_id_keeps_its_own_conversation(self, store: CompleteStore) -> None:
         """Agents of one session, each under its own agent_id, restore separately."""
         ledger = Ledger(store)
         session_manager = LedgerSessionManager("team", ledger=ledger)
@@ -252,7 +252,7 @@ class StrandsSessionContract:
         for agent_id, messages in saved.items():
             assert [dict(m) for m in build_agent(restored, agent_id=agent_id).messages] == messages
 
-    def test_a_duplicate_agent_id_is_a_session_exception(self, store: LedgerStore) -> None:
+    def test_a_duplicate_agent_id_is_a_session_exception(self, store: CompleteStore) -> None:
         """Strands' own managers raise SessionException; the ledger's error is that and a ConfigurationError."""
         session_manager = LedgerSessionManager("s", ledger=Ledger(store))
         first = build_agent(session_manager, agent_id="same")
@@ -261,7 +261,7 @@ class StrandsSessionContract:
                 build_agent(session_manager, agent_id="same")
         assert first.agent_id == "same"
 
-    def test_tracking_ids_are_the_ledger_ids(self, store: LedgerStore) -> None:
+    def test_tracking_ids_are_the_ledger_ids(self, store: CompleteStore) -> None:
         """Each message keeps its Strands tracking_id as its ledger id, in order."""
         ledger = Ledger(store)
         agent = build_agent(LedgerSessionManager("s", ledger=ledger))
@@ -270,7 +270,7 @@ class StrandsSessionContract:
         assert len(set(ids)) == len(ids)
         assert [h.message.message_id for h in ledger.history("s")] == ids
 
-    def test_append_message_called_directly_records_the_message(self, store: LedgerStore) -> None:
+    def test_append_message_called_directly_records_the_message(self, store: CompleteStore) -> None:
         """A message handed to append_message is recorded, and the live agent shows it as a restore would."""
         ledger = Ledger(store)
         session_manager = LedgerSessionManager("s", ledger=ledger)
@@ -284,7 +284,7 @@ class StrandsSessionContract:
         session_manager.append_message(note, agent)  # the same message again: nothing new
         assert len(ledger.history("s")) == 3
 
-    def test_sync_agent_called_directly_records_what_changed(self, store: LedgerStore) -> None:
+    def test_sync_agent_called_directly_records_what_changed(self, store: CompleteStore) -> None:
         """Edits made to agent.messages outside a turn are committed by sync_agent."""
         ledger = Ledger(store)
         session_manager = LedgerSessionManager("s", ledger=ledger)
@@ -296,7 +296,7 @@ class StrandsSessionContract:
         assert gone["tracking_id"] not in view.ids
         assert [e.entry_id for e in ledger.evictions("s")] == [gone["tracking_id"]]
 
-    def test_a_redaction_keeps_the_original_the_model_saw(self, store: LedgerStore) -> None:
+    def test_a_redaction_keeps_the_original_the_model_saw(self, store: CompleteStore) -> None:
         """A guardrail redaction is a revision: the view shows it, view_at shows what the model got."""
         ledger = Ledger(store)
         agent = build_agent(LedgerSessionManager("s", ledger=ledger), script=[Reply("no", redact_user="[redacted]")])
@@ -305,7 +305,7 @@ class StrandsSessionContract:
         assert next(e.message.plain_text for e in ledger.conversation("s").view) == "[redacted]"
         assert [e.message.plain_text for e in ledger.view_at("s", model_call=1)] == ["my card is 4111"]
 
-    def test_a_swarm_commits_its_state_and_a_duplicate_id_is_refused(self, store: LedgerStore) -> None:
+    def test_a_swarm_commits_its_state_and_a_duplicate_id_is_refused(self, store: CompleteStore) -> None:
         """A Swarm's state is committed under its reserved id; a second live Swarm with that id is refused."""
         ledger = Ledger(store)
         session_manager = LedgerSessionManager("s", ledger=ledger)
@@ -330,7 +330,7 @@ class StrandsSessionContract:
                 id="team",
             )
 
-    def test_a_graph_commits_its_state_after_every_node(self, store: LedgerStore) -> None:
+    def test_a_graph_commits_its_state_after_every_node(self, store: CompleteStore) -> None:
         """A Graph's state is committed under its reserved id, node by node, in order."""
         ledger = Ledger(store)
         builder = GraphBuilder()
@@ -349,7 +349,7 @@ class StrandsSessionContract:
 
     # -- threads ---------------------------------------------------------------------------------
 
-    def test_agents_on_several_threads_share_one_session_manager(self, store: LedgerStore) -> None:
+    def test_agents_on_several_threads_share_one_session_manager(self, store: CompleteStore) -> None:
         """Agents running at once on their own threads lose nothing and each stays exact."""
         ledger = Ledger(store)
         session_manager = LedgerSessionManager("crowd", ledger=ledger)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import pytest
 
@@ -18,12 +19,21 @@ from contextledger.history.transfer import (
 )
 from contextledger.model.messages import Message
 from contextledger.model.records import Revision
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import (
+    ERASURE,
+    HISTORY,
+    SESSIONS,
+    TIME_TRAVEL,
+    TRANSFER,
+    Capability,
+    CompleteStore,
+)
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["TransferContract", "rich_conversation"]
 
 
-def rich_conversation(store: LedgerStore, session_id: str = "s", agent_id: str = "a") -> ConversationRecords:
+def rich_conversation(store: CompleteStore, session_id: str = "s", agent_id: str = "a") -> ConversationRecords:
     """Write a conversation that holds one of everything a conversation can hold; return its records.
 
     Messages with binary content, pins and unpins, a summary chain (one superseding
@@ -87,10 +97,12 @@ def rich_conversation(store: LedgerStore, session_id: str = "s", agent_id: str =
     return records
 
 
-class TransferContract:
+class TransferContract(CapabilityContract):
     """``import_conversation``: exact, atomic, idempotent, refusing different content."""
 
-    def test_records_written_read_back_exactly(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (TRANSFER, HISTORY, SESSIONS, ERASURE, TIME_TRAVEL)
+
+    def test_records_written_read_back_exactly(self, store: CompleteStore) -> None:
         """Records written read back exactly."""
         records = rich_conversation(store)
         assert records.tombstones
@@ -111,7 +123,7 @@ class TransferContract:
         assert store.agents("s") == ["a"]
         assert [i.session_id for i in store.sessions()] == ["s"]
 
-    def test_an_imported_conversation_goes_on(self, store: LedgerStore) -> None:
+    def test_an_imported_conversation_goes_on(self, store: CompleteStore) -> None:
         """An imported conversation takes commits and undoes as the original would."""
         records = rich_conversation(store, "orig")
         moved = ConversationRecords.model_validate(
@@ -135,7 +147,7 @@ class TransferContract:
             conv.undo(second.reduction_id, cascade=True)
         assert [e.message.plain_text for e in copy.view] == [e.message.plain_text for e in original.view]
 
-    def test_importing_again_changes_nothing(self, store: LedgerStore) -> None:
+    def test_importing_again_changes_nothing(self, store: CompleteStore) -> None:
         """Importing the same records again changes nothing; different records are refused."""
         records = rich_conversation(store)
         version = records.state.version
@@ -149,7 +161,7 @@ class TransferContract:
         assert after.state.version == version
         assert after.state.model_call_count == records.state.model_call_count
 
-    def test_bad_records_are_refused_and_write_nothing(self, store: LedgerStore) -> None:
+    def test_bad_records_are_refused_and_write_nothing(self, store: CompleteStore) -> None:
         """Inconsistent or unstorable records raise a typed error and write nothing."""
         records = rich_conversation(store, "orig")
         moved = records.model_copy(update={"state": records.state.model_copy(update={"session_id": "new"})})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
 
 from contextledger.conversation.conversation import Conversation
@@ -10,7 +12,8 @@ from contextledger.errors import InvalidPlan, ModelCallNotFound, ReductionNotFou
 from contextledger.history.travel import view_at
 from contextledger.model.messages import Message
 from contextledger.model.records import Reduction
-from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import ERASURE, HISTORY, LINEAGE, SCOPES, TIME_TRAVEL, Capability, CompleteStore
+from contextledger.testing.declared import CapabilityContract
 
 __all__ = ["TimeTravelContract"]
 
@@ -46,10 +49,12 @@ def _summary_chain(conv: Conversation, msgs: list[Message]) -> tuple[Reduction, 
     return first, second, middle
 
 
-class TimeTravelContract:
+class TimeTravelContract(CapabilityContract):
     """Call stamps, entries by id, past views, and undo as one reduction of its own."""
 
-    def test_entries_by_id_carry_their_stamps(self, store: LedgerStore) -> None:
+    needs: ClassVar[tuple[Capability[Any], ...]] = (TIME_TRAVEL, HISTORY, SCOPES, LINEAGE, ERASURE)
+
+    def test_entries_by_id_carry_their_stamps(self, store: CompleteStore) -> None:
         """Entries by id carry their stamps."""
         conv = Conversation(store, "s", "a")
         first = _chat(2)
@@ -62,7 +67,7 @@ class TimeTravelContract:
         assert store.entries("s", "a", []) == []
         assert store.entries("nope", "a", [late.message_id]) == []
 
-    def test_view_at_rewinds_evictions_summaries_and_pins(self, store: LedgerStore) -> None:
+    def test_view_at_rewinds_evictions_summaries_and_pins(self, store: CompleteStore) -> None:
         """View at rewinds evictions summaries and pins."""
         conv = Conversation(store, "s", "a")
         msgs = _chat(6)
@@ -83,7 +88,7 @@ class TimeTravelContract:
         with pytest.raises(ModelCallNotFound):
             view_at(store, "s", "a", model_call=3)
 
-    def test_undo_restores_and_is_recorded(self, store: LedgerStore) -> None:
+    def test_undo_restores_and_is_recorded(self, store: CompleteStore) -> None:
         """Undo restores and is recorded."""
         conv = Conversation(store, "s", "a")
         msgs = _chat(6)
@@ -111,7 +116,7 @@ class TimeTravelContract:
         with pytest.raises(ReductionNotFound):
             conv.undo("missing")
 
-    def test_undo_refuses_a_reduction_others_depend_on_unless_cascade(self, store: LedgerStore) -> None:
+    def test_undo_refuses_a_reduction_others_depend_on_unless_cascade(self, store: CompleteStore) -> None:
         """Undo refuses a reduction others depend on unless cascade."""
         conv = Conversation(store, "s", "a")
         msgs = _chat(8)
@@ -129,7 +134,7 @@ class TimeTravelContract:
         assert undo.detail is not None
         assert second.reduction_id in undo.detail
 
-    def test_undo_of_the_newest_reduction_leaves_the_superseded_summary(self, store: LedgerStore) -> None:
+    def test_undo_of_the_newest_reduction_leaves_the_superseded_summary(self, store: CompleteStore) -> None:
         """Undo of the newest reduction leaves the superseded summary."""
         conv = Conversation(store, "s", "a")
         msgs = _chat(8)
@@ -141,7 +146,7 @@ class TimeTravelContract:
         assert by_id[str(first.summary_id)].status == "active"
         assert by_id[str(first.summary_id)].superseded_by is None
 
-    def test_undo_reverts_revisions_and_view_at_sees_both_sides(self, store: LedgerStore) -> None:
+    def test_undo_reverts_revisions_and_view_at_sees_both_sides(self, store: CompleteStore) -> None:
         """Undo reverts revisions and view at sees both sides."""
         from contextledger.core.changeset import ContentRevision
 
@@ -167,7 +172,7 @@ class TimeTravelContract:
         ]
         assert len(store.revisions("s", "a", msg.message_id)) == 2
 
-    def test_an_undo_breaking_the_view_rules_is_refused(self, store: LedgerStore) -> None:
+    def test_an_undo_breaking_the_view_rules_is_refused(self, store: CompleteStore) -> None:
         """An undo breaking the view rules is refused."""
         conv = Conversation(store, "s", "a")
         use, result = Message.tool_use("t1", "f", {}), Message.tool_result("t1", "r")
@@ -186,7 +191,7 @@ class TimeTravelContract:
             conv.undo(split.reduction_id)
         assert store.load("s", "a").state.version == version  # type: ignore[union-attr]
 
-    def test_fork_starts_from_the_view_at_a_call_and_records_its_origin(self, store: LedgerStore) -> None:
+    def test_fork_starts_from_the_view_at_a_call_and_records_its_origin(self, store: CompleteStore) -> None:
         """Fork starts from the view at a call and records its origin."""
         from contextledger.history.fork import fork, fork_origin
 

@@ -29,6 +29,7 @@ from contextledger.model.records import (
     SummaryEntry,
 )
 from contextledger.model.text import describe, fmt_time
+from contextledger.stores.capabilities import TIME_TRAVEL
 from contextledger.web.query import Paged, SessionQuery, paged
 from contextledger.web.rows import (
     PinRow,
@@ -154,7 +155,7 @@ def _previews(ledger: Ledger, session_id: str, agent_id: str, snapshot: Snapshot
     found = {e.entry_id: describe(e.message, 80) for e in snapshot.entries if e.entry_id in ids}
     missing = ids - found.keys()
     if missing:
-        for h in ledger.store.entries(session_id, agent_id, sorted(missing)):
+        for h in TIME_TRAVEL.of(ledger.store, "the web view").entries(session_id, agent_id, sorted(missing)):
             found[h.message.message_id] = describe(h.message, 80)
     return found
 

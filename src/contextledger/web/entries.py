@@ -15,6 +15,7 @@ from contextledger.ledger import Ledger
 from contextledger.model.messages import Message
 from contextledger.model.records import HistoryEntry, Reduction, Revision, SummaryEntry
 from contextledger.model.text import fmt_time
+from contextledger.stores.capabilities import TIME_TRAVEL
 from contextledger.web.rows import (
     Block,
     PinRow,
@@ -76,7 +77,9 @@ def _rows(ledger: Ledger, session_id: str, agent_id: str, ids: tuple[str, ...]) 
     summaries = {s.summary_id: s for s in ledger.summaries(session_id, agent_id)}
     replaced_by = {entry_id: s.summary_id for s in summaries.values() for entry_id in s.replaces}
     found: dict[str, Row] = {}
-    for h in ledger.store.entries(session_id, agent_id, [i for i in ids if i not in summaries]):
+    for h in TIME_TRAVEL.of(ledger.store, "the web view").entries(
+        session_id, agent_id, [i for i in ids if i not in summaries]
+    ):
         found[h.message.message_id] = history_row(h, reductions=reductions, replaced_by=replaced_by)
     for i in ids:
         if i in summaries:
@@ -100,7 +103,10 @@ def _partners(
     near = [e.message for e in snapshot.entries] if snapshot is not None else []
     evictor = reductions.get(entry.evicted_by or "")
     if evictor is not None:
-        near += [h.message for h in ledger.store.entries(session_id, agent_id, list(evictor.evicted))]
+        near += [
+            h.message
+            for h in TIME_TRAVEL.of(ledger.store, "the web view").entries(session_id, agent_id, list(evictor.evicted))
+        ]
     partners = tool_partners([entry.message, *near])
     halves = {("result", t) for t in entry.message.tool_use_ids} | {("use", t) for t in entry.message.tool_result_ids}
     if halves <= partners.keys():
@@ -140,7 +146,7 @@ def entry_page(ledger: Ledger, session_id: str, agent_id: str, entry_id: str) ->
             pins=[],
             why=why(row.evicted_by) if row.evicted_by else "",
         )
-    found = ledger.store.entries(session_id, agent_id, [entry_id])
+    found = TIME_TRAVEL.of(ledger.store, "the web view").entries(session_id, agent_id, [entry_id])
     if not found:
         raise EntryNotFound(f"no entry {entry_id!r} in session {session_id!r}, agent {agent_id!r}")
     entry = found[0]

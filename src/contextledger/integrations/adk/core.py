@@ -46,6 +46,7 @@ from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import utcnow
+from contextledger.stores.capabilities import HISTORY, TIME_TRAVEL
 
 __all__ = ["STALE_SESSION_MESSAGE", "SessionCore"]
 
@@ -154,7 +155,9 @@ class SessionCore:
         """The session with its events (all, or as ``config`` filters them), or ``None``."""
         sid = session_id.strip() if session_id else session_id
         conversation = self.conversation(app_name, user_id, sid)
-        stored = self.ledger.store.conversation_state(conversation.session_id, self.agent_id)
+        stored = HISTORY.of(self.ledger.store, "the ADK session service").conversation_state(
+            conversation.session_id, self.agent_id
+        )
         if stored is None:
             return None
         if stored.version != conversation.version:  # written elsewhere since: the plugin's view follows
@@ -185,7 +188,9 @@ class SessionCore:
         users: dict[str, dict[str, Any]] = {}
         out: list[Session] = []
         for key in user_sessions(self.ledger.store, app_name, user_id):
-            state = self.ledger.store.conversation_state(key, self.agent_id)  # one read per session, no view
+            state = HISTORY.of(self.ledger.store, "the ADK session service").conversation_state(
+                key, self.agent_id
+            )  # one read per session, no view
             record = SessionRecord.of(state.agent_state if state else None, key)
             if record is None:  # another agent's conversation of a ledger session, or deleted meanwhile
                 continue
@@ -261,7 +266,9 @@ class SessionCore:
         self._merge_scopes(session.app_name, session.user_id, deltas.app, deltas.user)
 
     def _stored_again(self, conversation: Conversation, message: Message) -> bool:
-        found = self.ledger.store.entries(conversation.session_id, self.agent_id, [message.message_id])
+        found = TIME_TRAVEL.of(self.ledger.store, "the ADK session service").entries(
+            conversation.session_id, self.agent_id, [message.message_id]
+        )
         return bool(found) and found[0].message == message
 
     # -- the model-call cycle (LedgerPlugin) --------------------------------------------------------

@@ -40,7 +40,7 @@ from contextledger.errors import (
     StoreUnavailable,
 )
 from contextledger.stores.sql import encoding
-from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
+from contextledger.stores.sql.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, EngineOptions
 from contextledger.stores.urls import mask as mask_url
 from contextledger.stores.urls import mask_text, parse_sql
 
@@ -94,59 +94,24 @@ def _is_memory(url: URL) -> bool:
     return url.database in (None, "", ":memory:") or "mode=memory" in str(url.query)
 
 
-def build_engine(
-    url: URL,
-    *,
-    echo: bool = False,
-    pool_size: int | None = None,
-    max_overflow: int | None = None,
-    pool_timeout: float | None = None,
-    pool_recycle: int | None = None,
-    pool_pre_ping: bool = False,
-    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-    connect_timeout: int = 10,
-    connect_args: dict[str, Any] | None = None,
-    lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
-    statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
-    read_only: bool = False,
-    **engine_options: Any,
-) -> Engine:
+def build_engine(url: URL, **options: Any) -> Engine:
     """Create the engine for a parsed ledger URL (see :func:`parse_url`).
 
     Args:
         url: A normalised URL.
-        echo: Log every statement.
-        pool_size: Connections kept open (PostgreSQL; SQLAlchemy's default otherwise).
-        max_overflow: Extra connections beyond ``pool_size``.
-        pool_timeout: Seconds to wait for a pooled connection.
-        pool_recycle: Reconnect connections older than this many seconds.
-        pool_pre_ping: Test each connection on checkout (one extra round trip).
-        busy_timeout: SQLite: seconds a writer waits for the lock before failing.
-        connect_timeout: PostgreSQL: seconds to wait for the server to answer.
-        connect_args: Extra arguments for the driver's ``connect``.
-        lock_timeout: PostgreSQL: seconds a statement waits for a lock (``None``: no
-            limit). A ``lock_timeout`` already in ``connect_args["options"]`` wins.
-        statement_timeout: PostgreSQL: seconds a statement may run (``None``: no limit).
-            A ``statement_timeout`` already in ``connect_args["options"]`` wins.
-        read_only: Never write: SQLite opens the file with ``mode=ro`` (no WAL switch, no
-            file created); PostgreSQL sessions default to read-only transactions.
-        **engine_options: Passed to :func:`sqlalchemy.create_engine` unchanged.
+        **options: The engine options, declared in
+            :class:`~contextledger.stores.sql.defaults.EngineOptions` (pools, timeouts,
+            ``read_only``...); any other keyword is passed to :func:`sqlalchemy.create_engine`.
 
     Raises:
         InvalidLedgerURL: The URL needs a driver that is not installed (psycopg).
     """
-    options: dict[str, Any] = {"echo": echo, "pool_pre_ping": pool_pre_ping, **engine_options}
-    for name, value in (
-        ("pool_size", pool_size),
-        ("max_overflow", max_overflow),
-        ("pool_timeout", pool_timeout),
-        ("pool_recycle", pool_recycle),
-    ):
-        if value is not None:
-            options[name] = value
-    args = dict(connect_args or {})
+    opts = EngineOptions.of(options)
+    read_only, busy_timeout = opts.read_only, opts.busy_timeout
+    kwargs: dict[str, Any] = {"echo": opts.echo, "pool_pre_ping": opts.pool_pre_ping, **opts.extra, **opts.pools}
+    args = dict(opts.connect_args or {})
     if is_sqlite(url):
-        options.setdefault("json_deserializer", encoding.tolerant_sqlite_loads)
+        kwargs.setdefault("json_deserializer", encoding.tolerant_sqlite_loads)
         args.setdefault("timeout", busy_timeout)
         args.setdefault("check_same_thread", False)
         if read_only and not _is_memory(url):
@@ -155,24 +120,24 @@ def build_engine(
             url = url.set(database=f"file:{quote(str(path))}", query={"mode": "ro", "uri": "true"})
         if _is_memory(url):
             # One shared connection: a private :memory: database per connection would be empty.
-            options.setdefault("poolclass", StaticPool)
+            kwargs.setdefault("poolclass", StaticPool)
             for name in ("pool_size", "max_overflow", "pool_timeout"):
-                options.pop(name, None)
+                kwargs.pop(name, None)
         try:
-            engine = create_engine(url, connect_args=args, **options)
+            engine = create_engine(url, connect_args=args, **kwargs)
         except ArgumentError as exc:  # SQLAlchemy's own check of the URL; its message may echo it
             raise InvalidLedgerURL(f"invalid SQLite URL {mask(url)!r}: {mask_text(_first_line(exc), url)}") from None
         _configure_sqlite(engine, busy_timeout_ms=int(busy_timeout * 1000), wal=not (_is_memory(url) or read_only))
         return engine
-    args.setdefault("connect_timeout", connect_timeout)
-    args["options"] = _timeout_options(str(args.get("options") or ""), lock_timeout, statement_timeout)
+    args.setdefault("connect_timeout", opts.connect_timeout)
+    args["options"] = _timeout_options(str(args.get("options") or ""), opts.lock_timeout, opts.statement_timeout)
     # NUL in text and JSON(B) columns: see contextledger.stores.sql.encoding.
-    options.setdefault("json_serializer", encoding.dumps)
-    options.setdefault("json_deserializer", encoding.tolerant_loads)
+    kwargs.setdefault("json_serializer", encoding.dumps)
+    kwargs.setdefault("json_deserializer", encoding.tolerant_loads)
     if read_only:
         args["options"] = f"{args.get('options', '')} -c default_transaction_read_only=on".strip()
     try:
-        engine = create_engine(url, connect_args=args, **options)
+        engine = create_engine(url, connect_args=args, **kwargs)
         event.listen(engine, "connect", lambda dbapi_conn, _record: encoding.register_nul_adapters(dbapi_conn))
         return engine
     except ImportError as exc:  # SQLAlchemy imports the driver here

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from contextledger.stores.sql.defaults import EngineOptions
 from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.stores.urls import plain_sqlite_masked
 
@@ -57,7 +58,7 @@ def open_store(
         on_engine: Builds the store on an engine it owns.
     """
     if database is not None:
-        reader = SQLiteReader.open(database, busy_timeout=float(options["busy_timeout"]))
+        reader = SQLiteReader.open(database, busy_timeout=EngineOptions.of(options).busy_timeout)
         if reader is not None:  # a ledger at this library's head: nothing to create or migrate
             logger.debug("url=<%s> | opened SQL ledger for reading", plain_sqlite_masked(database))
             return on_reader(reader, str(url), options)
@@ -76,7 +77,7 @@ def _open_engine(
     from contextledger.stores.sql import schema
     from contextledger.stores.sql.engine import build_engine, is_sqlite, parse_url
 
-    read_only = bool(options["read_only"])
+    read_only = EngineOptions.of(options).read_only
     parsed = parse_url(url)
     engine = build_engine(parsed, **options)
     store = on_engine(engine, parsed)
@@ -89,7 +90,7 @@ def _open_engine(
             # empty PostgreSQL database is a ledger waiting for its `db upgrade`.
             schema.verify(engine, absent_is_foreign=read_only and is_sqlite(parsed))
         if database is not None:  # created or migrated just now: later restores read it directly
-            store._reader = SQLiteReader.open(database, busy_timeout=float(options["busy_timeout"]))
+            store._reader = SQLiteReader.open(database, busy_timeout=EngineOptions.of(options).busy_timeout)
     except BaseException:
         engine.dispose()
         raise

@@ -43,7 +43,7 @@ from contextledger.stores.base import check_storable
 from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
+from contextledger.stores.sql.defaults import EngineOptions
 from contextledger.stores.sql.listings import SQLListings
 from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
@@ -150,50 +150,23 @@ class SQLStore(SQLListings):
         return translate(exc, self._url)
 
     @classmethod
-    def from_url(
-        cls,
-        url: str | URL,
-        *,
-        auto_upgrade: bool | None = None,
-        echo: bool = False,
-        pool_size: int | None = None,
-        max_overflow: int | None = None,
-        pool_timeout: float | None = None,
-        pool_recycle: int | None = None,
-        pool_pre_ping: bool = False,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-        connect_timeout: int = 10,
-        connect_args: dict[str, Any] | None = None,
-        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
-        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
-        read_only: bool = False,
-        **engine_options: Any,
-    ) -> SQLStore:
+    def from_url(cls, url: str | URL, *, auto_upgrade: bool | None = None, **options: Any) -> SQLStore:
         """Open the ledger at ``url`` and check (or upgrade) its schema.
 
         Args:
             url: ``sqlite:///path.db`` or ``postgresql[+psycopg]://user:password@host/db``.
             auto_upgrade: Upgrade the schema to head on open; default ``True`` for SQLite,
                 ``False`` for PostgreSQL (where migrations are usually a deploy step).
-            echo: Log every statement.
-            pool_size: Connections kept open.
-            max_overflow: Extra connections beyond ``pool_size``.
-            pool_timeout: Seconds to wait for a pooled connection.
-            pool_recycle: Reconnect connections older than this many seconds.
-            pool_pre_ping: Test each connection on checkout.
-            busy_timeout: SQLite: seconds a writer waits for the lock.
-            connect_timeout: PostgreSQL: seconds to wait for the server.
-            connect_args: Extra driver ``connect`` arguments.
-            lock_timeout: PostgreSQL: seconds a statement waits for a lock held by
-                another connection before it fails with ``StoreTimeout`` (default 5;
-                ``None``: wait forever).
-            statement_timeout: PostgreSQL: seconds a statement may run before it fails
-                with ``StoreTimeout`` (default 30; ``None``: no limit).
-            read_only: Open for reading only (what the inspector and the web view do): the
-                schema is checked, never upgraded; a SQLite file is opened ``mode=ro`` and
-                never switched to WAL; a SQLite file without the ledger's tables is refused
-                with :class:`~contextledger.errors.NotALedger`.
-            **engine_options: Passed to :func:`sqlalchemy.create_engine`.
+            **options: How the engine is built, declared in
+                :class:`~contextledger.stores.sql.defaults.EngineOptions`: ``echo``, the pool
+                options, ``busy_timeout`` (SQLite), ``connect_timeout``, ``lock_timeout`` and
+                ``statement_timeout`` (PostgreSQL; default 5 and 30 seconds, then
+                ``StoreTimeout``), ``connect_args``, and ``read_only`` -- open for reading only
+                (what the inspector and the web view do): the schema is checked, never
+                upgraded; a SQLite file is opened ``mode=ro`` and never switched to WAL; a
+                SQLite file without the ledger's tables is refused with
+                :class:`~contextledger.errors.NotALedger`. Any other keyword is passed to
+                :func:`sqlalchemy.create_engine`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed or names an unsupported driver.
@@ -203,36 +176,14 @@ class SQLStore(SQLListings):
                 upgrade of a read-only store.
             NotALedger: ``read_only`` and the SQLite file holds no ledger schema.
         """
+        engine_options = EngineOptions.of(options)
         if auto_upgrade is not None and not isinstance(auto_upgrade, bool):
             raise ConfigurationError(f"auto_upgrade must be True, False or None, got {auto_upgrade!r}")
-        if read_only and auto_upgrade:
+        if engine_options.read_only and auto_upgrade:
             raise ConfigurationError("a read-only ledger cannot be upgraded: auto_upgrade=True with read_only=True")
-        options: dict[str, Any] = {
-            "echo": echo,
-            "pool_size": pool_size,
-            "max_overflow": max_overflow,
-            "pool_timeout": pool_timeout,
-            "pool_recycle": pool_recycle,
-            "pool_pre_ping": pool_pre_ping,
-            "busy_timeout": busy_timeout,
-            "connect_timeout": connect_timeout,
-            "connect_args": connect_args,
-            "lock_timeout": lock_timeout,
-            "statement_timeout": statement_timeout,
-            "read_only": read_only,
-            **engine_options,
-        }
         # A plain SQLite file opened with the engine's defaults is read without SQLAlchemy
         # (echo, driver arguments and pools all need the engine).
-        database = plain_sqlite_file(url) if isinstance(url, str) else None
-        if database is not None and (
-            echo
-            or connect_args is not None
-            or engine_options
-            or pool_pre_ping
-            or any(v is not None for v in (pool_size, max_overflow, pool_timeout, pool_recycle))
-        ):
-            database = None
+        database = plain_sqlite_file(url) if isinstance(url, str) and engine_options.reader_serves else None
         from contextledger.stores.sql.opening import open_store
 
         return open_store(
