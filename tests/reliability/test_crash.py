@@ -1,6 +1,6 @@
 """Crash consistency: SIGKILL the worker (and sometimes the server) at random moments.
 
-20 kills per backend by default, 100 with ``CONTEXTLEDGER_SOAK=1``. On PostgreSQL and
+10 kills per backend by default, 100 with ``CONTEXTLEDGER_SOAK=1``. On PostgreSQL and
 Redis every fourth kill also crashes the server at the same moment (SIGKILL, then a
 restart that replays the WAL / AOF). After every kill the checker of
 :mod:`tests.reliability.workload` proves nothing acknowledged was lost and nothing was
@@ -26,7 +26,7 @@ from tests.reliability.conftest import SOAK, Report, fresh_database
 from tests.reliability.servers import DurablePostgres, DurableRedis
 from tests.reliability.workload import Journal, check, run_worker
 
-KILLS = 100 if SOAK else 20
+KILLS = 100 if SOAK else 10
 SERVER_KILL_EVERY = 4
 
 

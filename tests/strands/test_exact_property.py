@@ -28,8 +28,9 @@ from contextledger.ledger import Ledger
 from contextledger.stores.capabilities import CompleteStore
 from contextledger.testing.hosts import strands_input
 from contextledger.testing.strands import BIG, MANAGERS, assert_inputs_exact, build_agent, model_inputs
+from tests.soak import examples
 
-EXAMPLES = int(os.environ.get("CONTEXTLEDGER_HOST_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("CONTEXTLEDGER_HOST_EXAMPLES", str(examples(6))))  # soak mode: 60
 
 tool_call = st.one_of(
     st.builds(lambda k: ("lookup", {"key": f"k{k}"}), st.integers(0, 9)),
