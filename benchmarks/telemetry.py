@@ -30,8 +30,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from contextledger import Conversation, Ledger, Message, telemetry
-from contextledger.conversation import conversation as conversation_module
-from contextledger.conversation import modelcalls as modelcalls_module
+from contextledger.conversation import modelcalls, reducer, transaction
 from contextledger.telemetry import spans
 
 
@@ -57,15 +56,19 @@ STRAIGHT = SimpleNamespace(
 )
 
 
+# The conversation's modules that call telemetry (each reads its module attribute).
+INSTRUMENTED = (transaction, reducer, modelcalls)
+
+
 @contextmanager
 def variant(name: str) -> Iterator[None]:
     if name == "baseline":
-        for module in (conversation_module, modelcalls_module):
+        for module in INSTRUMENTED:
             setattr(module, "telemetry", STRAIGHT)  # noqa: B010 - the call sites read the module attribute
         try:
             yield
         finally:
-            for module in (conversation_module, modelcalls_module):
+            for module in INSTRUMENTED:
                 setattr(module, "telemetry", spans)  # noqa: B010
     elif name == "on":
         from opentelemetry.sdk.metrics import MeterProvider
