@@ -23,6 +23,7 @@ __all__ = [
     "InvalidExport",
     "InvalidLedgerURL",
     "InvalidMessage",
+    "InvalidPage",
     "InvalidPlan",
     "LedgerClosed",
     "MissingDependency",
@@ -50,6 +51,10 @@ class ContextLedgerError(Exception):
 
 class ConfigurationError(ContextLedgerError, ValueError):
     """A manager, ledger or integration was configured with invalid options."""
+
+
+class InvalidPage(ConfigurationError):
+    """A listing was asked for a page it cannot serve: a bad cursor, or a bad or conflicting limit."""
 
 
 class InvalidMessage(ContextLedgerError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from contextledger.core.checks import check_owner, check_scope_delta
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
+from contextledger.model.paging import Page, Pages
 from contextledger.model.records import (
     TRIGGERS,
     Eviction,
@@ -228,10 +229,65 @@ class Ledger:
     # -- queries -------------------------------------------------------------------------
 
     def history(
-        self, session_id: str, agent_id: str = "default", *, include_evicted: bool = True
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        include_evicted: bool = True,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        last: int | None = None,
     ) -> list[HistoryEntry]:
-        """Every message entry of the conversation in order, evicted ones marked."""
-        return self.store.history(session_id, agent_id, include_evicted=include_evicted)
+        """The message entries of the conversation in seq order, evicted ones marked: all, or one page.
+
+        A page is read alone (keyset paging on SQL: the rows of the page, never an offset).
+        A cursor is an entry's ``seq``: the page after ``page`` is ``after=page[-1].seq``,
+        the one before it ``before=page[0].seq, last=n``. Every page is oldest first.
+
+        Args:
+            session_id: The session.
+            agent_id: The agent.
+            include_evicted: Also the entries evicted from the view.
+            after: Only entries whose seq is greater.
+            before: Only entries whose seq is smaller.
+            limit: At most this many, the first ones of the range.
+            last: At most this many, the last ones of the range (``--last N``).
+
+        Raises:
+            InvalidPage: A cursor or count is not an int >= 0, or both ``limit`` and
+                ``last`` are given.
+        """
+        page = Page.of(after=after, before=before, limit=limit, last=last)
+        if page.whole:  # the call every store takes, paging or not
+            return self.store.history(session_id, agent_id, include_evicted=include_evicted)
+        return self.store.history(session_id, agent_id, include_evicted=include_evicted, page=page)
+
+    def iter_history(
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        include_evicted: bool = True,
+        after: int | None = None,
+        before: int | None = None,
+        page_size: int = 1000,
+    ) -> Iterator[HistoryEntry]:
+        """Every message entry of the conversation in seq order, read ``page_size`` at a time.
+
+        Memory stays one page however long the history; each page is one read (see
+        :meth:`history`), so entries appended while iterating are seen when their seq is
+        past the last one read.
+
+        Raises:
+            InvalidPage: A cursor is not an int >= 0, or ``page_size`` is not an int >= 1
+                (raised by the first ``next()``).
+        """
+        pages = Pages(after=after, before=before, page_size=page_size)
+        while (page := pages.next()) is not None:
+            found = self.store.history(session_id, agent_id, include_evicted=include_evicted, page=page)
+            pages.took(len(found), found[-1].seq if found else None)
+            yield from found
 
     def evictions(
         self,

@@ -217,7 +217,10 @@ def history(
         agents = agents_of(ledger, session_id, agent)
         rows: list[HistoryEntry | SummaryEntry] = []
         for agent_id in agents:
-            rows += ledger.history(session_id, agent_id)
+            # The first (last) N rows of the listing hold at most the first (last) N messages
+            # of each agent: read those only, one page per agent; summaries are few.
+            page = {"limit": limit} if limit is not None else {"last": last}
+            rows += ledger.history(session_id, agent_id, **page)
             rows += ledger.summaries(session_id, agent_id)
         rows.sort(key=lambda r: (r.agent_id, r.seq, isinstance(r, HistoryEntry)))
         rows = window(rows, limit, last)

@@ -12,6 +12,7 @@ from contextledger.core.changeset import Changeset
 from contextledger.errors import ContextLedgerError, CorruptRecord, InvalidMessage, SessionOwnerConflict
 from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.model.messages import Message
+from contextledger.model.paging import Page
 from contextledger.model.records import (
     ConversationState,
     EntryKind,
@@ -120,8 +121,15 @@ class LedgerStore(Protocol):
         """Apply ``changeset`` atomically and return the new version."""
         ...
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry of the conversation in seq order."""
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of the conversation in seq order: all of them, or one ``page``.
+
+        A page is a range of seqs and a count from either end (see
+        :class:`~contextledger.model.paging.Page`), always returned oldest first; a store
+        reads that page's rows, not the whole history, where its layout allows.
+        """
         ...
 
     def entries(

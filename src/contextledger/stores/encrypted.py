@@ -23,6 +23,7 @@ from contextledger.core.changeset import Changeset, ContentRevision
 from contextledger.encryption import SEALED, KeyProvider, Sealer, sealed_token
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import Message
+from contextledger.model.paging import Page
 from contextledger.model.records import (
     ConversationState,
     Eviction,
@@ -285,9 +286,11 @@ class EncryptedStore:
         entries = tuple(self._open_entry(session_id, agent_id, e) for e in snapshot.entries)
         return Snapshot(state=state, entries=entries)
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """The inner history, opened."""
-        found = self.inner.history(session_id, agent_id, include_evicted=include_evicted)
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The inner history (or one page of it), opened."""
+        found = self.inner.history(session_id, agent_id, include_evicted=include_evicted, page=page)
         return [self._open_history(h) for h in found]
 
     def entries(

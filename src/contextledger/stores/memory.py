@@ -21,6 +21,7 @@ from contextledger.errors import (
 )
 from contextledger.model.bundle import ConversationRecords, check_records
 from contextledger.model.messages import Message
+from contextledger.model.paging import WHOLE, Page
 from contextledger.model.records import (
     ConversationState,
     EntryStatus,
@@ -125,14 +126,21 @@ class MemoryStore:
             entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
             return Snapshot(state=conv.state, entries=tuple(entries))
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order."""
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``page`` (default: all) in seq order; only the page's entries are copied."""
+        page = page or WHOLE
         with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
-            wanted = {mid for mid, r in conv.rows.items() if include_evicted or r.status == "active"}
-            return self._history_of(conv, session_id, agent_id, wanted)
+            ranked = sorted(
+                (r.seq, mid)
+                for mid, r in conv.rows.items()
+                if (include_evicted or r.status == "active") and page.admits(r.seq)
+            )
+            return self._history_of(conv, session_id, agent_id, {mid for _, mid in page.cut(ranked)})
 
     def entries(
         self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.errors import StoreError
+from contextledger.model.paging import WHOLE, Page
 from contextledger.model.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
 from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.redis.codec import (
@@ -56,13 +57,21 @@ class RedisQueries:
             rows.append(MessageRow.decode(entry_id, record, content, mut, where))
         return sorted(rows, key=lambda r: r.seq)
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order (reads the whole ledger: O(history))."""
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``page`` (default: all) in seq order.
+
+        The messages are hashes keyed by id, with no index by seq, so every page reads
+        the conversation's messages whole (O(history)) and keeps the page's.
+        """
+        page = page or WHOLE
         keys = self._conversation(session_id, agent_id)
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
         rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)
-        return [r.history_entry(session_id, agent_id) for r in rows if include_evicted or r.evicted_by is None]
+        ranged = [r for r in rows if (include_evicted or r.evicted_by is None) and page.admits(r.seq)]
+        return [r.history_entry(session_id, agent_id) for r in page.cut(ranged)]
 
     def _agent_ids(self, session_id: str, agent_id: str | None) -> list[str]:
         return [agent_id] if agent_id is not None else self.agents(session_id)

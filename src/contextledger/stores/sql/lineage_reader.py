@@ -6,7 +6,7 @@ import sqlite3
 from typing import Any
 
 from contextledger.model.records import LineageLink
-from contextledger.stores.sql.reader_queries import stored_time
+from contextledger.stores.sql.read.decode import stored_time
 
 __all__ = ["lineage"]
 

@@ -1,7 +1,7 @@
 """``SQLStore``: the ledger on SQLite (embedded default) or PostgreSQL.
 
 The store is the unit of work: each call opens one transaction, runs the
-repository functions of :mod:`~contextledger.stores.sql.queries` and
+listings of :mod:`~contextledger.stores.sql.read` and
 :mod:`~contextledger.stores.sql.changes` inside it (they never commit), and commits
 or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
 conversation that exists is a single statement
@@ -44,7 +44,7 @@ from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import DEFAULT_BUSY_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT
-from contextledger.stores.sql.listings import SQLListings
+from contextledger.stores.sql.read.store import SQLListings
 from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 
@@ -440,10 +440,10 @@ class SQLStore(SQLListings):
         if reader is not None:
             with self._gate.call():
                 return reader.load(session_id, agent_id)
-        from contextledger.stores.sql import queries
+        from contextledger.stores.sql.read.restore import load
 
         with self._transaction(snapshot=True) as conn:
-            return queries.load(conn, session_id, agent_id)
+            return load(conn, session_id, agent_id)
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one transaction.

@@ -1,12 +1,11 @@
 """Rows of the SQL listings as records: one conversion for the engine's rows and the SQLite reader's.
 
 The listings (history, entries, summaries, reductions, revisions, pin events,
-evictions, sessions) are read by two paths: SQLAlchemy statements on the engine
-(:mod:`~contextledger.stores.sql.queries`) and SQL text on the standard library's
-driver (:mod:`~contextledger.stores.sql.reader_queries`). Both select the same columns
-in the same order and hand the rows here, decoded as the engine decodes them (JSON
-parsed, timestamps aware UTC, booleans ``bool``), so both return equal records; a
-property test checks that they do. This module imports no SQLAlchemy.
+evictions, sessions) run one statement each (:mod:`.statements`) on the engine or, as
+its generated SQL text, on the standard library's driver; both runners
+(:mod:`.runner`) hand the rows here decoded alike (JSON parsed, timestamps aware UTC,
+booleans ``bool``), so both return equal records; a property test checks that they
+do. This module imports no SQLAlchemy.
 
 Positional rows follow the column tuples below; whole-table rows (summaries,
 reductions, revisions) are mappings of column name to value.
