@@ -14,7 +14,7 @@ from contextledger.core.checks import check_owner, check_scope_delta
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
-from contextledger.model.paging import Page, Pages
+from contextledger.model.paging import EVICTION_CURSOR, REDUCTION_CURSOR, SUMMARY_CURSOR, Cursor, Page, Pages
 from contextledger.model.records import (
     TRIGGERS,
     Eviction,
@@ -296,21 +296,33 @@ class Ledger:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
     ) -> list[Eviction]:
-        """What was evicted, when, why, by which reduction, replaced by which summary.
+        """What was evicted, when, why, by which reduction, replaced by which summary: all, or one page.
 
         Args:
             session_id: The session.
             agent_id: Only this agent (default: every agent of the session).
             trigger: Only evictions made by reductions with this trigger.
             since: Only evictions at or after this time (a naive datetime means UTC).
+            after: Only evictions after this :func:`~contextledger.model.paging.cursor`
+                of an eviction.
+            before: Only evictions before this cursor.
+            limit: At most this many, the first ones.
+            last: At most this many, the last ones.
 
         Returns:
             The evicted entries, oldest eviction first; empty for an unknown session.
 
         Raises:
             ConfigurationError: ``trigger`` is not a known trigger, or ``since`` is not a datetime.
+            InvalidPage: A cursor is not an eviction's, or a count is not an int >= 0
+                (or both ``limit`` and ``last`` are given).
         """
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=EVICTION_CURSOR)
         if trigger is not None and trigger not in TRIGGERS:
             raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
         if since is not None:
@@ -318,15 +330,51 @@ class Ledger:
                 raise ConfigurationError(f"since must be a datetime, got {type(since).__name__}")
             if since.tzinfo is None:
                 since = since.replace(tzinfo=UTC)
-        return self.store.evictions(session_id, agent_id, trigger=trigger, since=since)
+        if page.whole:  # the call every store takes, paging or not
+            return self.store.evictions(session_id, agent_id, trigger=trigger, since=since)
+        return self.store.evictions(session_id, agent_id, trigger=trigger, since=since, page=page)
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
-        return self.store.reductions(session_id, agent_id)
+    def reductions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> list[Reduction]:
+        """Reductions in commit order: all, or one page (cursors: :func:`~contextledger.model.paging.cursor`).
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included."""
-        return self.store.summaries(session_id, agent_id)
+        Raises:
+            InvalidPage: A cursor is not a reduction's, or a count is not an int >= 0 (or
+                both ``limit`` and ``last`` are given).
+        """
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=REDUCTION_CURSOR)
+        if page.whole:
+            return self.store.reductions(session_id, agent_id)
+        return self.store.reductions(session_id, agent_id, page=page)
+
+    def summaries(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first: all, or one page (cursors as for reductions).
+
+        Raises:
+            InvalidPage: A cursor is not a summary's, or a count is not an int >= 0 (or
+                both ``limit`` and ``last`` are given).
+        """
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=SUMMARY_CURSOR)
+        if page.whole:
+            return self.store.summaries(session_id, agent_id)
+        return self.store.summaries(session_id, agent_id, page=page)
 
     def revisions(self, session_id: str, agent_id: str = "default", message_id: str | None = None) -> list[Revision]:
         """Original contents kept when messages were rewritten."""

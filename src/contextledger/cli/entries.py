@@ -278,10 +278,9 @@ def pins(
             return
         texts: dict[tuple[str, str], str] = {}
         for agent_id in sorted({e.agent_id for e in found}):
-            wanted = {e.entry_id for e in found if e.agent_id == agent_id}
-            for h in ledger.history(session_id, agent_id):
-                if h.message.message_id in wanted:
-                    texts[agent_id, h.message.message_id] = describe(h.message)
+            wanted = sorted({e.entry_id for e in found if e.agent_id == agent_id})
+            for h in ledger.store.entries(session_id, agent_id, wanted):  # those rows only
+                texts[agent_id, h.message.message_id] = describe(h.message)
         rows = [
             (
                 fmt_time(e.at),

@@ -182,16 +182,29 @@ class LedgerStore(Protocol):
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries (messages and superseded summaries), oldest eviction first."""
+        """Evicted entries (messages and superseded summaries), oldest eviction first: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(evicted_at, agent_id,
+        seq, kind, entry_id)``.
+        """
         ...
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in the order they were committed."""
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in the order they were committed: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(created_at, agent_id, version)``.
+        """
         ...
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included, oldest first."""
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(created_at, agent_id, summary_id)``.
+        """
         ...
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:

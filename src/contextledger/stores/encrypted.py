@@ -299,9 +299,11 @@ class EncryptedStore:
         """The inner entries, opened."""
         return [self._open_history(h) for h in self.inner.entries(session_id, agent_id, ids, appended_by=appended_by)]
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """The inner summaries, opened."""
-        return [self._open_summary(s) for s in self.inner.summaries(session_id, agent_id)]
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """The inner summaries (or one page), opened."""
+        return [self._open_summary(s) for s in self.inner.summaries(session_id, agent_id, page=page)]
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """The inner revisions, their originals opened."""
@@ -321,9 +323,10 @@ class EncryptedStore:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """The inner evictions, their previews made from the opened content (the store saw only tokens)."""
-        found = self.inner.evictions(session_id, agent_id, trigger=trigger, since=since)
+        """The inner evictions (or one page), previews made from the opened content (the store saw only tokens)."""
+        found = self.inner.evictions(session_id, agent_id, trigger=trigger, since=since, page=page)
         if not found:
             return found
         texts: dict[tuple[str, str], str] = {}
@@ -341,9 +344,9 @@ class EncryptedStore:
             for e in found
         ]
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """The inner reductions (clear)."""
-        return self.inner.reductions(session_id, agent_id)
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """The inner reductions (or one page; clear)."""
+        return self.inner.reductions(session_id, agent_id, page=page)
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
         """The inner pin events (clear)."""

@@ -21,7 +21,7 @@ from contextledger.errors import (
 )
 from contextledger.model.bundle import ConversationRecords, check_records
 from contextledger.model.messages import Message
-from contextledger.model.paging import WHOLE, Page
+from contextledger.model.paging import WHOLE, Page, paged
 from contextledger.model.records import (
     ConversationState,
     EntryStatus,
@@ -191,8 +191,9 @@ class MemoryStore:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them."""
+        """Evicted entries with when, why and which summary replaced them (or one page)."""
         with self._gate.call(), self._lock:
             out: list[Eviction] = []
             for conv in self._conversations(session_id, agent_id):
@@ -215,19 +216,19 @@ class MemoryStore:
                     trigger=trigger,
                     since=since,
                 )
-            return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+            return paged(out, page)
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in commit order (or one page)."""
         with self._gate.call(), self._lock:
-            out = [r for c in self._conversations(session_id, agent_id) for r in c.reductions]
-            return sorted(out, key=lambda r: r.created_at)
+            return paged([r for c in self._conversations(session_id, agent_id) for r in c.reductions], page)
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """All summaries, superseded included."""
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """All summaries, superseded included (or one page)."""
         with self._gate.call(), self._lock:
-            out = [s for c in self._conversations(session_id, agent_id) for s in c.summaries.values()]
-            return sorted(out, key=lambda s: s.created_at)
+            return paged([s for c in self._conversations(session_id, agent_id) for s in c.summaries.values()], page)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Original contents kept by revisions."""

@@ -25,7 +25,7 @@ from contextledger.testing.exactly_once import ExactlyOnceContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.lineage import ExpiryContract, LineageContract
 from contextledger.testing.owners import OwnersContract
-from contextledger.testing.paging import PagingContract
+from contextledger.testing.paging import KeyedPagingContract, PagingContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.transfer import TransferContract
 from contextledger.testing.travel import TimeTravelContract
@@ -74,6 +74,7 @@ def _ids(store: LedgerStore, session_id: str, agent_id: str = "a") -> list[str]:
 
 class StoreContract(
     PagingContract,
+    KeyedPagingContract,
     OwnersContract,
     EncryptionContract,
     LineageContract,

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
-from contextledger.core.changeset import Changeset
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Changeset, ReductionPlan, SummaryDraft
+from contextledger.core.view import View
 from contextledger.model.messages import Message
-from contextledger.model.paging import Page
+from contextledger.model.paging import Page, cursor
 from contextledger.model.records import Reduction, ViewEntry
 from contextledger.stores.base import LedgerStore
 
-__all__ = ["PagingContract"]
+__all__ = ["KeyedPagingContract", "PagingContract"]
 
 _TOTAL = 12
 _EVICTED = (1, 2, 5)
@@ -85,3 +88,60 @@ class PagingContract:
     def test_a_page_of_an_unknown_conversation_is_empty(self, store: LedgerStore) -> None:
         assert store.history("nope", "a", page=Page.of(after=3, limit=2)) == []
         assert store.history("nope", "a", page=Page.of(last=2)) == []
+
+
+def _reduce(store: LedgerStore) -> None:
+    """Two agents, each with summaries superseding one another and plain evictions: every listing has rows."""
+    for agent in ("a", "b"):
+        chat = Conversation(store, "r", agent)
+        chat.append(*(Message.user(f"{agent}{i}") for i in range(14)))
+        for _ in range(3):
+            chat.apply_plan(_summarize, trigger="proactive")
+            chat.apply_plan(_evict_second, trigger="manual")
+
+
+def _summarize(view: View) -> ReductionPlan:
+    return ReductionPlan(
+        strategy="summarizing", summary=SummaryDraft(content="S", summarizer="t", replaces=tuple(view.ids[:3]))
+    )
+
+
+def _evict_second(view: View) -> ReductionPlan:
+    return ReductionPlan(strategy="sliding_window", evict=(view.ids[1],))
+
+
+_LISTINGS = ("reductions", "summaries", "evictions")
+
+
+def _listing(store: LedgerStore, name: str, agent: str | None, page: Page | None = None) -> list[Any]:
+    found: list[Any] = getattr(store, name)("r", agent, page=page) if page else getattr(store, name)("r", agent)
+    return found
+
+
+class KeyedPagingContract:
+    """Pages of reductions, summaries and evictions: cursors are :func:`cursor` of a record."""
+
+    def test_every_page_of_a_keyed_listing_is_its_slice(self, store: LedgerStore) -> None:
+        _reduce(store)
+        for name, agent in itertools.product(_LISTINGS, (None, "b")):
+            whole = _listing(store, name, agent)
+            keys = [cursor(record) for record in whole]
+            assert keys == sorted(keys), name  # ordered by the cursor, which is unique
+            assert len(set(keys)) == len(keys) >= 3, name
+            points = [None, keys[0], keys[len(keys) // 2], keys[-1]]
+            for after, before in itertools.product(points, points):
+                for limit, last in ((None, None), (2, None), (None, 2), (None, 0), (100, None)):
+                    page = Page(after=after, before=before, limit=limit, last=last)
+                    expected = page.cut([r for r in whole if page.admits(cursor(r))])
+                    assert _listing(store, name, agent, page) == expected, (name, agent, page)
+
+    def test_keyed_pages_chained_by_cursor_cover_the_listing_once(self, store: LedgerStore) -> None:
+        _reduce(store)
+        for name in _LISTINGS:
+            whole = _listing(store, name, None)
+            read: list[Any] = []
+            page = Page(limit=4)
+            while found := _listing(store, name, None, page):
+                read += found
+                page = Page(after=cursor(found[-1]), limit=4)
+            assert read == whole, name

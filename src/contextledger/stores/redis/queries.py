@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.errors import StoreError
-from contextledger.model.paging import WHOLE, Page
+from contextledger.model.paging import WHOLE, Page, paged
 from contextledger.model.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
 from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.redis.codec import (
@@ -83,8 +83,9 @@ class RedisQueries:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them."""
+        """Evicted entries with when, why and which summary replaced them (or one page, kept from the whole read)."""
         out: list[Eviction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
@@ -106,20 +107,22 @@ class RedisQueries:
                 if s.status == "evicted"
             ]
             out += assemble_evictions(session_id, aid, candidates, reductions, summaries, trigger=trigger, since=since)
-        return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+        return paged(out, page)
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in commit order (or one page, kept from the whole read)."""
         out: list[Reduction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             with self._driver("reductions"):
                 (reds,) = self._snapshot([keys.red], ["l"])
             out += [reduction_from(raw, keys.red) for raw in reds]
-        return sorted(out, key=lambda r: r.created_at)
+        return paged(out, page)
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """All summaries, superseded included, oldest first."""
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """All summaries, superseded included, oldest first (or one page, kept from the whole read)."""
         out: list[SummaryEntry] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
@@ -127,7 +130,7 @@ class RedisQueries:
                 sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
             mut = flat_hash(mut_raw)
             out += _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
-        return sorted(out, key=lambda s: s.created_at)
+        return paged(out, page)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Original contents kept by revisions, oldest first."""

@@ -49,6 +49,25 @@ def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
     return [values[start : start + _CHUNK] for start in range(0, len(values), _CHUNK)]
 
 
+def _page(page: Page, flags: tuple[str, ...], params: dict[str, Any]) -> tuple[str, ...]:
+    """``flags`` with the page's, its values added to ``params`` (a tuple cursor by position: ``after_0``...)."""
+    named = list(flags)
+    for name, value in page.bounds().items():
+        named.append(name)
+        if isinstance(value, tuple):
+            params.update((f"{name}_{i}", item) for i, item in enumerate(value))
+        else:
+            params[name] = value
+    return tuple(sorted(named))
+
+
+def _turned(found: list[Any], page: Page) -> list[Any]:
+    """A page read newest first (``last``) turned round: a page is oldest first."""
+    if page.last is not None:
+        found.reverse()
+    return found
+
+
 def _session(session_id: str, agent_id: str | None) -> tuple[tuple[str, ...], dict[str, Any]]:
     """The ``agent`` flag and the parameters of a listing of a session (or one of its agents)."""
     if agent_id is None:
@@ -60,15 +79,10 @@ def history(
     run: Runner, session_id: str, agent_id: str, *, include_evicted: bool, page: Page = WHOLE
 ) -> list[HistoryEntry]:
     """The message entries of one page, in seq order: one statement that reads the page's rows only."""
-    flags: list[str] = [] if include_evicted else ["active_only"]
     params: dict[str, Any] = {"session_id": session_id, "agent_id": agent_id}
-    for name, value in page.bounds().items():
-        flags.append(name)
-        params[name] = value
-    found = records.history_entries(run("history", tuple(sorted(flags)), params), session_id, agent_id)
-    if page.last is not None:
-        found.reverse()  # read newest first to stop after `last` rows; a page is oldest first
-    return found
+    flags = _page(page, () if include_evicted else ("active_only",), params)
+    found = records.history_entries(run("history", flags, params), session_id, agent_id, run.json_text)
+    return _turned(found, page)
 
 
 def entries(
@@ -89,14 +103,15 @@ def entries(
     flags = tuple(sorted(set(params) - {"conversation_id"}))
     out: list[HistoryEntry] = []
     for batch in _chunks(sorted(set(ids))):
-        out += records.history_entries(run("entries", flags, {**params, "ids": batch}), session_id, agent_id)
+        rows = run("entries", flags, {**params, "ids": batch})
+        out += records.history_entries(rows, session_id, agent_id, run.json_text)
     return sorted(out, key=lambda h: h.seq)
 
 
-def summaries(run: Runner, session_id: str, agent_id: str | None) -> list[SummaryEntry]:
-    """Every summary, superseded ones included, oldest first (two statements, not one per row)."""
+def summaries(run: Runner, session_id: str, agent_id: str | None, *, page: Page = WHOLE) -> list[SummaryEntry]:
+    """The summaries of ``page``, superseded ones included, oldest first (two statements, not one per row)."""
     flags, params = _session(session_id, agent_id)
-    found = list(run("summaries", flags, params).mappings())
+    found = _turned(list(run("summaries", _page(page, flags, params), params).mappings()), page)
     replaces: dict[int, list[str]] = {}
     for batch in _chunks([s["id"] for s in found]):
         for row_id, entry_id in run("summary_sources", (), {"ids": batch}):
@@ -104,10 +119,11 @@ def summaries(run: Runner, session_id: str, agent_id: str | None) -> list[Summar
     return records.summaries(found, replaces, session_id)
 
 
-def reductions(run: Runner, session_id: str, agent_id: str | None) -> list[Reduction]:
-    """Reductions in commit order."""
+def reductions(run: Runner, session_id: str, agent_id: str | None, *, page: Page = WHOLE) -> list[Reduction]:
+    """The reductions of ``page``, in commit order."""
     flags, params = _session(session_id, agent_id)
-    return records.reductions(run("reductions", flags, params).mappings(), session_id)
+    found = run("reductions", _page(page, flags, params), params)
+    return _turned(records.reductions(found.mappings(), session_id), page)
 
 
 def revisions(run: Runner, session_id: str, agent_id: str, message_id: str | None) -> list[Revision]:
@@ -126,15 +142,22 @@ def pin_history(run: Runner, session_id: str, agent_id: str | None) -> list[PinE
 
 
 def evictions(
-    run: Runner, session_id: str, agent_id: str | None, *, trigger: Trigger | None, since: datetime | None
+    run: Runner,
+    session_id: str,
+    agent_id: str | None,
+    *,
+    trigger: Trigger | None,
+    since: datetime | None,
+    page: Page = WHOLE,
 ) -> list[Eviction]:
-    """Evicted messages and summaries with their reduction and replacing summary: one statement."""
+    """The evicted messages and summaries of ``page``, with their reduction and replacing summary: one statement."""
     flags, params = _session(session_id, agent_id)
     if trigger is not None:
         flags, params["trigger"] = (*flags, "trigger"), trigger
     if since is not None:
         flags, params["since"] = (*flags, "since"), since
-    return records.evictions(run("evictions", tuple(sorted(flags)), params), session_id)
+    found = run("evictions", _page(page, flags, params), params)
+    return _turned(records.evictions(found, session_id), page)
 
 
 def agents(run: Runner, session_id: str) -> list[str]:

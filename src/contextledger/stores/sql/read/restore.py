@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 from contextledger.model.records import ConversationState, Snapshot
 from contextledger.stores.sql import encoding, window
 
-__all__ = ["conversation_state", "load"]
+__all__ = ["conversation_state", "json_text_decoding", "load"]
 
 
 def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
@@ -28,7 +28,7 @@ def load(conn: Connection, session_id: str, agent_id: str) -> Snapshot | None:
         return None
     messages = conn.execute(reads.active_messages, {"conversation_id": row.id}).all()
     summaries = conn.execute(reads.active_summaries, {"conversation_id": row.id}).all()
-    loads, escaped = _json_text_decoding(conn)
+    loads, escaped = json_text_decoding(conn)
     return window.snapshot(
         row._mapping, messages, summaries, session_id=session_id, agent_id=agent_id, loads=loads, escaped=escaped
     )
@@ -40,7 +40,7 @@ def conversation_state(conn: Connection, session_id: str, agent_id: str) -> Conv
     return None if row is None else window.state_of(row._mapping, session_id, agent_id)
 
 
-def _json_text_decoding(conn: Connection) -> tuple[Callable[[Any], Any], Callable[[str], bool] | None]:
+def json_text_decoding(conn: Connection) -> tuple[Callable[[Any], Any], Callable[[str], bool] | None]:
     """How the engine decodes its JSON columns, for the JSON text a restore reads.
 
     The store's own deserializers are ``json.loads`` on text that holds no escaped

@@ -15,7 +15,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from contextledger.stores.sql.encoding import tolerant_sqlite_loads
 from contextledger.stores.sql.read.decode import DECODERS, sqlite_time
+from contextledger.stores.sql.read.records import JsonText
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -45,7 +47,14 @@ class Rows:
 
 
 class Runner(Protocol):
-    """Runs the statement ``name`` of flag set ``flags`` with ``params`` (by name)."""
+    """Runs the statement ``name`` of flag set ``flags`` with ``params`` (by name).
+
+    Attributes:
+        json_text: How the columns selected as JSON text are decoded (see
+            :data:`.records.JsonText`).
+    """
+
+    json_text: JsonText
 
     def __call__(self, name: str, flags: tuple[str, ...], params: Mapping[str, Any]) -> Rows:
         """The rows of the statement, decoded."""
@@ -55,10 +64,13 @@ class Runner(Protocol):
 class EngineRunner:
     """Runs the Core statements on a SQLAlchemy connection (inside the caller's transaction)."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "json_text")
 
     def __init__(self, conn: Connection) -> None:
+        from contextledger.stores.sql.read.restore import json_text_decoding
+
         self._conn = conn
+        self.json_text = json_text_decoding(conn)
 
     def __call__(self, name: str, flags: tuple[str, ...], params: Mapping[str, Any]) -> Rows:
         """Execute; rows stream from the driver's cursor."""
@@ -71,10 +83,12 @@ class EngineRunner:
 class SQLiteRunner:
     """Runs the compiled text of the same statements (:mod:`.sqlite_sql`) on a ``sqlite3`` connection."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "json_text")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        # SQLite stores JSON text as written (NUL included, no escapes).
+        self.json_text: JsonText = (tolerant_sqlite_loads, None)
 
     def __call__(self, name: str, flags: tuple[str, ...], params: Mapping[str, Any]) -> Rows:
         """Bind as the engine binds on SQLite (timestamps as naive UTC text), execute, decode."""

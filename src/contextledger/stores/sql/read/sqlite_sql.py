@@ -11,292 +11,292 @@ from typing import Any
 
 SQL: dict[tuple[str, tuple[str, ...]], Any] = {
     ('history', ()): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq, cl_entries.id',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY cl_entries.seq,'
-        ' cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY '
+        'cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('after',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq, '
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq, '
         'cl_entries.id',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('before',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq, '
-        'cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq,'
+        ' cl_entries.id',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('last',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT '
-        ':last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq DESC, cl_entries.id DESC '
+        'LIMIT :last OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('limit',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET'
-        ' :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit '
+        'OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq > '
-        ':after ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '> :after ORDER BY cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'before')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq < '
-        ':before ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '< :before ORDER BY cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY cl_entries.seq '
-        'DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY '
+        'cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY cl_entries.seq,'
-        ' cl_entries.id LIMIT :limit OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY '
+        'cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('after', 'before')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
-        'ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < '
+        ':before ORDER BY cl_entries.seq, cl_entries.id',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('after', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq DESC, '
-        'cl_entries.id DESC LIMIT :last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq '
+        'DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('after', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq, '
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq, '
         'cl_entries.id LIMIT :limit OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('before', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq DESC,'
-        ' cl_entries.id DESC LIMIT :last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq '
+        'DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('before', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq, '
-        'cl_entries.id LIMIT :limit OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq,'
+        ' cl_entries.id LIMIT :limit OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'before')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq > '
-        ':after AND cl_entries.seq < :before ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '> :after AND cl_entries.seq < :before ORDER BY cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq > '
-        ':after ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '> :after ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq > '
-        ':after ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '> :after ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'before', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq < '
-        ':before ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '< :before ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'before', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq < '
-        ':before ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '< :before ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('after', 'before', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
-        'ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < '
+        ':before ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('after', 'before', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
-        'ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < '
+        ':before ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET :param_1',
         {'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'before', 'last')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq > '
-        ':after AND cl_entries.seq < :before ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT :last'
-        ' OFFSET :param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '> :after AND cl_entries.seq < :before ORDER BY cl_entries.seq DESC, cl_entries.id DESC LIMIT '
+        ':last OFFSET :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'before', 'limit')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq > '
-        ':after AND cl_entries.seq < :before ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET '
-        ':param_1',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 AND cl_entries.seq '
+        '> :after AND cl_entries.seq < :before ORDER BY cl_entries.seq, cl_entries.id LIMIT :limit OFFSET'
+        ' :param_1',
         {'status_1': 'active', 'param_1': 0},
-        '---jj-b-t----',
+        '------b-t----',
         (),
     ),
     ('conversation_id', ()): (
@@ -307,87 +307,90 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('entries', ()): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids])',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <= :created_at',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
+        ' :created_at',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('from_call',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.from_call <= :from_call',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.from_call <= '
+        ':from_call',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('version',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.version <= '
+        ':version',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at', 'from_call')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <= :created_at AND '
-        'cl_entries.from_call <= :from_call',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
+        ' :created_at AND cl_entries.from_call <= :from_call',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at', 'version')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <= :created_at AND '
-        'cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
+        ' :created_at AND cl_entries.version <= :version',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('from_call', 'version')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.from_call <= :from_call AND '
-        'cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.from_call <= '
+        ':from_call AND cl_entries.version <= :version',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at', 'from_call', 'version')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, cl_entries.content, '
-        'cl_entries.metadata AS meta, cl_entries.status, cl_entries.pinned, cl_entries.tokens, '
-        'cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, cl_entries.from_call, '
-        'cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = :conversation_id AND '
-        'cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <= :created_at AND '
-        'cl_entries.from_call <= :from_call AND cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
+        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
+        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
+        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
+        ' :created_at AND cl_entries.from_call <= :from_call AND cl_entries.version <= :version',
         {},
-        '---jj-b-t----',
+        '------b-t----',
         ('ids',),
     ),
     ('summaries', ()): (
@@ -397,7 +400,7 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
         ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
         'WHERE cl_conversations.session_id = :session_id ORDER BY cl_summaries.created_at, '
-        'cl_summaries.id',
+        'cl_conversations.agent_id, cl_summaries.summary_id',
         {},
         '------------t-',
         (),
@@ -409,8 +412,314 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
         ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
         'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER '
-        'BY cl_summaries.created_at, cl_summaries.id',
+        'BY cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id',
         {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after',)): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, :after_1, :after_2) ORDER BY '
+        'cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id',
+        {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('before',)): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, :before_1, :before_2) ORDER BY'
+        ' cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id',
+        {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('last',)): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id ORDER BY cl_summaries.created_at DESC, '
+        'cl_conversations.agent_id DESC, cl_summaries.summary_id DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('limit',)): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id ORDER BY cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'agent')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, '
+        ':after_1, :after_2) ORDER BY cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id',
+        {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('agent', 'before')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id',
+        {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('agent', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER '
+        'BY cl_summaries.created_at DESC, cl_conversations.agent_id DESC, cl_summaries.summary_id DESC '
+        'LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('agent', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER '
+        'BY cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'before')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, :after_1, :after_2) AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id',
+        {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, :after_1, :after_2) ORDER BY '
+        'cl_summaries.created_at DESC, cl_conversations.agent_id DESC, cl_summaries.summary_id DESC LIMIT'
+        ' :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, :after_1, :after_2) ORDER BY '
+        'cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id LIMIT :limit OFFSET '
+        ':param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('before', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, :before_1, :before_2) ORDER BY'
+        ' cl_summaries.created_at DESC, cl_conversations.agent_id DESC, cl_summaries.summary_id DESC '
+        'LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('before', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, :before_1, :before_2) ORDER BY'
+        ' cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id LIMIT :limit OFFSET'
+        ' :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'agent', 'before')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, '
+        ':after_1, :after_2) AND (cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id) < (:before_0, :before_1, :before_2) ORDER BY cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id',
+        {},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'agent', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, '
+        ':after_1, :after_2) ORDER BY cl_summaries.created_at DESC, cl_conversations.agent_id DESC, '
+        'cl_summaries.summary_id DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'agent', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, '
+        ':after_1, :after_2) ORDER BY cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('agent', 'before', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_summaries.created_at DESC, cl_conversations.agent_id DESC, '
+        'cl_summaries.summary_id DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('agent', 'before', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'before', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, :after_1, :after_2) AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_summaries.created_at DESC, cl_conversations.agent_id DESC, '
+        'cl_summaries.summary_id DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'before', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND (cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, :after_1, :after_2) AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'agent', 'before', 'last')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, '
+        ':after_1, :after_2) AND (cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id) < (:before_0, :before_1, :before_2) ORDER BY cl_summaries.created_at '
+        'DESC, cl_conversations.agent_id DESC, cl_summaries.summary_id DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '------------t-',
+        (),
+    ),
+    ('summaries', ('after', 'agent', 'before', 'limit')): (
+        'SELECT cl_summaries.id, cl_summaries.conversation_id, cl_summaries.summary_id, cl_summaries.seq,'
+        ' cl_summaries.content, cl_summaries.summarizer, cl_summaries.reduction_id, '
+        'cl_summaries.supersedes, cl_summaries.superseded_by, cl_summaries.status, '
+        'cl_summaries.evicted_by, cl_summaries.tokens, cl_summaries.created_at, cl_conversations.agent_id'
+        ' FROM cl_summaries JOIN cl_conversations ON cl_conversations.id = cl_summaries.conversation_id '
+        'WHERE cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_summaries.created_at, cl_conversations.agent_id, cl_summaries.summary_id) > (:after_0, '
+        ':after_1, :after_2) AND (cl_summaries.created_at, cl_conversations.agent_id, '
+        'cl_summaries.summary_id) < (:before_0, :before_1, :before_2) ORDER BY cl_summaries.created_at, '
+        'cl_conversations.agent_id, cl_summaries.summary_id LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
         '------------t-',
         (),
     ),
@@ -431,7 +740,7 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
         'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
         'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
-        'cl_reductions.created_at, cl_reductions.id',
+        'cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version',
         {},
         '-----t----jj----j---',
         (),
@@ -445,8 +754,365 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
         'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
         'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id ORDER BY cl_reductions.created_at, cl_reductions.id',
+        'cl_conversations.agent_id = :agent_id ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version',
         {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after',)): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) > (:after_0, '
+        ':after_1, :after_2) ORDER BY cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version',
+        {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('before',)): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version',
+        {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('last',)): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
+        'cl_reductions.created_at DESC, cl_conversations.agent_id DESC, cl_reductions.version DESC LIMIT '
+        ':last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('limit',)): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
+        'cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version LIMIT :limit OFFSET '
+        ':param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'agent')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) > (:after_0, :after_1, :after_2) ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version',
+        {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('agent', 'before')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version',
+        {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('agent', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id ORDER BY cl_reductions.created_at DESC, '
+        'cl_conversations.agent_id DESC, cl_reductions.version DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('agent', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'before')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) > (:after_0, '
+        ':after_1, :after_2) AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version',
+        {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) > (:after_0, '
+        ':after_1, :after_2) ORDER BY cl_reductions.created_at DESC, cl_conversations.agent_id DESC, '
+        'cl_reductions.version DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) > (:after_0, '
+        ':after_1, :after_2) ORDER BY cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('before', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_reductions.created_at DESC, cl_conversations.agent_id DESC, '
+        'cl_reductions.version DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('before', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) < (:before_0, '
+        ':before_1, :before_2) ORDER BY cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'agent', 'before')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) > (:after_0, :after_1, :after_2) AND (cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY '
+        'cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version',
+        {},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'agent', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) > (:after_0, :after_1, :after_2) ORDER BY cl_reductions.created_at DESC, '
+        'cl_conversations.agent_id DESC, cl_reductions.version DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'agent', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) > (:after_0, :after_1, :after_2) ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('agent', 'before', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY cl_reductions.created_at '
+        'DESC, cl_conversations.agent_id DESC, cl_reductions.version DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('agent', 'before', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'before', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) > (:after_0, '
+        ':after_1, :after_2) AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY cl_reductions.created_at '
+        'DESC, cl_conversations.agent_id DESC, cl_reductions.version DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'before', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        '(cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version) > (:after_0, '
+        ':after_1, :after_2) AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'agent', 'before', 'last')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) > (:after_0, :after_1, :after_2) AND (cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY '
+        'cl_reductions.created_at DESC, cl_conversations.agent_id DESC, cl_reductions.version DESC LIMIT '
+        ':last OFFSET :param_1',
+        {'param_1': 0},
+        '-----t----jj----j---',
+        (),
+    ),
+    ('reductions', ('after', 'agent', 'before', 'limit')): (
+        'SELECT cl_reductions.id, cl_reductions.conversation_id, cl_reductions.reduction_id, '
+        'cl_reductions."trigger", cl_reductions.strategy, cl_reductions.created_at, '
+        'cl_reductions.messages_before, cl_reductions.messages_after, cl_reductions.tokens_before, '
+        'cl_reductions.tokens_after, cl_reductions.evicted, cl_reductions.revised, '
+        'cl_reductions.summary_id, cl_reductions.model_call_count, cl_reductions.error, '
+        'cl_reductions.detail, cl_reductions.restored, cl_reductions.from_call, cl_reductions.version, '
+        'cl_conversations.agent_id FROM cl_reductions JOIN cl_conversations ON cl_conversations.id = '
+        'cl_reductions.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND (cl_reductions.created_at, cl_conversations.agent_id, '
+        'cl_reductions.version) > (:after_0, :after_1, :after_2) AND (cl_reductions.created_at, '
+        'cl_conversations.agent_id, cl_reductions.version) < (:before_0, :before_1, :before_2) ORDER BY '
+        'cl_reductions.created_at, cl_conversations.agent_id, cl_reductions.version LIMIT :limit OFFSET '
+        ':param_1',
+        {'param_1': 0},
         '-----t----jj----j---',
         (),
     ),
@@ -521,7 +1187,7 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 ORDER'
-        ' BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind',
+        ' BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
         '----j-t------',
         (),
@@ -557,7 +1223,7 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
-        'anon_1.seq, anon_1.kind',
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
         '----j-t------',
         (),
@@ -593,7 +1259,7 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_reductions_1.created_at >= :since) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
-        'anon_1.seq, anon_1.kind',
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
         '----j-t------',
         (),
@@ -629,8 +1295,150 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_reductions_1."trigger" = :trigger) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
-        'anon_1.seq, anon_1.kind',
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after',)): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before',)): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('last',)): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 ORDER'
+        ' BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('limit',)): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 ORDER'
+        ' BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
         '----j-t------',
         (),
     ),
@@ -665,7 +1473,7 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 ORDER '
-        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind',
+        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
         '----j-t------',
         (),
@@ -701,8 +1509,155 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 ORDER '
-        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind',
+        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 ORDER BY anon_1.evicted_at DESC, '
+        'anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET'
+        ' :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
         '----j-t------',
         (),
     ),
@@ -737,8 +1692,481 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 ORDER '
-        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind',
+        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 ORDER BY anon_1.evicted_at DESC, anon_1.agent_id'
+        ' DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 ORDER BY anon_1.evicted_at DESC, anon_1.agent_id'
+        ' DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, '
+        'anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
         '----j-t------',
         (),
     ),
@@ -775,8 +2203,2591 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
         'cl_reductions_1.created_at >= :since) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
-        'anon_1.seq, anon_1.kind',
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
         {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 ORDER '
+        'BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 ORDER '
+        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 ORDER '
+        'BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 ORDER '
+        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT '
+        ':limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind '
+        'DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id'
+        ' LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 ORDER '
+        'BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 ORDER '
+        'BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT '
+        ':limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind '
+        'DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id'
+        ' LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT '
+        ':limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind '
+        'DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id'
+        ' LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id) AS anon_1 WHERE'
+        ' (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 ORDER BY anon_1.evicted_at DESC, anon_1.agent_id'
+        ' DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, '
+        'anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, '
+        'anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'last')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'limit')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, '
+        'anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq,'
+        ' anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('before', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, '
+        ':before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id',
+        {'status_1': 'evicted', 'status_2': 'evicted'},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT '
+        ':limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind '
+        'DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('agent', 'before', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, '
+        ':before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id'
+        ' LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'last', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'limit', 'since')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'last', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'limit', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at DESC, anon_1.agent_id DESC, anon_1.seq DESC, anon_1.kind DESC, '
+        'anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'before', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since UNION ALL SELECT '
+        "cl_summaries_2.summary_id AS entry_id, 'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS "
+        'role, NULL AS content, cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at,'
+        ' cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_reductions_1."trigger" = :trigger AND cl_reductions_1.created_at >= :since) AS anon_1 WHERE '
+        '(anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, '
+        ':after_1, :after_2, :after_3, :after_4) AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, '
+        'anon_1.kind, anon_1.entry_id) < (:before_0, :before_1, :before_2, :before_3, :before_4) ORDER BY'
+        ' anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit '
+        'OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'last', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at DESC, anon_1.agent_id '
+        'DESC, anon_1.seq DESC, anon_1.kind DESC, anon_1.entry_id DESC LIMIT :last OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
+        '----j-t------',
+        (),
+    ),
+    ('evictions', ('after', 'agent', 'before', 'limit', 'since', 'trigger')): (
+        'SELECT anon_1.entry_id, anon_1.kind, anon_1.seq, anon_1.role, anon_1.content, anon_1.text, '
+        'anon_1.evicted_at, anon_1."trigger", anon_1.strategy, anon_1.reduction_id, anon_1.error, '
+        "anon_1.replaced_by, anon_1.agent_id FROM (SELECT cl_entries.message_id AS entry_id, 'message' AS"
+        ' kind, cl_entries.seq AS seq, cl_entries.role AS role, cl_entries.content AS content, CAST(NULL '
+        'AS TEXT) AS text, cl_reductions_1.created_at AS evicted_at, cl_reductions_1."trigger" AS '
+        '"trigger", cl_reductions_1.strategy AS strategy, cl_reductions_1.reduction_id AS reduction_id, '
+        'cl_reductions_1.error AS error, cl_summaries_1.summary_id AS replaced_by, '
+        'cl_conversations.agent_id AS agent_id FROM cl_entries JOIN cl_conversations ON '
+        'cl_conversations.id = cl_entries.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_entries.conversation_id AND cl_reductions_1.reduction_id = '
+        'cl_entries.evicted_by LEFT OUTER JOIN cl_summary_sources AS cl_summary_sources_1 ON '
+        'cl_summary_sources_1.conversation_id = cl_entries.conversation_id AND '
+        'cl_summary_sources_1.entry_id = cl_entries.message_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_entries.status = :status_1 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since UNION ALL SELECT cl_summaries_2.summary_id AS entry_id, '
+        "'summary' AS kind, cl_summaries_2.seq AS seq, 'user' AS role, NULL AS content, "
+        'cl_summaries_2.content AS text, cl_reductions_1.created_at AS evicted_at, '
+        'cl_reductions_1."trigger" AS "trigger", cl_reductions_1.strategy AS strategy, '
+        'cl_reductions_1.reduction_id AS reduction_id, cl_reductions_1.error AS error, '
+        'cl_summaries_1.summary_id AS replaced_by, cl_conversations.agent_id AS agent_id FROM '
+        'cl_summaries AS cl_summaries_2 JOIN cl_conversations ON cl_conversations.id = '
+        'cl_summaries_2.conversation_id JOIN cl_reductions AS cl_reductions_1 ON '
+        'cl_reductions_1.conversation_id = cl_summaries_2.conversation_id AND '
+        'cl_reductions_1.reduction_id = cl_summaries_2.evicted_by LEFT OUTER JOIN cl_summary_sources AS '
+        'cl_summary_sources_1 ON cl_summary_sources_1.conversation_id = cl_summaries_2.conversation_id '
+        'AND cl_summary_sources_1.entry_id = cl_summaries_2.summary_id LEFT OUTER JOIN cl_summaries AS '
+        'cl_summaries_1 ON cl_summaries_1.id = cl_summary_sources_1.summary_row_id WHERE '
+        'cl_summaries_2.status = :status_2 AND cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id AND cl_reductions_1."trigger" = :trigger AND '
+        'cl_reductions_1.created_at >= :since) AS anon_1 WHERE (anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id) > (:after_0, :after_1, :after_2, :after_3, :after_4) '
+        'AND (anon_1.evicted_at, anon_1.agent_id, anon_1.seq, anon_1.kind, anon_1.entry_id) < (:before_0,'
+        ' :before_1, :before_2, :before_3, :before_4) ORDER BY anon_1.evicted_at, anon_1.agent_id, '
+        'anon_1.seq, anon_1.kind, anon_1.entry_id LIMIT :limit OFFSET :param_1',
+        {'status_1': 'evicted', 'status_2': 'evicted', 'param_1': 0},
         '----j-t------',
         (),
     ),

@@ -14,12 +14,27 @@ turns the rows round, so a page is always oldest first).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from itertools import combinations
 from typing import Any
 
-from sqlalchemy import JSON, String, Text, and_, bindparam, cast, exists, func, literal_column, null, select, union_all
+from sqlalchemy import (
+    JSON,
+    Select,
+    String,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    exists,
+    func,
+    literal_column,
+    null,
+    select,
+    tuple_,
+    union_all,
+)
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import Executable
 
@@ -44,12 +59,12 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "history": ("active_only", *PAGING),
     "conversation_id": (),
     "entries": ("created_at", "from_call", "version"),
-    "summaries": ("agent",),
+    "summaries": ("agent", *PAGING),
     "summary_sources": (),
-    "reductions": ("agent",),
+    "reductions": ("agent", *PAGING),
     "revisions": ("message",),
     "pin_history": ("agent",),
-    "evictions": ("agent", "since", "trigger"),
+    "evictions": ("agent", "since", "trigger", *PAGING),
     "agents": (),
     "sessions": ("app", "user"),
     "session_details": (),
@@ -60,12 +75,12 @@ FLAGS: dict[str, tuple[str, ...]] = {
 
 
 def flag_sets(name: str) -> Iterator[tuple[str, ...]]:
-    """Every valid flag set of the statement ``name`` (``limit`` and ``last`` exclude each other)."""
+    """Every valid flag set of the statement ``name``, each sorted (``limit`` and ``last`` exclude each other)."""
     flags = FLAGS[name]
     for size in range(len(flags) + 1):
         for chosen in combinations(flags, size):
             if not {"limit", "last"} <= set(chosen):
-                yield chosen
+                yield tuple(sorted(chosen))
 
 
 @cache
@@ -76,6 +91,27 @@ def statement(name: str, flags: tuple[str, ...]) -> Executable:
         raise ValueError(f"statement {name!r} has no flags {sorted(unknown)}")
     built: Executable = _BUILDERS[name](frozenset(flags))
     return built
+
+
+def _paged(stmt: Select[*tuple[Any, ...]], flags: frozenset[str], key: Sequence[Any]) -> Select[*tuple[Any, ...]]:
+    """``stmt`` ordered by ``key`` (the listing's cursor, unique), cut to the page ``flags`` name.
+
+    Keyset paging: ``after`` / ``before`` bind the cursor's values as ``after_0``,
+    ``after_1``... and compare them with the key as a row value, so a page reads its rows
+    only; ``last`` orders backwards (the listing turns the rows round).
+    """
+
+    def bound(name: str) -> Any:
+        return tuple_(*(bindparam(f"{name}_{i}", type_=column.type) for i, column in enumerate(key)))
+
+    if "after" in flags:
+        stmt = stmt.where(tuple_(*key) > bound("after"))
+    if "before" in flags:
+        stmt = stmt.where(tuple_(*key) < bound("before"))
+    if "last" in flags:
+        return stmt.order_by(*(column.desc() for column in key)).limit(bindparam("last"))
+    stmt = stmt.order_by(*key)
+    return stmt.limit(bindparam("limit")) if "limit" in flags else stmt
 
 
 def _conversation(flags: frozenset[str]) -> list[Any]:
@@ -90,8 +126,10 @@ HISTORY_COLUMNS = (
     EntryRow.message_id,
     EntryRow.seq,
     EntryRow.role,
-    EntryRow.content,
-    EntryRow.metadata_.label("meta"),
+    # The JSON columns as the text stored: the records parse each once, into the
+    # message (see records.history_entries), as a restore does.
+    cast(EntryRow.content, Text).label("content"),
+    cast(EntryRow.metadata_, Text).label("meta"),
     EntryRow.status,
     EntryRow.pinned,
     EntryRow.tokens,
@@ -138,12 +176,12 @@ def _entries(flags: frozenset[str]) -> Executable:
 
 
 def _summaries(flags: frozenset[str]) -> Executable:
-    return (
+    stmt = (
         select(SummaryRow, ConversationRow.agent_id)
         .join(ConversationRow, ConversationRow.id == SummaryRow.conversation_id)
         .where(*_conversation(flags))
-        .order_by(SummaryRow.created_at, SummaryRow.id)
     )
+    return _paged(stmt, flags, (SummaryRow.created_at, ConversationRow.agent_id, SummaryRow.summary_id))
 
 
 def _summary_sources(flags: frozenset[str]) -> Executable:
@@ -155,12 +193,12 @@ def _summary_sources(flags: frozenset[str]) -> Executable:
 
 
 def _reductions(flags: frozenset[str]) -> Executable:
-    return (
+    stmt = (
         select(ReductionRow, ConversationRow.agent_id)
         .join(ConversationRow, ConversationRow.id == ReductionRow.conversation_id)
         .where(*_conversation(flags))
-        .order_by(ReductionRow.created_at, ReductionRow.id)
     )
+    return _paged(stmt, flags, (ReductionRow.created_at, ConversationRow.agent_id, ReductionRow.version))
 
 
 def _revisions(flags: frozenset[str]) -> Executable:
@@ -264,7 +302,8 @@ def _evictions(flags: frozenset[str]) -> Executable:
         .where(evicted_summary.status == "evicted", *filters)
     )
     both = union_all(messages, summaries).subquery()
-    return select(both).order_by(both.c.evicted_at, both.c.agent_id, both.c.seq, both.c.kind)
+    key = (both.c.evicted_at, both.c.agent_id, both.c.seq, both.c.kind, both.c.entry_id)
+    return _paged(select(both), flags, key)
 
 
 def _agents(flags: frozenset[str]) -> Executable:

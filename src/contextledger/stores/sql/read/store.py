@@ -90,17 +90,22 @@ class SQLListings:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why, by which reduction and which summary replaced them."""
-        return self._run(lambda run: listings.evictions(run, session_id, agent_id, trigger=trigger, since=since))
+        """Evicted entries with when, why, by which reduction and which summary replaced them (or one page)."""
+        return self._run(
+            lambda run: listings.evictions(run, session_id, agent_id, trigger=trigger, since=since, page=page or WHOLE)
+        )
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
-        return self._run(lambda run: listings.reductions(run, session_id, agent_id))
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in commit order (or one page)."""
+        return self._run(lambda run: listings.reductions(run, session_id, agent_id, page=page or WHOLE))
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included, oldest first."""
-        return self._run(lambda run: listings.summaries(run, session_id, agent_id), snapshot=True)
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first (or one page)."""
+        return self._run(lambda run: listings.summaries(run, session_id, agent_id, page=page or WHOLE), snapshot=True)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Stored original contents, oldest first."""
