@@ -526,16 +526,9 @@ class SQLStore(SQLListings):
 
         On the SQLite reader when the store has one (no SQLAlchemy: ``contextledger show`` lists forks).
         """
-        reader = self._reader
-        if reader is not None:
-            from contextledger.stores.sql import lineage_reader
+        from contextledger.stores.sql.read import listings
 
-            with self._gate.call(), reader.read() as raw:
-                return lineage_reader.lineage(raw, session_id, agent_id)
-        from contextledger.stores.sql import lineage
-
-        with self._transaction() as conn:
-            return lineage.lineage(conn, session_id, agent_id)
+        return self._run(lambda run: listings.lineage(run, session_id, agent_id))
 
     def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
         """Delete the session in one transaction when it was idle since before ``idle_before``; keep its expiries."""

@@ -15,6 +15,7 @@ from contextledger.model.paging import WHOLE, Page
 from contextledger.model.records import (
     Eviction,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -32,6 +33,7 @@ __all__ = [
     "entries",
     "evictions",
     "history",
+    "lineage",
     "owner",
     "pin_history",
     "reductions",
@@ -188,6 +190,12 @@ def owner(run: Runner, session_id: str) -> SessionOwner | None:
     """The app and user of the session, or ``None`` when it has no conversation."""
     found = list(run("owner", (), {"session_id": session_id}))
     return SessionOwner(found[0][0], found[0][1]) if found else None
+
+
+def lineage(run: Runner, session_id: str, agent_id: str | None) -> list[LineageLink]:
+    """The links kept under the session's conversations (or one agent's), oldest first."""
+    flags, params = _session(session_id, agent_id)
+    return records.lineage_links(run("lineage", flags, params), session_id)
 
 
 def scope_state(run: Runner, app: str, user: str | None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from contextledger.model.messages import Message, message_from_json
 from contextledger.model.records import (
     Eviction,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -35,6 +36,7 @@ __all__ = [
     "PIN_COLUMNS",
     "evictions",
     "history_entries",
+    "lineage_links",
     "pin_events",
     "reductions",
     "revisions",
@@ -219,6 +221,25 @@ def pin_events(rows: Iterable[Sequence[Any]], session_id: str) -> list[PinEvent]
             version=version,
         )
         for agent_id, entry_id, pinned, source, changeset_id, created_at, from_call, version in rows
+    ]
+
+
+def lineage_links(rows: Iterable[Sequence[Any]], session_id: str) -> list[LineageLink]:
+    """Lineage links of rows of the ``lineage`` statement (the conversation's agent, then the link's columns)."""
+    return [
+        LineageLink(
+            session_id=session_id,
+            agent_id=agent_id,
+            child_session_id=child_session_id,
+            child_agent_id=child_agent_id,
+            kind=kind,
+            ledger=ledger or None,
+            depth=depth,
+            at_call=at_call,
+            version=version,
+            created_at=created_at,
+        )
+        for agent_id, child_session_id, child_agent_id, kind, ledger, depth, at_call, version, created_at in rows
     ]
 
 

@@ -4870,4 +4870,25 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         '-j',
         (),
     ),
+    ('lineage', ()): (
+        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id, cl_lineage.child_agent_id, '
+        'cl_lineage.kind, cl_lineage.ledger, cl_lineage.depth, cl_lineage.at_call, cl_lineage.version, '
+        'cl_lineage.created_at FROM cl_lineage JOIN cl_conversations ON cl_conversations.id = '
+        'cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
+        'cl_lineage.created_at, cl_lineage.depth, cl_lineage.id',
+        {},
+        '--------t',
+        (),
+    ),
+    ('lineage', ('agent',)): (
+        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id, cl_lineage.child_agent_id, '
+        'cl_lineage.kind, cl_lineage.ledger, cl_lineage.depth, cl_lineage.at_call, cl_lineage.version, '
+        'cl_lineage.created_at FROM cl_lineage JOIN cl_conversations ON cl_conversations.id = '
+        'cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id ORDER BY cl_lineage.created_at, cl_lineage.depth, '
+        'cl_lineage.id',
+        {},
+        '--------t',
+        (),
+    ),
 }

@@ -41,6 +41,7 @@ from sqlalchemy.sql.expression import Executable
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
+    LineageRow,
     PinEventRow,
     ReductionRow,
     RevisionRow,
@@ -70,6 +71,7 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "session_details": (),
     "owner": (),
     "scope_state": (),
+    "lineage": ("agent",),
 }
 """Each statement's optional flags (the statement names are the keys of :mod:`.sqlite_sql`'s table)."""
 
@@ -370,6 +372,25 @@ def _scope_state(flags: frozenset[str]) -> Executable:
     )
 
 
+def _lineage(flags: frozenset[str]) -> Executable:
+    return (
+        select(
+            ConversationRow.agent_id,
+            LineageRow.child_session_id,
+            LineageRow.child_agent_id,
+            LineageRow.kind,
+            LineageRow.ledger,
+            LineageRow.depth,
+            LineageRow.at_call,
+            LineageRow.version,
+            LineageRow.created_at,
+        )
+        .join(ConversationRow, ConversationRow.id == LineageRow.conversation_id)
+        .where(*_conversation(flags))
+        .order_by(LineageRow.created_at, LineageRow.depth, LineageRow.id)
+    )
+
+
 _BUILDERS: dict[str, Callable[[frozenset[str]], Executable]] = {
     "history": _history,
     "conversation_id": _conversation_id,
@@ -385,4 +406,5 @@ _BUILDERS: dict[str, Callable[[frozenset[str]], Executable]] = {
     "session_details": _session_details,
     "owner": _owner,
     "scope_state": _scope_state,
+    "lineage": _lineage,
 }
