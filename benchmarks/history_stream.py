@@ -147,14 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--page-size", type=int, default=1_000)
     parser.add_argument("--whole", action="store_true", help="also ledger.history() whole")
+    parser.add_argument("--db", help="keep the built ledger in this file and reuse it when it exists")
     args = parser.parse_args(argv)
     entries = 1_000_000 if args.million else args.entries
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "history.db")
+        path = args.db or str(Path(tmp) / "history.db")
         url = f"sqlite:///{path}"
-        started = time.perf_counter()
-        build(url, entries)
-        print(f"built {entries:,} entries in {time.perf_counter() - started:.1f} s")
+        if not Path(path).exists():
+            started = time.perf_counter()
+            build(url, entries)
+            print(f"built {entries:,} entries in {time.perf_counter() - started:.1f} s")
         cases: dict[str, Callable[[], int]] = {
             "ledger": ledger_stream(url, args.page_size),
             "raw": raw_stream(path, args.page_size),

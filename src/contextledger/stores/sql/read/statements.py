@@ -150,17 +150,32 @@ def _history(flags: frozenset[str]) -> Executable:
         .join(ConversationRow, ConversationRow.id == EntryRow.conversation_id)
         .where(*_conversation(flags | {"agent"}))
     )
-    if "active_only" in flags:
-        stmt = stmt.where(EntryRow.status == "active")
     # Keyset paging on seq (unique within a conversation): a page reads its rows only.
     if "after" in flags:
         stmt = stmt.where(EntryRow.seq > bindparam("after"))
     if "before" in flags:
         stmt = stmt.where(EntryRow.seq < bindparam("before"))
-    if "last" in flags:
-        return stmt.order_by(EntryRow.seq.desc(), EntryRow.id.desc()).limit(bindparam("last"))
-    stmt = stmt.order_by(EntryRow.seq, EntryRow.id)
-    return stmt.limit(bindparam("limit")) if "limit" in flags else stmt
+    count = "last" if "last" in flags else "limit" if "limit" in flags else None
+    if count is None:
+        if "active_only" in flags:
+            stmt = stmt.where(EntryRow.status == "active")
+        return stmt.order_by(EntryRow.seq, EntryRow.id)
+    # A counted page walks the (conversation_id, status, seq) index once per status and
+    # stops after `count` rows of each: ordering both statuses at once would sort every
+    # row past the cursor, for every page (quadratic over a stream).
+    backwards = count == "last"
+    statuses = ("active",) if "active_only" in flags else ("active", "evicted")
+    branches = [
+        stmt.where(EntryRow.status == status)
+        .order_by(EntryRow.seq.desc() if backwards else EntryRow.seq)
+        .limit(bindparam(count))
+        .subquery()
+        for status in statuses
+    ]
+    if len(branches) == 1:
+        return select(branches[0])
+    both = union_all(*(select(branch) for branch in branches)).subquery()
+    return select(both).order_by(both.c.seq.desc() if backwards else both.c.seq).limit(bindparam(count))
 
 
 def _conversation_id(flags: frozenset[str]) -> Executable:
