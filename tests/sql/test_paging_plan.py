@@ -26,6 +26,10 @@ def _steps(store: SQLStore, read: Callable[[], object]) -> int:
     return counted[0]
 
 
+def _reading(store: SQLStore, page: Page) -> Callable[[], object]:
+    return lambda: store.history("s", "a", page=page)
+
+
 def test_a_page_reads_its_rows_only(sqlite_url: str) -> None:
     store = SQLStore.from_url(sqlite_url)
     build_ledger(store, "s", evicted=3_000, active=3_000)
@@ -39,7 +43,7 @@ def test_a_page_reads_its_rows_only(sqlite_url: str) -> None:
             "newest": Page(last=50),
             "oldest before": Page(before=60, last=50),
         }
-        steps = {name: _steps(store, lambda p=page: store.history("s", "a", page=p)) for name, page in pages.items()}
+        steps = {name: _steps(store, _reading(store, page)) for name, page in pages.items()}
         whole = _steps(store, lambda: store.history("s", "a"))
         # Each page walks the index for its 50 rows (per status), whatever its position:
         # no sort of the rows past the cursor.
