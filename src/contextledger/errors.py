@@ -24,6 +24,7 @@ __all__ = [
     "InvalidExport",
     "InvalidLedgerURL",
     "InvalidMessage",
+    "InvalidPage",
     "InvalidPlan",
     "LedgerClosed",
     "MissingDependency",
@@ -70,6 +71,10 @@ class CapabilityMissing(ConfigurationError):
         self.store = store
         self.feature = feature
         super().__init__(f"{feature} needs the {capability!r} capability, which the store {store} does not declare")
+
+
+class InvalidPage(ConfigurationError):
+    """A listing was asked for a page it cannot serve: a bad cursor, or a bad or conflicting limit."""
 
 
 class InvalidMessage(ContextLedgerError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from contextledger.core.checks import check_owner, check_scope_delta
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
+from contextledger.model.paging import EVICTION_CURSOR, REDUCTION_CURSOR, SUMMARY_CURSOR, Cursor, Page, Pages
 from contextledger.model.records import (
     TRIGGERS,
     Eviction,
@@ -273,10 +274,71 @@ class Ledger:
     # -- queries -------------------------------------------------------------------------
 
     def history(
-        self, session_id: str, agent_id: str = "default", *, include_evicted: bool = True
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        include_evicted: bool = True,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        last: int | None = None,
     ) -> list[HistoryEntry]:
-        """Every message entry of the conversation in order, evicted ones marked."""
-        return HISTORY.of(self.store, "Ledger.history").history(session_id, agent_id, include_evicted=include_evicted)
+        """The message entries of the conversation in seq order, evicted ones marked: all, or one page.
+
+        A page is read alone (keyset paging on SQL: the rows of the page, never an offset).
+        A cursor is an entry's ``seq``: the page after ``page`` is ``after=page[-1].seq``,
+        the one before it ``before=page[0].seq, last=n``. Every page is oldest first.
+
+        Args:
+            session_id: The session.
+            agent_id: The agent.
+            include_evicted: Also the entries evicted from the view.
+            after: Only entries whose seq is greater.
+            before: Only entries whose seq is smaller.
+            limit: At most this many, the first ones of the range.
+            last: At most this many, the last ones of the range (``--last N``).
+
+        Raises:
+            InvalidPage: A cursor or count is not an int >= 0, or both ``limit`` and
+                ``last`` are given.
+        """
+        page = Page.of(after=after, before=before, limit=limit, last=last)
+        if page.whole:  # the call every store takes, paging or not
+            return HISTORY.of(self.store, "Ledger.history").history(
+                session_id, agent_id, include_evicted=include_evicted
+            )
+        return HISTORY.of(self.store, "Ledger.history").history(
+            session_id, agent_id, include_evicted=include_evicted, page=page
+        )
+
+    def iter_history(
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        include_evicted: bool = True,
+        after: int | None = None,
+        before: int | None = None,
+        page_size: int = 1000,
+    ) -> Iterator[HistoryEntry]:
+        """Every message entry of the conversation in seq order, read ``page_size`` at a time.
+
+        Memory stays one page however long the history; each page is one read (see
+        :meth:`history`), so entries appended while iterating are seen when their seq is
+        past the last one read.
+
+        Raises:
+            InvalidPage: A cursor is not an int >= 0, or ``page_size`` is not an int >= 1
+                (raised by the first ``next()``).
+        """
+        pages = Pages(after=after, before=before, page_size=page_size)
+        while (page := pages.next()) is not None:
+            found = HISTORY.of(self.store, "Ledger.iter_history").history(
+                session_id, agent_id, include_evicted=include_evicted, page=page
+            )
+            pages.took(len(found), found[-1].seq if found else None)
+            yield from found
 
     def evictions(
         self,
@@ -285,21 +347,33 @@ class Ledger:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
     ) -> list[Eviction]:
-        """What was evicted, when, why, by which reduction, replaced by which summary.
+        """What was evicted, when, why, by which reduction, replaced by which summary: all, or one page.
 
         Args:
             session_id: The session.
             agent_id: Only this agent (default: every agent of the session).
             trigger: Only evictions made by reductions with this trigger.
             since: Only evictions at or after this time (a naive datetime means UTC).
+            after: Only evictions after this :func:`~contextledger.model.paging.cursor`
+                of an eviction.
+            before: Only evictions before this cursor.
+            limit: At most this many, the first ones.
+            last: At most this many, the last ones.
 
         Returns:
             The evicted entries, oldest eviction first; empty for an unknown session.
 
         Raises:
             ConfigurationError: ``trigger`` is not a known trigger, or ``since`` is not a datetime.
+            InvalidPage: A cursor is not an eviction's, or a count is not an int >= 0
+                (or both ``limit`` and ``last`` are given).
         """
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=EVICTION_CURSOR)
         if trigger is not None and trigger not in TRIGGERS:
             raise ConfigurationError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
         if since is not None:
@@ -307,15 +381,55 @@ class Ledger:
                 raise ConfigurationError(f"since must be a datetime, got {type(since).__name__}")
             if since.tzinfo is None:
                 since = since.replace(tzinfo=UTC)
-        return HISTORY.of(self.store, "Ledger.evictions").evictions(session_id, agent_id, trigger=trigger, since=since)
+        if page.whole:  # the call every store takes, paging or not
+            return HISTORY.of(self.store, "Ledger.evictions").evictions(
+                session_id, agent_id, trigger=trigger, since=since
+            )
+        return HISTORY.of(self.store, "Ledger.evictions").evictions(
+            session_id, agent_id, trigger=trigger, since=since, page=page
+        )
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
-        return HISTORY.of(self.store, "Ledger.reductions").reductions(session_id, agent_id)
+    def reductions(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> list[Reduction]:
+        """Reductions in commit order: all, or one page (cursors: :func:`~contextledger.model.paging.cursor`).
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included."""
-        return HISTORY.of(self.store, "Ledger.summaries").summaries(session_id, agent_id)
+        Raises:
+            InvalidPage: A cursor is not a reduction's, or a count is not an int >= 0 (or
+                both ``limit`` and ``last`` are given).
+        """
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=REDUCTION_CURSOR)
+        if page.whole:
+            return HISTORY.of(self.store, "Ledger.reductions").reductions(session_id, agent_id)
+        return HISTORY.of(self.store, "Ledger.reductions").reductions(session_id, agent_id, page=page)
+
+    def summaries(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first: all, or one page (cursors as for reductions).
+
+        Raises:
+            InvalidPage: A cursor is not a summary's, or a count is not an int >= 0 (or
+                both ``limit`` and ``last`` are given).
+        """
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=SUMMARY_CURSOR)
+        if page.whole:
+            return HISTORY.of(self.store, "Ledger.summaries").summaries(session_id, agent_id)
+        return HISTORY.of(self.store, "Ledger.summaries").summaries(session_id, agent_id, page=page)
 
     def revisions(self, session_id: str, agent_id: str = "default", message_id: str | None = None) -> list[Revision]:
         """Original contents kept when messages were rewritten."""

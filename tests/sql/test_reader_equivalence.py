@@ -21,7 +21,10 @@ from hypothesis import strategies as st
 from contextledger import Message
 from contextledger.model.records import Snapshot
 from contextledger.stores.base import AppendedBy
-from contextledger.stores.sql import SQLStore, queries
+from contextledger.stores.sql import SQLStore
+from contextledger.stores.sql.read import listings
+from contextledger.stores.sql.read.restore import load
+from contextledger.stores.sql.read.runner import EngineRunner
 from tests.soak import examples
 from tests.test_properties import Run, manager_specs, scripts_of
 
@@ -49,7 +52,7 @@ unusual = st.one_of(
 
 def _engine_load(store: SQLStore, session_id: str) -> Snapshot | None:
     with store.engine.connect() as conn, conn.begin():
-        return queries.load(conn, session_id, "default")
+        return load(conn, session_id, "default")
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -133,9 +136,10 @@ def _listings(store: SQLStore, conversations: list[tuple[str, str]]) -> list[Lis
 
 
 def _on_the_engine(store: SQLStore, calls: list[Listing]) -> list[Any]:
-    """The listings as the SQLAlchemy statements of :mod:`queries` return them."""
+    """The listings as the Core statements return them on the engine (the store serves them from the reader)."""
     with store.engine.connect() as conn, conn.begin():
-        return [getattr(queries, name)(conn, *args, **kwargs) for name, args, kwargs in calls]
+        run = EngineRunner(conn)
+        return [getattr(listings, name)(run, *args, **kwargs) for name, args, kwargs in calls]
 
 
 # Random conversations (session index, agent), two of them agents of one session; each

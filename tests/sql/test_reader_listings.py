@@ -12,7 +12,9 @@ from typing import Any
 
 from contextledger import Conversation, Message, SlidingWindowConversationManager
 from contextledger.stores.base import AppendedBy
-from contextledger.stores.sql import SQLStore, reader_queries
+from contextledger.stores.sql import SQLStore
+from contextledger.stores.sql.read import listings
+from contextledger.stores.sql.read.runner import SQLiteRunner
 from tests.sql.helpers import capture, capture_reads
 
 
@@ -61,10 +63,11 @@ def test_a_listing_reads_one_commit(sqlite_store: SQLStore) -> None:
     reader = sqlite_store.reader
     assert reader is not None
     with reader.read() as conn:
-        before = reader_queries.history(conn, "s", "a", include_evicted=True)
+        run = SQLiteRunner(conn)
+        before = listings.history(run, "s", "a", include_evicted=True)
         chat.append(Message.user("written meanwhile"))  # the engine's connection commits
-        again = reader_queries.history(conn, "s", "a", include_evicted=True)
-        pins = reader_queries.pin_history(conn, "s", None)
+        again = listings.history(run, "s", "a", include_evicted=True)
+        pins = listings.pin_history(run, "s", None)
     assert again == before
     assert len(sqlite_store.history("s", "a")) == len(before) + 1
     assert pins == sqlite_store.pin_history("s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
@@ -9,7 +10,10 @@ from contextledger.aio.conversation import AsyncConversation
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
+from contextledger.model.paging import Pages
+from contextledger.model.records import HistoryEntry
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import HISTORY
 
 __all__ = ["AsyncLedger"]
 
@@ -89,6 +93,30 @@ class AsyncLedger(ShellBase[Ledger]):
         return await AsyncConversation.open(self.store, session_id, agent_id, runner=self._runner, **options)
 
     history = coroutine_of(Ledger.history)
+
+    async def iter_history(
+        self,
+        session_id: str,
+        agent_id: str = "default",
+        *,
+        include_evicted: bool = True,
+        after: int | None = None,
+        before: int | None = None,
+        page_size: int = 1000,
+    ) -> AsyncIterator[HistoryEntry]:
+        """:meth:`Ledger.iter_history` as an async iterator: each page one job on a worker thread.
+
+        Raises:
+            InvalidPage: A cursor is not an int >= 0, or ``page_size`` is not an int >= 1.
+        """
+        pages = Pages(after=after, before=before, page_size=page_size)
+        store = HISTORY.of(self._sync.store, "AsyncLedger.iter_history")
+        while (page := pages.next()) is not None:
+            found = await self._call(store.history, session_id, agent_id, include_evicted=include_evicted, page=page)
+            pages.took(len(found), found[-1].seq if found else None)
+            for entry in found:
+                yield entry
+
     evictions = coroutine_of(Ledger.evictions)
     reductions = coroutine_of(Ledger.reductions)
     summaries = coroutine_of(Ledger.summaries)

@@ -32,6 +32,7 @@ from contextledger.errors import EntryNotFound
 from contextledger.ledger import Ledger
 from contextledger.model.messages import Message
 from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry
+from contextledger.stores.capabilities import TIME_TRAVEL
 
 __all__ = ["find_entry", "message", "pins", "print_entry", "revisions"]
 
@@ -278,10 +279,11 @@ def pins(
             return
         texts: dict[tuple[str, str], str] = {}
         for agent_id in sorted({e.agent_id for e in found}):
-            wanted = {e.entry_id for e in found if e.agent_id == agent_id}
-            for h in ledger.history(session_id, agent_id):
-                if h.message.message_id in wanted:
-                    texts[agent_id, h.message.message_id] = describe(h.message)
+            wanted = sorted({e.entry_id for e in found if e.agent_id == agent_id})
+            for h in TIME_TRAVEL.of(ledger.store, "contextledger pins").entries(
+                session_id, agent_id, wanted
+            ):  # those only
+                texts[agent_id, h.message.message_id] = describe(h.message)
         rows = [
             (
                 fmt_time(e.at),

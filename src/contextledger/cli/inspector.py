@@ -29,7 +29,7 @@ from contextledger.cli.options import (
     every_agent,
     open_ledger,
 )
-from contextledger.cli.output import paged, print_table, window, write_file
+from contextledger.cli.output import counted, paged, print_table, window, write_file
 from contextledger.cli.render import (
     describe,
     dump_json,
@@ -216,8 +216,11 @@ def history(
     with open_ledger(url) as ledger:
         agents = agents_of(ledger, session_id, agent)
         rows: list[HistoryEntry | SummaryEntry] = []
+        page = counted(limit, last)
         for agent_id in agents:
-            rows += ledger.history(session_id, agent_id)
+            # The first (last) N rows of the listing hold at most the first (last) N messages
+            # of each agent: read those only, one page per agent; summaries are few.
+            rows += ledger.history(session_id, agent_id, limit=page["limit"], last=page["last"])
             rows += ledger.summaries(session_id, agent_id)
         rows.sort(key=lambda r: (r.agent_id, r.seq, isinstance(r, HistoryEntry)))
         rows = window(rows, limit, last)
@@ -274,8 +277,9 @@ def evictions(
     since_at = parse_since(since)
     with open_ledger(url) as ledger:
         trig: Trigger | None = trigger.value if trigger is not None else None
+        page = counted(limit, last)
         found = every_agent(
-            ledger, session_id, agent, lambda sid, aid: ledger.evictions(sid, aid, trigger=trig, since=since_at)
+            ledger, session_id, agent, lambda sid, aid: ledger.evictions(sid, aid, trigger=trig, since=since_at, **page)
         )
         found.sort(key=lambda e: (e.evicted_at, e.agent_id, e.seq))
         found = window(found, limit, last)
@@ -328,7 +332,8 @@ def summaries(
 ) -> None:
     """Every summary, superseded ones included, with what each replaced."""
     with open_ledger(url) as ledger:
-        found = every_agent(ledger, session_id, agent, ledger.summaries)
+        page = counted(limit, last)
+        found = every_agent(ledger, session_id, agent, lambda sid, aid: ledger.summaries(sid, aid, **page))
         found.sort(key=lambda s: (s.created_at, s.agent_id))
         found = window(found, limit, last)
         if as_json:
@@ -366,7 +371,8 @@ def reductions(
 ) -> None:
     """Every reduction in commit order: trigger, strategy, before/after, evictions, summary, error."""
     with open_ledger(url) as ledger:
-        found = every_agent(ledger, session_id, agent, ledger.reductions)
+        page = counted(limit, last)
+        found = every_agent(ledger, session_id, agent, lambda sid, aid: ledger.reductions(sid, aid, **page))
         found.sort(key=lambda r: (r.created_at, r.agent_id))
         found = window(found, limit, last)
         if as_json:

@@ -55,6 +55,15 @@ def window(rows: Sequence[T], limit: int | None, last: int | None) -> list[T]:
     return selected
 
 
+def counted(limit: int | None, last: int | None) -> dict[str, int | None]:
+    """The page to read per agent for ``--limit`` / ``--last`` (both: the first ``limit``; none: everything).
+
+    A listing's first (last) N rows across agents are among each agent's first (last) N,
+    so a command reads at most N rows per agent and :func:`window` cuts the merged rows.
+    """
+    return {"limit": limit, "last": None if limit is not None else last}
+
+
 def pager_command() -> list[str] | None:
     """The pager to run, or ``None`` when paging is turned off."""
     for name in ("CONTEXTLEDGER_PAGER", "PAGER"):

@@ -143,8 +143,12 @@ class Follower:
             events += [
                 Event(h.created_at, agent_id, "message", f"{h.message.role}: {describe(h.message, 160)}"
                       + (" (already evicted)" if h.status == "evicted" else ""))
-                for h in self.ledger.history(self.session_id, agent_id)
-                if before.next_seq <= h.seq < snap.state.next_seq
+                for h in self.ledger.history(
+                    self.session_id,
+                    agent_id,
+                    after=before.next_seq - 1 if before.next_seq else None,
+                    before=snap.state.next_seq,
+                )  # the rows appended since, only
             ]  # fmt: skip
         else:
             events += [Event(at, agent_id, "message", f"{e.message.role}: {describe(e.message, 160)}") for e in fresh]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, runtime
 
 from contextledger.errors import CapabilityMissing
 from contextledger.model.messages import Message
+from contextledger.model.paging import Page
 from contextledger.model.records import (
     ConversationState,
     Eviction,
@@ -93,8 +94,15 @@ class HistoryStore(Protocol):
         """The state ``load`` returns, read alone (no view), or ``None`` if the conversation is new."""
         ...
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry of the conversation in seq order."""
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of the conversation in seq order: all of them, or one ``page``.
+
+        A page is a range of seqs and a count from either end (see
+        :class:`~contextledger.model.paging.Page`), always returned oldest first; a store
+        reads that page's rows, not the whole history, where its layout allows.
+        """
         ...
 
     def evictions(
@@ -104,16 +112,29 @@ class HistoryStore(Protocol):
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries (messages and superseded summaries), oldest eviction first."""
+        """Evicted entries (messages and superseded summaries), oldest eviction first: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(evicted_at, agent_id,
+        seq, kind, entry_id)``.
+        """
         ...
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in the order they were committed."""
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in the order they were committed: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(created_at, agent_id, version)``.
+        """
         ...
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """Every summary, superseded ones included, oldest first."""
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """Every summary, superseded ones included, oldest first: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(created_at, agent_id, summary_id)``.
+        """
         ...
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:

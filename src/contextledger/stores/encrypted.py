@@ -23,6 +23,7 @@ from contextledger.core.changeset import Changeset, ContentRevision
 from contextledger.encryption import SEALED, KeyProvider, Sealer, sealed_token
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import Message
+from contextledger.model.paging import Page
 from contextledger.model.records import (
     ConversationState,
     Eviction,
@@ -307,9 +308,11 @@ class EncryptedStore:
         entries = tuple(self._open_entry(session_id, agent_id, e) for e in snapshot.entries)
         return Snapshot(state=state, entries=entries)
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """The inner history, opened."""
-        found = self._inner(HISTORY).history(session_id, agent_id, include_evicted=include_evicted)
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The inner history (or one page of it), opened."""
+        found = self._inner(HISTORY).history(session_id, agent_id, include_evicted=include_evicted, page=page)
         return [self._open_history(h) for h in found]
 
     def entries(
@@ -321,9 +324,11 @@ class EncryptedStore:
             for h in self._inner(TIME_TRAVEL).entries(session_id, agent_id, ids, appended_by=appended_by)
         ]
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """The inner summaries, opened."""
-        return [self._open_summary(s) for s in self._inner(HISTORY).summaries(session_id, agent_id)]
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """The inner summaries (or one page), opened."""
+        return [self._open_summary(s) for s in self._inner(HISTORY).summaries(session_id, agent_id, page=page)]
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """The inner revisions, their originals opened."""
@@ -343,9 +348,10 @@ class EncryptedStore:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """The inner evictions, their previews made from the opened content (the store saw only tokens)."""
-        found = self._inner(HISTORY).evictions(session_id, agent_id, trigger=trigger, since=since)
+        """The inner evictions (or one page), previews made from the opened content (the store saw only tokens)."""
+        found = self._inner(HISTORY).evictions(session_id, agent_id, trigger=trigger, since=since, page=page)
         if not found:
             return found
         texts: dict[tuple[str, str], str] = {}
@@ -363,9 +369,9 @@ class EncryptedStore:
             for e in found
         ]
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """The inner reductions (clear)."""
-        return self._inner(HISTORY).reductions(session_id, agent_id)
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """The inner reductions (or one page; clear)."""
+        return self._inner(HISTORY).reductions(session_id, agent_id, page=page)
 
     def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
         """The inner pin events (clear)."""

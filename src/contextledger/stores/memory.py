@@ -21,6 +21,7 @@ from contextledger.errors import (
 )
 from contextledger.model.bundle import ConversationRecords, check_records
 from contextledger.model.messages import Message
+from contextledger.model.paging import WHOLE, Page, paged
 from contextledger.model.records import (
     ConversationState,
     EntryStatus,
@@ -125,14 +126,21 @@ class MemoryStore:
             entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
             return Snapshot(state=conv.state, entries=tuple(entries))
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order."""
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``page`` (default: all) in seq order; only the page's entries are copied."""
+        page = page or WHOLE
         with self._gate.call(), self._lock:
             conv = self._data.get((session_id, agent_id))
             if conv is None:
                 return []
-            wanted = {mid for mid, r in conv.rows.items() if include_evicted or r.status == "active"}
-            return self._history_of(conv, session_id, agent_id, wanted)
+            ranked = sorted(
+                (r.seq, mid)
+                for mid, r in conv.rows.items()
+                if (include_evicted or r.status == "active") and page.admits(r.seq)
+            )
+            return self._history_of(conv, session_id, agent_id, {mid for _, mid in page.cut(ranked)})
 
     def entries(
         self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
@@ -183,8 +191,9 @@ class MemoryStore:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them."""
+        """Evicted entries with when, why and which summary replaced them (or one page)."""
         with self._gate.call(), self._lock:
             out: list[Eviction] = []
             for conv in self._conversations(session_id, agent_id):
@@ -207,19 +216,19 @@ class MemoryStore:
                     trigger=trigger,
                     since=since,
                 )
-            return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+            return paged(out, page)
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in commit order (or one page)."""
         with self._gate.call(), self._lock:
-            out = [r for c in self._conversations(session_id, agent_id) for r in c.reductions]
-            return sorted(out, key=lambda r: r.created_at)
+            return paged([r for c in self._conversations(session_id, agent_id) for r in c.reductions], page)
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """All summaries, superseded included."""
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """All summaries, superseded included (or one page)."""
         with self._gate.call(), self._lock:
-            out = [s for c in self._conversations(session_id, agent_id) for s in c.summaries.values()]
-            return sorted(out, key=lambda s: s.created_at)
+            return paged([s for c in self._conversations(session_id, agent_id) for s in c.summaries.values()], page)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Original contents kept by revisions."""

@@ -16,6 +16,7 @@ from contextledger.testing.history import HistoryContract
 from contextledger.testing.lifecycle import LifecycleContract, PinHistoryContract
 from contextledger.testing.lineage import ExpiryContract, LineageContract
 from contextledger.testing.owners import OwnersContract
+from contextledger.testing.paging import KeyedPagingContract, PagingContract
 from contextledger.testing.required import RequiredContract
 from contextledger.testing.retention import RetentionContract
 from contextledger.testing.sessions import SessionsContract
@@ -29,6 +30,8 @@ class StoreContract(
     RequiredContract,
     HistoryContract,
     SessionsContract,
+    PagingContract,
+    KeyedPagingContract,
     OwnersContract,
     EncryptionContract,
     LineageContract,

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.errors import StoreError
+from contextledger.model.paging import WHOLE, Page, paged
 from contextledger.model.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
 from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.redis.codec import (
@@ -56,13 +57,21 @@ class RedisQueries:
             rows.append(MessageRow.decode(entry_id, record, content, mut, where))
         return sorted(rows, key=lambda r: r.seq)
 
-    def history(self, session_id: str, agent_id: str, *, include_evicted: bool = True) -> list[HistoryEntry]:
-        """Every message entry in seq order (reads the whole ledger: O(history))."""
+    def history(
+        self, session_id: str, agent_id: str, *, include_evicted: bool = True, page: Page | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``page`` (default: all) in seq order.
+
+        The messages are hashes keyed by id, with no index by seq, so every page reads
+        the conversation's messages whole (O(history)) and keeps the page's.
+        """
+        page = page or WHOLE
         keys = self._conversation(session_id, agent_id)
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
         rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)
-        return [r.history_entry(session_id, agent_id) for r in rows if include_evicted or r.evicted_by is None]
+        ranged = [r for r in rows if (include_evicted or r.evicted_by is None) and page.admits(r.seq)]
+        return [r.history_entry(session_id, agent_id) for r in page.cut(ranged)]
 
     def _agent_ids(self, session_id: str, agent_id: str | None) -> list[str]:
         return [agent_id] if agent_id is not None else self.agents(session_id)
@@ -74,8 +83,9 @@ class RedisQueries:
         *,
         trigger: Trigger | None = None,
         since: datetime | None = None,
+        page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them."""
+        """Evicted entries with when, why and which summary replaced them (or one page, kept from the whole read)."""
         out: list[Eviction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
@@ -97,20 +107,22 @@ class RedisQueries:
                 if s.status == "evicted"
             ]
             out += assemble_evictions(session_id, aid, candidates, reductions, summaries, trigger=trigger, since=since)
-        return sorted(out, key=lambda e: (e.evicted_at, e.agent_id, e.seq))
+        return paged(out, page)
 
-    def reductions(self, session_id: str, agent_id: str | None = None) -> list[Reduction]:
-        """Reductions in commit order."""
+    def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
+        """Reductions in commit order (or one page, kept from the whole read)."""
         out: list[Reduction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             with self._driver("reductions"):
                 (reds,) = self._snapshot([keys.red], ["l"])
             out += [reduction_from(raw, keys.red) for raw in reds]
-        return sorted(out, key=lambda r: r.created_at)
+        return paged(out, page)
 
-    def summaries(self, session_id: str, agent_id: str | None = None) -> list[SummaryEntry]:
-        """All summaries, superseded included, oldest first."""
+    def summaries(
+        self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
+    ) -> list[SummaryEntry]:
+        """All summaries, superseded included, oldest first (or one page, kept from the whole read)."""
         out: list[SummaryEntry] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
@@ -118,7 +130,7 @@ class RedisQueries:
                 sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
             mut = flat_hash(mut_raw)
             out += _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
-        return sorted(out, key=lambda s: s.created_at)
+        return paged(out, page)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
         """Original contents kept by revisions, oldest first."""

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, insert, select
 from contextledger.model.records import Expiry, LineageLink
 from contextledger.stores.sql.models import ConversationRow, ExpiryRow, LineageRow, SessionRow
 
-__all__ = ["add_lineage", "expirations", "expire_session", "expired", "forget_expiries", "lineage"]
+__all__ = ["add_lineage", "expirations", "expire_session", "expired", "forget_expiries"]
 
 
 def add_lineage(conn: Connection, links: Sequence[LineageLink]) -> int:
@@ -57,33 +57,6 @@ def add_lineage(conn: Connection, links: Sequence[LineageLink]) -> int:
 
 def _key(row: Any) -> str:
     return f"{row.kind}|{row.ledger}|{row.child_session_id}|{row.child_agent_id}"
-
-
-def lineage(conn: Connection, session_id: str, agent_id: str | None) -> list[LineageLink]:
-    """The links kept under the session's conversations (or one agent's), oldest first."""
-    stmt = (
-        select(ConversationRow.agent_id, LineageRow)
-        .join(ConversationRow, ConversationRow.id == LineageRow.conversation_id)
-        .where(ConversationRow.session_id == session_id)
-        .order_by(LineageRow.created_at, LineageRow.depth, LineageRow.id)
-    )
-    if agent_id is not None:
-        stmt = stmt.where(ConversationRow.agent_id == agent_id)
-    return [
-        LineageLink(
-            session_id=session_id,
-            agent_id=row.agent_id,
-            child_session_id=row.child_session_id,
-            child_agent_id=row.child_agent_id,
-            kind=row.kind,
-            depth=row.depth,
-            at_call=row.at_call,
-            version=row.version,
-            created_at=row.created_at,
-            ledger=row.ledger or None,
-        )
-        for row in conn.execute(stmt)
-    ]
 
 
 def expire_session(

@@ -35,6 +35,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from contextledger.stores.sql.read.decode import aware_utc
+
 __all__ = [
     "CHANGESET_ID_LENGTH",
     "ID_LENGTH",
@@ -85,10 +87,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        """Return an aware UTC datetime."""
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        """Return an aware UTC datetime (as the SQLite reader does: :func:`.read.decode.aware_utc`)."""
+        return None if value is None else aware_utc(value)
 
 
 def _json() -> TypeEngine[Any]:

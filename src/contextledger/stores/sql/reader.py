@@ -5,7 +5,7 @@ Importing SQLAlchemy costs a fresh process far more than the restore itself, so 
 first: one ``sqlite3`` connection in ``mode=ro`` (it cannot write, so opening and
 reading never write: DESIGN semantics 9) that checks the schema version and serves
 :meth:`~contextledger.stores.sql.SQLStore.load` and the listings (history, summaries,
-sessions...: :mod:`~contextledger.stores.sql.reader_queries`, in :meth:`SQLiteReader.read`).
+sessions...: :mod:`~contextledger.stores.sql.read`, in :meth:`SQLiteReader.read`).
 The engine, and SQLAlchemy with it, is built on the first write or the first other query.
 
 The schema is current when the ledger's version table holds exactly :data:`SCHEMA_HEAD`
@@ -25,17 +25,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from contextledger.errors import StoreError, StoreUnavailable
-from contextledger.model.records import Snapshot
+from contextledger.model.records import ConversationState, Snapshot
 from contextledger.stores.base import decoding
 from contextledger.stores.sql import window
 from contextledger.stores.sql.encoding import tolerant_sqlite_loads
-from contextledger.stores.sql.reader_queries import stored_json, stored_time
+from contextledger.stores.sql.read.decode import stored_json, stored_time
 
 __all__ = ["SCHEMA_HEAD", "VERSION_TABLE", "SQLiteReader"]
 
@@ -119,18 +120,37 @@ class SQLiteReader:
             row = connection.execute(window.STATE_SQL, {"session_id": session_id, "agent_id": agent_id}).fetchone()
             if row is None:
                 return None
-            state = dict(zip(window.STATE_COLUMNS, row, strict=True))
-            key = {"conversation_id": state["id"]}
+            key = {"conversation_id": row[window.STATE_COLUMNS.index("id")]}
             messages = connection.execute(window.ACTIVE_MESSAGES_SQL, key).fetchall()
             summaries = connection.execute(window.ACTIVE_SUMMARIES_SQL, key).fetchall()
+        state = self._state(row, session_id, agent_id)
+        return window.snapshot(
+            state, messages, summaries, session_id=session_id, agent_id=agent_id, loads=tolerant_sqlite_loads
+        )
+
+    def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
+        """The conversation's state alone (one indexed read), or ``None``.
+
+        Raises:
+            StoreUnavailable: The file cannot be read any more.
+            StoreError: Another driver error.
+            CorruptRecord: The row cannot be decoded.
+        """
+        with self.read() as connection:
+            row = connection.execute(window.STATE_SQL, {"session_id": session_id, "agent_id": agent_id}).fetchone()
+        if row is None:
+            return None
+        return window.state_of(self._state(row, session_id, agent_id), session_id, agent_id)
+
+    def _state(self, row: Sequence[Any], session_id: str, agent_id: str) -> dict[str, Any]:
+        """A state row by column name, its JSON and time columns decoded."""
+        state = dict(zip(window.STATE_COLUMNS, row, strict=True))
         with decoding("cl_conversations", f"{session_id}/{agent_id}"):
             for name in _JSON_STATE:
                 state[name] = stored_json(state[name])
             for name in _TIMESTAMPS:
                 state[name] = stored_time(state[name])
-        return window.snapshot(
-            state, messages, summaries, session_id=session_id, agent_id=agent_id, loads=tolerant_sqlite_loads
-        )
+        return state
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

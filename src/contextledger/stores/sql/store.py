@@ -1,7 +1,7 @@
 """``SQLStore``: the ledger on SQLite (embedded default) or PostgreSQL.
 
 The store is the unit of work: each call opens one transaction, runs the
-repository functions of :mod:`~contextledger.stores.sql.queries` and
+listings of :mod:`~contextledger.stores.sql.read` and
 :mod:`~contextledger.stores.sql.changes` inside it (they never commit), and commits
 or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
 conversation that exists is a single statement
@@ -44,7 +44,7 @@ from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import EngineOptions
-from contextledger.stores.sql.listings import SQLListings
+from contextledger.stores.sql.read.store import SQLListings
 from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 
@@ -391,10 +391,10 @@ class SQLStore(SQLListings):
         if reader is not None:
             with self._gate.call():
                 return reader.load(session_id, agent_id)
-        from contextledger.stores.sql import queries
+        from contextledger.stores.sql.read.restore import load
 
         with self._transaction(snapshot=True) as conn:
-            return queries.load(conn, session_id, agent_id)
+            return load(conn, session_id, agent_id)
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one transaction.
@@ -477,16 +477,9 @@ class SQLStore(SQLListings):
 
         On the SQLite reader when the store has one (no SQLAlchemy: ``contextledger show`` lists forks).
         """
-        reader = self._reader
-        if reader is not None:
-            from contextledger.stores.sql import lineage_reader
+        from contextledger.stores.sql.read import listings
 
-            with self._gate.call(), reader.read() as raw:
-                return lineage_reader.lineage(raw, session_id, agent_id)
-        from contextledger.stores.sql import lineage
-
-        with self._transaction() as conn:
-            return lineage.lineage(conn, session_id, agent_id)
+        return self._run(lambda run: listings.lineage(run, session_id, agent_id))
 
     def expire_session(self, session_id: str, *, idle_before: datetime, reason: str) -> list[Expiry]:
         """Delete the session in one transaction when it was idle since before ``idle_before``; keep its expiries."""

@@ -1,12 +1,11 @@
 """Rows of the SQL listings as records: one conversion for the engine's rows and the SQLite reader's.
 
 The listings (history, entries, summaries, reductions, revisions, pin events,
-evictions, sessions) are read by two paths: SQLAlchemy statements on the engine
-(:mod:`~contextledger.stores.sql.queries`) and SQL text on the standard library's
-driver (:mod:`~contextledger.stores.sql.reader_queries`). Both select the same columns
-in the same order and hand the rows here, decoded as the engine decodes them (JSON
-parsed, timestamps aware UTC, booleans ``bool``), so both return equal records; a
-property test checks that they do. This module imports no SQLAlchemy.
+evictions, sessions) run one statement each (:mod:`.statements`) on the engine or, as
+its generated SQL text, on the standard library's driver; both runners
+(:mod:`.runner`) hand the rows here decoded alike (JSON parsed, timestamps aware UTC,
+booleans ``bool``), so both return equal records; a property test checks that they
+do. This module imports no SQLAlchemy.
 
 Positional rows follow the column tuples below; whole-table rows (summaries,
 reductions, revisions) are mappings of column name to value.
@@ -14,13 +13,14 @@ reductions, revisions) are mappings of column name to value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from contextledger.model.messages import Message
+from contextledger.model.messages import Message, message_from_json
 from contextledger.model.records import (
     Eviction,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -36,6 +36,7 @@ __all__ = [
     "PIN_COLUMNS",
     "evictions",
     "history_entries",
+    "lineage_links",
     "pin_events",
     "reductions",
     "revisions",
@@ -81,43 +82,66 @@ PIN_COLUMNS = ("agent_id", "entry_id", "pinned", "source", "changeset_id", "crea
 """The columns of a pin event row, in order."""
 
 
-def history_entries(rows: Iterable[Sequence[Any]], session_id: str, agent_id: str) -> list[HistoryEntry]:
-    """History entries of rows in :data:`HISTORY_COLUMNS` order.
+JsonText = tuple[Callable[[Any], Any], Callable[[str], bool] | None]
+"""How a runner's engine decodes JSON text: its ``loads``, and which text needs it (``None``: none does).
+
+Text the library wrote (no escape, see :mod:`~contextledger.stores.sql.encoding`) is
+parsed straight into the message; any other row is decoded with ``loads`` and validated.
+"""
+
+
+def history_entries(
+    rows: Iterable[Sequence[Any]], session_id: str, agent_id: str, json_text: JsonText
+) -> list[HistoryEntry]:
+    """History entries of rows in :data:`HISTORY_COLUMNS` order, content and metadata still JSON text.
 
     Raises:
         CorruptRecord: A row's message cannot be decoded (named by table and id).
     """
-    return [
-        HistoryEntry(
-            session_id=session_id,
-            agent_id=agent_id,
-            seq=seq,
-            message=message(message_id, role, content, meta),
-            status=status,
-            pinned=pinned,
-            tokens=tokens,
-            created_at=created_at,
-            evicted_by=evicted_by,
-            revision_count=revision_count,
-            from_call=from_call,
-            version=version,
+    loads, escaped = json_text
+    out = []
+    for (
+        message_id,
+        seq,
+        role,
+        content,
+        meta,
+        status,
+        pinned,
+        tokens,
+        created_at,
+        evicted_by,
+        revision_count,
+        from_call,
+        version,
+    ) in rows:
+        try:
+            if escaped is not None and (escaped(content) or (meta is not None and escaped(meta))):
+                raise ValueError("escaped text: decoded by the store")
+            found = message_from_json(message_id, role, content, meta)
+        except Exception:  # re-raised as CorruptRecord, located, by message()
+            found = message(message_id, role, _decoded(loads, content), _decoded(loads, meta))
+        out.append(
+            HistoryEntry(
+                session_id=session_id,
+                agent_id=agent_id,
+                seq=seq,
+                message=found,
+                status=status,
+                pinned=pinned,
+                tokens=tokens,
+                created_at=created_at,
+                evicted_by=evicted_by,
+                revision_count=revision_count,
+                from_call=from_call,
+                version=version,
+            )
         )
-        for (
-            message_id,
-            seq,
-            role,
-            content,
-            meta,
-            status,
-            pinned,
-            tokens,
-            created_at,
-            evicted_by,
-            revision_count,
-            from_call,
-            version,
-        ) in rows
-    ]
+    return out
+
+
+def _decoded(loads: Callable[[Any], Any], text: Any) -> Any:
+    return None if text is None else loads(text)
 
 
 def evictions(rows: Iterable[Sequence[Any]], session_id: str) -> list[Eviction]:
@@ -197,6 +221,25 @@ def pin_events(rows: Iterable[Sequence[Any]], session_id: str) -> list[PinEvent]
             version=version,
         )
         for agent_id, entry_id, pinned, source, changeset_id, created_at, from_call, version in rows
+    ]
+
+
+def lineage_links(rows: Iterable[Sequence[Any]], session_id: str) -> list[LineageLink]:
+    """Lineage links of rows of the ``lineage`` statement (the conversation's agent, then the link's columns)."""
+    return [
+        LineageLink(
+            session_id=session_id,
+            agent_id=agent_id,
+            child_session_id=child_session_id,
+            child_agent_id=child_agent_id,
+            kind=kind,
+            ledger=ledger or None,
+            depth=depth,
+            at_call=at_call,
+            version=version,
+            created_at=created_at,
+        )
+        for agent_id, child_session_id, child_agent_id, kind, ledger, depth, at_call, version, created_at in rows
     ]
 
 
