@@ -347,3 +347,48 @@ def test_appended_views_carry_the_facts_a_fresh_view_computes(turns: list[list[A
         assert view.projected_input_tokens == fresh.projected_input_tokens
         assert [view.index_of(e.entry_id) for e in view] == [fresh.index_of(e.entry_id) for e in fresh]
     assert view.project((), set(), {}, {}, None) is view
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10), steps, st.booleans()), min_size=1, max_size=8))
+def test_views_sharing_a_tail_never_see_each_others_appends(branches: list[tuple[int, list[Any], bool]]) -> None:
+    """Any view of a tree of appends (siblings included) answers as a fresh view of its own entries."""
+    views = [View(())]
+    expected: list[list[ViewEntry]] = [[]]
+    seq = 0
+    for pick, specs, warm in branches:
+        parent = pick % len(views)
+        if warm:  # a parent whose facts are computed hands them on (and shares its index)
+            views[parent].dangling_tool_uses(), views[parent].index_of("x"), views[parent].tokens
+        appends = _entries(seq, specs) or _entries(seq, [("text", "a", 1)])
+        seq += len(appends)
+        views.append(views[parent].project(appends, set(), {}, {}, None))
+        expected.append([*expected[parent], *appends])
+    for view, entries in zip(views, expected, strict=True):
+        fresh = View(entries)
+        assert list(view) == entries
+        assert len(view) == len(entries)
+        assert [view[i] for i in range(-len(entries), len(entries))] == [*entries, *entries]
+        assert view.dangling_tool_uses() == fresh.dangling_tool_uses()
+        assert view.orphan_results() == fresh.orphan_results()
+        assert view.tokens == fresh.tokens
+        assert [view.index_of(e.entry_id) for e in entries] == list(range(len(entries)))
+        assert all(view.index_of(e.entry_id) is None for other in expected for e in other if e not in entries)
+
+
+def test_appending_to_a_view_copies_no_entry() -> None:
+    """A chain of appends shares one list and one index: each view costs O(appended), not O(window)."""
+    parent = View(())
+    for n in range(50):
+        parent = parent.project(_entries(n * 2, [("text", "a", 1), ("text", "a", 1)]), set(), {}, {}, None)
+        assert parent.index_of("x") is None
+    child = parent.project(_entries(100, [("text", "a", 1)]), set(), {}, {}, None)
+    assert child._items is parent._items
+    assert child._positions is parent._positions
+    sibling = parent.project(_entries(200, [("text", "a", 1)]), set(), {}, {}, None)  # a second branch copies
+    assert sibling._items is not parent._items
+    assert len(parent) == 100
+    assert len(child) == len(sibling) == 101
+    assert child[-1] != sibling[-1]
+    with pytest.raises(IndexError):
+        parent[100]
