@@ -103,7 +103,7 @@ def test_an_eviction_commit_is_one_read_and_five_writes(sqlite_store: SQLStore) 
     conversation = Conversation(sqlite_store, "s", "a")
     for n in range(4):
         conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
-    with trace_sqlite(sqlite_store.engine) as captured:
+    with trace_sqlite(sqlite_store) as captured:
         conversation.append(
             Message.user("new"),
             Message.assistant("answer"),
@@ -163,7 +163,7 @@ def test_a_hot_changeset_json_cannot_hold_is_refused_before_anything_is_sent(sql
     conversation = Conversation(sqlite_store, "s", "a")
     conversation.append(Message.user("q0"), Message.assistant("a0"))  # the next commits are hot ones
     before = _rows(sqlite_store, "s")
-    with trace_sqlite(sqlite_store.engine) as captured, pytest.raises(InvalidMessage, match="cannot be stored as JSON"):
+    with trace_sqlite(sqlite_store) as captured, pytest.raises(InvalidMessage, match="cannot be stored as JSON"):
         bad(conversation)
     assert captured.statements == []
     assert _rows(sqlite_store, "s") == before
@@ -186,9 +186,49 @@ def test_a_hot_changeset_that_lost_the_race_rolls_back_and_conflicts(
         return taken[-1]
 
     monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
-    with trace_sqlite(sqlite_store.engine) as captured, pytest.raises(ConcurrencyConflict):
+    with trace_sqlite(sqlite_store) as captured, pytest.raises(ConcurrencyConflict):
         second.append(Message.user("late"))
     assert taken == [None]  # the hot path found no row at the expected version and wrote nothing
     kinds = [s.sql.split()[0] for s in captured.statements]
     assert kinds[:3] == ["BEGIN", "UPDATE", "ROLLBACK"], kinds  # then the general path names the conflict
     assert [e.message.content[0]["text"] for e in sqlite_store.history("s", "a")] == ["q0", "q1"]
+
+
+def test_hot_commits_check_out_no_pooled_connection(tmp_path: Any) -> None:
+    """The hot path commits on the one connection the store holds: no pool checkout per commit."""
+    from sqlalchemy import event
+    from sqlalchemy.pool import QueuePool
+
+    store = SQLStore.from_url(f"sqlite:///{tmp_path / 'held.db'}")
+    conversation = Conversation(store, "s", "a")
+    conversation.append(Message.user("creates the conversation (the general path)"))
+    conversation.append(Message.user("the first hot commit takes the connection it keeps"))
+    checkouts: list[object] = []
+    event.listen(store.engine, "checkout", lambda *args: checkouts.append(args))
+    for n in range(5):
+        conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+    assert checkouts == []
+    pool = store.engine.pool
+    assert isinstance(pool, QueuePool)
+    assert pool.checkedout() == 0  # held apart from the pool, idle between commits
+    with store._held_writer().driver_connection() as held:
+        assert held.in_transaction is False
+    store.close()
+    with pytest.raises(Exception, match="closed"):
+        held.execute("SELECT 1")
+    reopened = SQLStore.from_url(f"sqlite:///{tmp_path / 'held.db'}")
+    snap = reopened.load("s", "a")
+    reopened.close()
+    assert snap is not None
+    assert len(snap.entries) == 12
+
+
+def test_a_second_thread_commits_on_a_pooled_connection_while_the_held_one_is_busy(tmp_path: Any) -> None:
+    store = SQLStore.from_url(f"sqlite:///{tmp_path / 'busy.db'}")
+    Conversation(store, "s", "a").append(Message.user("seed"))
+    other = Conversation(store, "t", "a")
+    other.append(Message.user("seed"))
+    with store._held_writer().driver_connection():  # another commit holds it
+        other.append(Message.user("on a pooled connection"))
+    assert [e.message.plain_text for e in Conversation(store, "t", "a").view] == ["seed", "on a pooled connection"]
+    store.close()

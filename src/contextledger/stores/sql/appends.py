@@ -77,7 +77,6 @@ from sqlalchemy.exc import IntegrityError
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError
 from contextledger.stores.sql.changes import (
-    STATE_FIELDS,
     bump_statement,
     check_changeset,
     duplicate_appends,
@@ -85,6 +84,7 @@ from contextledger.stores.sql.changes import (
     explain_missed_update,
 )
 from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
+from contextledger.stores.sql.versions import bump_fields, bump_params
 
 __all__ = [
     "ENTRY_COLUMNS",
@@ -214,17 +214,9 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
     if not is_append_only(cs):
         raise ConfigurationError("apply_append takes a changeset that only appends to an existing conversation")
     appended = check_changeset(cs)
-    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
-    params: dict[str, Any] = {
-        "p_now": now,
-        "p_session_id": cs.session_id,
-        "p_agent_id": cs.agent_id,
-        "p_expected": cs.expected_version,
-        "p_new_version": cs.new_version,
-        "p_changeset_id": cs.changeset_id,
-        "p_from_call": cs.from_call,
-    }
-    params.update({f"p_{name}": getattr(cs, name) for name in fields})
+    fields = bump_fields(cs)
+    params = bump_params(cs, now, fields)
+    params.update({"p_new_version": cs.new_version, "p_changeset_id": cs.changeset_id, "p_from_call": cs.from_call})
     if not cs.appends:
         if conn.execute(state_statement(fields), params).scalar() is None:
             explain_missed_update(conn, cs, appended)

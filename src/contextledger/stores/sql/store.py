@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
-    from contextledger.stores.sql.sqlite_paths import HotChangeset
+    from contextledger.stores.sql.sqlite_paths import HeldWriter, HotChangeset
 
 __all__ = ["SQLStore"]
 
@@ -115,6 +115,7 @@ class SQLStore(SQLListings):
         self._reader: SQLiteReader | None = None
         self._source = ""
         self._engine_options: dict[str, Any] = {}
+        self._writer: HeldWriter | None = None
 
     @classmethod
     def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:
@@ -360,13 +361,13 @@ class SQLStore(SQLListings):
 
         from contextledger.stores.sql.appends import apply_append, is_append_only
         from contextledger.stores.sql.changes import apply_changeset
-        from contextledger.stores.sql.sqlite_paths import apply_hot, hot_transaction
+        from contextledger.stores.sql.sqlite_paths import apply_hot
 
         sent = False
         try:
             if hot is not None:
                 try:
-                    with hot_transaction(self.engine) as tx:
+                    with self._held_writer().transaction() as tx:
                         sent = True
                         version = apply_hot(tx, hot, utcnow())
                         if version is not None:
@@ -386,6 +387,19 @@ class SQLStore(SQLListings):
             if sent:
                 raise ReplyLost(exc) from exc
             raise
+
+    def _held_writer(self) -> HeldWriter:
+        """The connection the SQLite hot path commits on (see ``HeldWriter``)."""
+        writer = self._writer
+        if writer is None:
+            from contextledger.stores.sql.sqlite_paths import HeldWriter
+
+            engine = self.engine  # built under _engine_lock itself, so not inside it
+            with self._engine_lock:
+                if self._writer is None:
+                    self._writer = HeldWriter(engine)
+                writer = self._writer
+        return writer
 
     def _read_back(self, changeset: Changeset) -> int | None:
         from contextledger.stores.sql.changes import read_back
@@ -573,6 +587,8 @@ class SQLStore(SQLListings):
         self._gate.close(self._release)
 
     def _release(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
         if self._reader is not None:
             self._reader.close()
         if self._owns_engine and self._engine is not None:
