@@ -392,3 +392,40 @@ def test_appending_to_a_view_copies_no_entry() -> None:
     assert child[-1] != sibling[-1]
     with pytest.raises(IndexError):
         parent[100]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.sampled_from(["q", "a", "use", "result"]), min_size=1, max_size=6),
+    st.integers(0, 5),
+    st.booleans(),
+    st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+)
+def test_an_appending_changeset_equals_the_validated_one(
+    kinds: list[str], version: int, count_changed: bool, manager_state: dict[str, Any] | None
+) -> None:
+    """The changeset of a plain append is built without validation: it must equal the validated one."""
+    from contextledger.core.changeset import Changeset, Edit, build_changeset
+    from contextledger.model.tokens import CharTokenCounter
+
+    made = {
+        "q": lambda: Message.user("q"),
+        "a": lambda: Message.assistant("a"),
+        "use": lambda: Message.tool_use("t", "f", {"x": 1}),
+        "result": lambda: Message.tool_result("t", "r"),
+    }
+    messages = tuple(made[k]() for k in kinds)
+    state = ConversationState(session_id="s", agent_id="a", version=version, next_seq=version * 3)
+    changeset, _ = build_changeset(
+        state,
+        View(()),
+        Edit(appends=messages),
+        counter=CharTokenCounter(),
+        model_call_count=version,
+        count_changed=count_changed,
+        manager_state=manager_state,
+    )
+    validated = Changeset.model_validate(changeset.model_dump())
+    assert changeset == validated
+    assert changeset.model_fields_set == set(Changeset.model_fields)  # as the constructor given every field
+    assert [e.message for e in changeset.appends] == list(messages)
