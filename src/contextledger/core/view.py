@@ -288,11 +288,14 @@ class _ToolFacts:
         """The facts of the view with ``appends`` after it.
 
         ``in_place`` adds to this object's id sets instead of copying them (and marks it
-        ``grown``): only for the view that took its parent's tail.
+        ``grown``), or returns this very object when ``appends`` hold no tool id: only for
+        the view that took its parent's tail. Otherwise the facts are a new object with
+        sets of its own.
         """
         uses, results = self._ids(appends)
-        if not uses and not results:
+        if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
+        # A copy never shares its sets: two views that each own a tail must never grow one set.
         if in_place:
             use_set, result_set = self.uses, self.results
             self.grown = True
