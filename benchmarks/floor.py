@@ -22,6 +22,12 @@ after (the machine may be shared). ``--json`` prints the figures as one JSON lin
 
     python benchmarks/floor.py                          # 400 turns per engine
     python benchmarks/floor.py --turns 200 --engines sqlite,redis
+    python benchmarks/floor.py --write-results          # also its section of DETAILS.md
+
+Durability is each server's as the benchmarks start it: SQLite WAL with
+``synchronous=NORMAL`` (every contender), PostgreSQL and Redis throwaway servers
+without durability (fsync off, no persistence), the same for the three contenders.
+The conversation's view grows with the run (no manager), as an agent's does.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
 from _protocol import turn
-from _servers import postgres_database, redis_url
+from _servers import postgres_database, redis_url, replace_section, versions
 from contenders.cl import native_turn
 from contenders.raw import RawPostgres, RawRedis, RawSQLite
 from contextledger import Ledger, Message
@@ -348,6 +354,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--json", action="store_true", help="print the figures as JSON lines")
+    parser.add_argument("--write-results", action="store_true", help="write its section of DETAILS.md")
     args = parser.parse_args()
     before = os.getloadavg()
     results = []
@@ -363,14 +370,30 @@ def main() -> None:
         for figures in results:
             print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
         return
-    print(f"append of a 4-message turn, medians of {args.turns} turns each; {load}")
-    print(f"{'engine':9} {'contender':9} {'CPU us':>8} {'wall us':>8}")
+    lines = table(results, args.turns, load)
+    print("\n".join(lines))
+    if args.write_results:
+        replace_section("## Append against the driver's floor (`benchmarks/floor.py`)", [*lines, "", versions()])
+
+
+def table(results: list[dict[str, Any]], turns: int, load: str) -> list[str]:
+    """The Markdown table of the figures: medians, and the ratios the targets name."""
+    lines = [
+        f"One turn of four messages, medians of {turns} turns per contender, stepped alternately in one "
+        f"process; CPU is the client thread's ({load}). Targets: ledger within 1.5x of its statements "
+        "replayed on the bare driver, and within 2x of the plain driver.",
+        "",
+        "| engine | ledger CPU us | replayed | plain | ledger/replayed CPU | wall | ledger/plain CPU | wall |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for f in results:
-        for name in ("ledger", "replayed", "plain"):
-            print(f"{f['engine']:9} {name:9} {f[name]['cpu_us']:8.0f} {f[name]['wall_us']:8.0f}")
-        for base in ("replayed", "plain"):
-            r = f[f"vs_{base}"]
-            print(f"{f['engine']:9} ledger/{base:9} CPU {r['cpu_us']:.2f}x  wall {r['wall_us']:.2f}x")
+        r, p = f["vs_replayed"], f["vs_plain"]
+        lines.append(
+            f"| {f['engine']} | {f['ledger']['cpu_us']:.0f} | {f['replayed']['cpu_us']:.0f} | "
+            f"{f['plain']['cpu_us']:.0f} | {r['cpu_us']:.2f}x | {r['wall_us']:.2f}x | "
+            f"{p['cpu_us']:.2f}x | {p['wall_us']:.2f}x |"
+        )
+    return lines
 
 
 if __name__ == "__main__":

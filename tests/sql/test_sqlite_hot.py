@@ -15,7 +15,8 @@ from sqlalchemy import text
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage
-from contextledger.stores.sql import SQLStore, sqlite_paths
+from contextledger.stores.sql import SQLStore
+from contextledger.stores.sql.write import sqlite_hot
 from tests.sql.helpers import trace_sqlite
 
 # Every column but the surrogate keys and the clocks (each commit reads its own).
@@ -75,17 +76,17 @@ def test_the_fast_paths_write_what_the_general_path_writes(
     sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken: list[bool] = []
-    apply = sqlite_paths.apply_hot
+    apply = sqlite_hot.apply_hot
 
     def counting(*args: Any) -> int | None:
         version = apply(*args)
         taken.append(version is not None)
         return version
 
-    monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
+    monkeypatch.setattr(sqlite_hot, "apply_hot", counting)
     _script(Conversation(sqlite_store, "fast", "a"))
     assert sum(taken) > len(taken) // 2  # the fast paths carried most commits
-    monkeypatch.setattr(sqlite_paths, "takes_hot_path", lambda cs: False)
+    monkeypatch.setattr(sqlite_hot, "takes_hot_path", lambda cs: False)
     _script(Conversation(sqlite_store, "general", "a"))
     fast, general = _rows(sqlite_store, "fast"), _rows(sqlite_store, "general")
     # Reduction ids are random per run: compare them by position.
@@ -179,13 +180,13 @@ def test_a_hot_changeset_that_lost_the_race_rolls_back_and_conflicts(
     second = Conversation(sqlite_store, "s", "a", max_retries=0)
     first.append(Message.user("q1"))  # second's view is now one version behind
     taken: list[int | None] = []
-    apply = sqlite_paths.apply_hot
+    apply = sqlite_hot.apply_hot
 
     def counting(*args: Any) -> int | None:
         taken.append(apply(*args))
         return taken[-1]
 
-    monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
+    monkeypatch.setattr(sqlite_hot, "apply_hot", counting)
     with trace_sqlite(sqlite_store) as captured, pytest.raises(ConcurrencyConflict):
         second.append(Message.user("late"))
     assert taken == [None]  # the hot path found no row at the expected version and wrote nothing

@@ -43,7 +43,6 @@ from contextledger.model.records import (
 )
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.sql import encoding, rows, window
-from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -55,6 +54,7 @@ from contextledger.stores.sql.models import (
     SummaryRow,
     SummarySourceRow,
 )
+from contextledger.stores.sql.write.apply import chunks
 
 __all__ = [
     "agents",

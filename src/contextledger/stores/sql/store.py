@@ -2,10 +2,10 @@
 
 The store is the unit of work: each call opens one transaction, runs the
 repository functions of :mod:`~contextledger.stores.sql.queries` and
-:mod:`~contextledger.stores.sql.changes` inside it (they never commit), and commits
+:mod:`~contextledger.stores.sql.write.apply` inside it (they never commit), and commits
 or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
 conversation that exists is a single statement
-(:mod:`~contextledger.stores.sql.appends`), run in autocommit mode, where the
+(:mod:`~contextledger.stores.sql.write.pg_append`), run in autocommit mode, where the
 statement is the transaction -- one round trip instead of four. Driver errors are
 translated to the library's errors here.
 
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
-    from contextledger.stores.sql.sqlite_paths import HeldWriter, HotChangeset
+    from contextledger.stores.sql.write.sqlite_hot import HeldWriter, HotChangeset
 
 __all__ = ["SQLStore"]
 
@@ -351,7 +351,7 @@ class SQLStore(SQLListings):
         """``changeset`` checked and encoded for the SQLite hot path, or ``None`` when it takes the general path."""
         if not self._sqlite:
             return None
-        from contextledger.stores.sql.sqlite_paths import HotChangeset, takes_hot_path
+        from contextledger.stores.sql.write.sqlite_hot import HotChangeset, takes_hot_path
 
         return HotChangeset(changeset) if takes_hot_path(changeset) else None
 
@@ -359,9 +359,9 @@ class SQLStore(SQLListings):
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        from contextledger.stores.sql.appends import apply_append, is_append_only
-        from contextledger.stores.sql.changes import apply_changeset
-        from contextledger.stores.sql.sqlite_paths import apply_hot
+        from contextledger.stores.sql.write.apply import apply_changeset
+        from contextledger.stores.sql.write.pg_append import apply_append, is_append_only
+        from contextledger.stores.sql.write.sqlite_hot import apply_hot
 
         sent = False
         try:
@@ -392,7 +392,7 @@ class SQLStore(SQLListings):
         """The connection the SQLite hot path commits on (see ``HeldWriter``)."""
         writer = self._writer
         if writer is None:
-            from contextledger.stores.sql.sqlite_paths import HeldWriter
+            from contextledger.stores.sql.write.sqlite_hot import HeldWriter
 
             engine = self.engine  # built under _engine_lock itself, so not inside it
             with self._engine_lock:
@@ -402,7 +402,7 @@ class SQLStore(SQLListings):
         return writer
 
     def _read_back(self, changeset: Changeset) -> int | None:
-        from contextledger.stores.sql.changes import read_back
+        from contextledger.stores.sql.write.apply import read_back
 
         if self._sqlite:
             with self._transaction() as conn:

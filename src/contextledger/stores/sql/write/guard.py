@@ -1,8 +1,8 @@
 """What decides whether a changeset applies: the checks up front, the version check, the commit log.
 
-Kept apart from the writing of the rows (:mod:`~contextledger.stores.sql.changes`)
+Kept apart from the writing of the rows (:mod:`~contextledger.stores.sql.write.apply`)
 because both write paths share it -- the transaction in ``changes`` and the
-one-statement append of :mod:`~contextledger.stores.sql.appends`:
+one-statement append of :mod:`~contextledger.stores.sql.write.pg_append`:
 
 * :func:`check_changeset` refuses, before any statement, what the database would
   refuse mid-way (ids longer than their columns, an id appended twice);

@@ -2,7 +2,7 @@
 
 A changeset that only appends messages (and perhaps sets state fields) to a
 conversation that exists -- nothing evicted, pinned, revised or summarised -- is the
-hot path of every agent loop. The general path (:mod:`~contextledger.stores.sql.changes`)
+hot path of every agent loop. The general path (:mod:`~contextledger.stores.sql.write.apply`)
 sends it as a transaction of two statements, which psycopg makes four round trips:
 ``BEGIN`` on its own, the update, the insert, ``COMMIT``. Here it is one statement that
 the store executes in autocommit mode: a single statement is atomic by itself, so no
@@ -30,7 +30,7 @@ Why it keeps every guarantee of the general path:
   writers of one conversation queue there; one that waited re-checks the version
   once the winner committed, finds no row, and inserts nothing.
 * No conversation id back means nothing was written: a follow-up read
-  (:func:`~contextledger.stores.sql.changes.explain_missed_update`) tells a version
+  (:func:`~contextledger.stores.sql.write.apply.explain_missed_update`) tells a version
   conflict from an appended id that a summary already holds -- or from this very
   changeset sent again after its reply was lost, which the commit log (``logged``, in
   the same statement) shows applied: then the version is returned and nothing written.
@@ -46,7 +46,7 @@ A changeset with no appends (a state update, such as the model-call count before
 model call) is the ``bumped`` and ``logged`` parts alone.
 
 On SQLite the same changeset is three statements inside the store's ``BEGIN IMMEDIATE``
-transaction: see :mod:`~contextledger.stores.sql.sqlite_paths`.
+transaction: see :mod:`~contextledger.stores.sql.write.sqlite_hot`.
 """
 
 from __future__ import annotations
@@ -76,19 +76,19 @@ from sqlalchemy.exc import IntegrityError
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError
-from contextledger.stores.sql.changes import (
+from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
+from contextledger.stores.sql.write.apply import (
+    ENTRY_COLUMNS,
+    ENTRY_INSERT_COLUMNS,
     bump_statement,
     check_changeset,
     duplicate_appends,
     entry_values,
     explain_missed_update,
 )
-from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
-from contextledger.stores.sql.versions import bump_fields, bump_params
+from contextledger.stores.sql.write.guard import bump_fields, bump_params
 
 __all__ = [
-    "ENTRY_COLUMNS",
-    "ENTRY_INSERT_COLUMNS",
     "append_statement",
     "apply_append",
     "is_append_only",
@@ -96,20 +96,6 @@ __all__ = [
 ]
 
 _UNIQUE_VIOLATION = "23505"
-
-# The columns taken from the entries, in the order of unnest's arguments.
-ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
-# Every column an appended entry's INSERT writes, in order (both append paths use it).
-ENTRY_INSERT_COLUMNS = (
-    "conversation_id",
-    *ENTRY_COLUMNS,
-    "status",
-    "evicted_by",
-    "revision_count",
-    "created_at",
-    "from_call",
-    "version",
-)
 
 
 def is_append_only(cs: Changeset) -> bool:

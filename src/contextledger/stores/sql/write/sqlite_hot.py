@@ -12,7 +12,7 @@ Two kinds of changeset make up nearly every commit of an agent loop on SQLite:
 
 Everything else (summaries, revisions, pins, restores, evicting a summary or an entry
 the same changeset appends, very large changesets) goes through the general path,
-:func:`~contextledger.stores.sql.changes.apply_changeset`, decided by
+:func:`~contextledger.stores.sql.write.apply.apply_changeset`, decided by
 :func:`takes_hot_path` before anything is sent. A hot changeset whose eviction check or
 version check finds something unexpected is rolled back by :func:`apply_hot`, having
 written nothing, and the general path then applies it or names the error.
@@ -48,17 +48,17 @@ from contextledger.core.changeset import Changeset
 from contextledger.errors import DuplicateEntry, InvalidMessage
 from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.model.records import ViewEntry
-from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
-from contextledger.stores.sql.changes import (
+from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
+from contextledger.stores.sql.write.apply import (
     CHUNK,
+    ENTRY_INSERT_COLUMNS,
     appended_values,
     bump_statement,
     check_changeset,
     duplicate_appends,
     entry_values,
 )
-from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
-from contextledger.stores.sql.versions import bump_fields, bump_params
+from contextledger.stores.sql.write.guard import bump_fields, bump_params
 
 __all__ = [
     "SQLITE_MAX_APPENDS",
