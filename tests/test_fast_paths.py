@@ -429,3 +429,60 @@ def test_an_appending_changeset_equals_the_validated_one(
     assert changeset == validated
     assert changeset.model_fields_set == set(Changeset.model_fields)  # as the constructor given every field
     assert [e.message for e in changeset.appends] == list(messages)
+
+
+def test_an_append_counts_each_message_once_and_encodes_its_json_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A turn of four messages: four token counts, and each content and metadata encoded once (SQLite hot path)."""
+    from contextledger import Ledger
+    from contextledger.model import jsonvalues
+    from contextledger.stores.sql.write import sqlite_hot
+
+    counted: list[str] = []
+
+    class Counting:
+        def count(self, message: Message) -> int:
+            counted.append(message.message_id)
+            return 1
+
+    encoded: list[int] = []
+    dumps = jsonvalues.dumps_encoded
+
+    def counting_dumps(value: Any, *, compact: bool = False) -> str:
+        encoded.append(id(value))
+        return dumps(value, compact=compact)
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'once.db'}")
+    conversation = ledger.conversation("s", "a", token_counter=Counting())
+    conversation.append(Message.user("creates the conversation"))
+    counted.clear()
+    monkeypatch.setattr(sqlite_hot, "dumps_encoded", counting_dumps)
+    turn = [
+        Message.user("q"),
+        Message.tool_use("t1", "lookup", {"query": "x"}),
+        Message.tool_result("t1", "r"),
+        Message.assistant("a"),
+    ]
+    conversation.append(*turn)
+    ledger.close()
+    assert counted == [m.message_id for m in turn]
+    assert sorted(encoded) == sorted(id(v) for m in turn for v in (m.content, m.metadata))
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_an_open_conversation_holds_appended_text_once(url: str, tmp_path: Any) -> None:
+    """The view shares the appended messages (and their text): the ledger keeps no copy, encoded or not."""
+    from contextledger import Ledger
+
+    ledger = Ledger.connect(url if url != "sqlite" else f"sqlite:///{tmp_path / 'once.db'}")
+    conversation = ledger.conversation("s", "a")
+    turns = [[Message.user(f"q{n}" * 50), Message.assistant(f"a{n}" * 50)] for n in range(20)]
+    for turn in turns:
+        conversation.append(*turn)
+    appended = [m for turn in turns for m in turn]
+    view = conversation.view
+    assert all(entry.message is message for entry, message in zip(view, appended, strict=True))
+    # One list of entries for the open conversation, whatever number of commits made it.
+    assert len(view._items) == len(appended)
+    ledger.close()

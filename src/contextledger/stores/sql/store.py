@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
+    from contextledger.stores.sql.write.pg_append import EncodedAppend
     from contextledger.stores.sql.write.sqlite_hot import HeldWriter, HotChangeset
 
 __all__ = ["SQLStore"]
@@ -347,24 +348,32 @@ class SQLStore(SQLListings):
         )
         return version
 
-    def _hot(self, changeset: Changeset) -> HotChangeset | None:
-        """``changeset`` checked and encoded for the SQLite hot path, or ``None`` when it takes the general path."""
+    def _hot(self, changeset: Changeset) -> HotChangeset | EncodedAppend | None:
+        """``changeset`` checked and encoded for a hot path (SQLite, PostgreSQL), or ``None`` for the general path."""
         if not self._sqlite:
-            return None
+            if not self._one_statement_appends:
+                return None
+            from contextledger.stores.sql.write.pg_append import EncodedAppend, is_append_only
+
+            return EncodedAppend(changeset) if is_append_only(changeset) else None
         from contextledger.stores.sql.write.sqlite_hot import HotChangeset, takes_hot_path
 
         return HotChangeset(changeset) if takes_hot_path(changeset) else None
 
-    def _send(self, changeset: Changeset, hot: HotChangeset | None = None) -> int:
+    def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
         from sqlalchemy.exc import SQLAlchemyError
 
         from contextledger.stores.sql.write.apply import apply_changeset
-        from contextledger.stores.sql.write.pg_append import apply_append, is_append_only
+        from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append
         from contextledger.stores.sql.write.sqlite_hot import apply_hot
 
         sent = False
         try:
+            if isinstance(hot, EncodedAppend):
+                with self._autocommit() as conn:
+                    sent = True
+                    return apply_append(conn, changeset, utcnow(), hot)
             if hot is not None:
                 try:
                     with self._held_writer().transaction() as tx:
@@ -376,10 +385,6 @@ class SQLStore(SQLListings):
                 except SQLAlchemyError as exc:
                     raise self._translate(exc) from exc
                 sent = False  # rolled back, nothing written: the general path applies it or names the error
-            if self._one_statement_appends and is_append_only(changeset):
-                with self._autocommit() as conn:
-                    sent = True
-                    return apply_append(conn, changeset, utcnow())
             with self._transaction(write=True) as conn:
                 sent = True
                 return apply_changeset(conn, changeset, utcnow())
