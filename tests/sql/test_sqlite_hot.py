@@ -233,3 +233,36 @@ def test_a_second_thread_commits_on_a_pooled_connection_while_the_held_one_is_bu
         other.append(Message.user("on a pooled connection"))
     assert [e.message.plain_text for e in Conversation(store, "t", "a").view] == ["seed", "on a pooled connection"]
     store.close()
+
+
+def _append_in_child(store: SQLStore, parent_connection: int) -> None:
+    import os
+
+    store.engine.dispose(close=False)  # what SQLAlchemy asks of a forked child for its pool
+    Conversation(store, "s", "a").append(Message.user("from the child"))
+    with store._held_writer().driver_connection() as held:
+        os._exit(0 if id(held) != parent_connection else 3)
+
+
+def test_a_forked_child_commits_on_a_connection_of_its_own(tmp_path: Any) -> None:
+    import multiprocessing
+    import sys
+
+    if sys.platform == "win32":  # pragma: no cover - no fork there
+        pytest.skip("no fork")
+    store = SQLStore.from_url(f"sqlite:///{tmp_path / 'fork.db'}")
+    conversation = Conversation(store, "s", "a")
+    conversation.append(Message.user("seed"))
+    conversation.append(Message.user("held from here on"))
+    with store._held_writer().driver_connection() as held:
+        parent_connection = id(held)
+    child = multiprocessing.get_context("fork").Process(target=_append_in_child, args=(store, parent_connection))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    conversation.append(Message.user("the parent again"))  # re-read after the child's commit, then committed
+    with store._held_writer().driver_connection() as held:
+        assert id(held) == parent_connection  # the parent's own connection still serves it
+    texts = [e.message.plain_text for e in Conversation(store, "s", "a").view]
+    store.close()
+    assert texts == ["seed", "held from here on", "from the child", "the parent again"]

@@ -31,6 +31,7 @@ the store translates them exactly as it translates every other statement's.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -286,7 +287,7 @@ class HeldWriter:
     and detached from the pool, so the pool counts only connections in use by a call;
     it is idle, outside any transaction, whenever no commit runs. A thread that finds it
     busy takes a pooled connection as before; a driver error drops it (the next commit
-    connects again); :meth:`close` closes it.
+    connects again); a forked child makes its own; :meth:`close` closes it.
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -294,6 +295,8 @@ class HeldWriter:
         self._engine = engine
         self._lock = threading.Lock()
         self._connection: PoolProxiedConnection | None = None
+        self._pid = os.getpid()
+        self._inherited: list[PoolProxiedConnection] = []  # kept, never closed, in a forked child
         # One in-memory database shares one connection (a StaticPool): nothing to hold.
         self._closed = isinstance(engine.pool, StaticPool)
 
@@ -324,7 +327,12 @@ class HeldWriter:
 
     def _held(self) -> Any:
         """The held driver connection, made on first use (call with the lock held)."""
+        if self._connection is not None and self._pid != os.getpid():
+            # A forked child never uses (or closes) its parent's connection: it makes its own.
+            self._inherited.append(self._connection)
+            self._connection = None
         if self._connection is None:
+            self._pid = os.getpid()
             connection = _checkout(self._engine)
             connection.detach()  # ours until close(); the pool no longer counts it
             self._connection = connection
