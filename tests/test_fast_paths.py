@@ -347,3 +347,142 @@ def test_appended_views_carry_the_facts_a_fresh_view_computes(turns: list[list[A
         assert view.projected_input_tokens == fresh.projected_input_tokens
         assert [view.index_of(e.entry_id) for e in view] == [fresh.index_of(e.entry_id) for e in fresh]
     assert view.project((), set(), {}, {}, None) is view
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10), steps, st.booleans()), min_size=1, max_size=8))
+def test_views_sharing_a_tail_never_see_each_others_appends(branches: list[tuple[int, list[Any], bool]]) -> None:
+    """Any view of a tree of appends (siblings included) answers as a fresh view of its own entries."""
+    views = [View(())]
+    expected: list[list[ViewEntry]] = [[]]
+    seq = 0
+    for pick, specs, warm in branches:
+        parent = pick % len(views)
+        if warm:  # a parent whose facts are computed hands them on (and shares its index)
+            views[parent].dangling_tool_uses(), views[parent].index_of("x"), views[parent].tokens
+        appends = _entries(seq, specs) or _entries(seq, [("text", "a", 1)])
+        seq += len(appends)
+        views.append(views[parent].project(appends, set(), {}, {}, None))
+        expected.append([*expected[parent], *appends])
+    for view, entries in zip(views, expected, strict=True):
+        fresh = View(entries)
+        assert list(view) == entries
+        assert len(view) == len(entries)
+        assert [view[i] for i in range(-len(entries), len(entries))] == [*entries, *entries]
+        assert view.dangling_tool_uses() == fresh.dangling_tool_uses()
+        assert view.orphan_results() == fresh.orphan_results()
+        assert view.tokens == fresh.tokens
+        assert [view.index_of(e.entry_id) for e in entries] == list(range(len(entries)))
+        assert all(view.index_of(e.entry_id) is None for other in expected for e in other if e not in entries)
+
+
+def test_appending_to_a_view_copies_no_entry() -> None:
+    """A chain of appends shares one list and one index: each view costs O(appended), not O(window)."""
+    parent = View(())
+    for n in range(50):
+        parent = parent.project(_entries(n * 2, [("text", "a", 1), ("text", "a", 1)]), set(), {}, {}, None)
+        assert parent.index_of("x") is None
+    child = parent.project(_entries(100, [("text", "a", 1)]), set(), {}, {}, None)
+    assert child._items is parent._items
+    assert child._positions is parent._positions
+    sibling = parent.project(_entries(200, [("text", "a", 1)]), set(), {}, {}, None)  # a second branch copies
+    assert sibling._items is not parent._items
+    assert len(parent) == 100
+    assert len(child) == len(sibling) == 101
+    assert child[-1] != sibling[-1]
+    with pytest.raises(IndexError):
+        parent[100]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.sampled_from(["q", "a", "use", "result"]), min_size=1, max_size=6),
+    st.integers(0, 5),
+    st.booleans(),
+    st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+)
+def test_an_appending_changeset_equals_the_validated_one(
+    kinds: list[str], version: int, count_changed: bool, manager_state: dict[str, Any] | None
+) -> None:
+    """The changeset of a plain append is built without validation: it must equal the validated one."""
+    from contextledger.core.changeset import Changeset, Edit, build_changeset
+    from contextledger.model.tokens import CharTokenCounter
+
+    made = {
+        "q": lambda: Message.user("q"),
+        "a": lambda: Message.assistant("a"),
+        "use": lambda: Message.tool_use("t", "f", {"x": 1}),
+        "result": lambda: Message.tool_result("t", "r"),
+    }
+    messages = tuple(made[k]() for k in kinds)
+    state = ConversationState(session_id="s", agent_id="a", version=version, next_seq=version * 3)
+    changeset, _ = build_changeset(
+        state,
+        View(()),
+        Edit(appends=messages),
+        counter=CharTokenCounter(),
+        model_call_count=version,
+        count_changed=count_changed,
+        manager_state=manager_state,
+    )
+    validated = Changeset.model_validate(changeset.model_dump())
+    assert changeset == validated
+    assert changeset.model_fields_set == set(Changeset.model_fields)  # as the constructor given every field
+    assert [e.message for e in changeset.appends] == list(messages)
+
+
+def test_an_append_counts_each_message_once_and_encodes_its_json_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A turn of four messages: four token counts, and each content and metadata encoded once (SQLite hot path)."""
+    from contextledger import Ledger
+    from contextledger.model import jsonvalues
+    from contextledger.stores.sql.write import sqlite_hot
+
+    counted: list[str] = []
+
+    class Counting:
+        def count(self, message: Message) -> int:
+            counted.append(message.message_id)
+            return 1
+
+    encoded: list[int] = []
+    dumps = jsonvalues.dumps_encoded
+
+    def counting_dumps(value: Any, *, compact: bool = False) -> str:
+        encoded.append(id(value))
+        return dumps(value, compact=compact)
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'once.db'}")
+    conversation = ledger.conversation("s", "a", token_counter=Counting())
+    conversation.append(Message.user("creates the conversation"))
+    counted.clear()
+    monkeypatch.setattr(sqlite_hot, "dumps_encoded", counting_dumps)
+    turn = [
+        Message.user("q"),
+        Message.tool_use("t1", "lookup", {"query": "x"}),
+        Message.tool_result("t1", "r"),
+        Message.assistant("a"),
+    ]
+    conversation.append(*turn)
+    ledger.close()
+    assert counted == [m.message_id for m in turn]
+    assert sorted(encoded) == sorted(id(v) for m in turn for v in (m.content, m.metadata))
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_an_open_conversation_holds_appended_text_once(url: str, tmp_path: Any) -> None:
+    """The view shares the appended messages (and their text): the ledger keeps no copy, encoded or not."""
+    from contextledger import Ledger
+
+    ledger = Ledger.connect(url if url != "sqlite" else f"sqlite:///{tmp_path / 'once.db'}")
+    conversation = ledger.conversation("s", "a")
+    turns = [[Message.user(f"q{n}" * 50), Message.assistant(f"a{n}" * 50)] for n in range(20)]
+    for turn in turns:
+        conversation.append(*turn)
+    appended = [m for turn in turns for m in turn]
+    view = conversation.view
+    assert all(entry.message is message for entry, message in zip(view, appended, strict=True))
+    # One list of entries for the open conversation, whatever number of commits made it.
+    assert len(view._items) == len(appended)
+    ledger.close()

@@ -116,15 +116,15 @@ def test_on_sqlite_a_deferred_call_runs_no_statement_and_the_answer_carries_the_
 ) -> None:
     conv = Conversation(sqlite_store, "s", manager=_idle_manager(), defer_count=True)
     conv.append(*chat(4))
-    with trace_sqlite(sqlite_store.engine) as idle:
+    with trace_sqlite(sqlite_store) as idle:
         for _ in range(20):
             conv.before_model_call()
             conv.after_model_call(None)
     assert idle.statements == []
-    with trace_sqlite(sqlite_store.engine) as plain:
+    with trace_sqlite(sqlite_store) as plain:
         conv.append(Message.user("q"))  # carries the 20 pending calls
     conv.before_model_call(defer_count=False)  # counted on its own
-    with trace_sqlite(sqlite_store.engine) as after:
+    with trace_sqlite(sqlite_store) as after:
         conv.append(Message.user("r"))  # carries nothing
     assert len(plain.work) == len(after.work)  # the count rode for free: no statement of its own
     assert Conversation(sqlite_store, "s").model_call_count == 21

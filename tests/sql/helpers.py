@@ -115,13 +115,15 @@ def capture(engine: Engine) -> Iterator[Capture]:
 
 
 @contextmanager
-def trace_sqlite(engine: Engine) -> Iterator[Capture]:
+def trace_sqlite(store: SQLStore) -> Iterator[Capture]:
     """Record every statement SQLite itself runs (its trace callback), whoever sent it.
 
     Unlike :func:`capture` this also sees what the store sends on the driver's own
-    cursor (the precompiled append), and a statement run by ``executemany`` once per row.
+    cursor (the precompiled append) -- on pooled connections and on the one the store
+    holds for its hot-path commits -- and a statement run by ``executemany`` once per row.
     """
     captured = Capture()
+    engine = store.engine
 
     def traced(sql: str) -> None:
         captured.statements.append(Statement(sql, None, False))
@@ -132,8 +134,14 @@ def trace_sqlite(engine: Engine) -> Iterator[Capture]:
     def on_checkin(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.set_trace_callback(None)
 
-    with _listening(engine, {"checkout": on_checkout, "checkin": on_checkin}):
-        yield captured
+    with store._held_writer().driver_connection() as held:
+        held.set_trace_callback(traced)
+    try:
+        with _listening(engine, {"checkout": on_checkout, "checkin": on_checkin}):
+            yield captured
+    finally:
+        with store._held_writer().driver_connection() as held:
+            held.set_trace_callback(None)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, SessionDeleted
 from contextledger.model.records import utcnow
 from contextledger.stores.sql import SQLStore
-from contextledger.stores.sql.appends import apply_append, is_append_only
+from contextledger.stores.sql.write.pg_append import apply_append, is_append_only
 from tests.sql.helpers import capture
 
 

@@ -21,7 +21,7 @@ def _turn(n: int) -> tuple[Message, ...]:
 def test_sqlite_append_is_one_update_and_two_inserts(sqlite_store: SQLStore) -> None:
     conversation = Conversation(sqlite_store, "s", "a")
     conversation.append(Message.user("first"))
-    with trace_sqlite(sqlite_store.engine) as captured:
+    with trace_sqlite(sqlite_store) as captured:
         conversation.append(*_turn(0))
     kinds = [" ".join(s.sql.split()[:3]) for s in captured.statements]
     # in a transaction that takes the write lock, committed once

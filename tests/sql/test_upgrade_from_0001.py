@@ -14,8 +14,8 @@ from contextledger import Message, ViewEntry
 from contextledger.conversation.conversation import Conversation
 from contextledger.history.travel import view_at
 from contextledger.stores.sql import SQLStore, current, head, upgrade
-from contextledger.stores.sql.changes import entry_values
 from contextledger.stores.sql.engine import build_engine, parse_url
+from contextledger.stores.sql.write.apply import entry_values
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -17,8 +17,17 @@ from contextledger.core.view import View
 from contextledger.errors import EntryNotFound, InvalidMessage, PinError
 from contextledger.model.jsonvalues import storable_text
 from contextledger.model.messages import ContentBlock, Message
-from contextledger.model.records import ConversationState, Reduction, SummaryEntry, Trigger, ViewEntry, new_id
+from contextledger.model.records import (
+    ConversationState,
+    Reduction,
+    SummaryEntry,
+    Trigger,
+    ViewEntry,
+    new_id,
+    view_entry,
+)
 from contextledger.model.tokens import TokenCounter
+from contextledger.model.trusted import trusted
 
 __all__ = [
     "Changeset",
@@ -397,10 +406,7 @@ def build_changeset(
         EntryNotFound: A revision names an entry that is not an active message.
         InvalidMessage: A summary draft has no content (it must be written first).
     """
-    appends = tuple(
-        ViewEntry(entry_id=m.message_id, seq=state.next_seq + i, message=m.stored_copy(), tokens=counter.count(m))
-        for i, m in enumerate(edit.appends)
-    )
+    appends = tuple(_appended(m, state.next_seq + i, counter.count(m)) for i, m in enumerate(edit.appends))
     plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
@@ -446,6 +452,34 @@ def build_changeset(
             from_call=from_call,
             version=state.version + 1,
         )
+    if reduction is None and not (pins or edit.restore) and _plain(edit, manager_state):
+        # The hot path (a turn appended): every value is one this function built or one
+        # already validated, so the changeset is not validated a second time.
+        changeset = trusted(
+            Changeset,
+            {
+                "session_id": state.session_id,
+                "agent_id": state.agent_id,
+                "expected_version": state.version,
+                "appends": appends,
+                "evict": (),
+                "revisions": (),
+                "summary": None,
+                "reduction": None,
+                "pins": {},
+                "pin_source": edit.pin_source,
+                "changeset_id": new_id(),
+                "from_call": from_call,
+                "model_call_count": model_call_count if count_changed else None,
+                "next_seq": state.next_seq + len(appends) if appends else None,
+                "manager_state": manager_state,
+                "agent_state": edit.agent_state,
+                "restore": (),
+                "app": None,
+                "user": None,
+            },
+        )
+        return changeset, entries
     changeset = Changeset(
         session_id=state.session_id,
         agent_id=state.agent_id,
@@ -465,6 +499,22 @@ def build_changeset(
         restore=edit.restore,
     )
     return changeset, entries
+
+
+def _appended(message: Message, seq: int, tokens: Any) -> ViewEntry:
+    """The view entry of an appended message (validated only when the counter gave no plain ``int``)."""
+    if type(tokens) is int:
+        return view_entry(message.message_id, "message", seq, message.stored_copy(), tokens)
+    return ViewEntry(entry_id=message.message_id, seq=seq, message=message.stored_copy(), tokens=tokens)
+
+
+def _plain(edit: Edit, manager_state: Any) -> bool:
+    """Whether the values of a changeset without a reduction need no validation (see :class:`Changeset`)."""
+    return (
+        0 < len(edit.pin_source) <= 32
+        and (manager_state is None or type(manager_state) is dict)
+        and (edit.agent_state is None or type(edit.agent_state) is dict)
+    )
 
 
 def _summary_entry(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from itertools import chain
@@ -24,6 +25,10 @@ class _Revision(Protocol):
 
 __all__ = ["View", "is_prompt", "is_turn_opener_violation", "project_view"]
 
+# Guards the hand-over of a view's tail (see View._extended): two threads extending one
+# view must not both append to its list.
+_TAIL_LOCK = threading.Lock()
+
 
 class View:
     """An immutable, ordered sequence of active entries.
@@ -35,12 +40,28 @@ class View:
 
     def __init__(self, entries: Sequence[ViewEntry]) -> None:
         """Wrap ``entries`` (already in view order)."""
-        self.entries: tuple[ViewEntry, ...] = tuple(entries)
+        self._items: list[ViewEntry] = list(entries)
+        self._count = len(self._items)
+        # Whether this view may append to ``_items`` (and to the position and tool-id
+        # indexes it shares) in place: only the newest view of a chain of appends does.
+        self._owns_tail = True
 
     # Facts derived from the entries (ids, positions, tool ids, token totals) are computed
     # at most once per view, on first use: a view never changes, and the hot paths
     # (before_model_call, append) ask for the same facts many times per view. A view made
     # by appending to another (:meth:`project`) derives them from its parent's.
+    #
+    # Appending is O(appended), whatever the window: the child shares its parent's list
+    # and indexes and appends to them in place. The parent still sees only its own first
+    # ``_count`` entries, and an index answers it only for positions below that count; a
+    # view whose tail was taken by a child (a second branch from one view, e.g. a
+    # projection) copies instead. So no view ever sees a change, and an open conversation
+    # holds one list of its entries, not one per commit.
+
+    @cached_property
+    def entries(self) -> tuple[ViewEntry, ...]:
+        """The entries, in view order."""
+        return tuple(self._items[: self._count])
 
     def project(
         self,
@@ -53,39 +74,70 @@ class View:
         """The view after a changeset (see :func:`project_view`); ``self`` when it changes nothing."""
         if not (appends or removed or revised or pins or summary):
             return self  # a state-only commit (the model-call count) keeps every cached fact
-        if not (removed or revised or pins or summary) and (not self.entries or appends[0].seq > self.entries[-1].seq):
+        if not (removed or revised or pins or summary) and (not self._count or appends[0].seq > self[-1].seq):
             return self._extended(tuple(appends))
         return View(project_view(self, appends, removed, revised, pins, summary))
 
     def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
         """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
-        child = View(())
-        child.entries = self.entries + appends
+        with _TAIL_LOCK:  # one hand-over of the tail, and no index read while another grows it
+            return self._extended_locked(appends)
+
+    def _extended_locked(self, appends: tuple[ViewEntry, ...]) -> View:
         known = self.__dict__
+        positions: dict[str, int] | None = known.get("_positions")
+        count = self._count
+        if positions is not None and any(positions.get(e.entry_id, count) < count for e in appends):
+            positions = None  # an id twice in one view (a projection of a refused append): index it afresh
+        child = View.__new__(View)
+        in_place, self._owns_tail = self._owns_tail, False
+        if in_place:
+            child._items = self._items
+            child._items.extend(appends)
+        else:
+            child._items = [*self._items[:count], *appends]
+            if positions is not None:
+                positions = {k: i for k, i in positions.items() if i < count}
+        child._count = count + len(appends)
+        child._owns_tail = True
+        facts = child.__dict__
         if "_tool_facts" in known:
-            child.__dict__["_tool_facts"] = self._tool_facts.extended(appends)
+            tools = self._tool_facts
+            # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
+            facts["_tool_facts"] = (
+                _ToolFacts.of(child.entries)
+                if tools.grown and not in_place
+                else tools.extended(appends, in_place=in_place)
+            )
         if "projected_input_tokens" in known:
-            child.__dict__["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
-        if "_positions" in known:
-            positions = dict(self._positions)
-            start = len(self.entries)
-            positions.update((e.entry_id, start + i) for i, e in enumerate(appends))
-            child.__dict__["_positions"] = positions
+            facts["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
+        if positions is not None:
+            positions.update((e.entry_id, count + i) for i, e in enumerate(appends))
+            facts["_positions"] = positions
         if "tokens" in known:
-            child.__dict__["tokens"] = self.tokens + sum(e.tokens for e in appends)
+            facts["tokens"] = self.tokens + sum(e.tokens for e in appends)
         return child
 
     def __len__(self) -> int:
         """Number of active entries."""
-        return len(self.entries)
+        return self._count
 
     def __iter__(self) -> Iterator[ViewEntry]:
         """Iterate entries in order."""
         return iter(self.entries)
 
     def __getitem__(self, index: int) -> ViewEntry:
-        """Entry at ``index``."""
-        return self.entries[index]
+        """Entry at ``index`` (negative counts from the end).
+
+        Raises:
+            IndexError: ``index`` is out of range.
+        """
+        count = self._count
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError("view index out of range")
+        return self._items[index]
 
     @cached_property
     def messages(self) -> list[Message]:
@@ -103,7 +155,9 @@ class View:
 
     def index_of(self, entry_id: str) -> int | None:
         """The index of ``entry_id`` or ``None`` when it is not active."""
-        return self._positions.get(entry_id)
+        index = self._positions.get(entry_id)
+        # The index may be shared with views appended after this one (see _extended).
+        return index if index is not None and index < self._count else None
 
     @cached_property
     def tokens(self) -> int:
@@ -176,7 +230,7 @@ class View:
         found = [self.index_of(m.message_id) for m in messages]
         if any(i is None for i in found):
             return None
-        stored = [self.entries[i].message for i in found if i is not None]
+        stored = [self[i].message for i in found if i is not None]
         return stored if all(map(_same_message, messages, stored)) else None
 
     @cached_property
@@ -199,10 +253,13 @@ class _ToolFacts:
     repair reports them in).
     """
 
-    __slots__ = ("dangling", "orphans", "results", "uses")
+    __slots__ = ("dangling", "grown", "orphans", "results", "uses")
 
     def __init__(self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str]) -> None:
         self.uses, self.results, self.dangling, self.orphans = uses, results, dangling, orphans
+        # Whether ``uses``/``results`` were grown in place for a later view (then they hold
+        # more than this object's views have, and only ``dangling``/``orphans`` stay true).
+        self.grown = False
 
     @staticmethod
     def _ids(entries: Sequence[ViewEntry]) -> tuple[list[str], list[str]]:
@@ -227,12 +284,25 @@ class _ToolFacts:
             [t for t in results if t not in use_set],
         )
 
-    def extended(self, appends: Sequence[ViewEntry]) -> _ToolFacts:
-        """The facts of the view with ``appends`` after it."""
+    def extended(self, appends: Sequence[ViewEntry], *, in_place: bool = False) -> _ToolFacts:
+        """The facts of the view with ``appends`` after it.
+
+        ``in_place`` adds to this object's id sets instead of copying them (and marks it
+        ``grown``), or returns this very object when ``appends`` hold no tool id: only for
+        the view that took its parent's tail. Otherwise the facts are a new object with
+        sets of its own.
+        """
         uses, results = self._ids(appends)
-        if not uses and not results:
+        if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
-        use_set, result_set = self.uses | set(uses), self.results | set(results)
+        # A copy never shares its sets: two views that each own a tail must never grow one set.
+        if in_place:
+            use_set, result_set = self.uses, self.results
+            self.grown = True
+            use_set.update(uses)
+            result_set.update(results)
+        else:
+            use_set, result_set = self.uses | set(uses), self.results | set(results)
         return _ToolFacts(
             use_set,
             result_set,

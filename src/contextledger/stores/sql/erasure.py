@@ -19,8 +19,8 @@ from sqlalchemy import Connection, delete, insert, select, text, update
 from contextledger.errors import EntryNotFound
 from contextledger.model.messages import Message
 from contextledger.model.records import Tombstone
-from contextledger.stores.sql.changes import chunks
 from contextledger.stores.sql.models import ConversationRow, EntryRow, RevisionRow, SummaryRow, TombstoneRow
+from contextledger.stores.sql.write.apply import chunks
 
 __all__ = ["LEDGER_TABLES", "POSTGRES_PENDING", "erase", "prune", "settle_sqlite", "tombstones"]
 

@@ -2,10 +2,10 @@
 
 The store is the unit of work: each call opens one transaction, runs the
 listings of :mod:`~contextledger.stores.sql.read` and
-:mod:`~contextledger.stores.sql.changes` inside it (they never commit), and commits
+:mod:`~contextledger.stores.sql.write.apply` inside it (they never commit), and commits
 or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
 conversation that exists is a single statement
-(:mod:`~contextledger.stores.sql.appends`), run in autocommit mode, where the
+(:mod:`~contextledger.stores.sql.write.pg_append`), run in autocommit mode, where the
 statement is the transaction -- one round trip instead of four. Driver errors are
 translated to the library's errors here.
 
@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
-    from contextledger.stores.sql.sqlite_paths import HotChangeset
+    from contextledger.stores.sql.write.pg_append import EncodedAppend
+    from contextledger.stores.sql.write.sqlite_hot import HeldWriter, HotChangeset
 
 __all__ = ["SQLStore"]
 
@@ -115,6 +116,7 @@ class SQLStore(SQLListings):
         self._reader: SQLiteReader | None = None
         self._source = ""
         self._engine_options: dict[str, Any] = {}
+        self._writer: HeldWriter | None = None
 
     @classmethod
     def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:
@@ -297,27 +299,35 @@ class SQLStore(SQLListings):
         )
         return version
 
-    def _hot(self, changeset: Changeset) -> HotChangeset | None:
-        """``changeset`` checked and encoded for the SQLite hot path, or ``None`` when it takes the general path."""
+    def _hot(self, changeset: Changeset) -> HotChangeset | EncodedAppend | None:
+        """``changeset`` checked and encoded for a hot path (SQLite, PostgreSQL), or ``None`` for the general path."""
         if not self._sqlite:
-            return None
-        from contextledger.stores.sql.sqlite_paths import HotChangeset, takes_hot_path
+            if not self._one_statement_appends:
+                return None
+            from contextledger.stores.sql.write.pg_append import EncodedAppend, is_append_only
+
+            return EncodedAppend(changeset) if is_append_only(changeset) else None
+        from contextledger.stores.sql.write.sqlite_hot import HotChangeset, takes_hot_path
 
         return HotChangeset(changeset) if takes_hot_path(changeset) else None
 
-    def _send(self, changeset: Changeset, hot: HotChangeset | None = None) -> int:
+    def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
         from sqlalchemy.exc import SQLAlchemyError
 
-        from contextledger.stores.sql.appends import apply_append, is_append_only
-        from contextledger.stores.sql.changes import apply_changeset
-        from contextledger.stores.sql.sqlite_paths import apply_hot, hot_transaction
+        from contextledger.stores.sql.write.apply import apply_changeset
+        from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append
+        from contextledger.stores.sql.write.sqlite_hot import apply_hot
 
         sent = False
         try:
+            if isinstance(hot, EncodedAppend):
+                with self._autocommit() as conn:
+                    sent = True
+                    return apply_append(conn, changeset, utcnow(), hot)
             if hot is not None:
                 try:
-                    with hot_transaction(self.engine) as tx:
+                    with self._held_writer().transaction() as tx:
                         sent = True
                         version = apply_hot(tx, hot, utcnow())
                         if version is not None:
@@ -326,10 +336,6 @@ class SQLStore(SQLListings):
                 except SQLAlchemyError as exc:
                     raise self._translate(exc) from exc
                 sent = False  # rolled back, nothing written: the general path applies it or names the error
-            if self._one_statement_appends and is_append_only(changeset):
-                with self._autocommit() as conn:
-                    sent = True
-                    return apply_append(conn, changeset, utcnow())
             with self._transaction(write=True) as conn:
                 sent = True
                 return apply_changeset(conn, changeset, utcnow())
@@ -338,8 +344,21 @@ class SQLStore(SQLListings):
                 raise ReplyLost(exc) from exc
             raise
 
+    def _held_writer(self) -> HeldWriter:
+        """The connection the SQLite hot path commits on (see ``HeldWriter``)."""
+        writer = self._writer
+        if writer is None:
+            from contextledger.stores.sql.write.sqlite_hot import HeldWriter
+
+            engine = self.engine  # built under _engine_lock itself, so not inside it
+            with self._engine_lock:
+                if self._writer is None:
+                    self._writer = HeldWriter(engine)
+                writer = self._writer
+        return writer
+
     def _read_back(self, changeset: Changeset) -> int | None:
-        from contextledger.stores.sql.changes import read_back
+        from contextledger.stores.sql.write.apply import read_back
 
         if self._sqlite:
             with self._transaction() as conn:
@@ -517,6 +536,8 @@ class SQLStore(SQLListings):
         self._gate.close(self._release)
 
     def _release(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
         if self._reader is not None:
             self._reader.close()
         if self._owns_engine and self._engine is not None:

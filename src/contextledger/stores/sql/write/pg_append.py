@@ -2,7 +2,7 @@
 
 A changeset that only appends messages (and perhaps sets state fields) to a
 conversation that exists -- nothing evicted, pinned, revised or summarised -- is the
-hot path of every agent loop. The general path (:mod:`~contextledger.stores.sql.changes`)
+hot path of every agent loop. The general path (:mod:`~contextledger.stores.sql.write.apply`)
 sends it as a transaction of two statements, which psycopg makes four round trips:
 ``BEGIN`` on its own, the update, the insert, ``COMMIT``. Here it is one statement that
 the store executes in autocommit mode: a single statement is atomic by itself, so no
@@ -30,7 +30,7 @@ Why it keeps every guarantee of the general path:
   writers of one conversation queue there; one that waited re-checks the version
   once the winner committed, finds no row, and inserts nothing.
 * No conversation id back means nothing was written: a follow-up read
-  (:func:`~contextledger.stores.sql.changes.explain_missed_update`) tells a version
+  (:func:`~contextledger.stores.sql.write.apply.explain_missed_update`) tells a version
   conflict from an appended id that a summary already holds -- or from this very
   changeset sent again after its reply was lost, which the commit log (``logged``, in
   the same statement) shows applied: then the version is returned and nothing written.
@@ -46,24 +46,29 @@ A changeset with no appends (a state update, such as the model-call count before
 model call) is the ``bumped`` and ``logged`` parts alone.
 
 On SQLite the same changeset is three statements inside the store's ``BEGIN IMMEDIATE``
-transaction: see :mod:`~contextledger.stores.sql.sqlite_paths`.
+transaction: see :mod:`~contextledger.stores.sql.write.sqlite_hot`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from functools import cache
-from typing import Any
+from functools import cache, lru_cache
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ARRAY,
     BigInteger,
     Connection,
+    Dialect,
+    Row,
     Select,
     String,
+    Text,
     Update,
     any_,
     bindparam,
+    cast,
     column,
     func,
     insert,
@@ -75,20 +80,24 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from contextledger.core.changeset import Changeset
-from contextledger.errors import ConfigurationError
-from contextledger.stores.sql.changes import (
-    STATE_FIELDS,
+from contextledger.errors import ConfigurationError, InvalidMessage
+from contextledger.model.jsonvalues import check_plain_json, dumps_encoded, encode_value
+from contextledger.model.records import ViewEntry
+from contextledger.stores.sql import encoding
+from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
+from contextledger.stores.sql.write.apply import (
+    ENTRY_COLUMNS,
+    ENTRY_INSERT_COLUMNS,
     bump_statement,
     check_changeset,
     duplicate_appends,
     entry_values,
     explain_missed_update,
 )
-from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
+from contextledger.stores.sql.write.guard import bump_fields, bump_params
 
 __all__ = [
-    "ENTRY_COLUMNS",
-    "ENTRY_INSERT_COLUMNS",
+    "EncodedAppend",
     "append_statement",
     "apply_append",
     "is_append_only",
@@ -97,30 +106,23 @@ __all__ = [
 
 _UNIQUE_VIOLATION = "23505"
 
-# The columns taken from the entries, in the order of unnest's arguments.
-ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
-# Every column an appended entry's INSERT writes, in order (both append paths use it).
-ENTRY_INSERT_COLUMNS = (
-    "conversation_id",
-    *ENTRY_COLUMNS,
-    "status",
-    "evicted_by",
-    "revision_count",
-    "created_at",
-    "from_call",
-    "version",
-)
-
 
 def is_append_only(cs: Changeset) -> bool:
     """Whether ``cs`` only appends to (or sets state fields of) a conversation that exists."""
     return cs.expected_version > 0 and not (cs.evict or cs.revisions or cs.summary or cs.reduction or cs.pins)
 
 
+# Content and metadata arrive as the JSON text EncodedAppend wrote while checking them
+# (the text the general path's column type writes), cast to json by the statement.
+_TEXT_ARRAYS = frozenset({"content", "metadata"})
+
+
 def _array(name: str) -> Any:
     """A bound array of the ``cl_entries`` column ``name``, processed element by element."""
     element = EntryRow.__table__.c[name].type
     # dimensions=1: a JSON value that is itself a list is one element, not a sub-array.
+    if name in _TEXT_ARRAYS:
+        return cast(bindparam(f"e_{name}", type_=ARRAY(Text(), dimensions=1)), ARRAY(element, dimensions=1))
     return bindparam(f"e_{name}", type_=ARRAY(element, dimensions=1))
 
 
@@ -196,12 +198,89 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     )
 
 
-def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
+class EncodedAppend:
+    """An append-only changeset checked and encoded once, before anything is sent (and reused if it is sent again).
+
+    Content and metadata become the JSON text the general path's column type writes
+    (:func:`~contextledger.stores.sql.encoding.dumps` of the tagged value); state values
+    are checked as :func:`~contextledger.stores.base.check_storable` checks them and
+    bound through their columns' types, as the general path binds them.
+    """
+
+    __slots__ = ("appended", "arrays", "changeset", "fields")
+
+    def __init__(self, cs: Changeset) -> None:
+        """Check and encode ``cs`` (which :func:`is_append_only`).
+
+        Raises:
+            InvalidMessage: A message's content or metadata, or a state value, cannot be
+                stored as JSON; or an appended id is longer than its column.
+            ConfigurationError: An id is longer than its column.
+            DuplicateEntry: ``cs`` appends one id twice.
+        """
+        self.changeset = cs
+        self.appended = check_changeset(cs)
+        self.fields = bump_fields(cs)
+        for name in ("manager_state", "agent_state"):
+            value = getattr(cs, name)
+            if value is not None:
+                check_plain_json(value, name.replace("_", " "))
+        rows = [_encoded(entry) for entry in cs.appends]
+        self.arrays = {f"e_{name}": [row[name] for row in rows] for name in ENTRY_COLUMNS} if rows else {}
+
+
+def _encoded(entry: ViewEntry) -> dict[str, Any]:
+    try:
+        return entry_values(entry, _json_text)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
+
+
+def _json_text(value: Any) -> str:
+    """What the JSON columns write for ``value``: :func:`~contextledger.stores.sql.encoding.dumps` of it, tagged."""
+    text = dumps_encoded(value)
+    if "\\u0000" in text or encoding.ESCAPED_MARK_JSON in text:
+        return encoding.dumps(encode_value(value))  # strings to escape (NUL, the marker): the slow path
+    return text
+
+
+class _DriverStatement(NamedTuple):
+    """A statement compiled once for a dialect, sent with ``exec_driver_sql`` (no compile-cache lookup)."""
+
+    sql: str
+    processors: dict[str, Callable[[Any], Any]]
+    constants: dict[str, Any]
+
+
+@lru_cache(maxsize=256)  # per dialect (its JSON serializer is the engine's) and set of state fields
+def _driver_statement(dialect: Dialect, fields: tuple[str, ...], appends: bool) -> _DriverStatement:
+    statement = append_statement(fields) if appends else state_statement(fields)
+    compiled = statement.compile(dialect=dialect)
+    sql = compiled.string
+    used = {name: bind for name, bind in compiled.binds.items() if f"%({name})s" in sql}
+    processors: dict[str, Callable[[Any], Any]] = {}
+    for name, bind in used.items():
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            processors[name] = process
+    constants = {name: bind.effective_value for name, bind in used.items() if not bind.required}
+    return _DriverStatement(sql, processors, constants)
+
+
+def _execute(conn: Connection, statement: _DriverStatement, params: dict[str, Any]) -> Row[Any]:
+    values = {**statement.constants, **params}
+    for name, process in statement.processors.items():
+        values[name] = process(values[name])
+    return conn.exec_driver_sql(statement.sql, values).one()
+
+
+def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: EncodedAppend | None = None) -> int:
     """Apply the append-only changeset ``cs`` with one statement and return the new version.
 
     ``conn`` must be a PostgreSQL connection in autocommit mode: the statement is the
     whole transaction. Only a changeset refused by the version check or by a summary
-    id costs a second statement (the read that tells which).
+    id costs a second statement (the read that tells which). ``encoded`` is ``cs``
+    already checked and encoded (see :class:`EncodedAppend`).
 
     Raises:
         ConfigurationError: ``cs`` is not append-only (see :func:`is_append_only`), or an
@@ -209,34 +288,26 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime) -> int:
         ConcurrencyConflict: The stored version is not ``cs.expected_version``.
         DuplicateEntry: An appended id already exists in the conversation (a message or
             a summary) or twice in ``cs``; nothing was written.
-        InvalidMessage: An appended id is longer than its column (nothing was sent).
+        InvalidMessage: An appended id is longer than its column, or a value cannot be
+            stored as JSON (nothing was sent).
     """
     if not is_append_only(cs):
         raise ConfigurationError("apply_append takes a changeset that only appends to an existing conversation")
-    appended = check_changeset(cs)
-    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
-    params: dict[str, Any] = {
-        "p_now": now,
-        "p_session_id": cs.session_id,
-        "p_agent_id": cs.agent_id,
-        "p_expected": cs.expected_version,
-        "p_new_version": cs.new_version,
-        "p_changeset_id": cs.changeset_id,
-        "p_from_call": cs.from_call,
-    }
-    params.update({f"p_{name}": getattr(cs, name) for name in fields})
+    if encoded is None or encoded.changeset is not cs:
+        encoded = EncodedAppend(cs)
+    params = bump_params(cs, now, encoded.fields)
+    params.update({"p_new_version": cs.new_version, "p_changeset_id": cs.changeset_id, "p_from_call": cs.from_call})
     if not cs.appends:
-        if conn.execute(state_statement(fields), params).scalar() is None:
-            explain_missed_update(conn, cs, appended)
+        if _execute(conn, _driver_statement(conn.dialect, encoded.fields, False), params).conversation_id is None:
+            explain_missed_update(conn, cs, encoded.appended)
         return cs.new_version
-    values = [entry_values(entry) for entry in cs.appends]
-    params.update({f"e_{name}": [v[name] for v in values] for name in ENTRY_COLUMNS})
+    params.update(encoded.arrays)
     try:
-        row = conn.execute(append_statement(fields), params).one()
+        row = _execute(conn, _driver_statement(conn.dialect, encoded.fields, True), params)
     except IntegrityError as exc:
         if getattr(exc.orig, "sqlstate", None) == _UNIQUE_VIOLATION:
             raise duplicate_appends(cs) from exc
         raise
     if row.conversation_id is None:
-        explain_missed_update(conn, cs, appended)
+        explain_missed_update(conn, cs, encoded.appended)
     return cs.new_version

@@ -1,8 +1,8 @@
 """What decides whether a changeset applies: the checks up front, the version check, the commit log.
 
-Kept apart from the writing of the rows (:mod:`~contextledger.stores.sql.changes`)
+Kept apart from the writing of the rows (:mod:`~contextledger.stores.sql.write.apply`)
 because both write paths share it -- the transaction in ``changes`` and the
-one-statement append of :mod:`~contextledger.stores.sql.appends`:
+one-statement append of :mod:`~contextledger.stores.sql.write.pg_append`:
 
 * :func:`check_changeset` refuses, before any statement, what the database would
   refuse mid-way (ids longer than their columns, an id appended twice);
@@ -16,7 +16,7 @@ one-statement append of :mod:`~contextledger.stores.sql.appends`:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
@@ -54,6 +54,8 @@ __all__ = [
     "CHUNK",
     "STATE_FIELDS",
     "bump",
+    "bump_fields",
+    "bump_params",
     "bump_statement",
     "check_changeset",
     "chunks",
@@ -262,6 +264,36 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
     return stmt.values(**values).returning(ConversationRow.id)
 
 
+def bump_fields(cs: Changeset) -> tuple[str, ...]:
+    """The state columns ``cs`` sets (its fields of :data:`STATE_FIELDS` that are not ``None``)."""
+    return tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
+
+
+def bump_params(
+    cs: Changeset, now: datetime, fields: tuple[str, ...], state: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The parameters of :func:`bump_statement` (``fields``) for ``cs``: every write path binds these.
+
+    Args:
+        cs: The changeset.
+        now: The commit's clock (``updated_at``).
+        fields: :func:`bump_fields` of ``cs``.
+        state: The state values already in the form the driver takes, keyed ``p_<field>``
+            (the SQLite hot path encodes them while checking them); default: ``cs``'s own.
+    """
+    params: dict[str, Any] = {
+        "p_now": now,
+        "p_session_id": cs.session_id,
+        "p_agent_id": cs.agent_id,
+        "p_expected": cs.expected_version,
+    }
+    if state is None:
+        params.update({f"p_{name}": getattr(cs, name) for name in fields})
+    else:
+        params.update(state)
+    return params
+
+
 @cache
 def _bump_statement(fields: tuple[str, ...], check_summaries: bool) -> Update:
     """:func:`bump_statement` with the appended ids as an expanding list, built once per shape."""
@@ -277,14 +309,8 @@ def bump(conn: Connection, cs: Changeset, now: datetime, appended: Sequence[str]
         SessionDeleted: The conversation was deleted.
         DuplicateEntry: An appended id is already a summary of the conversation.
     """
-    fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
-    params: dict[str, Any] = {
-        "p_now": now,
-        "p_session_id": cs.session_id,
-        "p_agent_id": cs.agent_id,
-        "p_expected": cs.expected_version,
-    }
-    params.update({f"p_{name}": getattr(cs, name) for name in fields})
+    fields = bump_fields(cs)
+    params = bump_params(cs, now, fields)
     small = 0 < len(appended) <= CHUNK
     if small:
         params["p_appended"] = list(appended)

@@ -15,7 +15,8 @@ from sqlalchemy import text
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage
-from contextledger.stores.sql import SQLStore, sqlite_paths
+from contextledger.stores.sql import SQLStore
+from contextledger.stores.sql.write import sqlite_hot
 from tests.sql.helpers import trace_sqlite
 
 # Every column but the surrogate keys and the clocks (each commit reads its own).
@@ -75,17 +76,17 @@ def test_the_fast_paths_write_what_the_general_path_writes(
     sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken: list[bool] = []
-    apply = sqlite_paths.apply_hot
+    apply = sqlite_hot.apply_hot
 
     def counting(*args: Any) -> int | None:
         version = apply(*args)
         taken.append(version is not None)
         return version
 
-    monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
+    monkeypatch.setattr(sqlite_hot, "apply_hot", counting)
     _script(Conversation(sqlite_store, "fast", "a"))
     assert sum(taken) > len(taken) // 2  # the fast paths carried most commits
-    monkeypatch.setattr(sqlite_paths, "takes_hot_path", lambda cs: False)
+    monkeypatch.setattr(sqlite_hot, "takes_hot_path", lambda cs: False)
     _script(Conversation(sqlite_store, "general", "a"))
     fast, general = _rows(sqlite_store, "fast"), _rows(sqlite_store, "general")
     # Reduction ids are random per run: compare them by position.
@@ -103,7 +104,7 @@ def test_an_eviction_commit_is_one_read_and_five_writes(sqlite_store: SQLStore) 
     conversation = Conversation(sqlite_store, "s", "a")
     for n in range(4):
         conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
-    with trace_sqlite(sqlite_store.engine) as captured:
+    with trace_sqlite(sqlite_store) as captured:
         conversation.append(
             Message.user("new"),
             Message.assistant("answer"),
@@ -163,7 +164,7 @@ def test_a_hot_changeset_json_cannot_hold_is_refused_before_anything_is_sent(sql
     conversation = Conversation(sqlite_store, "s", "a")
     conversation.append(Message.user("q0"), Message.assistant("a0"))  # the next commits are hot ones
     before = _rows(sqlite_store, "s")
-    with trace_sqlite(sqlite_store.engine) as captured, pytest.raises(InvalidMessage, match="cannot be stored as JSON"):
+    with trace_sqlite(sqlite_store) as captured, pytest.raises(InvalidMessage, match="cannot be stored as JSON"):
         bad(conversation)
     assert captured.statements == []
     assert _rows(sqlite_store, "s") == before
@@ -179,16 +180,89 @@ def test_a_hot_changeset_that_lost_the_race_rolls_back_and_conflicts(
     second = Conversation(sqlite_store, "s", "a", max_retries=0)
     first.append(Message.user("q1"))  # second's view is now one version behind
     taken: list[int | None] = []
-    apply = sqlite_paths.apply_hot
+    apply = sqlite_hot.apply_hot
 
     def counting(*args: Any) -> int | None:
         taken.append(apply(*args))
         return taken[-1]
 
-    monkeypatch.setattr(sqlite_paths, "apply_hot", counting)
-    with trace_sqlite(sqlite_store.engine) as captured, pytest.raises(ConcurrencyConflict):
+    monkeypatch.setattr(sqlite_hot, "apply_hot", counting)
+    with trace_sqlite(sqlite_store) as captured, pytest.raises(ConcurrencyConflict):
         second.append(Message.user("late"))
     assert taken == [None]  # the hot path found no row at the expected version and wrote nothing
     kinds = [s.sql.split()[0] for s in captured.statements]
     assert kinds[:3] == ["BEGIN", "UPDATE", "ROLLBACK"], kinds  # then the general path names the conflict
     assert [e.message.content[0]["text"] for e in sqlite_store.history("s", "a")] == ["q0", "q1"]
+
+
+def test_hot_commits_check_out_no_pooled_connection(tmp_path: Any) -> None:
+    """The hot path commits on the one connection the store holds: no pool checkout per commit."""
+    from sqlalchemy import event
+    from sqlalchemy.pool import QueuePool
+
+    store = SQLStore.from_url(f"sqlite:///{tmp_path / 'held.db'}")
+    conversation = Conversation(store, "s", "a")
+    conversation.append(Message.user("creates the conversation (the general path)"))
+    conversation.append(Message.user("the first hot commit takes the connection it keeps"))
+    checkouts: list[object] = []
+    event.listen(store.engine, "checkout", lambda *args: checkouts.append(args))
+    for n in range(5):
+        conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+    assert checkouts == []
+    pool = store.engine.pool
+    assert isinstance(pool, QueuePool)
+    assert pool.checkedout() == 0  # held apart from the pool, idle between commits
+    with store._held_writer().driver_connection() as held:
+        assert held.in_transaction is False
+    store.close()
+    with pytest.raises(Exception, match="closed"):
+        held.execute("SELECT 1")
+    reopened = SQLStore.from_url(f"sqlite:///{tmp_path / 'held.db'}")
+    snap = reopened.load("s", "a")
+    reopened.close()
+    assert snap is not None
+    assert len(snap.entries) == 12
+
+
+def test_a_second_thread_commits_on_a_pooled_connection_while_the_held_one_is_busy(tmp_path: Any) -> None:
+    store = SQLStore.from_url(f"sqlite:///{tmp_path / 'busy.db'}")
+    Conversation(store, "s", "a").append(Message.user("seed"))
+    other = Conversation(store, "t", "a")
+    other.append(Message.user("seed"))
+    with store._held_writer().driver_connection():  # another commit holds it
+        other.append(Message.user("on a pooled connection"))
+    assert [e.message.plain_text for e in Conversation(store, "t", "a").view] == ["seed", "on a pooled connection"]
+    store.close()
+
+
+def _append_in_child(store: SQLStore, parent_connection: int) -> None:
+    import os
+
+    store.engine.dispose(close=False)  # what SQLAlchemy asks of a forked child for its pool
+    Conversation(store, "s", "a").append(Message.user("from the child"))
+    with store._held_writer().driver_connection() as held:
+        os._exit(0 if id(held) != parent_connection else 3)
+
+
+def test_a_forked_child_commits_on_a_connection_of_its_own(tmp_path: Any) -> None:
+    import multiprocessing
+    import sys
+
+    if sys.platform == "win32":  # pragma: no cover - no fork there
+        pytest.skip("no fork")
+    store = SQLStore.from_url(f"sqlite:///{tmp_path / 'fork.db'}")
+    conversation = Conversation(store, "s", "a")
+    conversation.append(Message.user("seed"))
+    conversation.append(Message.user("held from here on"))
+    with store._held_writer().driver_connection() as held:
+        parent_connection = id(held)
+    child = multiprocessing.get_context("fork").Process(target=_append_in_child, args=(store, parent_connection))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    conversation.append(Message.user("the parent again"))  # re-read after the child's commit, then committed
+    with store._held_writer().driver_connection() as held:
+        assert id(held) == parent_connection  # the parent's own connection still serves it
+    texts = [e.message.plain_text for e in Conversation(store, "s", "a").view]
+    store.close()
+    assert texts == ["seed", "held from here on", "from the child", "the parent again"]

@@ -12,7 +12,7 @@ Two kinds of changeset make up nearly every commit of an agent loop on SQLite:
 
 Everything else (summaries, revisions, pins, restores, evicting a summary or an entry
 the same changeset appends, very large changesets) goes through the general path,
-:func:`~contextledger.stores.sql.changes.apply_changeset`, decided by
+:func:`~contextledger.stores.sql.write.apply.apply_changeset`, decided by
 :func:`takes_hot_path` before anything is sent. A hot changeset whose eviction check or
 version check finds something unexpected is rolled back by :func:`apply_hot`, having
 written nothing, and the general path then applies it or names the error.
@@ -31,14 +31,17 @@ the store translates them exactly as it translates every other statement's.
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Engine, String, Table, bindparam, insert, select, update
+from sqlalchemy import Dialect, Engine, PoolProxiedConnection, String, Table, bindparam, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ClauseElement
 
@@ -46,19 +49,27 @@ from contextledger.core.changeset import Changeset
 from contextledger.errors import DuplicateEntry, InvalidMessage
 from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.model.records import ViewEntry
-from contextledger.stores.sql.appends import ENTRY_INSERT_COLUMNS
-from contextledger.stores.sql.changes import (
+from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
+from contextledger.stores.sql.write.apply import (
     CHUNK,
-    STATE_FIELDS,
+    ENTRY_INSERT_COLUMNS,
     appended_values,
     bump_statement,
     check_changeset,
     duplicate_appends,
     entry_values,
 )
-from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
+from contextledger.stores.sql.write.guard import bump_fields, bump_params
 
-__all__ = ["SQLITE_MAX_APPENDS", "HotChangeset", "HotTransaction", "apply_hot", "hot_transaction", "takes_hot_path"]
+__all__ = [
+    "SQLITE_MAX_APPENDS",
+    "HeldWriter",
+    "HotChangeset",
+    "HotTransaction",
+    "apply_hot",
+    "hot_transaction",
+    "takes_hot_path",
+]
 
 SQLITE_MAX_APPENDS = 64
 """Appended ids checked against the summaries inline on SQLite; a bigger append takes the general path."""
@@ -200,7 +211,7 @@ class HotChangeset:
         self.changeset = cs
         self.appended = check_changeset(cs)
         self.evict = sorted(set(cs.evict))
-        self.fields = tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
+        self.fields = bump_fields(cs)
         self.state = {
             f"p_{name}": _json(value, name.replace("_", " ")) if f"p_{name}" in _JSON_STATE else value
             for name in self.fields
@@ -241,20 +252,113 @@ def hot_transaction(engine: Engine) -> Iterator[HotTransaction]:
     Raises:
         sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin.
     """
-    dbapi = engine.dialect.loaded_dbapi
+    fairy = _checkout(engine)
     try:
-        fairy = engine.raw_connection()  # the pool's connect events run; its errors are the driver's own
-    except dbapi.Error as exc:
-        raise DBAPIError.instance("connect", (), exc, dbapi.Error) from exc
-    try:
-        tx = HotTransaction(fairy.dbapi_connection, dbapi, engine.dialect)
-        try:
-            tx.run("BEGIN IMMEDIATE", ())
+        with _begun(fairy.dbapi_connection, engine) as tx:
             yield tx
-        finally:
-            tx.close()
     finally:
         fairy.close()
+
+
+def _checkout(engine: Engine) -> PoolProxiedConnection:
+    dbapi = engine.dialect.loaded_dbapi
+    try:
+        return engine.raw_connection()  # the pool's connect events run; its errors are the driver's own
+    except dbapi.Error as exc:
+        raise DBAPIError.instance("connect", (), exc, dbapi.Error) from exc
+
+
+@contextmanager
+def _begun(connection: Any, engine: Engine) -> Iterator[HotTransaction]:
+    tx = HotTransaction(connection, engine.dialect.loaded_dbapi, engine.dialect)
+    try:
+        tx.run("BEGIN IMMEDIATE", ())
+        yield tx
+    finally:
+        tx.close()
+
+
+class HeldWriter:
+    """One driver connection a SQLite store keeps for its hot-path commits.
+
+    A pool checkout and check-in (with its reset) per commit cost more Python than the
+    statements of an append; SQLite has one writer at a time anyway. The connection is
+    taken from the engine once (its connect events ran: WAL, busy timeout, foreign keys)
+    and detached from the pool, so the pool counts only connections in use by a call;
+    it is idle, outside any transaction, whenever no commit runs. A thread that finds it
+    busy takes a pooled connection as before; a driver error drops it (the next commit
+    connects again); a forked child makes its own; :meth:`close` closes it.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        """Keep nothing yet: the connection is made by the first commit."""
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._connection: PoolProxiedConnection | None = None
+        self._pid = os.getpid()
+        self._inherited: list[PoolProxiedConnection] = []  # kept, never closed, in a forked child
+        # One in-memory database shares one connection (a StaticPool): nothing to hold.
+        self._closed = isinstance(engine.pool, StaticPool)
+
+    @contextmanager
+    def transaction(self) -> Iterator[HotTransaction]:
+        """A write transaction (see :func:`hot_transaction`) on the held connection when it is free.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin.
+        """
+        if not self._lock.acquire(blocking=False):
+            with hot_transaction(self._engine) as tx:
+                yield tx
+            return
+        try:
+            if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
+                with hot_transaction(self._engine) as tx:
+                    yield tx
+                return
+            try:
+                with _begun(self._held(), self._engine) as tx:
+                    yield tx
+            except DBAPIError:
+                self._drop()  # it may be broken: the next commit connects afresh
+                raise
+        finally:
+            self._lock.release()
+
+    def _held(self) -> Any:
+        """The held driver connection, made on first use (call with the lock held)."""
+        if self._connection is not None and self._pid != os.getpid():
+            # A forked child never uses (or closes) its parent's connection: it makes its own.
+            self._inherited.append(self._connection)
+            self._connection = None
+        if self._connection is None:
+            self._pid = os.getpid()
+            connection = _checkout(self._engine)
+            connection.detach()  # ours until close(); the pool no longer counts it
+            self._connection = connection
+        return self._connection.dbapi_connection
+
+    @contextmanager
+    def driver_connection(self) -> Iterator[Any]:
+        """The held driver connection, for diagnostics (e.g. to trace its statements); no commit runs meanwhile.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: The driver failed to connect.
+        """
+        with self._lock:
+            yield self._held()
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with suppress(Exception):  # closing a broken connection must not mask the error being raised
+                connection.close()
+
+    def close(self) -> None:
+        """Close the held connection (waiting for a commit that uses it); later commits refuse."""
+        with self._lock:
+            self._closed = True
+            self._drop()
 
 
 def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | None:
@@ -272,18 +376,12 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         sqlalchemy.exc.DBAPIError: The driver failed.
     """
     cs, dialect = hot.changeset, tx.dialect
-    params: dict[str, Any] = {
-        "p_now": now,
-        "p_session_id": cs.session_id,
-        "p_agent_id": cs.agent_id,
-        "p_expected": cs.expected_version,
-    }
+    params = bump_params(cs, now, hot.fields, hot.state)
     if hot.evict:
         check, eviction = _eviction(dialect, len(hot.evict))
         params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(hot.evict)})
         if len(tx.run(check.sql, check.bind(params)).fetchall()) != len(hot.evict):
             return None  # a summary, an entry this changeset appends, or a missing id: the general path says which
-    params.update(hot.state)
     params.update({f"p_appended_{i}": entry_id for i, entry_id in enumerate(hot.appended)})
     bump = _bump(dialect, hot.fields, len(hot.appended))
     log, entries, reduction = _inserts(dialect)

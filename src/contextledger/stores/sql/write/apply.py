@@ -12,11 +12,11 @@ The order of statements is what makes a changeset cheap and all-or-nothing:
 4. A reduction touches only the rows it changes (``UPDATE ... WHERE message_id IN (...)``).
 
 The checks up front, the version check and the commit log are in
-:mod:`~contextledger.stores.sql.versions` (shared with the one-statement append).
+:mod:`~contextledger.stores.sql.write.guard` (shared with the one-statement append).
 
 Appending a turn here is two statements: the version update and the insert. On
 PostgreSQL the store does not come here for a changeset that only appends (and sets
-state fields): :mod:`~contextledger.stores.sql.appends` sends it as one statement.
+state fields): :mod:`~contextledger.stores.sql.write.pg_append` sends it as one statement.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from contextledger.stores.sql.models import (
 )
 
 # Shared with the one-statement append path; importable from here as before the split.
-from contextledger.stores.sql.versions import (
+from contextledger.stores.sql.write.guard import (
     CHUNK,
     STATE_FIELDS,
     bump,
@@ -71,6 +71,8 @@ from contextledger.stores.sql.versions import (
 
 __all__ = [
     "CHUNK",
+    "ENTRY_COLUMNS",
+    "ENTRY_INSERT_COLUMNS",
     "STATE_FIELDS",
     "appended_values",
     "apply_changeset",
@@ -169,6 +171,21 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
         conn.execute(_EVICT_MESSAGES, {"cid": conversation_id, "ids": batch, "by": reduction_id})
     _evict_summaries(conn, conversation_id, cs, summaries, reduction_id)
     return cs.new_version
+
+
+# The columns taken from the entries, in the order of unnest's arguments.
+ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
+# Every column an appended entry's INSERT writes, in order (both hot append paths use it).
+ENTRY_INSERT_COLUMNS = (
+    "conversation_id",
+    *ENTRY_COLUMNS,
+    "status",
+    "evicted_by",
+    "revision_count",
+    "created_at",
+    "from_call",
+    "version",
+)
 
 
 def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> dict[str, Any]:
