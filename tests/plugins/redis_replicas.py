@@ -114,6 +114,8 @@ class ReplicatedRedis:
         for process in self.processes.values():
             if process.popen.poll() is None:
                 process.popen.send_signal(signal.SIGCONT)
+                # a node restarted after its kill is only here, not in the start-up list
+                process.stop()
         stop, self._stop = self._stop, lambda: None
         stop()
 

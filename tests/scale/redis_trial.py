@@ -139,6 +139,8 @@ def run_trial(
         if ledger is not None:
             ledger.close()
         deployment.stop()
+        # every node it ran, the one restarted after its kill too, is gone: nothing outlives the trial
+        assert all(p.popen.poll() is not None for p in deployment.processes.values()), "a redis-server outlived the trial"
 
 
 def _wait(condition: object, deadline: float, what: str) -> None:
