@@ -140,7 +140,8 @@ def run_trial(
             ledger.close()
         deployment.stop()
         # every node it ran, the one restarted after its kill too, is gone: nothing outlives the trial
-        assert all(p.popen.poll() is not None for p in deployment.processes.values()), "a redis-server outlived the trial"
+        alive = [p.port for p in deployment.processes.values() if p.popen.poll() is None]
+        assert not alive, f"redis-server on {alive} outlived the trial"
 
 
 def _wait(condition: object, deadline: float, what: str) -> None:
