@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,6 @@ from contextledger.cli.errors import ExitCode
 from contextledger.cli.listing import Listing, dump_records, fetch_window, listing_command, per_agent
 from contextledger.cli.options import (
     AgentOption,
-    EntryOption,
     JsonOption,
     LastOption,
     LimitOption,
@@ -30,7 +29,7 @@ from contextledger.cli.options import (
     agents_of,
     open_ledger,
 )
-from contextledger.cli.output import counted, paged, print_table, window, write_file
+from contextledger.cli.output import counted, print_table, window, write_file
 from contextledger.cli.render import (
     Cell,
     describe,
@@ -38,10 +37,7 @@ from contextledger.cli.render import (
     fmt_time,
     history_row_json,
     short,
-    table,
-    view_entry_json,
 )
-from contextledger.errors import SessionNotFound
 from contextledger.ledger import Ledger
 from contextledger.model.records import HistoryEntry, Reduction, SummaryEntry, Trigger
 
@@ -54,7 +50,6 @@ __all__ = [
     "parse_since",
     "reductions",
     "sessions",
-    "show",
     "summaries",
 ]
 
@@ -141,67 +136,6 @@ def sessions(
             empty=empty,
             no_pager=no_pager,
         )
-
-
-def show(
-    session_id: SessionArg,
-    url: UrlOption = None,
-    agent: AgentOption = None,
-    entry: EntryOption = None,
-    limit: LimitOption = None,
-    last: LastOption = None,
-    as_json: JsonOption = False,
-    no_pager: NoPagerOption = False,
-) -> None:
-    """Show the live context window: the active view the model sees now (or one entry whole, with --entry)."""
-    if entry is not None:
-        from contextledger.cli.entries import print_entry
-
-        print_entry(entry, url=url, session_id=session_id, agent=agent, as_json=as_json, no_pager=no_pager)
-        return
-    with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
-        documents: list[dict[str, Any]] = []
-        for agent_id in agents_of(ledger, session_id, agent):
-            snapshot = ledger.store.load(session_id, agent_id)
-            if snapshot is None:  # deleted between listing and loading
-                raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
-            state = snapshot.state
-            manager = (state.manager_state or {}).get("manager", "-")
-            if as_json:
-                documents.append(
-                    {
-                        "session_id": session_id,
-                        "agent_id": agent_id,
-                        "version": state.version,
-                        "model_call_count": state.model_call_count,
-                        "manager": manager,
-                        "manager_state": state.manager_state,
-                        "tokens": sum(e.tokens for e in snapshot.entries),
-                        "entries": [view_entry_json(e) for e in window(snapshot.entries, limit, last)],
-                    }
-                )
-                continue
-            rows = [
-                (
-                    str(i),
-                    str(e.seq),
-                    e.kind,
-                    e.message.role,
-                    "pinned" if e.pinned else "",
-                    str(e.tokens),
-                    describe(e.message),
-                )
-                for i, e in window(list(enumerate(snapshot.entries)), limit, last)
-            ]
-            title = (
-                f"{session_id} / {agent_id} — {len(snapshot.entries)} entries, "
-                f"~{sum(e.tokens for e in snapshot.entries)} tokens, model calls {state.model_call_count}, "
-                f"version {state.version}, manager {manager}"
-            )
-            columns = ["#", "seq", "kind", "role", "pin", "tokens", "content"]
-            out.print(table(title, columns, rows, drop=["#", "kind", "tokens", "seq", "pin"]))
-        if as_json:
-            dump_json(documents)
 
 
 def history(
