@@ -12,11 +12,10 @@ from collections import Counter
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from contextledger.cli.errors import ExitCode
 from contextledger.cli.options import ENV_KEYS, JsonOption, UrlOption, open_ledger
+from contextledger.cli.output import progress_bar
 from contextledger.cli.render import dump_json
 from contextledger.errors import ConfigurationError
 
@@ -71,18 +70,8 @@ def rotate(
         show = progress if progress is not None else sys.stderr.isatty()
         if show:
             total = sum(len(ledger.agents(s)) for s in ids)
-            columns = (
-                TextColumn("re-sealing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("conversations"),
-                TimeRemainingColumn(),
-            )
-            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-                task = bar.add_task("rotate", total=total)
-                done = run(
-                    ledger.store, batch_size=batch_size, session_ids=ids, on_conversation=lambda *_: bar.advance(task)
-                )
+            with progress_bar("rotate", "re-sealing", "conversations", total) as advance:
+                done = run(ledger.store, batch_size=batch_size, session_ids=ids, on_conversation=lambda *_: advance(1))
         else:
             done = run(ledger.store, batch_size=batch_size, session_ids=ids)
         typer.echo(
