@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from contextledger.cli.options import JsonOption, open_ledger
+from contextledger.cli.options import JsonOption, ProgressOption, SessionsOption, open_ledger
 from contextledger.cli.output import progress_bar
 from contextledger.cli.render import console, dump_json
 from contextledger.errors import ConfigurationError
@@ -34,17 +34,8 @@ def copy(
     target: Annotated[
         str, typer.Option("--to", help="The ledger URL to copy to (created if needed).", show_default=False)
     ],
-    session: Annotated[
-        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
-    ] = None,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Show a progress bar on stderr (default: when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    session: SessionsOption = None,
+    progress: ProgressOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy sessions between ledgers (SQLite, PostgreSQL, Redis, either way): exact, idempotent, one commit each."""

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from contextledger.cli.errors import ExitCode
-from contextledger.cli.options import ENV_KEYS, JsonOption, UrlOption, open_ledger
+from contextledger.cli.options import ENV_KEYS, JsonOption, ProgressOption, SessionsOption, UrlOption, open_ledger
 from contextledger.cli.output import progress_bar
 from contextledger.cli.render import dump_json
 from contextledger.errors import ConfigurationError
@@ -43,18 +43,9 @@ def new_key(key_id: KeyIdArg) -> None:
 
 def rotate(
     url: UrlOption = None,
-    session: Annotated[
-        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
-    ] = None,
+    session: SessionsOption = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Values re-sealed per atomic step.")] = 200,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Show a progress bar on stderr (default: when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    progress: ProgressOption = None,
 ) -> None:
     """Re-seal every value under the current key (the first of CONTEXTLEDGER_ENCRYPTION_KEYS), in batches (writes).
 

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from contextledger.cli.options import JsonOption, UrlOption, open_ledger
+from contextledger.cli.options import JsonOption, SessionsOption, UrlOption, open_ledger
 from contextledger.cli.output import progress_bar
 from contextledger.cli.render import console, dump_json, table
 from contextledger.errors import ConfigurationError
@@ -84,9 +84,7 @@ def strands(
         Path, typer.Argument(help="The storage_dir of a Strands FileSessionManager.", show_default=False)
     ],
     url: UrlOption = DEFAULT_URL,
-    session: Annotated[
-        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
-    ] = None,
+    session: SessionsOption = None,
     progress: Annotated[
         bool | None,
         typer.Option(
