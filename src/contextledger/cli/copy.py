@@ -13,10 +13,9 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from contextledger.cli.options import JsonOption, open_ledger
+from contextledger.cli.options import JsonOption, ProgressOption, SessionsOption, open_ledger
+from contextledger.cli.output import progress_bar
 from contextledger.cli.render import console, dump_json
 from contextledger.errors import ConfigurationError
 
@@ -35,17 +34,8 @@ def copy(
     target: Annotated[
         str, typer.Option("--to", help="The ledger URL to copy to (created if needed).", show_default=False)
     ],
-    session: Annotated[
-        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
-    ] = None,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Show a progress bar on stderr (default: when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    session: SessionsOption = None,
+    progress: ProgressOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy sessions between ledgers (SQLite, PostgreSQL, Redis, either way): exact, idempotent, one commit each."""
@@ -61,16 +51,8 @@ def copy(
         if show:
             if total is None:
                 total = sum(len(src.agents(s)) for s in ids)
-            columns = (
-                TextColumn("copying"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("conversations"),
-                TimeRemainingColumn(),
-            )
-            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-                task = bar.add_task("copy", total=total)
-                report = src.copy_to(dst, ids, on_conversation=lambda *_: bar.advance(task))
+            with progress_bar("copy", "copying", "conversations", total) as advance:
+                report = src.copy_to(dst, ids, on_conversation=lambda *_: advance(1))
         else:
             report = src.copy_to(dst, ids)
         if as_json:

@@ -12,11 +12,10 @@ from collections import Counter
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from contextledger.cli.errors import ExitCode
-from contextledger.cli.options import ENV_KEYS, JsonOption, UrlOption, open_ledger
+from contextledger.cli.options import ENV_KEYS, JsonOption, ProgressOption, SessionsOption, UrlOption, open_ledger
+from contextledger.cli.output import progress_bar
 from contextledger.cli.render import dump_json
 from contextledger.errors import ConfigurationError
 
@@ -44,18 +43,9 @@ def new_key(key_id: KeyIdArg) -> None:
 
 def rotate(
     url: UrlOption = None,
-    session: Annotated[
-        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
-    ] = None,
+    session: SessionsOption = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Values re-sealed per atomic step.")] = 200,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Show a progress bar on stderr (default: when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    progress: ProgressOption = None,
 ) -> None:
     """Re-seal every value under the current key (the first of CONTEXTLEDGER_ENCRYPTION_KEYS), in batches (writes).
 
@@ -71,18 +61,8 @@ def rotate(
         show = progress if progress is not None else sys.stderr.isatty()
         if show:
             total = sum(len(ledger.agents(s)) for s in ids)
-            columns = (
-                TextColumn("re-sealing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("conversations"),
-                TimeRemainingColumn(),
-            )
-            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-                task = bar.add_task("rotate", total=total)
-                done = run(
-                    ledger.store, batch_size=batch_size, session_ids=ids, on_conversation=lambda *_: bar.advance(task)
-                )
+            with progress_bar("rotate", "re-sealing", "conversations", total) as advance:
+                done = run(ledger.store, batch_size=batch_size, session_ids=ids, on_conversation=lambda *_: advance(1))
         else:
             done = run(ledger.store, batch_size=batch_size, session_ids=ids)
         typer.echo(

@@ -14,20 +14,10 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-from contextledger.cli.options import (
-    AgentOption,
-    JsonOption,
-    LastOption,
-    LimitOption,
-    NoPagerOption,
-    SessionArg,
-    UrlOption,
-    agents_of,
-    every_agent,
-    open_ledger,
-)
-from contextledger.cli.output import paged, print_table, window
-from contextledger.cli.render import describe, dump_json, fmt_time, record_json, short
+from contextledger.cli.listing import Listing, listing_command, per_agent
+from contextledger.cli.options import AgentOption, JsonOption, NoPagerOption, UrlOption, agents_of, open_ledger
+from contextledger.cli.output import paged, window
+from contextledger.cli.render import Cell, describe, dump_json, fmt_time, record_json, short
 from contextledger.errors import EntryNotFound
 from contextledger.ledger import Ledger
 from contextledger.model.messages import Message
@@ -227,74 +217,72 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def revisions(
-    session_id: SessionArg,
-    url: UrlOption = None,
-    agent: AgentOption = None,
-    limit: LimitOption = None,
-    last: LastOption = None,
-    as_json: JsonOption = False,
-    no_pager: NoPagerOption = False,
-) -> None:
-    """Every content rewrite (tool-result truncation), oldest first, with the original kept."""
-    with open_ledger(url) as ledger:
-        found: list[Revision] = every_agent(ledger, session_id, agent, ledger.revisions)
-        found.sort(key=lambda r: (r.created_at, r.agent_id, r.message_id, r.number))
-        found = window(found, limit, last)
-        if as_json:
-            dump_json([record_json(r) for r in found])
-            return
-        rows = [
-            (
-                fmt_time(r.created_at),
-                r.agent_id,
-                short(r.message_id),
-                str(r.number),
-                r.reason,
-                short(r.reduction_id) if r.reduction_id else "",
-                describe(Message(role="user", content=r.original)) if r.original else "",
-            )
-            for r in found
-        ]
-        columns = ["when", "agent", "message", "#", "reason", "reduction", "original"]
-        drop = ["reduction", "#", "agent", "when", "reason"]
-        print_table(f"Revisions in {session_id}", columns, rows, drop=drop, empty="no revisions", no_pager=no_pager)
+def _revision_rows(ledger: Ledger, session_id: str, found: Sequence[Revision]) -> list[Sequence[Cell]]:
+    return [
+        (
+            fmt_time(r.created_at),
+            r.agent_id,
+            short(r.message_id),
+            str(r.number),
+            r.reason,
+            short(r.reduction_id) if r.reduction_id else "",
+            describe(Message(role="user", content=r.original)) if r.original else "",
+        )
+        for r in found
+    ]
 
 
-def pins(
-    session_id: SessionArg,
-    url: UrlOption = None,
-    agent: AgentOption = None,
-    limit: LimitOption = None,
-    last: LastOption = None,
-    as_json: JsonOption = False,
-    no_pager: NoPagerOption = False,
-) -> None:
-    """Every pin and unpin, oldest first: when, which entry, and who asked (api, model, host)."""
-    with open_ledger(url) as ledger:
-        agents_of(ledger, session_id, agent)  # an unknown session or agent exits 5
-        found: list[PinEvent] = window(ledger.pin_history(session_id, agent), limit, last)
-        if as_json:
-            dump_json([record_json(e) for e in found])
-            return
-        texts: dict[tuple[str, str], str] = {}
-        for agent_id in sorted({e.agent_id for e in found}):
-            wanted = sorted({e.entry_id for e in found if e.agent_id == agent_id})
-            for h in TIME_TRAVEL.of(ledger.store, "contextledger pins").entries(
-                session_id, agent_id, wanted
-            ):  # those only
-                texts[agent_id, h.message.message_id] = describe(h.message)
-        rows = [
-            (
-                fmt_time(e.at),
-                e.agent_id,
-                "pin" if e.pinned else "unpin",
-                e.source,
-                short(e.entry_id),
-                texts.get((e.agent_id, e.entry_id), ""),
-            )
-            for e in found
-        ]
-        columns = ["when", "agent", "change", "by", "entry", "content"]
-        drop = ["agent", "by", "entry", "change", "when"]  # "when" is the point of this listing: it goes last
-        print_table(f"Pin changes in {session_id}", columns, rows, drop=drop, empty="no pin changes", no_pager=no_pager)
+revisions = listing_command(
+    Listing(
+        doc="Every content rewrite (tool-result truncation), oldest first, with the original kept.",
+        title="Revisions in {session_id}",
+        columns=["when", "agent", "message", "#", "reason", "reduction", "original"],
+        drop=["reduction", "#", "agent", "when", "reason"],
+        empty="no revisions",
+        # Revisions are few: every one is read, then cut.
+        read=per_agent(
+            lambda ledger, sid, aid, page: ledger.revisions(sid, aid),
+            key=lambda r: (r.created_at, r.agent_id, r.message_id, r.number),
+        ),
+        rows=_revision_rows,
+    )
+)
+
+
+def _read_pins(
+    ledger: Ledger, session_id: str, agent: str | None, limit: int | None, last: int | None
+) -> list[PinEvent]:
+    agents_of(ledger, session_id, agent)  # an unknown session or agent exits 5
+    return window(ledger.pin_history(session_id, agent), limit, last)
+
+
+def _pin_rows(ledger: Ledger, session_id: str, found: Sequence[PinEvent]) -> list[Sequence[Cell]]:
+    texts: dict[tuple[str, str], str] = {}
+    for agent_id in sorted({e.agent_id for e in found}):
+        wanted = sorted({e.entry_id for e in found if e.agent_id == agent_id})
+        for h in TIME_TRAVEL.of(ledger.store, "contextledger pins").entries(session_id, agent_id, wanted):  # those only
+            texts[agent_id, h.message.message_id] = describe(h.message)
+    return [
+        (
+            fmt_time(e.at),
+            e.agent_id,
+            "pin" if e.pinned else "unpin",
+            e.source,
+            short(e.entry_id),
+            texts.get((e.agent_id, e.entry_id), ""),
+        )
+        for e in found
+    ]
+
+
+pins = listing_command(
+    Listing(
+        doc="Every pin and unpin, oldest first: when, which entry, and who asked (api, model, host).",
+        title="Pin changes in {session_id}",
+        columns=["when", "agent", "change", "by", "entry", "content"],
+        drop=["agent", "by", "entry", "change", "when"],  # "when" is the point of this listing: it goes last
+        empty="no pin changes",
+        read=_read_pins,
+        rows=_pin_rows,
+    )
+)

@@ -7,15 +7,13 @@ only to the ledger, and importing twice changes nothing.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from contextledger.cli.importer import PROGRESS_THRESHOLD
 from contextledger.cli.options import JsonOption, UrlOption, open_ledger
+from contextledger.cli.output import progress_bar
 from contextledger.cli.render import console, dump_json, table
 from contextledger.errors import MissingDependency
 from contextledger.ledger import DEFAULT_URL
@@ -56,18 +54,8 @@ def adk(
     show = progress if progress is not None else total >= PROGRESS_THRESHOLD
     with open_ledger(url, must_exist=False, read_only=False) as ledger:
         if show and not as_json:
-            columns = (
-                TextColumn("importing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("events"),
-                TimeRemainingColumn(),
-            )
-            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-                task = bar.add_task("import", total=total)
-                report = asyncio.run(
-                    import_adk_database(database, ledger, app_names=app, on_event=lambda n: bar.advance(task, n))
-                )
+            with progress_bar("import", "importing", "events", total) as advance:
+                report = asyncio.run(import_adk_database(database, ledger, app_names=app, on_event=advance))
         else:
             report = asyncio.run(import_adk_database(database, ledger, app_names=app))
         if as_json:

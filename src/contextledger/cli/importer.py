@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from contextledger.cli.options import JsonOption, UrlOption, open_ledger
+from contextledger.cli.options import JsonOption, SessionsOption, UrlOption, open_ledger
+from contextledger.cli.output import progress_bar
 from contextledger.cli.render import console, dump_json, table
 from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL
@@ -85,9 +84,7 @@ def strands(
         Path, typer.Argument(help="The storage_dir of a Strands FileSessionManager.", show_default=False)
     ],
     url: UrlOption = DEFAULT_URL,
-    session: Annotated[
-        list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
-    ] = None,
+    session: SessionsOption = None,
     progress: Annotated[
         bool | None,
         typer.Option(
@@ -107,18 +104,8 @@ def strands(
     show = progress if progress is not None else total >= PROGRESS_THRESHOLD
     with open_ledger(url, must_exist=False, read_only=False) as ledger:
         if show and not as_json:
-            columns = (
-                TextColumn("importing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("messages"),
-                TimeRemainingColumn(),
-            )
-            with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-                task = bar.add_task("import", total=total)
-                report = import_file_sessions(
-                    directory, ledger, session_ids=session, on_message=lambda n: bar.advance(task, n)
-                )
+            with progress_bar("import", "importing", "messages", total) as advance:
+                report = import_file_sessions(directory, ledger, session_ids=session, on_message=advance)
         else:
             report = import_file_sessions(directory, ledger, session_ids=session)
         if as_json:

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from contextledger.cli.errors import ExitCode
+from contextledger.cli.listing import Listing, dump_records, fetch_window, listing_command, per_agent
 from contextledger.cli.options import (
     AgentOption,
-    EntryOption,
     JsonOption,
     LastOption,
     LimitOption,
@@ -26,22 +27,19 @@ from contextledger.cli.options import (
     SessionArg,
     UrlOption,
     agents_of,
-    every_agent,
     open_ledger,
 )
-from contextledger.cli.output import counted, paged, print_table, window, write_file
+from contextledger.cli.output import counted, print_table, window, write_file
 from contextledger.cli.render import (
+    Cell,
     describe,
     dump_json,
     fmt_time,
     history_row_json,
-    record_json,
     short,
-    table,
-    view_entry_json,
 )
-from contextledger.errors import SessionNotFound
-from contextledger.model.records import HistoryEntry, SummaryEntry, Trigger
+from contextledger.ledger import Ledger
+from contextledger.model.records import HistoryEntry, Reduction, SummaryEntry, Trigger
 
 __all__ = [
     "TriggerName",
@@ -52,7 +50,6 @@ __all__ = [
     "parse_since",
     "reductions",
     "sessions",
-    "show",
     "summaries",
 ]
 
@@ -113,8 +110,7 @@ def sessions(
     with open_ledger(url) as ledger:
         infos = ledger.sessions(limit=limit, offset=offset, app=app, user=user)
         if as_json:
-            dump_json([record_json(i) for i in infos])
-            return
+            return dump_records(infos)
         owned = any(i.app is not None or i.user is not None for i in infos)
         rows = [
             (
@@ -140,67 +136,6 @@ def sessions(
             empty=empty,
             no_pager=no_pager,
         )
-
-
-def show(
-    session_id: SessionArg,
-    url: UrlOption = None,
-    agent: AgentOption = None,
-    entry: EntryOption = None,
-    limit: LimitOption = None,
-    last: LastOption = None,
-    as_json: JsonOption = False,
-    no_pager: NoPagerOption = False,
-) -> None:
-    """Show the live context window: the active view the model sees now (or one entry whole, with --entry)."""
-    if entry is not None:
-        from contextledger.cli.entries import print_entry
-
-        print_entry(entry, url=url, session_id=session_id, agent=agent, as_json=as_json, no_pager=no_pager)
-        return
-    with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
-        documents: list[dict[str, Any]] = []
-        for agent_id in agents_of(ledger, session_id, agent):
-            snapshot = ledger.store.load(session_id, agent_id)
-            if snapshot is None:  # deleted between listing and loading
-                raise SessionNotFound(f"session {session_id!r} has no agent {agent_id!r}")
-            state = snapshot.state
-            manager = (state.manager_state or {}).get("manager", "-")
-            if as_json:
-                documents.append(
-                    {
-                        "session_id": session_id,
-                        "agent_id": agent_id,
-                        "version": state.version,
-                        "model_call_count": state.model_call_count,
-                        "manager": manager,
-                        "manager_state": state.manager_state,
-                        "tokens": sum(e.tokens for e in snapshot.entries),
-                        "entries": [view_entry_json(e) for e in window(snapshot.entries, limit, last)],
-                    }
-                )
-                continue
-            rows = [
-                (
-                    str(i),
-                    str(e.seq),
-                    e.kind,
-                    e.message.role,
-                    "pinned" if e.pinned else "",
-                    str(e.tokens),
-                    describe(e.message),
-                )
-                for i, e in window(list(enumerate(snapshot.entries)), limit, last)
-            ]
-            title = (
-                f"{session_id} / {agent_id} — {len(snapshot.entries)} entries, "
-                f"~{sum(e.tokens for e in snapshot.entries)} tokens, model calls {state.model_call_count}, "
-                f"version {state.version}, manager {manager}"
-            )
-            columns = ["#", "seq", "kind", "role", "pin", "tokens", "content"]
-            out.print(table(title, columns, rows, drop=["#", "kind", "tokens", "seq", "pin"]))
-        if as_json:
-            dump_json(documents)
 
 
 def history(
@@ -277,15 +212,17 @@ def evictions(
     since_at = parse_since(since)
     with open_ledger(url) as ledger:
         trig: Trigger | None = trigger.value if trigger is not None else None
-        page = counted(limit, last)
-        found = every_agent(
-            ledger, session_id, agent, lambda sid, aid: ledger.evictions(sid, aid, trigger=trig, since=since_at, **page)
+        found = fetch_window(
+            ledger,
+            session_id,
+            agent,
+            limit,
+            last,
+            lambda sid, aid, page: ledger.evictions(sid, aid, trigger=trig, since=since_at, **page),
+            key=lambda e: (e.evicted_at, e.agent_id, e.seq),
         )
-        found.sort(key=lambda e: (e.evicted_at, e.agent_id, e.seq))
-        found = window(found, limit, last)
         if as_json:
-            dump_json([record_json(e) for e in found])
-            return
+            return dump_records(found)
         rows = [
             (
                 fmt_time(e.evicted_at),
@@ -321,81 +258,66 @@ def evictions(
         )
 
 
-def summaries(
-    session_id: SessionArg,
-    url: UrlOption = None,
-    agent: AgentOption = None,
-    limit: LimitOption = None,
-    last: LastOption = None,
-    as_json: JsonOption = False,
-    no_pager: NoPagerOption = False,
-) -> None:
-    """Every summary, superseded ones included, with what each replaced."""
-    with open_ledger(url) as ledger:
-        page = counted(limit, last)
-        found = every_agent(ledger, session_id, agent, lambda sid, aid: ledger.summaries(sid, aid, **page))
-        found.sort(key=lambda s: (s.created_at, s.agent_id))
-        found = window(found, limit, last)
-        if as_json:
-            dump_json([record_json(s) for s in found])
-            return
-        rows = []
-        for s in found:
-            status = f"superseded by {short(s.superseded_by)}" if s.superseded_by else s.status
-            rows.append(
-                (
-                    fmt_time(s.created_at),
-                    s.agent_id,
-                    short(s.summary_id),
-                    status,
-                    str(len(s.replaces)),
-                    short(s.supersedes) if s.supersedes else "",
-                    s.summarizer,
-                    str(s.tokens),
-                    s.content,
-                )
-            )
-        columns = ["created", "agent", "id", "status", "replaces", "supersedes", "summarizer", "tokens", "content"]
-        drop = ["summarizer", "tokens", "supersedes", "agent", "created", "replaces", "id"]
-        print_table(f"Summaries in {session_id}", columns, rows, drop=drop, empty="no summaries", no_pager=no_pager)
-
-
-def reductions(
-    session_id: SessionArg,
-    url: UrlOption = None,
-    agent: AgentOption = None,
-    limit: LimitOption = None,
-    last: LastOption = None,
-    as_json: JsonOption = False,
-    no_pager: NoPagerOption = False,
-) -> None:
-    """Every reduction in commit order: trigger, strategy, before/after, evictions, summary, error."""
-    with open_ledger(url) as ledger:
-        page = counted(limit, last)
-        found = every_agent(ledger, session_id, agent, lambda sid, aid: ledger.reductions(sid, aid, **page))
-        found.sort(key=lambda r: (r.created_at, r.agent_id))
-        found = window(found, limit, last)
-        if as_json:
-            dump_json([record_json(r) for r in found])
-            return
-        rows = [
+def _summary_rows(ledger: Ledger, session_id: str, found: Sequence[SummaryEntry]) -> list[Sequence[Cell]]:
+    rows: list[Sequence[Cell]] = []
+    for s in found:
+        status = f"superseded by {short(s.superseded_by)}" if s.superseded_by else s.status
+        rows.append(
             (
-                fmt_time(r.created_at),
-                r.agent_id,
-                short(r.reduction_id),
-                r.trigger,
-                r.strategy,
-                str(r.model_call_count),
-                f"{r.messages_before}→{r.messages_after}",
-                f"{r.tokens_before}→{r.tokens_after}",
-                str(len(r.evicted)),
-                str(len(r.revised)),
-                short(r.summary_id) if r.summary_id else "",
-                r.error or r.detail or "",
+                fmt_time(s.created_at),
+                s.agent_id,
+                short(s.summary_id),
+                status,
+                str(len(s.replaces)),
+                short(s.supersedes) if s.supersedes else "",
+                s.summarizer,
+                str(s.tokens),
+                s.content,
             )
-            for r in found
-        ]
-        columns = [
+        )
+    return rows
+
+
+summaries = listing_command(
+    Listing(
+        doc="Every summary, superseded ones included, with what each replaced.",
+        title="Summaries in {session_id}",
+        columns=["created", "agent", "id", "status", "replaces", "supersedes", "summarizer", "tokens", "content"],
+        drop=["summarizer", "tokens", "supersedes", "agent", "created", "replaces", "id"],
+        empty="no summaries",
+        read=per_agent(
+            lambda ledger, sid, aid, page: ledger.summaries(sid, aid, **page), key=lambda s: (s.created_at, s.agent_id)
+        ),
+        rows=_summary_rows,
+    )
+)
+
+
+def _reduction_rows(ledger: Ledger, session_id: str, found: Sequence[Reduction]) -> list[Sequence[Cell]]:
+    return [
+        (
+            fmt_time(r.created_at),
+            r.agent_id,
+            short(r.reduction_id),
+            r.trigger,
+            r.strategy,
+            str(r.model_call_count),
+            f"{r.messages_before}→{r.messages_after}",
+            f"{r.tokens_before}→{r.tokens_after}",
+            str(len(r.evicted)),
+            str(len(r.revised)),
+            short(r.summary_id) if r.summary_id else "",
+            r.error or r.detail or "",
+        )
+        for r in found
+    ]
+
+
+reductions = listing_command(
+    Listing(
+        doc="Every reduction in commit order: trigger, strategy, before/after, evictions, summary, error.",
+        title="Reductions in {session_id}",
+        columns=[
             "when",
             "agent",
             "id",
@@ -408,10 +330,16 @@ def reductions(
             "revised",
             "summary",
             "why",
-        ]
+        ],
         # call, trigger, strategy and evicted say what happened: they keep a column longest.
-        drop = ["id", "revised", "summary", "agent", "messages", "tokens", "when", "evicted", "strategy", "call"]
-        print_table(f"Reductions in {session_id}", columns, rows, drop=drop, empty="no reductions", no_pager=no_pager)
+        drop=["id", "revised", "summary", "agent", "messages", "tokens", "when", "evicted", "strategy", "call"],
+        empty="no reductions",
+        read=per_agent(
+            lambda ledger, sid, aid, page: ledger.reductions(sid, aid, **page), key=lambda r: (r.created_at, r.agent_id)
+        ),
+        rows=_reduction_rows,
+    )
+)
 
 
 def export(

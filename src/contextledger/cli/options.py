@@ -22,7 +22,9 @@ __all__ = [
     "LastOption",
     "LimitOption",
     "NoPagerOption",
+    "ProgressOption",
     "SessionArg",
+    "SessionsOption",
     "UrlOption",
     "agents_of",
     "every_agent",
@@ -62,6 +64,17 @@ EntryOption = Annotated[
 LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=1, help="Only the first N rows.")]
 LastOption = Annotated[int | None, typer.Option("--last", min=1, help="Only the last N rows (the newest).")]
 NoPagerOption = Annotated[bool, typer.Option("--no-pager", help="Never page the output, even on a terminal.")]
+SessionsOption = Annotated[
+    list[str] | None, typer.Option("--session", "-s", help="Only this session (repeatable; default: all).")
+]
+ProgressOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--progress/--no-progress",
+        help="Show a progress bar on stderr (default: when stderr is a terminal).",
+        show_default=False,
+    ),
+]
 
 
 def resolve_url(url: str | None) -> str:

@@ -12,7 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -31,6 +31,7 @@ __all__ = [
     "paged",
     "pager_command",
     "print_table",
+    "progress_bar",
     "window",
     "write_file",
 ]
@@ -122,6 +123,21 @@ def print_table(
         out.print(table(title, columns, rows, drop=drop, styles=styles))
         if empty is not None and not rows:
             out.print(empty)
+
+
+@contextmanager
+def progress_bar(name: str, doing: str, unit: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (``DOING ━━━━ 3/10 UNIT 0:00:02``) for ``total`` units; yields ``advance(n)``.
+
+    ``name`` names the bar's task (not shown). The bar stays on screen when done.
+    """
+    # rich.progress only for the commands that write (the listings never draw a bar).
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn(doing), BarColumn(), MofNCompleteColumn(), TextColumn(unit), TimeRemainingColumn())
+    with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
+        task = bar.add_task(name, total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 def write_file(path: Path, text: str) -> None:

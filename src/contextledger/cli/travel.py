@@ -6,11 +6,11 @@ Read-only like every inspector command: the past view is rebuilt from the ledger
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from functools import partial
+from typing import Annotated
 
 import typer
 
-from contextledger.cli import inspector
 from contextledger.cli.errors import ExitCode, one_line
 from contextledger.cli.options import (
     AgentOption,
@@ -24,9 +24,9 @@ from contextledger.cli.options import (
     agents_of,
     open_ledger,
 )
-from contextledger.cli.output import paged, window
-from contextledger.cli.render import describe, dump_json, table, view_entry_json
+from contextledger.cli.views import View, live_view, print_views
 from contextledger.errors import ModelCallNotFound
+from contextledger.ledger import Ledger
 
 __all__ = ["show"]
 
@@ -56,38 +56,27 @@ def show(
 
     With --at-call N: exactly the input of model call N, rebuilt from the ledger (read only).
     """
-    if at_call is None or entry is not None:
-        inspector.show(session_id, url, agent, entry, limit, last, as_json, no_pager)
-        if entry is None and not as_json:
-            _print_origins(session_id, url, agent)
+    if entry is not None:
+        from contextledger.cli.entries import print_entry
+
+        print_entry(entry, url=url, session_id=session_id, agent=agent, as_json=as_json, no_pager=no_pager)
         return
-    with open_ledger(url) as ledger, paged(enabled=not no_pager and not as_json) as out:
-        documents: list[dict[str, Any]] = []
-        for agent_id in agents_of(ledger, session_id, agent):
-            try:
-                view = ledger.view_at(session_id, agent_id, model_call=at_call)
-            except ModelCallNotFound as exc:
-                typer.echo(f"error: {one_line(str(exc))}", err=True)
-                raise typer.Exit(ExitCode.NOT_FOUND) from None
-            if as_json:
-                documents.append(
-                    {
-                        "session_id": session_id,
-                        "agent_id": agent_id,
-                        "model_call": at_call,
-                        "entries": [view_entry_json(e) for e in window(list(view), limit, last)],
-                    }
-                )
-                continue
-            rows = [
-                (str(i), str(e.seq), e.kind, e.message.role, "pinned" if e.pinned else "", describe(e.message))
-                for i, e in window(list(enumerate(view)), limit, last)
-            ]
-            title = f"{session_id} / {agent_id} — input of model call {at_call}: {len(view)} entries"
-            columns = ["#", "seq", "kind", "role", "pin", "content"]
-            out.print(table(title, columns, rows, drop=["#", "kind", "seq", "pin"]))
-        if as_json:
-            dump_json(documents)
+    view_of = live_view if at_call is None else partial(_past_view, at_call=at_call)
+    print_views(url, session_id, agent, limit, last, as_json=as_json, no_pager=no_pager, view_of=view_of)
+    if at_call is None and not as_json:
+        _print_origins(session_id, url, agent)
+
+
+def _past_view(ledger: Ledger, session_id: str, agent_id: str, *, at_call: int) -> View:
+    """Exactly the input of model call ``at_call``; no such call is one line on stderr and exit 5."""
+    try:
+        view = ledger.view_at(session_id, agent_id, model_call=at_call)
+    except ModelCallNotFound as exc:
+        typer.echo(f"error: {one_line(str(exc))}", err=True)
+        raise typer.Exit(ExitCode.NOT_FOUND) from None
+    facts = {"session_id": session_id, "agent_id": agent_id, "model_call": at_call}
+    title = f"{session_id} / {agent_id} — input of model call {at_call}: {len(view)} entries"
+    return View(facts, list(view), title, tokens=False)
 
 
 def _print_origins(session_id: str, url: str | None, agent: str | None) -> None:
