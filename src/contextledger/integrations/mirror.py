@@ -25,7 +25,7 @@ messages carry no id (Pydantic AI) first match them to view entries with
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from contextledger.core.changeset import ContentRevision, Edit, ReductionPlan, SummaryDraft
@@ -34,7 +34,7 @@ from contextledger.errors import InvalidMessage
 from contextledger.model.messages import Message, new_message_id
 from contextledger.model.records import Trigger
 
-__all__ = ["match_ids", "plan_mirror"]
+__all__ = ["match_ids", "plan_mirror", "summary_placement"]
 
 logger = logging.getLogger(__name__)
 
@@ -201,17 +201,22 @@ def _summary_position(
     return inserted[0] if len(inserted) == 1 else None
 
 
-def _summary_draft(
+def summary_placement(
     view: View,
-    position: dict[str, int],
+    position: Mapping[str, int],
     retained: Sequence[int],
     removed: Sequence[str],
     summary_at: int,
     next_seq: int,
-    summarizer: str,
-    messages: Sequence[Message],
-) -> tuple[SummaryDraft, list[str]]:
-    """The summary row for the message at ``summary_at`` and what is evicted besides it."""
+) -> tuple[list[str], list[str], int]:
+    """Where a host's summary message goes: what it replaces, what is evicted besides, its seq.
+
+    ``retained`` are the view indexes the host kept, ``position`` their places in the host's
+    new list, ``summary_at`` the summary's place there. The summary replaces the removed
+    entries before the first entry kept after it; hosts keep pinned messages of the
+    summarized range ahead of the summary, so it is placed after the last entry kept before
+    it and before the first kept after.
+    """
     before = [i for i in retained if position[view[i].entry_id] < summary_at]
     after = [i for i in retained if position[view[i].entry_id] > summary_at]
     bound = min(after) if after else len(view)
@@ -227,6 +232,21 @@ def _summary_draft(
         if i is not None and view[i].seq > low and (high is None or view[i].seq < high)
     ]
     seq = min(inside) if inside else high if high is not None else max(next_seq, low + 1)
+    return replaces, evict, seq
+
+
+def _summary_draft(
+    view: View,
+    position: dict[str, int],
+    retained: Sequence[int],
+    removed: Sequence[str],
+    summary_at: int,
+    next_seq: int,
+    summarizer: str,
+    messages: Sequence[Message],
+) -> tuple[SummaryDraft, list[str]]:
+    """The summary row for the message at ``summary_at`` and what is evicted besides it."""
+    replaces, evict, seq = summary_placement(view, position, retained, removed, summary_at, next_seq)
     message = messages[summary_at]
     draft = SummaryDraft(
         content=message.plain_text or "(empty summary)",

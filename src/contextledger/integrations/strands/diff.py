@@ -24,6 +24,7 @@ from contextledger.conversation.conversation import Edit
 from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
 from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
+from contextledger.integrations.mirror import summary_placement
 from contextledger.integrations.strands.convert import is_pinned_dict, tracking_id
 from contextledger.model.messages import Message
 from contextledger.model.records import Trigger
@@ -181,23 +182,7 @@ def _summary_draft(
     summary_id: str,
 ) -> tuple[SummaryDraft, list[str]]:
     """The summary row for the message at ``summary_at`` and what is evicted besides it."""
-    before = [i for i in retained if position[view[i].entry_id] < summary_at]
-    after = [i for i in retained if position[view[i].entry_id] > summary_at]
-    bound = min(after) if after else len(view)
-    replaces = [r for r in removed if (view.index_of(r) or 0) < bound]
-    evict = [r for r in removed if r not in set(replaces)]
-    if not replaces:  # the summary sits before everything that went: it still replaced them
-        replaces, evict = list(removed), []
-    # Strands keeps pinned messages of the summarized range ahead of the summary, so the
-    # summary is placed after the last entry kept before it and before the first kept after.
-    low = view[max(before)].seq if before else -1
-    high = view[min(after)].seq if after else None
-    inside = [
-        view[i].seq
-        for i in (view.index_of(r) for r in replaces)
-        if i is not None and view[i].seq > low and (high is None or view[i].seq < high)
-    ]
-    seq = min(inside) if inside else high if high is not None else max(next_seq, low + 1)
+    replaces, evict, seq = summary_placement(view, position, retained, removed, summary_at, next_seq)
     draft = SummaryDraft(
         content=summary_text(messages[summary_at]),
         summarizer=summarizer,
