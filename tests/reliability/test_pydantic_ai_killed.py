@@ -7,63 +7,22 @@ what ``view_at`` gives back; ``contextledger show`` and the web view show the se
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ToolReturnPart, UserPromptPart, repair_messages
-from starlette.testclient import TestClient
-from typer.testing import CliRunner
 
 from contextledger import Ledger
-from contextledger.cli.app import app
 from contextledger.integrations.pydantic_ai import dump, from_view
-from contextledger.web.app import create_app
 from tests.pydantic_ai.child import SESSION
-
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 120
-
-
-def child(command: str, url: str, out: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.pydantic_ai.child", command, "--url", url, "--out", str(out)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def kill_in_tool(process: subprocess.Popen[str], marker: Path) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not marker.exists():
-        if process.poll() is not None:
-            output = process.stdout.read() if process.stdout else ""
-            pytest.fail(f"the child exited {process.returncode} before its tool ran:\n{output}")
-        if time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("the child never reached its tool")
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    assert process.wait(timeout=TIMEOUT) == -signal.SIGKILL
+from tests.reliability.killed_host import assert_inspectors_show, assert_recorded_reductions, kill_then_resume
 
 
 @pytest.mark.slow
 def test_killed_mid_tool_then_a_new_process_continues_and_every_call_is_on_record(
     tmp_path: Path, sqlite_url: str
 ) -> None:
-    kill_in_tool(child("first", sqlite_url, tmp_path), tmp_path / "in_tool")
-    resumed = child("resume", sqlite_url, tmp_path)
-    output, _ = resumed.communicate(timeout=TIMEOUT)
-    assert resumed.returncode == 0, output
+    kill_then_resume("tests.pydantic_ai.child", sqlite_url, tmp_path)
 
     calls = [
         ModelMessagesTypeAdapter.validate_json(line) for line in (tmp_path / "calls.jsonl").read_bytes().splitlines()
@@ -75,9 +34,7 @@ def test_killed_mid_tool_then_a_new_process_continues_and_every_call_is_on_recor
             # As Pydantic AI sends a history: the repair's tool return and the new prompt go as one request.
             sent = repair_messages(from_view(ledger.view_at(SESSION, model_call=n)))
             assert dump(sent) == dump(received), f"model request {n}"
-        reductions = {(r.trigger, r.strategy) for r in ledger.reductions(SESSION)}
-        assert ("reactive", "sliding_window") in reductions
-        assert ("restore", "tool_pair_repair") in reductions
+        assert_recorded_reductions(ledger, SESSION)
         # The new process's model got the interrupted call answered by the repair, then the new prompt.
         parts = [p for m in calls[-1] if isinstance(m, ModelRequest) for p in m.parts]
         repaired = [p for p in parts if isinstance(p, ToolReturnPart) and p.tool_call_id == "call-b2"]
@@ -86,24 +43,4 @@ def test_killed_mid_tool_then_a_new_process_continues_and_every_call_is_on_recor
         assert parts[-1].content == "Any news on B-2?"
         final = ModelMessagesTypeAdapter.validate_json((tmp_path / "resumed.json").read_bytes())
         assert dump(final) == dump(from_view(conversation.view))
-        assert_inspectors_show(ledger, sqlite_url, [e.entry_id for e in conversation.view])
-
-
-def assert_inspectors_show(ledger: Ledger, url: str, final: list[str]) -> None:
-    """``contextledger show`` (now and at a call) and the web view display the conversation."""
-    runner = CliRunner()
-    shown = runner.invoke(app, ["show", SESSION, "--url", url, "--json"], env={"COLUMNS": "200"})
-    assert shown.exit_code == 0, shown.output
-    (document,) = json.loads(shown.stdout)
-    assert [e["entry_id"] for e in document["entries"]] == final
-    at_call = runner.invoke(app, ["show", SESSION, "--url", url, "--at-call", "2", "--json"])
-    assert at_call.exit_code == 0, at_call.output
-    (past,) = json.loads(at_call.stdout)
-    assert [e["entry_id"] for e in past["entries"]] == ledger.view_at(SESSION, model_call=2).ids
-    table = runner.invoke(app, ["show", SESSION, "--url", url], env={"COLUMNS": "200"})
-    assert "B-2 was interrupted" in table.stdout
-    with TestClient(create_app(ledger)) as web:
-        page = web.get("/session", params={"id": SESSION})
-        assert page.status_code == 200
-        assert "B-2 was interrupted; it is in Paris now." in page.text
-        assert "tool_pair_repair" in page.text
+        assert_inspectors_show(ledger, SESSION, sqlite_url, [e.entry_id for e in conversation.view])
