@@ -333,10 +333,9 @@ class Ledger:
                 (raised by the first ``next()``).
         """
         pages = Pages(after=after, before=before, page_size=page_size)
+        store = HISTORY.of(self.store, "Ledger.iter_history")  # the stream's steps live in Pages, shared with async
         while (page := pages.next()) is not None:
-            found = HISTORY.of(self.store, "Ledger.iter_history").history(
-                session_id, agent_id, include_evicted=include_evicted, page=page
-            )
+            found = store.history(session_id, agent_id, include_evicted=include_evicted, page=page)
             pages.took(len(found), found[-1].seq if found else None)
             yield from found
 
