@@ -344,3 +344,27 @@ def test_the_sessions_page_filters_by_app_and_user(tmp_path: Path) -> None:
         page = client.get("/?app=shop").text
         assert 'href="/?app=shop&amp;user=ada"' in page  # a user's chip keeps the app
         assert 'value="shop"' in page  # the form shows the filter
+
+
+def test_the_session_page_shows_where_a_fork_came_from_and_its_forks(tmp_path: Path) -> None:
+    with Ledger.connect(f"sqlite:///{tmp_path / 'forks.db'}") as ledger:
+        chat = ledger.conversation("root")
+        chat.append(Message.user("q1"))
+        chat.before_model_call()
+        chat.append(Message.assistant("a1"))
+        ledger.fork("root", "child", at_call=1)
+        ledger.fork("child", "grandchild")
+        client = TestClient(create_app(ledger))
+        root = client.get("/session", params={"id": "root"}).text
+        assert 'id="lineage"' in root
+        assert 'href="/session?id=child"' in root
+        assert "model call 1" in root
+        assert "grandchild" in root
+        assert "fork of a fork (depth 2)" in root
+        child = client.get("/session", params={"id": "child"}).text
+        assert "forked from" in child
+        assert 'href="/session?id=root"' in child
+        plain = client.get("/", params={}).text
+        assert "root" in plain
+        ledger.conversation("alone").append(Message.user("hi"))
+        assert 'id="lineage"' not in client.get("/session", params={"id": "alone"}).text

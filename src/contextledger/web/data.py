@@ -29,7 +29,7 @@ from contextledger.model.records import (
     SummaryEntry,
 )
 from contextledger.model.text import describe, fmt_time
-from contextledger.stores.capabilities import TIME_TRAVEL
+from contextledger.stores.capabilities import LINEAGE, TIME_TRAVEL
 from contextledger.web.query import Paged, SessionQuery, paged
 from contextledger.web.rows import (
     PinRow,
@@ -106,6 +106,45 @@ class AgentPanel:
         return str((self.state.manager_state or {}).get("manager", "-"))
 
 
+@dataclass(frozen=True)
+class LineageRow:
+    """One line of a session's lineage: where an agent was forked from, a fork of it, a copy elsewhere.
+
+    ``session_id`` is the other session (linked on the page), ``None`` for a copy in another ledger.
+    """
+
+    agent_id: str
+    relation: str
+    session_id: str | None
+    other_agent: str
+    detail: str
+
+
+def lineage_rows(ledger: Ledger, session_id: str, agents: Sequence[str]) -> list[LineageRow]:
+    """Where each agent of the session came from and the forks and copies made of it (empty without lineage)."""
+    if not LINEAGE.held_by(ledger.store):
+        return []
+    rows: list[LineageRow] = []
+    for agent_id in agents:
+        origin = ledger.fork_origin(session_id, agent_id)
+        if origin is not None:
+            cut = "its view then" if origin.at_call is None else f"model call {origin.at_call}"
+            rows.append(LineageRow(agent_id, "forked from", origin.session_id, origin.agent_id, f"at {cut}"))
+        for link in ledger.forks(session_id, agent_id, transitive=True):
+            when = fmt_time(link.created_at)
+            if link.ledger is not None:
+                rows.append(LineageRow(agent_id, "copied to", None, link.ledger, when))
+                continue
+            kin = "fork" if link.depth == 1 else f"fork of a fork (depth {link.depth})"
+            cut = (
+                ""
+                if link.depth > 1
+                else ("its view then, " if link.at_call is None else f"model call {link.at_call}, ")
+            )
+            rows.append(LineageRow(agent_id, kin, link.child_session_id, link.child_agent_id, f"{cut}{when}"))
+    return rows
+
+
 @dataclass
 class SessionPage:
     """Everything a session page (or the self-contained file) draws."""
@@ -125,6 +164,8 @@ class SessionPage:
     standalone: bool = False
     with_content: bool = False
     """The history rows carry every entry's content (a self-contained file of a small session)."""
+    lineage: list[LineageRow] = field(default_factory=list)
+    """Where the agents were forked from, their forks and copies (see :func:`lineage_rows`)."""
 
 
 def session_tag(session_id: str, snapshots: Mapping[str, Snapshot | None]) -> str:
@@ -253,6 +294,7 @@ def session_page(
         tag=session_tag(session_id, snaps),
         standalone=standalone,
         with_content=with_content,
+        lineage=lineage_rows(ledger, session_id, agents),
     )
 
 
