@@ -368,3 +368,22 @@ def test_the_session_page_shows_where_a_fork_came_from_and_its_forks(tmp_path: P
         assert "root" in plain
         ledger.conversation("alone").append(Message.user("hi"))
         assert 'id="lineage"' not in client.get("/session", params={"id": "alone"}).text
+
+
+def test_a_new_fork_changes_the_session_pages_tag(tmp_path: Path) -> None:
+    # A fork commits in another session: the parent's page must not answer 304 with a stale lineage.
+    with Ledger.connect(f"sqlite:///{tmp_path / 'tag.db'}") as ledger:
+        ledger.conversation("root").append(Message.user("q1"))
+        client = TestClient(create_app(ledger))
+        first = client.get("/session", params={"id": "root"})
+        tag = first.headers["etag"]
+        assert client.get("/session", params={"id": "root"}, headers={"If-None-Match": tag}).status_code == 304
+        ledger.fork("root", "child")
+        after = client.get("/session", params={"id": "root"}, headers={"If-None-Match": tag})
+        assert after.status_code == 200
+        assert after.headers["etag"] != tag
+        assert 'href="/session?id=child"' in after.text
+        ledger.delete_session("child")
+        gone = client.get("/session", params={"id": "root"}, headers={"If-None-Match": after.headers["etag"]})
+        assert gone.status_code == 200
+        assert 'href="/session?id=child"' not in gone.text

@@ -14,7 +14,8 @@ Routes (ids travel as query parameters, so any session id works, slashes include
 
 A session page carries an ``ETag`` derived from every agent's version: the page's
 script asks again every few seconds with ``If-None-Match`` and gets ``304 Not
-Modified`` (no body, no rendering) until an agent commits -- that is how a page
+Modified`` (no body, no rendering) until an agent commits or a fork is taken of
+one -- that is how a page
 follows a running agent at no cost while it idles.
 
 Every response carries a strict Content-Security-Policy and ``nosniff`` (see
@@ -38,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contextledger.errors import ContextLedgerError, EntryNotFound, SessionNotFound
 from contextledger.ledger import Ledger
-from contextledger.web.data import load_session, session_page, session_tag
+from contextledger.web.data import load_session, session_links, session_page, session_tag
 from contextledger.web.query import Filters, SessionQuery
 from contextledger.web.render import (
     PARTS,
@@ -163,7 +164,7 @@ def create_app(ledger: Ledger) -> Starlette:
         snapshots = load_session(ledger, session_id)
         # The tag names the ledger's state: what a page shows is decided by it and the URL,
         # so the script may ask with the tag of the page it shows after changing its filters.
-        etag = f'W/"{session_tag(session_id, snapshots)}"'
+        etag = f'W/"{session_tag(session_id, snapshots, session_links(ledger, session_id))}"'
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if etag in (t.strip() for t in request.headers.get("if-none-match", "").split(",")):
             return Response(status_code=304, headers=headers)

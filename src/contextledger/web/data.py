@@ -22,6 +22,7 @@ from contextledger.ledger import Ledger
 from contextledger.model.records import (
     ConversationState,
     HistoryEntry,
+    LineageLink,
     PinEvent,
     Reduction,
     Revision,
@@ -45,7 +46,15 @@ from contextledger.web.rows import (
 from contextledger.web.search import SearchResults, search_session
 from contextledger.web.timeline import AgentLine, chart_data, letter, why
 
-__all__ = ["AgentPanel", "ReductionRow", "SessionPage", "load_session", "session_page", "session_tag"]
+__all__ = [
+    "AgentPanel",
+    "ReductionRow",
+    "SessionPage",
+    "load_session",
+    "session_links",
+    "session_page",
+    "session_tag",
+]
 
 REDUCTIONS_PER_PAGE = 50
 HISTORY_PER_PAGE = 200
@@ -168,18 +177,29 @@ class SessionPage:
     """Where the agents were forked from, their forks and copies (see :func:`lineage_rows`)."""
 
 
-def session_tag(session_id: str, snapshots: Mapping[str, Snapshot | None]) -> str:
+def session_tag(
+    session_id: str, snapshots: Mapping[str, Snapshot | None], links: Sequence[LineageLink] = ()
+) -> str:
     """A tag that changes whenever anything a page of the session shows may have changed.
 
     Every commit bumps its conversation's version and time; the tag hashes those of
-    every agent (and this library's version, which decides how the page looks).
+    every agent (and this library's version, which decides how the page looks). A fork
+    or copy taken of the session commits elsewhere, so its ``links`` (see
+    :func:`session_links`) are hashed too: the lineage section follows them.
     """
     parts = [__version__, session_id]
     for agent_id in sorted(snapshots):
         snap = snapshots[agent_id]
         if snap is not None:
             parts += [agent_id, str(snap.state.version), snap.state.updated_at.isoformat()]
+    for link in links:
+        parts += [link.agent_id, link.child_session_id, link.child_agent_id, str(link.depth), link.ledger or ""]
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def session_links(ledger: Ledger, session_id: str) -> list[LineageLink]:
+    """The forks (of forks) and copies of every agent of the session; empty without lineage."""
+    return ledger.forks(session_id, transitive=True) if LINEAGE.held_by(ledger.store) else []
 
 
 def load_session(ledger: Ledger, session_id: str) -> dict[str, Snapshot | None]:
@@ -291,7 +311,7 @@ def session_page(
         reductions=paged(listed, query.rpage, 0 if standalone else REDUCTIONS_PER_PAGE),
         reductions_total=len(reductions),
         search=search,
-        tag=session_tag(session_id, snaps),
+        tag=session_tag(session_id, snaps, session_links(ledger, session_id)),
         standalone=standalone,
         with_content=with_content,
         lineage=lineage_rows(ledger, session_id, agents),
