@@ -163,7 +163,9 @@ def test_tail_prints_what_commits_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         reduction = next(line for line in seen if "reactive · sliding_window" in line)
         assert "ContextWindowOverflowError: input too long" in reduction  # why it ran
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=20) == 130
+        # Generous: on a loaded machine the interpreter may take a while to be scheduled;
+        # what is tested is the exit code, not how fast it comes.
+        assert process.wait(timeout=90) == 130
     finally:
         if process.poll() is None:
             process.kill()
