@@ -25,6 +25,11 @@ Per conversation (``T`` = the tagged stem):
   that resolves a lost reply, exactly once), for the last :data:`CHANGESET_LOG_SIZE`
   versions.
 * ``T:pins`` -- list of pin events (JSON), in commit order.
+* ``T:seq`` -- sorted set: message id scored by its seq, every message in ``T:msg``
+  (written by the scripts that write ``T:msg``), so a page of history reads a range of
+  it and the page's entries only. A conversation written before the index existed has
+  fewer members than messages; the first page read fills it in (see
+  :mod:`contextledger.stores.redis.paging`).
 
 Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
 
@@ -80,7 +85,7 @@ __all__ = [
 ]
 
 # Order matters: the Lua scripts address these keys by position.
-_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins")
+_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins", "seq")
 
 CHANGESET_LOG_SIZE = 1000
 """Versions whose changeset id the ``cs`` hash keeps (a lost reply is resolved right after)."""
@@ -152,6 +157,7 @@ class ConversationKeys:
     rev: str
     cs: str
     pins: str
+    seq: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:

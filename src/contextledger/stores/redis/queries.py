@@ -26,6 +26,8 @@ from contextledger.stores.redis.codec import (
 )
 from contextledger.stores.redis.events import pin_event_from
 from contextledger.stores.redis.keys import ConversationKeys
+from contextledger.stores.redis.paging import page_args
+from contextledger.stores.redis.travel import decode_entries
 
 __all__ = ["RedisQueries"]
 
@@ -40,6 +42,12 @@ class RedisQueries:
         raise NotImplementedError  # pragma: no cover - RedisStore implements it
 
     def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def _reindex(self, keys: ConversationKeys) -> int:
         raise NotImplementedError  # pragma: no cover - RedisStore implements it
 
     def agents(self, session_id: str) -> list[str]:
@@ -62,11 +70,21 @@ class RedisQueries:
     ) -> list[HistoryEntry]:
         """The message entries of ``page`` (default: all) in seq order.
 
-        The messages are hashes keyed by id, with no index by seq, so every page reads
-        the conversation's messages whole (O(history)) and keeps the page's.
+        One read-only script walks the conversation's seq index and reads the page's
+        entries only (see :mod:`~contextledger.stores.redis.paging`). A conversation
+        whose index is incomplete (written before it existed) is indexed first, once.
         """
         page = page or WHOLE
         keys = self._conversation(session_id, agent_id)
+        args = page_args(page, include_evicted=include_evicted)
+        with self._driver("history"):
+            reply = self._read_page(keys, args)
+            if reply is None:
+                self._reindex(keys)
+                reply = self._read_page(keys, args)
+        if reply is not None:
+            return decode_entries(session_id, agent_id, reply, keys.msg)
+        # Still incomplete: a message was added outside the scripts; read the whole history.
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
         rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)

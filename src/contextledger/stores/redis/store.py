@@ -52,7 +52,7 @@ from contextledger.stores.base import AppendedBy, owned
 from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, lineage, owners, scripts, transfer, travel
+from contextledger.stores.redis import erasure, lineage, owners, paging, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
     commit_args,
     decode_state,
@@ -174,6 +174,8 @@ class RedisStore(RedisQueries):
         self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
         self._read_back_script: Script = client.register_script(scripts.READ_BACK)
         self._entries_script: Script = client.register_script(travel.ENTRIES)
+        self._page_script: Script = client.register_script(paging.PAGE)
+        self._reindex_script: Script = client.register_script(paging.REINDEX)
         self._erase_script: Script = client.register_script(erasure.ERASE)
         self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._import_script: Script = client.register_script(transfer.IMPORT)
@@ -252,6 +254,19 @@ class RedisStore(RedisQueries):
 
     def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
         return cast(list[Any], self._snapshot_script(keys=list(keys), args=list(ops)))
+
+    def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
+        reply = self._page_script(keys=[keys.msg, keys.content, keys.mut, keys.seq], args=args)
+        return None if reply is None else cast(list[Any], reply)
+
+    def _reindex(self, keys: ConversationKeys) -> int:
+        """Index every message of a conversation by seq (one script per chunk); how many were new."""
+        records = cast(Iterator[tuple[bytes, bytes]], self._client.hscan_iter(keys.msg, count=paging.REINDEX_CHUNK))
+        added = 0
+        for args in paging.reindex_args(records, keys.msg):
+            added += int(cast(int, self._reindex_script(keys=[keys.state, keys.msg, keys.seq], args=args)))
+        logger.info("key=<%s>, added=<%d> | indexed a conversation's history by seq", keys.seq, added)
+        return added
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -353,7 +368,7 @@ class RedisStore(RedisQueries):
             args += [t.entry_id, erasure.tombstone_json(t)]
         with self._driver("prune"), _script_errors():
             count = self._prune_script(
-                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active], args=args
+                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active, keys.seq], args=args
             )
         self._align_ttl(keys)
         return int(count)
