@@ -132,26 +132,47 @@ def _unindex(backend: Backend, keys: ConversationKeys) -> None:
     backend.client.delete(keys.seq)
 
 
-def test_a_conversation_without_the_index_is_indexed_by_its_first_page(backend: Backend) -> None:
+def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: Backend) -> None:
     store = backend.store
     ids = _fill(store, "old")
+    _fill(store, "indexed")
     keys = ConversationKeys.of(backend.prefix, "old", "a")
     _unindex(backend, keys)
     # written since: only the new messages are indexed, the old ones are not
     Conversation(store, "old", "a").append(Message.user("new"))
     assert backend.client.zcard(keys.seq) == 1
 
-    got = store.history("old", "a", page=Page(last=3))
-
+    with _watch(backend) as commands:
+        got = store.history("old", "a", page=Page(last=3))
     assert [h.message.plain_text for h in got] == ["m198", "m199", "new"]
+    assert len(_records_read(commands, keys)) == 0  # read whole (HGETALL), not by the index
+    assert backend.client.zcard(keys.seq) == 1  # a read never writes
+
+    assert store.upgrade() == 1  # only the conversation that lacked its index
     assert_indexed(backend.client, keys)
+    assert store.upgrade() == 0
     with _watch(backend) as commands:
         again = store.history("old", "a", page=Page(after=EVICTED - 2, limit=2))
     assert [h.message.message_id for h in again] == ids[EVICTED - 1 : EVICTED + 1]
     assert [c for c in _from_client(commands) if c != "PING"] == ["EVALSHA"]
+    assert _records_read(commands, keys) == ids[EVICTED - 1 : EVICTED + 1]
 
 
-def test_indexing_gives_the_index_the_conversations_expiry(redis_url: str, redis_key_prefix: str) -> None:
+def test_upgrade_leaves_other_prefixes_alone(backend: Backend) -> None:
+    other = RedisStore.from_url(backend.url, key_prefix=f"{backend.prefix}:other")
+    try:
+        _fill(other, "elsewhere")
+        keys = ConversationKeys.of(other.key_prefix, "elsewhere", "a")
+        _unindex(backend, keys)
+        assert backend.store.upgrade() == 0
+        assert backend.client.zcard(keys.seq) == 0
+        assert other.upgrade() == 1
+        assert_indexed(backend.client, keys)
+    finally:
+        other.close()
+
+
+def test_upgrade_gives_the_index_the_conversations_expiry(redis_url: str, redis_key_prefix: str) -> None:
     store = RedisStore.from_url(redis_url, key_prefix=redis_key_prefix, ttl=timedelta(hours=1))
     client = raw_client(redis_url)
     try:
@@ -159,7 +180,7 @@ def test_indexing_gives_the_index_the_conversations_expiry(redis_url: str, redis
         keys = ConversationKeys.of(redis_key_prefix, "ttl", "a")
         assert client.pttl(keys.seq) > 0  # the commit gave it the ttl with the other keys
         client.delete(keys.seq)
-        assert len(store.history("ttl", "a", page=Page(last=2))) == 2
+        assert store.upgrade() == 1
         assert 0 < client.pttl(keys.seq) <= client.pttl(keys.state) + 1000
         assert_indexed(client, keys)
     finally:
@@ -167,7 +188,7 @@ def test_indexing_gives_the_index_the_conversations_expiry(redis_url: str, redis
         client.close()
 
 
-def test_a_damaged_record_met_while_indexing_is_named(redis_store: RedisStore, redis_url: str) -> None:
+def test_a_damaged_record_met_while_upgrading_is_named(redis_store: RedisStore, redis_url: str) -> None:
     from contextledger.errors import CorruptRecord
 
     _fill(redis_store, "bad")
@@ -178,11 +199,29 @@ def test_a_damaged_record_met_while_indexing_is_named(redis_store: RedisStore, r
         client.hset(keys.msg, "broken", b"{not json")
         client.hset(keys.content, "broken", b"[]")
         with pytest.raises(CorruptRecord) as caught:
-            redis_store.history("bad", "a", page=Page(last=1))
+            redis_store.upgrade()
         assert caught.value.record_id == "broken"
         assert caught.value.where == keys.msg
     finally:
         client.close()
+
+
+def test_db_upgrade_indexes_a_redis_ledger(redis_url: str, redis_key_prefix: str) -> None:
+    session = f"upgrade-{redis_key_prefix}"  # the CLI opens the default key prefix
+    with Ledger.connect(redis_url) as ledger:
+        store = ledger.store
+        assert isinstance(store, RedisStore)
+        _fill(store, session, "default")
+        keys = ConversationKeys.of(store.key_prefix, session, "default")
+        client = raw_client(redis_url)
+        try:
+            client.delete(keys.seq)
+            result = CliRunner().invoke(app, ["db", "upgrade", "--url", redis_url], catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+            assert_indexed(client, keys)
+        finally:
+            ledger.delete_session(session)
+            client.close()
 
 
 def test_every_writer_keeps_the_index_whole(backend: Backend) -> None:

@@ -11,8 +11,10 @@ An index is complete when it has as many members as the ``msg`` hash has fields:
 scripts add and remove a member exactly where they add and remove a message, so it never
 holds an id that is not a message, and equal counts mean equal sets. A conversation
 written before the index existed (or only partly indexed since) has fewer; :data:`PAGE`
-says so instead of answering, and :func:`reindex_args` / :data:`REINDEX` fill it in once
-(each id added only while its message still exists, so a prune racing with it wins).
+says so instead of answering (the store then reads the history whole: a read never
+writes), and ``RedisStore.upgrade()`` fills the index in once with :func:`reindex_args`
+/ :data:`REINDEX` (each id added only while its message still exists, so a prune racing
+with it wins).
 """
 
 from __future__ import annotations

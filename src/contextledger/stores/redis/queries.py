@@ -8,6 +8,7 @@ decodes the rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -31,6 +32,8 @@ from contextledger.stores.redis.travel import decode_entries
 
 __all__ = ["RedisQueries"]
 
+logger = logging.getLogger(__name__)
+
 
 class RedisQueries:
     """History queries; the store provides the driver boundary, the keys and the snapshot script."""
@@ -45,9 +48,6 @@ class RedisQueries:
         raise NotImplementedError  # pragma: no cover - RedisStore implements it
 
     def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
-        raise NotImplementedError  # pragma: no cover - RedisStore implements it
-
-    def _reindex(self, keys: ConversationKeys) -> int:
         raise NotImplementedError  # pragma: no cover - RedisStore implements it
 
     def agents(self, session_id: str) -> list[str]:
@@ -72,19 +72,16 @@ class RedisQueries:
 
         One read-only script walks the conversation's seq index and reads the page's
         entries only (see :mod:`~contextledger.stores.redis.paging`). A conversation
-        whose index is incomplete (written before it existed) is indexed first, once.
+        whose index is incomplete (written before it existed, and not upgraded since)
+        is read whole, as before the index, and the page kept: a read never writes.
         """
         page = page or WHOLE
         keys = self._conversation(session_id, agent_id)
-        args = page_args(page, include_evicted=include_evicted)
         with self._driver("history"):
-            reply = self._read_page(keys, args)
-            if reply is None:
-                self._reindex(keys)
-                reply = self._read_page(keys, args)
+            reply = self._read_page(keys, page_args(page, include_evicted=include_evicted))
         if reply is not None:
             return decode_entries(session_id, agent_id, reply, keys.msg)
-        # Still incomplete: a message was added outside the scripts; read the whole history.
+        logger.info("key=<%s> | history read whole: no seq index yet (run contextledger db upgrade)", keys.seq)
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
         rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)

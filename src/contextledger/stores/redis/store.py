@@ -259,13 +259,40 @@ class RedisStore(RedisQueries):
         reply = self._page_script(keys=[keys.msg, keys.content, keys.mut, keys.seq], args=args)
         return None if reply is None else cast(list[Any], reply)
 
+    def upgrade(self) -> int:
+        """Bring data written by an earlier version up to this one's layout; how many conversations changed.
+
+        Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
+        every conversation whose index lacks a message gets it. Idempotent, safe while others
+        write (each id is added only while its message exists); run once after upgrading
+        the library (``contextledger db upgrade`` does). Until then such a conversation's
+        history pages are read whole.
+
+        Raises:
+            CorruptRecord: A message record holds no readable ``seq`` (the key and id are named).
+        """
+        pattern, suffix = ConversationKeys.stems(self.key_prefix)
+        changed = 0
+        with self._driver("upgrade"):
+            for raw in self._client.scan_iter(match=pattern, count=1000):
+                stem = text(raw).removesuffix(suffix)
+                if ConversationKeys.owns(self.key_prefix, stem) and self._reindex(ConversationKeys.at(stem)):
+                    changed += 1
+        logger.info("prefix=<%s>, conversations=<%d> | indexed history by seq", self.key_prefix, changed)
+        return changed
+
     def _reindex(self, keys: ConversationKeys) -> int:
         """Index every message of a conversation by seq (one script per chunk); how many were new."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zcard(keys.seq)
+        pipe.hlen(keys.msg)
+        indexed, messages = pipe.execute()
+        if int(indexed) == int(messages):  # the scripts keep the index a subset: equal sizes, equal sets
+            return 0
         records = cast(Iterator[tuple[bytes, bytes]], self._client.hscan_iter(keys.msg, count=paging.REINDEX_CHUNK))
         added = 0
         for args in paging.reindex_args(records, keys.msg):
             added += int(cast(int, self._reindex_script(keys=[keys.state, keys.msg, keys.seq], args=args)))
-        logger.info("key=<%s>, added=<%d> | indexed a conversation's history by seq", keys.seq, added)
         return added
 
     # -- reads -----------------------------------------------------------------------------
