@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from contextledger import Ledger, Message
@@ -25,6 +27,7 @@ from contextledger.model.paging import Page
 from contextledger.model.records import HistoryEntry
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.keys import ConversationKeys
+from tests.soak import examples
 
 from .conftest import Backend, raw_client
 from .test_hot_path import _from_client, _from_scripts, monitored, monitored_cluster
@@ -268,3 +271,37 @@ def test_streaming_the_history_pages_through_the_index(redis_store: RedisStore) 
     streamed = list(Ledger(redis_store).iter_history("it", "a", page_size=7))
     assert _entries(streamed) == _entries(redis_store.history("it", "a"))
     assert len(streamed) == HISTORY
+
+
+_bound = st.none() | st.integers(min_value=0, max_value=HISTORY + 5)
+_count = st.none() | st.integers(min_value=0, max_value=HISTORY + 5)
+
+
+@given(
+    after=_bound,
+    before=_bound,
+    count=_count,
+    from_end=st.booleans(),
+    include_evicted=st.booleans(),
+    pruned=st.integers(min_value=0, max_value=EVICTED),
+)
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_page_is_the_slice_of_the_whole_history(
+    redis_store: RedisStore,
+    after: int | None,
+    before: int | None,
+    count: int | None,
+    from_end: bool,
+    include_evicted: bool,
+    pruned: int,
+) -> None:
+    """Whatever the bounds, the index walk returns what filtering and cutting the whole history gives."""
+    session = f"p{pruned}"
+    if not redis_store.history(session, "a", page=Page(limit=1)):
+        ids = _fill(redis_store, session)
+        if pruned:  # holes in the seq range, as prune leaves them
+            redis_store.prune(session, "a", ids[:pruned:2], [])
+    page = Page(after=after, before=before, limit=None if from_end else count, last=count if from_end else None)
+    whole = redis_store.history(session, "a")
+    expected = page.cut([h for h in whole if (include_evicted or h.status == "active") and page.admits(h.seq)])
+    assert redis_store.history(session, "a", include_evicted=include_evicted, page=page) == expected
