@@ -81,7 +81,11 @@ class RedisQueries:
             reply = self._read_page(keys, page_args(page, include_evicted=include_evicted))
         if reply is not None:
             return decode_entries(session_id, agent_id, reply, keys.msg)
-        logger.info("key=<%s> | history read whole: no seq index yet (run contextledger db upgrade)", keys.seq)
+        logger.debug(
+            "session_id=<%s>, agent_id=<%s> | history read whole: no seq index yet (db upgrade builds it)",
+            session_id,
+            agent_id,
+        )
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
         rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)
