@@ -161,6 +161,19 @@ def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: 
     assert _records_read(commands, keys) == ids[EVICTED - 1 : EVICTED + 1]
 
 
+def test_upgrade_drops_what_an_earlier_version_pruned(backend: Backend) -> None:
+    store = backend.store
+    ids = _fill(store, "pruned-before")
+    keys = ConversationKeys.of(backend.prefix, "pruned-before", "a")
+    # a version without the index deleted evicted messages, leaving their index members
+    backend.client.hdel(keys.msg, *ids[:10])
+    backend.client.hdel(keys.content, *ids[:10])
+    assert len(store.history("pruned-before", "a")) == HISTORY - 10  # read whole meanwhile
+    assert store.upgrade() == 1
+    assert_indexed(backend.client, keys)
+    assert [h.seq for h in store.history("pruned-before", "a", page=Page(limit=2))] == [10, 11]
+
+
 def test_upgrade_leaves_other_prefixes_alone(backend: Backend) -> None:
     other = RedisStore.from_url(backend.url, key_prefix=f"{backend.prefix}:other")
     try:

@@ -10,11 +10,12 @@ entries reads N entries (plus, without evicted entries, the evicted ones it step
 An index is complete when it has as many members as the ``msg`` hash has fields: the
 scripts add and remove a member exactly where they add and remove a message, so it never
 holds an id that is not a message, and equal counts mean equal sets. A conversation
-written before the index existed (or only partly indexed since) has fewer; :data:`PAGE`
+written before the index existed (or only partly indexed since) has fewer -- or, pruned
+by such a version after it was indexed, members that are no message; :data:`PAGE`
 says so instead of answering (the store then reads the history whole: a read never
 writes), and ``RedisStore.upgrade()`` fills the index in once with :func:`reindex_args`
 / :data:`REINDEX` (each id added only while its message still exists, so a prune racing
-with it wins).
+with it wins) and drops the strays with :data:`UNSTRAY`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from contextledger.errors import CorruptRecord
 from contextledger.model.paging import Page
 
-__all__ = ["PAGE", "REINDEX", "REINDEX_CHUNK", "page_args", "reindex_args"]
+__all__ = ["PAGE", "REINDEX", "REINDEX_CHUNK", "UNSTRAY", "page_args", "reindex_args"]
 
 PAGE = r"""#!lua flags=no-writes
 -- One page of message entries by seq. KEYS: msg content mut seq
@@ -100,6 +101,18 @@ end
 local left = redis.call('PTTL', KEYS[1])
 if left > 0 and redis.call('PTTL', KEYS[3]) == -1 then redis.call('PEXPIRE', KEYS[3], left) end
 return added
+"""
+
+UNSTRAY = r"""#!lua
+-- Drop index members that are no message (an earlier version pruned without the index).
+-- KEYS: msg seq; ARGV: member ids. Each goes only while its message is absent; returns how many went.
+local removed = 0
+for i = 1, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
+    removed = removed + redis.call('ZREM', KEYS[2], ARGV[i])
+  end
+end
+return removed
 """
 
 REINDEX_CHUNK = 1000

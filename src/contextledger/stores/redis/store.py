@@ -176,6 +176,7 @@ class RedisStore(RedisQueries):
         self._entries_script: Script = client.register_script(travel.ENTRIES)
         self._page_script: Script = client.register_script(paging.PAGE)
         self._reindex_script: Script = client.register_script(paging.REINDEX)
+        self._unstray_script: Script = client.register_script(paging.UNSTRAY)
         self._erase_script: Script = client.register_script(erasure.ERASE)
         self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._import_script: Script = client.register_script(transfer.IMPORT)
@@ -282,7 +283,7 @@ class RedisStore(RedisQueries):
         return changed
 
     def _reindex(self, keys: ConversationKeys) -> int:
-        """Index every message of a conversation by seq (one script per chunk); how many were new."""
+        """Make a conversation's seq index hold exactly its messages (scripts of a chunk each); how many changed."""
         pipe = self._client.pipeline(transaction=False)
         pipe.zcard(keys.seq)
         pipe.hlen(keys.msg)
@@ -290,10 +291,15 @@ class RedisStore(RedisQueries):
         if int(indexed) == int(messages):  # the scripts keep the index a subset: equal sizes, equal sets
             return 0
         records = cast(Iterator[tuple[bytes, bytes]], self._client.hscan_iter(keys.msg, count=paging.REINDEX_CHUNK))
-        added = 0
+        changed = 0
         for args in paging.reindex_args(records, keys.msg):
-            added += int(cast(int, self._reindex_script(keys=[keys.state, keys.msg, keys.seq], args=args)))
-        return added
+            changed += int(cast(int, self._reindex_script(keys=[keys.state, keys.msg, keys.seq], args=args)))
+        if int(self._client.zcard(keys.seq)) > int(self._client.hlen(keys.msg)):
+            members = [text(m) for m, _ in self._client.zscan_iter(keys.seq, count=paging.REINDEX_CHUNK)]
+            for start in range(0, len(members), paging.REINDEX_CHUNK):
+                chunk = members[start : start + paging.REINDEX_CHUNK]
+                changed += int(cast(int, self._unstray_script(keys=[keys.msg, keys.seq], args=chunk)))
+        return changed
 
     # -- reads -----------------------------------------------------------------------------
 
