@@ -98,15 +98,19 @@ class Apis:
     sync: Ledger
     aio: AsyncLedger
     bridged: Ledger | None  # None for memory: the bridge had no memory store of its own
+    sized: dict[int, AsyncLedger] = field(default_factory=dict)  # more AsyncLedgers, by worker count
 
     @classmethod
-    async def open(cls, name: str, url: str, options: dict[str, Any], workers: int) -> Apis:
+    async def open(
+        cls, name: str, url: str, options: dict[str, Any], workers: int, sweep: tuple[int, ...] = ()
+    ) -> Apis:
         if name == "memory":
             shared = MemoryStore()
             return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None)
         sync = Ledger.connect(url, **options)  # creates the schema
         aio = await AsyncLedger.connect(url, workers=workers, **options)
-        return cls(sync, aio, await bridge.open_ledger(url, **options))
+        sized = {n: await AsyncLedger.connect(url, workers=n, **options) for n in sweep if n != workers}
+        return cls(sync, aio, await bridge.open_ledger(url, **options), sized)
 
     def names(self) -> list[str]:
         return [api for api in APIS if api != "bridge" or self.bridged is not None]
@@ -114,6 +118,8 @@ class Apis:
     async def close(self) -> None:
         self.sync.close()
         await self.aio.close()
+        for ledger in self.sized.values():
+            await ledger.close()
         if self.bridged is not None:
             await bridge.call(self.bridged.close)
 
@@ -180,10 +186,12 @@ def _turn(session: str, n: int) -> tuple[Message, Message]:
 
 async def many_at_once(name: str, apis: Apis, figures: Figures, conversations: int, turns: int, rounds: int) -> None:
     lanes = ["sync threads", "sync one thread", *(f"{api} tasks" for api in apis.names() if api != "sync")]
+    lanes += [f"async tasks, {n} workers" for n in sorted(apis.sized)]
     for r in range(rounds):
         shift = r % len(lanes)
         for lane in lanes[shift:] + lanes[:shift]:
-            sessions = [f"many-{lane.replace(' ', '-')}-{r}-{n}-{uuid.uuid4().hex[:6]}" for n in range(conversations)]
+            slug = lane.replace(",", "").replace(" ", "-")
+            sessions = [f"many-{slug}-{r}-{n}-{uuid.uuid4().hex[:6]}" for n in range(conversations)]
             wall, cpu = await run_lane(lane, apis, sessions, turns)
             commits = conversations * turns
             figures.add(f"many {lane} msg/s", 2 * commits / wall)
@@ -215,8 +223,9 @@ async def run_lane(lane: str, apis: Apis, sessions: list[str], turns: int) -> tu
         for thread in threads:
             thread.join()
         return time.perf_counter() - wall, time.process_time() - cpu
-    if lane == "async tasks":
-        aconvs = [await apis.aio.conversation(s) for s in sessions]
+    if lane.startswith("async tasks"):
+        aio = apis.sized[int(lane.split(", ")[1].split()[0])] if ", " in lane else apis.aio
+        aconvs = [await aio.conversation(s) for s in sessions]
 
         async def agent(conv: Any, session: str) -> None:
             for n in range(turns):
@@ -278,14 +287,15 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
         if not lanes:
             continue
         base = f.median("many sync threads msg/s")
-        for lane in sorted(lanes, key=["sync threads", "sync one thread", "async tasks", "bridge tasks"].index):
+        order = ["sync threads", "sync one thread", "async tasks", "bridge tasks"]
+        for lane in sorted(lanes, key=lambda lane: (order.index(lane.split(",")[0]), len(lane), lane)):
             rate, cpu = f.median(f"many {lane} msg/s"), f.median(f"many {lane} cpu")
             lines.append(f"| {LABELS[f.backend]} | {lane} | {rate:,.0f} | {rate / base:.2f}x | {us(cpu)} |")
     return lines
 
 
 async def measure(name: str, url: str, options: dict[str, Any], args: argparse.Namespace) -> Figures:
-    apis = await Apis.open(name, url, options, args.workers)
+    apis = await Apis.open(name, url, options, args.workers, args.workers_sweep if name != "memory" else ())
     try:
         figures = await one_at_a_time(name, apis, args.appends, args.restores, args.window)
         if name != "memory" and args.conversations:
@@ -317,6 +327,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5, help="turns each of them commits")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the many-at-once lanes")
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker threads of the AsyncLedger")
+    parser.add_argument(
+        "--workers-sweep",
+        type=lambda text: tuple(int(n) for n in text.split(",") if n),
+        default=(),
+        help="also run the many-at-once async lane with AsyncLedgers of these worker counts (e.g. 8,32,64)",
+    )
     parser.add_argument("--quick", action="store_true", help="small counts: 150 appends, 20 restores, 3 turns, 1 round")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument("--write-results", action="store_true", help="rewrite this section of DETAILS.md")

@@ -2,7 +2,8 @@
 
 The schema is owned by Alembic migrations shipped inside the package, tracked in a
 version table of contextledger's own so it can share an application's database.
-Redis and memory ledgers are schemaless; for them both commands report so and succeed.
+Redis and memory ledgers are schemaless; for them both commands report so and succeed
+(``upgrade`` on Redis also indexes the history of conversations an earlier version wrote).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def upgrade(
     """Create or migrate the ledger schema to this version of contextledger (idempotent)."""
     url = url or DEFAULT_URL
     if not is_sql_url(url):
-        _schemaless(url)
+        with open_ledger(url, read_only=False) as ledger:
+            ledger.upgrade()  # Redis: index the history of conversations written by an earlier version
         typer.echo(f"{url.split('://', 1)[0]} ledgers have no schema to migrate; nothing to do")
         return
     sql = _sql()

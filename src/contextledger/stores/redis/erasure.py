@@ -84,7 +84,7 @@ local function keep_tombstone(mut, id, json)
   end
   redis.call('HSET', mut, field, json)
 end
--- Delete evicted entries. KEYS: msg content mut rev sum active
+-- Delete evicted entries. KEYS: msg content mut rev sum active seq
 -- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
 --   #tombstones, (id, json) pairs. Active entries are skipped; returns how many went.
 local pos = 0
@@ -114,6 +114,7 @@ local count = 0
 for id, _ in pairs(gone) do
   redis.call('HDEL', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[7], id)
   redis.call('HDEL', KEYS[3], 'p|' .. id, 't|' .. id, 'e|' .. id, 'r|' .. id)
   count = count + 1
 end

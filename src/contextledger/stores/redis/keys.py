@@ -25,6 +25,12 @@ Per conversation (``T`` = the tagged stem):
   that resolves a lost reply, exactly once), for the last :data:`CHANGESET_LOG_SIZE`
   versions.
 * ``T:pins`` -- list of pin events (JSON), in commit order.
+* ``T:seq`` -- sorted set: message id scored by its seq, every message in ``T:msg``
+  (written by the scripts that write ``T:msg``), so a page of history reads a range of
+  it and the page's entries only. A conversation written before the index existed has
+  fewer members than messages: its pages read the whole history until
+  ``RedisStore.upgrade()`` (``contextledger db upgrade``) fills the index in (see
+  :mod:`contextledger.stores.redis.paging`).
 
 Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
 
@@ -80,7 +86,7 @@ __all__ = [
 ]
 
 # Order matters: the Lua scripts address these keys by position.
-_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins")
+_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins", "seq")
 
 CHANGESET_LOG_SIZE = 1000
 """Versions whose changeset id the ``cs`` hash keeps (a lost reply is resolved right after)."""
@@ -152,12 +158,35 @@ class ConversationKeys:
     rev: str
     cs: str
     pins: str
+    seq: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:
         """The keys of ``(session_id, agent_id)`` under ``prefix``."""
-        stem = f"{{{prefix}:{encode_id(session_id)}:{encode_id(agent_id)}}}"
+        return cls.at(f"{{{prefix}:{encode_id(session_id)}:{encode_id(agent_id)}}}")
+
+    @classmethod
+    def at(cls, stem: str) -> ConversationKeys:
+        """The keys of the conversation whose tagged stem (``{<prefix>:<session>:<agent>}``) is ``stem``."""
         return cls(*(f"{stem}:{part}" for part in _CONVERSATION_PARTS))
+
+    @staticmethod
+    def stems(prefix: str) -> tuple[str, str]:
+        """A ``SCAN`` pattern for the ``msg`` keys under ``prefix``, and the suffix to strip from a match.
+
+        The pattern may also match a longer prefix's keys: :meth:`owns` tells them apart.
+        """
+        escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix)
+        return f"{{{escaped}:*}}:msg", ":msg"
+
+    @staticmethod
+    def owns(prefix: str, stem: str) -> bool:
+        """Whether ``stem`` is a conversation's under ``prefix`` (not under a longer prefix that starts with it).
+
+        Encoded ids hold no ``:``, so the stem holds exactly one after the prefix's.
+        """
+        head = f"{{{prefix}:"
+        return stem.startswith(head) and stem.endswith("}") and stem[len(head) : -1].count(":") == 1
 
     @property
     def all(self) -> tuple[str, ...]:

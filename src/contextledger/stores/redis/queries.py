@@ -8,6 +8,7 @@ decodes the rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -26,8 +27,12 @@ from contextledger.stores.redis.codec import (
 )
 from contextledger.stores.redis.events import pin_event_from
 from contextledger.stores.redis.keys import ConversationKeys
+from contextledger.stores.redis.paging import page_args
+from contextledger.stores.redis.travel import decode_entries
 
 __all__ = ["RedisQueries"]
+
+logger = logging.getLogger(__name__)
 
 
 class RedisQueries:
@@ -40,6 +45,9 @@ class RedisQueries:
         raise NotImplementedError  # pragma: no cover - RedisStore implements it
 
     def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
+        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+
+    def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
         raise NotImplementedError  # pragma: no cover - RedisStore implements it
 
     def agents(self, session_id: str) -> list[str]:
@@ -62,11 +70,22 @@ class RedisQueries:
     ) -> list[HistoryEntry]:
         """The message entries of ``page`` (default: all) in seq order.
 
-        The messages are hashes keyed by id, with no index by seq, so every page reads
-        the conversation's messages whole (O(history)) and keeps the page's.
+        One read-only script walks the conversation's seq index and reads the page's
+        entries only (see :mod:`~contextledger.stores.redis.paging`). A conversation
+        whose index is incomplete (written before it existed, and not upgraded since)
+        is read whole, as before the index, and the page kept: a read never writes.
         """
         page = page or WHOLE
         keys = self._conversation(session_id, agent_id)
+        with self._driver("history"):
+            reply = self._read_page(keys, page_args(page, include_evicted=include_evicted))
+        if reply is not None:
+            return decode_entries(session_id, agent_id, reply, keys.msg)
+        logger.debug(
+            "session_id=<%s>, agent_id=<%s> | history read whole: no seq index yet (db upgrade builds it)",
+            session_id,
+            agent_id,
+        )
         with self._driver("history"):
             records, contents, mut = self._snapshot([keys.msg, keys.content, keys.mut], ["h", "h", "h"])
         rows = self._rows(flat_hash(records), flat_hash(contents), flat_hash(mut), keys.msg)

@@ -27,7 +27,7 @@ ERROR_PREFIXES = ("CLCONFLICT", "CLDELETED", "CLDUPLICATE", "CLNOTFOUND", "CLWRO
 
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev cs pins [sessions [agents [owner]]]
+-- KEYS: state msg content mut active sum red rev cs pins seq [sessions [agents [owner]]]
 --   sessions: the sorted set listing the session by last update -- the global one on a
 --   single server, on Cluster the one of the conversation's slot; agents: the session's
 --   agent set, owner: the hash naming its app and user, both only on a single server (on
@@ -53,11 +53,12 @@ COMMIT = r"""#!lua
 -- finds itself there and returns its version, changing nothing: it only writes its own
 -- log entry again, so that the write reaches the replication stream and a WAIT that
 -- follows on this connection counts the replicas holding the original commit too.
-local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local LOG_SIZE = __LOG_SIZE__
 
-local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'set', 'hash'}
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset',
+  'zset', 'set', 'hash'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -173,6 +174,8 @@ for _, a in ipairs(appends) do
   redis.call('HSET', K_MSG, a[1], a[3])
   redis.call('HSET', K_CONTENT, a[1], a[4])
   redis.call('ZADD', K_ACTIVE, a[2], 'm:' .. a[1])
+  -- a message's view score is 2 * seq + 1 (keys.view_score): the seq index scores it by seq
+  redis.call('ZADD', K_SEQ, (tonumber(a[2]) - 1) / 2, a[1])
 end
 local first_pin_row = #ARGV - 1 - #pins
 for i, p in ipairs(pins) do
@@ -220,15 +223,15 @@ local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
 for i, name in ipairs(fields) do
   if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
 end
-if #KEYS >= 11 then redis.call('ZADD', KEYS[11], 'GT', ARGV[3], ARGV[4]) end
-if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[5]) end
+if #KEYS >= 12 then redis.call('ZADD', KEYS[12], 'GT', ARGV[3], ARGV[4]) end
+if #KEYS >= 13 then redis.call('SADD', KEYS[13], ARGV[5]) end
 if ttl > 0 then
-  for i = 1, 10 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 12 then redis.call('PEXPIRE', KEYS[12], ttl) end
+  for i = 1, 11 do redis.call('PEXPIRE', KEYS[i], ttl) end
   if #KEYS >= 13 then redis.call('PEXPIRE', KEYS[13], ttl) end
-  if #KEYS >= 11 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[11], ttl)
+  if #KEYS >= 14 then redis.call('PEXPIRE', KEYS[14], ttl) end
+  if #KEYS >= 12 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[12], ttl)
   end
 end
 return version

@@ -52,7 +52,7 @@ from contextledger.stores.base import AppendedBy, owned
 from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, lineage, owners, scripts, transfer, travel
+from contextledger.stores.redis import erasure, lineage, owners, paging, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
     commit_args,
     decode_state,
@@ -174,6 +174,9 @@ class RedisStore(RedisQueries):
         self._snapshot_script: Script = client.register_script(scripts.SNAPSHOT)
         self._read_back_script: Script = client.register_script(scripts.READ_BACK)
         self._entries_script: Script = client.register_script(travel.ENTRIES)
+        self._page_script: Script = client.register_script(paging.PAGE)
+        self._reindex_script: Script = client.register_script(paging.REINDEX)
+        self._unstray_script: Script = client.register_script(paging.UNSTRAY)
         self._erase_script: Script = client.register_script(erasure.ERASE)
         self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._import_script: Script = client.register_script(transfer.IMPORT)
@@ -252,6 +255,51 @@ class RedisStore(RedisQueries):
 
     def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
         return cast(list[Any], self._snapshot_script(keys=list(keys), args=list(ops)))
+
+    def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
+        reply = self._page_script(keys=[keys.msg, keys.content, keys.mut, keys.seq], args=args)
+        return None if reply is None else cast(list[Any], reply)
+
+    def upgrade(self) -> int:
+        """Bring data written by an earlier version up to this one's layout; how many conversations changed.
+
+        Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
+        every conversation whose index lacks a message gets it. Idempotent, safe while others
+        write (each id is added only while its message exists); run once after upgrading
+        the library (``contextledger db upgrade`` does). Until then such a conversation's
+        history pages are read whole.
+
+        Raises:
+            CorruptRecord: A message record holds no readable ``seq`` (the key and id are named).
+        """
+        pattern, suffix = ConversationKeys.stems(self.key_prefix)
+        changed = 0
+        with self._driver("upgrade"):
+            for raw in self._client.scan_iter(match=pattern, count=1000):
+                stem = text(raw).removesuffix(suffix)
+                if ConversationKeys.owns(self.key_prefix, stem) and self._reindex(ConversationKeys.at(stem)):
+                    changed += 1
+        logger.info("prefix=<%s>, conversations=<%d> | indexed history by seq", self.key_prefix, changed)
+        return changed
+
+    def _reindex(self, keys: ConversationKeys) -> int:
+        """Make a conversation's seq index hold exactly its messages (scripts of a chunk each); how many changed."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zcard(keys.seq)
+        pipe.hlen(keys.msg)
+        indexed, messages = pipe.execute()
+        if int(indexed) == int(messages):  # the scripts keep the index a subset: equal sizes, equal sets
+            return 0
+        records = cast(Iterator[tuple[bytes, bytes]], self._client.hscan_iter(keys.msg, count=paging.REINDEX_CHUNK))
+        changed = 0
+        for args in paging.reindex_args(records, keys.msg):
+            changed += int(cast(int, self._reindex_script(keys=[keys.state, keys.msg, keys.seq], args=args)))
+        if int(self._client.zcard(keys.seq)) > int(self._client.hlen(keys.msg)):
+            members = [text(m) for m, _ in self._client.zscan_iter(keys.seq, count=paging.REINDEX_CHUNK)]
+            for start in range(0, len(members), paging.REINDEX_CHUNK):
+                chunk = members[start : start + paging.REINDEX_CHUNK]
+                changed += int(cast(int, self._unstray_script(keys=[keys.msg, keys.seq], args=chunk)))
+        return changed
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -353,7 +401,7 @@ class RedisStore(RedisQueries):
             args += [t.entry_id, erasure.tombstone_json(t)]
         with self._driver("prune"), _script_errors():
             count = self._prune_script(
-                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active], args=args
+                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active, keys.seq], args=args
             )
         self._align_ttl(keys)
         return int(count)

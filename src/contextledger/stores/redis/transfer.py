@@ -27,11 +27,12 @@ __all__ = ["IMPORT", "import_args"]
 
 IMPORT = r"""#!lua
 -- Create one conversation from its complete records, all at once; 0 if it exists.
--- KEYS: state msg content mut active sum red rev cs pins [sessions [agents]]
+-- KEYS: state msg content mut active sum red rev cs pins seq [sessions [agents]]
 -- ARGV: 1 updated_at (epoch us)  2 session_id  3 agent_id  4 ttl in ms (0 = none), then
---   eight groups: state, msg, content, mut (hashes: #pairs, field value ...), active
---   (#pairs, score member ...), red, rev, pins (lists: #values, value ...)
-local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'set'}
+--   nine groups: state, msg, content, mut (hashes: #pairs, field value ...), active
+--   (#pairs, score member ...), red, rev, pins (lists: #values, value ...), seq
+--   (#pairs, seq id ...)
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'zset', 'set'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -60,18 +61,19 @@ group(KEYS[6], 'HSET', 2)
 group(KEYS[7], 'RPUSH', 1)
 group(KEYS[8], 'RPUSH', 1)
 group(KEYS[10], 'RPUSH', 1)
-if #KEYS >= 11 then redis.call('ZADD', KEYS[11], 'GT', ARGV[1], ARGV[2]) end
-if #KEYS >= 12 then redis.call('SADD', KEYS[12], ARGV[3]) end
+group(KEYS[11], 'ZADD', 2)
+if #KEYS >= 12 then redis.call('ZADD', KEYS[12], 'GT', ARGV[1], ARGV[2]) end
+if #KEYS >= 13 then redis.call('SADD', KEYS[13], ARGV[3]) end
 -- With a ttl the index keys expire as a commit makes them expire: the session's agent
 -- set (single server) and the sessions index, which drops sessions written more than
 -- ttl ago (ARGV[1] is this import's time when there is a ttl).
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
-  for i = 1, 10 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 12 then redis.call('PEXPIRE', KEYS[12], ttl) end
-  if #KEYS >= 11 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[11], ttl)
+  for i = 1, 11 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  if #KEYS >= 13 then redis.call('PEXPIRE', KEYS[13], ttl) end
+  if #KEYS >= 12 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[12], ttl)
   end
 end
 return 1
@@ -111,6 +113,7 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
     content: list[str] = []
     mut: list[str] = []
     active: list[str] = []
+    by_seq: list[str] = []
     for h in records.messages:
         entry_id = h.message.message_id
         record = h.message.to_record()
@@ -120,6 +123,7 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         )
         msg += [entry_id, dumps(record)]
         content += [entry_id, dumps(blocks)]
+        by_seq += [str(h.seq), entry_id]
         if h.revision_count:
             mut += [f"r|{entry_id}", str(h.revision_count)]
         if h.status == "evicted":
@@ -185,4 +189,5 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         args += [str(len(pairs) // 2), *pairs]
     for values in (reductions, revisions, pins):
         args += [str(len(values)), *values]
+    args += [str(len(by_seq) // 2), *by_seq]
     return args
