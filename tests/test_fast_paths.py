@@ -486,3 +486,43 @@ def test_an_open_conversation_holds_appended_text_once(url: str, tmp_path: Any) 
     # One list of entries for the open conversation, whatever number of commits made it.
     assert len(view._items) == len(appended)
     ledger.close()
+
+
+def test_a_restored_view_holds_each_name_once(tmp_path: Any) -> None:
+    """What every restored entry has in common is one object, not a copy per entry.
+
+    The fields-set of each record class, the role, every key of the content blocks and
+    an empty metadata are the same objects across the whole view (SQLite's rows, and
+    the decode Redis uses), so what a restored conversation holds grows with its text,
+    not with a copy of the names per message.
+    """
+    from contextledger import Ledger
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'names.db'}")
+    conversation = ledger.conversation("s", "a")
+    for n in range(3):
+        conversation.append(
+            Message.user(f"q{n}"),
+            Message.tool_use(f"t{n}", "lookup", {"query": f"x{n}"}),
+            Message.tool_result(f"t{n}", f"r{n}"),
+            Message.assistant(f"a{n}"),
+        )
+    view = ledger.conversation("s", "a").view
+    ledger.close()
+    records = [e.message.to_record() for e in view]
+    stored = [message_from_stored_content(r, json.dumps(r["content"])) for r in records]
+    for messages in ([e.message for e in view], stored):
+        assert len({id(m.__pydantic_fields_set__) for m in messages}) == 1
+        assert messages[0].__pydantic_fields_set__ == set(Message.model_fields)
+        assert len({id(m.metadata) for m in messages}) == 1
+        assert messages[0].metadata == {}
+        assert len({id(m.role) for m in messages if m.role == "user"}) == 1
+        keys: dict[str, set[int]] = {}
+        for m in messages:
+            for block in m.content:
+                for body in (block, *(v for v in block.values() if isinstance(v, dict))):
+                    for key in body:
+                        keys.setdefault(key, set()).add(id(key))
+        assert {"text", "toolUse", "toolUseId", "toolResult", "input"} <= keys.keys()
+        assert all(len(ids) == 1 for ids in keys.values()), keys
+    assert len({id(e.__pydantic_fields_set__) for e in view}) == 1
