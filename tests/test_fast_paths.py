@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -32,7 +33,14 @@ from contextledger.model.messages import (
     message_from_json,
     message_from_stored_content,
 )
-from contextledger.model.records import ConversationState, Snapshot, ViewEntry, view_entry
+from contextledger.model.records import (
+    ConversationState,
+    HistoryEntry,
+    Snapshot,
+    ViewEntry,
+    history_entry,
+    view_entry,
+)
 from contextledger.model.stored import Unusual, load_frozen, load_json_text
 from contextledger.model.trusted import trusted
 from contextledger.stores.sql import encoding
@@ -526,3 +534,30 @@ def test_a_restored_view_holds_each_name_once(tmp_path: Any) -> None:
         assert {"text", "toolUse", "toolUseId", "toolResult", "input"} <= keys.keys()
         assert all(len(ids) == 1 for ids in keys.values()), keys
     assert len({id(e.__pydantic_fields_set__) for e in view}) == 1
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.one_of(st.text(max_size=2), st.none()),
+    st.one_of(st.integers(-3, 3), st.booleans(), st.just("2")),
+    st.sampled_from(["active", "evicted", "other", 1]),
+    st.one_of(st.booleans(), st.integers(0, 1), st.just("yes")),
+    st.one_of(st.datetimes(timezones=st.just(UTC)), st.datetimes(), st.just("2026-01-02T03:04:05+00:00"), st.none()),
+    st.one_of(st.none(), st.text(max_size=2), st.integers(0, 1)),
+    st.one_of(st.integers(0, 3), st.floats(0, 2), st.just("1")),
+)
+def test_history_entry_equals_the_validating_constructor(
+    agent_id: Any, seq: Any, status: Any, pinned: Any, created_at: Any, evicted_by: Any, version: Any
+) -> None:
+    """A history row taken as it is builds exactly what validation builds, and refuses what it refuses."""
+    message = Message.user("q")
+    values = ("s", agent_id, seq, message, status, pinned, 4, created_at, evicted_by, 0, 1, version)
+    try:
+        slow = HistoryEntry(**dict(zip(HistoryEntry.model_fields, values, strict=True)))
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            history_entry(*values)
+        return
+    fast = history_entry(*values)
+    assert _record_attributes(fast) == _record_attributes(slow)
+    assert fast.message is message

@@ -55,6 +55,9 @@ _ROLE = {role: role for role in ROLES}
 # interned, a restored view holds each distinct key once (an interned string is freed
 # with its last user, so this does not grow with what was read).
 _intern = sys.intern
+# The frozen containers refuse changes; the decoder fills the ones it has just made.
+_list_set = list.__setitem__
+_dict_set = dict.__setitem__
 EMPTY = FrozenDict()
 """The empty metadata every stored message without any shares (read-only, so one suffices)."""
 
@@ -108,19 +111,28 @@ def _freeze_plain(value: Any, depth: int) -> Any:
     Such text has nothing to decode: no tagged bytes, no escaped key and no string that
     could hold a surrogate, so only the containers are frozen (and the depth checked).
     """
+    # Loops filling the frozen containers in place, not comprehensions: each comprehension
+    # is a function call of its own, and this runs for every block of every row read.
     kind = type(value)
-    if kind is dict:
-        if depth >= MAX_DEPTH:
-            raise Unusual
-        depth += 1
-        if not value:
-            return EMPTY
-        return FrozenDict({_intern(k): v if type(v) in _LEAVES else _freeze_plain(v, depth) for k, v in value.items()})
     if kind is list:
         if depth >= MAX_DEPTH:
             raise Unusual
         depth += 1
-        return FrozenList([v if type(v) in _LEAVES else _freeze_plain(v, depth) for v in value])
+        items = FrozenList(value)
+        for i, item in enumerate(value):
+            if type(item) not in _LEAVES:
+                _list_set(items, i, _freeze_plain(item, depth))
+        return items
+    if kind is dict:
+        if not value:
+            return EMPTY
+        if depth >= MAX_DEPTH:
+            raise Unusual
+        depth += 1
+        frozen = FrozenDict()
+        for key, item in value.items():
+            _dict_set(frozen, _intern(key), item if type(item) in _LEAVES else _freeze_plain(item, depth))
+        return frozen
     return value  # a scalar: the only other values JSON text parses to
 
 
