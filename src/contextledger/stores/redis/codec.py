@@ -254,7 +254,10 @@ class MessageRow:
     @classmethod
     def _decode(cls, entry_id: str, record: bytes, content: bytes, mut: Mapping[str, bytes]) -> MessageRow:
         base = loads(record)
-        message = Message.from_record({**base, "content": loads(content)})
+        try:  # the content text parsed straight into the message, as a restore does (see view_entry_of)
+            message = message_from_stored_content(base, content)
+        except Exception:  # reported by the general decode, as it always has been
+            message = Message.from_record({**base, "content": loads(content)})
         pin = mut.get(f"p|{entry_id}")
         if pin is not None:
             message = message.with_pin(pin == b"1")
