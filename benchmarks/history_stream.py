@@ -8,7 +8,7 @@ Builds one SQLite conversation of ``--entries`` messages (appended in batches of
 a tenth of them evicted), then, in the same process and alternating each round:
 
 - ``ledger``: ``sum(1 for _ in ledger.iter_history(...))`` -- every entry as a
-  ``HistoryEntry`` (a validated ``Message`` each), keyset pages of ``--page-size``;
+  ``HistoryEntry`` (a frozen ``Message`` each, checked as the ledger wrote it), keyset pages of ``--page-size``;
 - ``raw``: the baseline -- the standard library's ``sqlite3`` reading the same columns
   of the same rows in seq order with ``fetchmany(--page-size)``, ``json.loads`` of each
   row's content and metadata, nothing else (no records, no validation).

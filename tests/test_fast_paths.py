@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -32,7 +33,14 @@ from contextledger.model.messages import (
     message_from_json,
     message_from_stored_content,
 )
-from contextledger.model.records import ConversationState, Snapshot, ViewEntry, view_entry
+from contextledger.model.records import (
+    ConversationState,
+    HistoryEntry,
+    Snapshot,
+    ViewEntry,
+    history_entry,
+    view_entry,
+)
 from contextledger.model.stored import Unusual, load_frozen, load_json_text
 from contextledger.model.trusted import trusted
 from contextledger.stores.sql import encoding
@@ -486,3 +494,70 @@ def test_an_open_conversation_holds_appended_text_once(url: str, tmp_path: Any) 
     # One list of entries for the open conversation, whatever number of commits made it.
     assert len(view._items) == len(appended)
     ledger.close()
+
+
+def test_a_restored_view_holds_each_name_once(tmp_path: Any) -> None:
+    """What every restored entry has in common is one object, not a copy per entry.
+
+    The fields-set of each record class, the role, every key of the content blocks and
+    an empty metadata are the same objects across the whole view (SQLite's rows, and
+    the decode Redis uses), so what a restored conversation holds grows with its text,
+    not with a copy of the names per message.
+    """
+    from contextledger import Ledger
+
+    ledger = Ledger.connect(f"sqlite:///{tmp_path / 'names.db'}")
+    conversation = ledger.conversation("s", "a")
+    for n in range(3):
+        conversation.append(
+            Message.user(f"q{n}"),
+            Message.tool_use(f"t{n}", "lookup", {"query": f"x{n}"}),
+            Message.tool_result(f"t{n}", f"r{n}"),
+            Message.assistant(f"a{n}"),
+        )
+    view = ledger.conversation("s", "a").view
+    ledger.close()
+    records = [e.message.to_record() for e in view]
+    stored = [message_from_stored_content(r, json.dumps(r["content"])) for r in records]
+    for messages in ([e.message for e in view], stored):
+        assert len({id(m.__pydantic_fields_set__) for m in messages}) == 1
+        assert messages[0].__pydantic_fields_set__ == set(Message.model_fields)
+        assert len({id(m.metadata) for m in messages}) == 1
+        assert messages[0].metadata == {}
+        assert len({id(m.role) for m in messages if m.role == "user"}) == 1
+        keys: dict[str, set[int]] = {}
+        for m in messages:
+            for block in m.content:
+                for body in (block, *(v for v in block.values() if isinstance(v, dict))):
+                    for key in body:
+                        keys.setdefault(key, set()).add(id(key))
+        assert {"text", "toolUse", "toolUseId", "toolResult", "input"} <= keys.keys()
+        assert all(len(ids) == 1 for ids in keys.values()), keys
+    assert len({id(e.__pydantic_fields_set__) for e in view}) == 1
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.one_of(st.text(max_size=2), st.none()),
+    st.one_of(st.integers(-3, 3), st.booleans(), st.just("2")),
+    st.sampled_from(["active", "evicted", "other", 1]),
+    st.one_of(st.booleans(), st.integers(0, 1), st.just("yes")),
+    st.one_of(st.datetimes(timezones=st.just(UTC)), st.datetimes(), st.just("2026-01-02T03:04:05+00:00"), st.none()),
+    st.one_of(st.none(), st.text(max_size=2), st.integers(0, 1)),
+    st.one_of(st.integers(0, 3), st.floats(0, 2), st.just("1")),
+)
+def test_history_entry_equals_the_validating_constructor(
+    agent_id: Any, seq: Any, status: Any, pinned: Any, created_at: Any, evicted_by: Any, version: Any
+) -> None:
+    """A history row taken as it is builds exactly what validation builds, and refuses what it refuses."""
+    message = Message.user("q")
+    values = ("s", agent_id, seq, message, status, pinned, 4, created_at, evicted_by, 0, 1, version)
+    try:
+        slow = HistoryEntry(**dict(zip(HistoryEntry.model_fields, values, strict=True)))
+    except ValidationError:
+        with pytest.raises(ValidationError):
+            history_entry(*values)
+        return
+    fast = history_entry(*values)
+    assert _record_attributes(fast) == _record_attributes(slow)
+    assert fast.message is message

@@ -299,12 +299,13 @@ class Changeset(BaseModel):
 
     def state_after(self, state: ConversationState, version: int) -> ConversationState:
         """``state`` as this changeset leaves it, committed at ``version``."""
-        updates: dict[str, Any] = {"version": version}
+        values = dict(state.__dict__)  # every field, in order: built as model_copy builds it, without its steps
+        values["version"] = version
         for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
             value = getattr(self, name)
             if value is not None:
-                updates[name] = value
-        return state.model_copy(update=updates)
+                values[name] = value
+        return trusted(type(state), values)
 
 
 def projected(state: ConversationState, view: View, edit: Edit | None, counter: TokenCounter) -> View:

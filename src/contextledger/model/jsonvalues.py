@@ -380,6 +380,8 @@ def dumps_encoded(value: Any, *, compact: bool = False) -> str:
         TypeError, ValueError: ``value`` holds something JSON has no form for, as
             ``json.dumps`` raises them.
     """
+    if not value and type(value) in _EMPTY_TEXT:  # the metadata of most messages: no encoder call
+        return _EMPTY_TEXT[type(value)]
     encoder = _COMPACT if compact else _SPACED
     try:
         text = encoder.encode(value)
@@ -394,6 +396,7 @@ def dumps_encoded(value: Any, *, compact: bool = False) -> str:
 # Built once: json.dumps builds an encoder per call when given any option.
 _SPACED = json.JSONEncoder(allow_nan=False)
 _COMPACT = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+_EMPTY_TEXT: dict[type, str] = {dict: "{}", FrozenDict: "{}", list: "[]", FrozenList: "[]"}
 
 
 def decode_blocks(blocks: Sequence[Mapping[str, Any]]) -> list[ContentBlock]:

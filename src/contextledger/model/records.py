@@ -36,6 +36,7 @@ __all__ = [
     "Tombstone",
     "Trigger",
     "ViewEntry",
+    "history_entry",
     "in_commit_order",
     "new_id",
     "record_json",
@@ -172,6 +173,76 @@ class HistoryEntry(BaseModel):
     """The first model call whose input could hold this entry (see :mod:`contextledger.history.travel`)."""
     version: int = 0
     """The conversation version the commit that appended it produced (0: written before 0.2)."""
+
+
+def history_entry(
+    session_id: Any,
+    agent_id: Any,
+    seq: Any,
+    message: Any,
+    status: Any,
+    pinned: Any,
+    tokens: Any,
+    created_at: Any,
+    evicted_by: Any,
+    revision_count: Any,
+    from_call: Any,
+    version: Any,
+) -> HistoryEntry:
+    """``HistoryEntry(...)`` of every field, as a store builds it from a row (see :func:`view_entry`).
+
+    A history streams one per stored entry; values of exactly the fields' types are
+    taken as they are, anything else is validated and refused as the constructor refuses it.
+
+    Raises:
+        pydantic.ValidationError: A value the entry cannot hold.
+    """
+    if (
+        type(session_id) is str
+        and type(agent_id) is str
+        and type(seq) is int
+        and isinstance(message, Message)
+        and (status == "active" or status == "evicted")
+        and type(status) is str
+        and type(pinned) is bool
+        and type(tokens) is int
+        and type(created_at) is datetime
+        and (evicted_by is None or type(evicted_by) is str)
+        and type(revision_count) is int
+        and type(from_call) is int
+        and type(version) is int
+    ):
+        return trusted(
+            HistoryEntry,
+            {
+                "session_id": session_id,
+                "agent_id": agent_id,
+                "seq": seq,
+                "message": message,
+                "status": status,
+                "pinned": pinned,
+                "tokens": tokens,
+                "created_at": created_at,
+                "evicted_by": evicted_by,
+                "revision_count": revision_count,
+                "from_call": from_call,
+                "version": version,
+            },
+        )
+    return HistoryEntry(
+        session_id=session_id,
+        agent_id=agent_id,
+        seq=seq,
+        message=message,
+        status=status,
+        pinned=pinned,
+        tokens=tokens,
+        created_at=created_at,
+        evicted_by=evicted_by,
+        revision_count=revision_count,
+        from_call=from_call,
+        version=version,
+    )
 
 
 class SummaryEntry(BaseModel):

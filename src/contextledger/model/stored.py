@@ -14,6 +14,7 @@ validating path, which reports it as it always has.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -48,6 +49,17 @@ __all__ = [
 
 ROLES = frozenset(("system", "user", "assistant"))
 """The roles of a message."""
+# Each role as one string object: a driver hands out a new string per row.
+_ROLE = {role: role for role in ROLES}
+# The parser makes a new string for every key of every row ("text", "toolUseId", ...);
+# interned, a restored view holds each distinct key once (an interned string is freed
+# with its last user, so this does not grow with what was read).
+_intern = sys.intern
+# The frozen containers refuse changes; the decoder fills the ones it has just made.
+_list_set = list.__setitem__
+_dict_set = dict.__setitem__
+EMPTY = FrozenDict()
+"""The empty metadata every stored message without any shares (read-only, so one suffices)."""
 
 
 class Unusual(Exception):
@@ -75,7 +87,7 @@ def load_frozen(value: Any, depth: int = 0) -> Any:
             return _decode_bytes(value[_BYTES_TAG])
         if depth >= MAX_DEPTH:
             raise Unusual
-        return FrozenDict({_load_key(k): load_frozen(v, depth + 1) for k, v in value.items()})
+        return FrozenDict({_load_key(k): load_frozen(v, depth + 1) for k, v in value.items()}) if value else EMPTY
     if kind is list:
         if depth >= MAX_DEPTH:
             raise Unusual
@@ -90,7 +102,7 @@ def _load_key(key: Any) -> str:
         raise Unusual
     if key.startswith("~") and _ESCAPED_TAG.fullmatch(key):
         key = key[1:]
-    return key if key.isascii() else check_text(key)
+    return _intern(key) if key.isascii() else check_text(key)
 
 
 def _freeze_plain(value: Any, depth: int) -> Any:
@@ -99,17 +111,28 @@ def _freeze_plain(value: Any, depth: int) -> Any:
     Such text has nothing to decode: no tagged bytes, no escaped key and no string that
     could hold a surrogate, so only the containers are frozen (and the depth checked).
     """
+    # Loops filling the frozen containers in place, not comprehensions: each comprehension
+    # is a function call of its own, and this runs for every block of every row read.
     kind = type(value)
-    if kind is dict:
-        if depth >= MAX_DEPTH:
-            raise Unusual
-        depth += 1
-        return FrozenDict({k: v if type(v) in _LEAVES else _freeze_plain(v, depth) for k, v in value.items()})
     if kind is list:
         if depth >= MAX_DEPTH:
             raise Unusual
         depth += 1
-        return FrozenList([v if type(v) in _LEAVES else _freeze_plain(v, depth) for v in value])
+        items = FrozenList(value)
+        for i, item in enumerate(value):
+            if type(item) not in _LEAVES:
+                _list_set(items, i, _freeze_plain(item, depth))
+        return items
+    if kind is dict:
+        if not value:
+            return EMPTY
+        if depth >= MAX_DEPTH:
+            raise Unusual
+        depth += 1
+        frozen = FrozenDict()
+        for key, item in value.items():
+            _dict_set(frozen, _intern(key), item if type(item) in _LEAVES else _freeze_plain(item, depth))
+        return frozen
     return value  # a scalar: the only other values JSON text parses to
 
 
@@ -178,7 +201,7 @@ def text_fields(message_id: Any, role: Any, content: str | bytes, metadata: str 
     if type(blocks) is not FrozenList:
         raise Unusual
     # Most messages carry no metadata: ``{}`` needs no parse.
-    frozen = FrozenDict() if metadata is None or metadata == "{}" else load_json_text(metadata) or FrozenDict()
+    frozen = EMPTY if metadata is None or metadata == "{}" else load_json_text(metadata) or EMPTY
     if type(frozen) is not FrozenDict:
         raise Unusual
     return message_fields(message_id, role, blocks, frozen)
@@ -204,7 +227,10 @@ def message_fields(message_id: Any, role: Any, blocks: Any, metadata: FrozenDict
     known role) and every block a non-empty mapping of a known shape (tool pairing,
     text); anything else raises and is left to the validating constructor.
     """
-    if type(message_id) is not str or not message_id or not message_id.isascii() or role not in ROLES:
+    if type(message_id) is not str or not message_id or not message_id.isascii():
+        raise Unusual
+    role = _ROLE.get(role) if type(role) is str else None
+    if role is None:
         raise Unusual
     if len(message_id) > MAX_ID_LENGTH:  # only a record changed outside the library: the constructor reports it
         raise Unusual

@@ -27,6 +27,7 @@ from contextledger.model.records import (
     Revision,
     SummaryEntry,
     ViewEntry,
+    history_entry,
     view_entry,
 )
 from contextledger.model.stored import Unusual, parse_json_text
@@ -253,7 +254,10 @@ class MessageRow:
     @classmethod
     def _decode(cls, entry_id: str, record: bytes, content: bytes, mut: Mapping[str, bytes]) -> MessageRow:
         base = loads(record)
-        message = Message.from_record({**base, "content": loads(content)})
+        try:  # the content text parsed straight into the message, as a restore does (see view_entry_of)
+            message = message_from_stored_content(base, content)
+        except Exception:  # reported by the general decode, as it always has been
+            message = Message.from_record({**base, "content": loads(content)})
         pin = mut.get(f"p|{entry_id}")
         if pin is not None:
             message = message.with_pin(pin == b"1")
@@ -277,19 +281,19 @@ class MessageRow:
 
     def history_entry(self, session_id: str, agent_id: str) -> HistoryEntry:
         """The row as a history entry."""
-        return HistoryEntry(
-            session_id=session_id,
-            agent_id=agent_id,
-            seq=self.seq,
-            message=self.message,
-            status="evicted" if self.evicted_by is not None else "active",
-            pinned=self.message.pinned,
-            tokens=self.tokens,
-            created_at=self.created_at,
-            evicted_by=self.evicted_by,
-            revision_count=self.revision_count,
-            from_call=self.from_call,
-            version=self.version,
+        return history_entry(
+            session_id,
+            agent_id,
+            self.seq,
+            self.message,
+            "evicted" if self.evicted_by is not None else "active",
+            self.message.pinned,
+            self.tokens,
+            self.created_at,
+            self.evicted_by,
+            self.revision_count,
+            self.from_call,
+            self.version,
         )
 
 

@@ -31,12 +31,23 @@ def sqlite_time(value: datetime) -> str:
     return value.isoformat(sep=" ", timespec="microseconds")
 
 
+_last_time: tuple[str, datetime] = ("", datetime.min)
+
+
 def stored_time(value: Any) -> Any:
     """A stored timestamp as aware UTC (SQLite text or a driver's datetime); ``None`` stays."""
+    global _last_time
     if value is None:
         return None
     if isinstance(value, str):
-        value = datetime.fromisoformat(value)
+        # The rows of one commit share its timestamp, and a listing reads them in order:
+        # the last text parsed is often the next one (a datetime is immutable, so shared).
+        last = _last_time
+        if last[0] == value:
+            return last[1]
+        parsed = aware_utc(datetime.fromisoformat(value))
+        _last_time = (value, parsed)
+        return parsed
     return aware_utc(value)
 
 

@@ -26,6 +26,7 @@ from contextledger.model.records import (
     Revision,
     SessionInfo,
     SummaryEntry,
+    history_entry,
 )
 from contextledger.stores.base import decoding, preview
 from contextledger.stores.sql.window import message, record
@@ -122,19 +123,19 @@ def history_entries(
         except Exception:  # re-raised as CorruptRecord, located, by message()
             found = message(message_id, role, _decoded(loads, content), _decoded(loads, meta))
         out.append(
-            HistoryEntry(
-                session_id=session_id,
-                agent_id=agent_id,
-                seq=seq,
-                message=found,
-                status=status,
-                pinned=pinned,
-                tokens=tokens,
-                created_at=created_at,
-                evicted_by=evicted_by,
-                revision_count=revision_count,
-                from_call=from_call,
-                version=version,
+            history_entry(
+                session_id,
+                agent_id,
+                seq,
+                found,
+                status,
+                pinned,
+                tokens,
+                created_at,
+                evicted_by,
+                revision_count,
+                from_call,
+                version,
             )
         )
     return out
