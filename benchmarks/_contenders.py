@@ -17,10 +17,20 @@ DEFERRED = "+deferred"
 """The key suffix of a before_model_call lane whose count waits for the next commit."""
 _SYNC_ONLY = "measured on the sync API (one source: the async API runs the same code)"
 _ADK_API = "ADK's session API appends and restores whole sessions; measured on the ledger's own API"
+_AT_DEFAULT = "measured on append at this setting (the other workloads: see the rows at the run's durability)"
 # Reasons that say where a workload is measured rather than what a contender cannot do:
 # the workload's table leaves such rows out.
 SCOPE = frozenset(
-    {_NOT_HERE, _SQLITE_BYTES, _ONE_WRITER, _BMC_WHERE, _SYNC_ONLY, _ADK_API, "measured on PostgreSQL and Redis only"}
+    {
+        _NOT_HERE,
+        _SQLITE_BYTES,
+        _ONE_WRITER,
+        _BMC_WHERE,
+        _SYNC_ONLY,
+        _ADK_API,
+        _AT_DEFAULT,
+        "measured on PostgreSQL and Redis only",
+    }
 )
 
 
@@ -37,6 +47,13 @@ class Spec:
         engine: ``sqlite``, ``postgres``, ``redis``, ``files`` or ``memory``.
         does: Workloads it runs; any other gets ``reasons.get(w)`` as its n/a.
         reasons: Why it does not do a workload.
+        durability: Its durability settings, stated next to its figures. ``set here:``
+            names what the harness changed from the library's own default.
+        variant: ``equal`` (the run's durability for its engine, as every contender on
+            it) or ``default`` (the library as it configures itself); the worker gets it
+            as ``params["durability"]``.
+        server: The server it is pointed at (``postgres@default``: a database with
+            PostgreSQL's default ``synchronous_commit=on``); ``None``: its engine's.
     """
 
     key: str
@@ -47,6 +64,9 @@ class Spec:
     engine: str
     does: frozenset[str]
     reasons: dict[str, str] = field(default_factory=dict)
+    durability: str = ""
+    variant: str = "equal"
+    server: str | None = None
 
     def reason(self, workload: str) -> str:
         return self.reasons.get(workload, _NOT_HERE)
@@ -54,9 +74,13 @@ class Spec:
     def params(self, workload: str, directory: Path, servers: dict[str, str | None]) -> dict[str, Any] | str:
         """The worker's setup parameters, or why it cannot run (a server is missing)."""
         directory.mkdir(parents=True, exist_ok=True)
-        params: dict[str, Any] = {"directory": str(directory / "files"), "key_prefix": "bench"}
+        params: dict[str, Any] = {
+            "directory": str(directory / "files"),
+            "key_prefix": "bench",
+            "durability": self.variant,
+        }
         if self.engine in ("postgres", "redis"):
-            url = servers.get(self.engine)
+            url = servers.get(self.server or self.engine)
             if url is None:
                 return f"no {'PostgreSQL' if self.engine == 'postgres' else 'Redis'} server"
             params["url"] = url
@@ -87,13 +111,62 @@ _HOST_WHY = {
 }
 
 
-def _peer(key: str, label: str, worker: str, env: str, engine: str, *, why: dict[str, str] | None = None) -> Spec:
+def _peer(
+    key: str,
+    label: str,
+    worker: str,
+    env: str,
+    engine: str,
+    durability: str,
+    *,
+    why: dict[str, str] | None = None,
+    default: str | None = None,
+) -> tuple[Spec, ...]:
+    """A peer at the run's durability, and -- when ``default`` names settings that differ
+    -- a second row at the library's own default (append only)."""
     does = frozenset({"append", "restore_wide", "storage"})
     reasons = {**_PEER_WHY, "concurrency": "measured on PostgreSQL and Redis only", **(why or {})}
     if engine != "sqlite" and engine != "files":
         reasons["storage"] = _SQLITE_BYTES
         does -= {"storage"}
-    return Spec(key, label, "peer", worker, env, engine, does, reasons)
+    equal = Spec(key, label, "peer", worker, env, engine, does, reasons, durability)
+    if default is None:
+        return (equal,)
+    at_default = {w: _AT_DEFAULT for w in (*reasons, *does) if w != "append"}
+    server = "postgres@default" if engine == "postgres" else None
+    return (
+        equal,
+        Spec(
+            f"{key}-default",
+            f"{label}, its default",
+            "peer",
+            worker,
+            env,
+            engine,
+            frozenset({"append"}),
+            at_default,
+            default,
+            "default",
+            server,
+        ),
+    )
+
+
+_ALL_WORKLOADS = (
+    "append",
+    "restore_window",
+    "restore_wide",
+    "reduction",
+    "storage",
+    "before_model_call",
+    "concurrency",
+)
+# The run's durability per engine, as each row states it (the servers' own lines add
+# what the servers report).
+_SQLITE_EQUAL = "WAL, synchronous=NORMAL"
+_PG_EQUAL = "server: synchronous_commit=off, fsync=on"
+_PG_DEFAULT = "server: synchronous_commit=on (PostgreSQL's default), fsync=on"
+_REDIS = "server: appendonly=yes, appendfsync=everysec"
 
 
 CONTENDERS: tuple[Spec, ...] = (
@@ -106,6 +179,7 @@ CONTENDERS: tuple[Spec, ...] = (
         "sqlite",
         _CL_ALL - {"concurrency"},
         {"concurrency": _ONE_WRITER},
+        f"{_SQLITE_EQUAL} (its default)",
     ),
     Spec(
         "cl-postgres",
@@ -116,6 +190,20 @@ CONTENDERS: tuple[Spec, ...] = (
         "postgres",
         _CL_ALL - {"storage", "before_model_call"},
         {"storage": _SQLITE_BYTES, "before_model_call": _BMC_WHERE},
+        f"{_PG_EQUAL} (it sets none)",
+    ),
+    Spec(
+        "cl-postgres-default",
+        "contextledger (PostgreSQL), PostgreSQL's default",
+        "contextledger",
+        "cl",
+        None,
+        "postgres",
+        frozenset({"append"}),
+        {w: _AT_DEFAULT for w in _ALL_WORKLOADS if w != "append"},
+        f"{_PG_DEFAULT} (it sets none)",
+        "default",
+        "postgres@default",
     ),
     Spec(
         "cl-redis",
@@ -126,9 +214,17 @@ CONTENDERS: tuple[Spec, ...] = (
         "redis",
         _CL_ALL - {"storage", "before_model_call"},
         {"storage": _SQLITE_BYTES, "before_model_call": _BMC_WHERE},
+        f"{_REDIS} (it sets none)",
     ),
     Spec(
-        "cl-memory", "contextledger (memory)", "contextledger", "cl", None, "memory", frozenset({"before_model_call"})
+        "cl-memory",
+        "contextledger (memory)",
+        "contextledger",
+        "cl",
+        None,
+        "memory",
+        frozenset({"before_model_call"}),
+        durability="none: in memory",
     ),
     *(
         Spec(
@@ -145,8 +241,13 @@ CONTENDERS: tuple[Spec, ...] = (
                 "before_model_call": _SYNC_ONLY,
                 "concurrency": _SYNC_ONLY,
             },
+            durability,
         )
-        for engine, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("redis", "Redis"))
+        for engine, label, durability in (
+            ("sqlite", "SQLite", f"{_SQLITE_EQUAL} (its default)"),
+            ("postgres", "PostgreSQL", f"{_PG_EQUAL} (it sets none)"),
+            ("redis", "Redis", f"{_REDIS} (it sets none)"),
+        )
     ),
     Spec(
         "raw-sqlite",
@@ -157,6 +258,7 @@ CONTENDERS: tuple[Spec, ...] = (
         "sqlite",
         _RAW_ALL - {"concurrency"},
         {**_RAW_WHY, "concurrency": _ONE_WRITER},
+        f"set here: {_SQLITE_EQUAL} (sqlite3's default: rollback journal, synchronous=FULL)",
     ),
     Spec(
         "raw-postgres",
@@ -167,6 +269,20 @@ CONTENDERS: tuple[Spec, ...] = (
         "postgres",
         _RAW_ALL - {"storage"},
         {**_RAW_WHY, "storage": _SQLITE_BYTES},
+        _PG_EQUAL,
+    ),
+    Spec(
+        "raw-postgres-default",
+        "psycopg (raw driver), PostgreSQL's default",
+        "raw",
+        "raw-postgres",
+        None,
+        "postgres",
+        frozenset({"append"}),
+        {w: _AT_DEFAULT for w in _ALL_WORKLOADS if w != "append"},
+        _PG_DEFAULT,
+        "default",
+        "postgres@default",
     ),
     Spec(
         "raw-redis",
@@ -177,12 +293,61 @@ CONTENDERS: tuple[Spec, ...] = (
         "redis",
         _RAW_ALL - {"storage"},
         {**_RAW_WHY, "storage": _SQLITE_BYTES},
+        _REDIS,
     ),
-    _peer("strands-file", "Strands FileSessionManager", "strands-file", "strands", "files"),
-    _peer("oai-sqlite", "OpenAI Agents SQLiteSession", "oai-sqlite", "openai_agents", "sqlite"),
-    _peer("oai-sqlalchemy", "OpenAI Agents SQLAlchemySession (SQLite)", "oai-sqlalchemy", "openai_agents", "sqlite"),
-    _peer("adk", "Google ADK DatabaseSessionService (SQLite)", "adk", "adk", "sqlite"),
-    _peer("adk-memory", "Google ADK InMemorySessionService", "adk-memory", "adk", "memory"),
+    *_peer(
+        "strands-file",
+        "Strands FileSessionManager",
+        "strands-file",
+        "strands",
+        "files",
+        "a JSON file per message, written to a temporary file and renamed, no fsync (its only mode)",
+    ),
+    *_peer(
+        "oai-sqlite",
+        "OpenAI Agents SQLiteSession",
+        "oai-sqlite",
+        "openai_agents",
+        "sqlite",
+        "WAL (its own), set here: synchronous=NORMAL",
+        default="WAL (its own), synchronous=FULL (SQLite's default; it sets none)",
+    ),
+    *_peer(
+        "oai-sqlalchemy",
+        "OpenAI Agents SQLAlchemySession (SQLite)",
+        "oai-sqlalchemy",
+        "openai_agents",
+        "sqlite",
+        "WAL (its own), set here: synchronous=NORMAL",
+        default="WAL (its own), synchronous=FULL (SQLite's default; it sets none)",
+    ),
+    *_peer(
+        "oai-sqlalchemy-postgres",
+        "OpenAI Agents SQLAlchemySession (PostgreSQL)",
+        "oai-sqlalchemy",
+        "openai_agents",
+        "postgres",
+        f"{_PG_EQUAL} (it sets none)",
+        default=f"{_PG_DEFAULT} (it sets none)",
+    ),
+    *_peer(
+        "oai-redis",
+        "OpenAI Agents RedisSession",
+        "oai-redis",
+        "openai_agents",
+        "redis",
+        f"{_REDIS} (it sets none; Redis has no per-client durability setting)",
+    ),
+    *_peer(
+        "adk",
+        "Google ADK DatabaseSessionService (SQLite)",
+        "adk",
+        "adk",
+        "sqlite",
+        f"set here: {_SQLITE_EQUAL}",
+        default="its own engine: rollback journal, synchronous=FULL (SQLite's defaults; it sets none)",
+    ),
+    *_peer("adk-memory", "Google ADK InMemorySessionService", "adk-memory", "adk", "memory", "none: in memory"),
     *(
         Spec(
             f"cl-adk-{engine}",
@@ -199,16 +364,52 @@ CONTENDERS: tuple[Spec, ...] = (
                 "concurrency": _ADK_API,
                 "storage": _SQLITE_BYTES,
             },
+            durability,
         )
-        for engine, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL"), ("redis", "Redis"))
+        for engine, label, durability in (
+            ("sqlite", "SQLite", f"{_SQLITE_EQUAL} (its default)"),
+            ("postgres", "PostgreSQL", f"{_PG_EQUAL} (it sets none)"),
+            ("redis", "Redis", f"{_REDIS} (it sets none)"),
+        )
     ),
-    _peer("langgraph-sqlite", "LangGraph SqliteSaver", "langgraph", "langgraph", "sqlite"),
-    _peer("langgraph-postgres", "LangGraph PostgresSaver", "langgraph", "langgraph", "postgres"),
-    _peer("langchain", "LangChain SQLChatMessageHistory (SQLite)", "langchain", "langchain", "sqlite"),
-    _peer("pydantic-ai-json", "Pydantic AI JSON rows per run (SQLite)", "pydantic-ai-json", "pydantic_ai", "sqlite"),
+    *_peer(
+        "langgraph-sqlite",
+        "LangGraph SqliteSaver",
+        "langgraph",
+        "langgraph",
+        "sqlite",
+        f"set here: {_SQLITE_EQUAL}",
+        default="WAL (its own, in setup()), synchronous=FULL (SQLite's default)",
+    ),
+    *_peer(
+        "langgraph-postgres",
+        "LangGraph PostgresSaver",
+        "langgraph",
+        "langgraph",
+        "postgres",
+        f"{_PG_EQUAL} (it sets none)",
+        default=f"{_PG_DEFAULT} (it sets none)",
+    ),
+    *_peer(
+        "langchain",
+        "LangChain SQLChatMessageHistory (SQLite)",
+        "langchain",
+        "langchain",
+        "sqlite",
+        f"set here: {_SQLITE_EQUAL}",
+        default="a plain engine: rollback journal, synchronous=FULL (SQLite's defaults; it sets none)",
+    ),
+    *_peer(
+        "pydantic-ai-json",
+        "Pydantic AI JSON rows per run (SQLite)",
+        "pydantic-ai-json",
+        "pydantic_ai",
+        "sqlite",
+        f"{_SQLITE_EQUAL} (rows written here with sqlite3: Pydantic AI has no store of its own)",
+    ),
     # contextledger behind each host's own storage interface, next to that host's store above.
     *(
-        Spec(key, label, "contextledger", key, None, "sqlite", _HOST_DOES, _HOST_WHY)
+        Spec(key, label, "contextledger", key, None, "sqlite", _HOST_DOES, _HOST_WHY, f"{_SQLITE_EQUAL} (its default)")
         for key, label in (
             ("cl-langchain", "contextledger LedgerChatMessageHistory (SQLite)"),
             ("cl-pydantic-ai", "contextledger LedgerHistory, Pydantic AI (SQLite)"),

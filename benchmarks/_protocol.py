@@ -8,9 +8,11 @@ line on stdin and answers each with one JSON object per line on stdout:
 
 * ``{"op": "setup", "workload": W, "params": {...}}`` -> ``{"ok": true, "info": {...}}``,
   or ``{"na": "reason"}`` when the contender cannot do the workload.
-* ``{"op": "step", "n": N}`` -> ``{"t": seconds}``: one timed repetition (the worker
-  times itself, so the pipe is not part of the figure).
-* ``{"op": "burst", "seconds": S, "start": T}`` -> ``{"count": N}``: wait until the
+* ``{"op": "step", "n": N}`` -> ``{"t": seconds, "cpu": seconds}``: one timed
+  repetition, wall and client CPU (the worker times itself between :func:`start` and
+  :func:`stop`, so the pipe is not part of the figure; CPU is this process's, every
+  thread of it, so a server's CPU is not in it).
+* ``{"op": "burst", "seconds": S, "start": T}`` -> ``{"count": N, "cpu": seconds}``: wait until the
   wall clock reads ``T``, then repeat the step for ``S`` seconds (concurrency).
 * ``{"op": "measure"}`` -> ``{"value": ...}``: an untimed figure (bytes on disk).
 * ``{"op": "quit"}`` -> the worker closes the contender and exits.
@@ -37,6 +39,31 @@ TOOL_INPUT_CHARS = 120
 TOOL_RESULT_CHARS = 480
 ANSWER_CHARS = 360
 MESSAGES_PER_TURN = 4
+
+
+_last: list[float] = [0.0, 0.0]  # wall, CPU of the last start()..stop()
+
+
+def start() -> tuple[float, float]:
+    """Start timing one repetition: the wall clock and this process's CPU clock."""
+    return time.perf_counter(), time.process_time()
+
+
+def stop(started: tuple[float, float]) -> float:
+    """Stop timing; return the wall seconds (the CPU seconds go with the step's answer)."""
+    wall = time.perf_counter() - started[0]
+    _last[:] = [wall, time.process_time() - started[1]]
+    return wall
+
+
+def _cpu_of(seconds: float) -> float | None:
+    """The CPU time of a step that reported ``seconds``: a per-call figure (a batch's wall
+    divided by its size) has its CPU divided alike."""
+    wall, cpu = _last
+    _last[:] = [0.0, 0.0]
+    if wall <= 0:
+        return None
+    return cpu * (seconds / wall)
 
 
 class NotApplicable(Exception):
@@ -143,17 +170,19 @@ def serve(contender: Contender, stdin: TextIO = sys.stdin, stdout: TextIO = sys.
             if op == "setup":
                 reply: dict[str, Any] = {"ok": True, "info": contender.setup(request["workload"], request["params"])}
             elif op == "step":
-                reply = {"t": contender.step(int(request["n"]))}
+                t = contender.step(int(request["n"]))
+                reply = {"t": t, "cpu": _cpu_of(t)}
             elif op == "burst":
                 delay = float(request["start"]) - time.time()
                 if delay > 0:
                     time.sleep(delay)
+                cpu = time.process_time()
                 deadline = time.perf_counter() + float(request["seconds"])
                 count = 0
                 while time.perf_counter() < deadline:
                     contender.step(count)
                     count += 1
-                reply = {"count": count}
+                reply = {"count": count, "cpu": time.process_time() - cpu}
             elif op == "measure":
                 reply = {"value": contender.measure()}
             else:

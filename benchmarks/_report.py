@@ -39,6 +39,29 @@ def _med(run: Run, workload: str, lane: str) -> float | None:
     return median(found.samples) if found is not None and found.ok and found.samples else None
 
 
+def _cpu(run: Run, workload: str, lane: str) -> float | None:
+    """Median client CPU seconds of a lane's repetitions (``None``: not recorded)."""
+    found = _get(run, workload, lane)
+    return median(found.cpu) if found is not None and found.ok and found.cpu else None
+
+
+def _ours(run: Run, key: str) -> str:
+    """The contextledger lane a peer's append is compared with: the same engine at the same setting."""
+    spec = next((s for s in run.specs if s.key == key), None)
+    if spec is None:
+        return "cl-sqlite"
+    if spec.engine == "postgres":
+        return "cl-postgres-default" if spec.variant == "default" else "cl-postgres"
+    if spec.engine == "redis":
+        return "cl-redis"
+    # SQLite, files, memory: contextledger's SQLite default (WAL, synchronous=NORMAL).
+    return "cl-sqlite"
+
+
+def _raw(spec: Any) -> str:
+    return f"raw-{spec.engine}" + ("-default" if spec.variant == "default" else "")
+
+
 def _na(outcome: Outcome | None) -> str:
     if outcome is None:
         return "n/a: not run"
@@ -77,16 +100,22 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
         return "not measured" if ok is None else ("met" if ok else "**missed**")
 
     if "append" in run.results:
-        for engine in ("sqlite", "postgres", "redis"):
-            cl, raw = _med(run, "append", f"cl-{engine}"), _med(run, "append", f"raw-{engine}")
-            r = _ratio(cl, raw)
+        for lane in ("cl-sqlite", "cl-postgres", "cl-postgres-default", "cl-redis"):
+            spec = next((s for s in run.specs if s.key == lane), None)
+            if spec is None:
+                continue
+            raw = _raw(spec)
+            r = _ratio(_med(run, "append", lane), _med(run, "append", raw))
+            c = _ratio(_cpu(run, "append", lane), _cpu(run, "append", raw))
             out.append(
                 (
-                    f"append, {engine}: within 2x of the raw driver",
-                    f"{_x(r)} ({_ms(cl)} vs {_ms(raw)} ms)",
-                    verdict(None if r is None else r <= 2),
+                    f"append, {spec.label}: within 2x of the raw driver at the same setting",
+                    f"wall {_x(r)} ({_ms(_med(run, 'append', lane))} vs {_ms(_med(run, 'append', raw))} ms), "
+                    f"client CPU {_x(c)} ({_ms(_cpu(run, 'append', lane))} vs {_ms(_cpu(run, 'append', raw))} ms)",
+                    _both(verdict, r, c, lambda v: v <= 2),
                 )
             )
+        out += _peer_targets(run, verdict)
         cl = _med(run, "append", "cl-sqlite")
         for peer, factor in (("strands-file", 3), ("adk", 10)):
             other = _med(run, "append", peer)
@@ -189,6 +218,37 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
     return out
 
 
+def _both(
+    verdict: Callable[[bool | None], str], wall: float | None, cpu: float | None, ok: Callable[[float], bool]
+) -> str:
+    """One verdict per clock: ``wall met, CPU **missed**``."""
+    return f"wall {verdict(None if wall is None else ok(wall))}, CPU {verdict(None if cpu is None else ok(cpu))}"
+
+
+def _peer_targets(run: Run, verdict: Callable[[bool | None], str]) -> list[tuple[str, str, str]]:
+    """Ahead of each peer on append: contextledger on the same engine at the same setting.
+
+    A ratio above 1 means contextledger takes less time per turn (wall, and client CPU).
+    """
+    out: list[tuple[str, str, str]] = []
+    for spec in run.specs:
+        if spec.group != "peer" or spec.engine == "memory" or _get(run, "append", spec.key) is None:
+            continue
+        ours = _ours(run, spec.key)
+        r = _ratio(_med(run, "append", spec.key), _med(run, "append", ours))
+        c = _ratio(_cpu(run, "append", spec.key), _cpu(run, "append", ours))
+        at = "its default" if spec.variant == "default" else "equal durability"
+        base = spec.label.removesuffix(", its default")
+        out.append(
+            (
+                f"ahead of {base} on append at {at} ({spec.durability}) -- against {_label(run, ours)}",
+                f"wall {_x(r)}, client CPU {_x(c)}",
+                _both(verdict, r, c, lambda v: v > 1),
+            )
+        )
+    return out
+
+
 def _aio_targets(
     figures: dict[str, dict[str, float]], verdict: Callable[[bool | None], str]
 ) -> list[tuple[str, str, str]]:
@@ -231,44 +291,74 @@ def _ms(seconds: float | None) -> str:
 # -- tables ------------------------------------------------------------------------------
 
 
+def _cpu_cell(o: Outcome) -> str:
+    return ms(median(o.cpu)) if o.cpu else "n/a"
+
+
 def _timed_row(run: Run, workload: str, lane: str, label: str, extra: list[str]) -> str:
+    """``| label | median wall | p95 wall | median client CPU | extra... |``."""
     o = _get(run, workload, lane)
     if o is None or not o.ok or not o.samples:
-        return f"| {label} | {_na(o)} |" + " |" * (1 + len(extra))
-    return f"| {label} | {ms(median(o.samples))} | {ms(p95(o.samples))} | " + " | ".join(extra) + " |"
+        return f"| {label} | {_na(o)} |" + " |" * (2 + len(extra))
+    cells = [ms(median(o.samples)), ms(p95(o.samples)), _cpu_cell(o), *extra]
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+def _pair(wall: float | None, cpu: float | None, digits: int = 2) -> str:
+    return f"{_fmt(wall, digits, 'x')} / {_fmt(cpu, digits, 'x')}"
 
 
 def append_table(run: Run) -> list[str]:
     lines = [
-        "| contender | median ms / turn | p95 ms | messages/s | vs raw driver (same engine) "
-        "| contextledger (SQLite) is x faster |",
-        "|---|---|---|---|---|---|",
+        "| contender | durability | median ms / turn | p95 ms | client CPU ms / turn | messages/s "
+        "| vs raw driver, same setting: wall / CPU | contextledger, same engine and setting, is x faster: wall / CPU |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    cl = _med(run, "append", "cl-sqlite")
     for spec in run.specs:
         if _get(run, "append", spec.key) is None:
             continue
-        t = _med(run, "append", spec.key)
-        raw = _med(run, "append", f"raw-{spec.engine}")
-        vs_raw = _fmt(_ratio(t, raw), 2, "x") if spec.group == "contextledger" else "-"
-        faster = _fmt(_ratio(t, cl), 1, "x") if spec.group == "peer" else "-"
+        t, c = _med(run, "append", spec.key), _cpu(run, "append", spec.key)
+        raw = _raw(spec)
+        vs_raw = (
+            _pair(_ratio(t, _med(run, "append", raw)), _ratio(c, _cpu(run, "append", raw)))
+            if spec.group == "contextledger"
+            else "-"
+        )
+        ours = _ours(run, spec.key)
+        faster = (
+            _pair(_ratio(t, _med(run, "append", ours)), _ratio(c, _cpu(run, "append", ours)), 1)
+            if spec.group == "peer"
+            else "-"
+        )
         rate = f"{MESSAGES_PER_TURN / t:,.0f}" if t else "n/a"
-        lines.append(_timed_row(run, "append", spec.key, spec.label, [rate, vs_raw, faster]))
+        o = _get(run, "append", spec.key)
+        if o is None or not o.ok or not o.samples:
+            lines.append(f"| {spec.label} | {spec.durability} | {_na(o)} |" + " |" * 5)
+            continue
+        cells = [ms(median(o.samples)), ms(p95(o.samples)), _cpu_cell(o), rate, vs_raw, faster]
+        lines.append(f"| {spec.label} | {spec.durability} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def durability_table(run: Run) -> list[str]:
+    """Every contender's durability settings, and what the servers report."""
+    lines = ["| contender | durability settings |", "|---|---|"]
+    lines += [f"| {spec.label} | {spec.durability or 'not stated'} |" for spec in run.specs]
     return lines
 
 
 def sized_table(run: Run, workload: str, sizes: list[int], unit: str) -> list[str]:
-    head = " | ".join(f"{n:,} {unit}: median ms | p95" for n in sizes)
-    lines = [f"| contender | {head} | ratio largest/smallest |", "|---" * (2 + 2 * len(sizes)) + "|"]
+    head = " | ".join(f"{n:,} {unit}: median ms | p95 | CPU ms" for n in sizes)
+    lines = [f"| contender | {head} | ratio largest/smallest |", "|---" * (2 + 3 * len(sizes)) + "|"]
     for spec in run.specs:
         outcomes = [_get(run, workload, f"{spec.key}@{n}") for n in sizes]
         if not any(o is not None for o in outcomes):
             continue
         if not all(o is not None and o.ok and o.samples for o in outcomes):
             bad = next((o for o in outcomes if o is None or not o.ok), None)
-            lines.append(f"| {spec.label} | {_na(bad)} |" + " |" * (2 * len(sizes)))
+            lines.append(f"| {spec.label} | {_na(bad)} |" + " |" * (3 * len(sizes)))
             continue
-        cells = [f"{ms(median(o.samples))} | {ms(p95(o.samples))}" for o in outcomes if o is not None]
+        cells = [f"{ms(median(o.samples))} | {ms(p95(o.samples))} | {_cpu_cell(o)}" for o in outcomes if o is not None]
         first, last = outcomes[0], outcomes[-1]
         assert first is not None and last is not None
         lines.append(
@@ -278,13 +368,18 @@ def sized_table(run: Run, workload: str, sizes: list[int], unit: str) -> list[st
 
 
 def wide_table(run: Run) -> list[str]:
-    lines = ["| contender | median ms | p95 ms | x slower than contextledger (SQLite) |", "|---|---|---|---|"]
-    cl = _med(run, "restore_wide", "cl-sqlite")
+    lines = [
+        "| contender | median ms | p95 ms | client CPU ms | x slower than contextledger (SQLite): wall / CPU |",
+        "|---|---|---|---|---|",
+    ]
+    cl, cl_cpu = _med(run, "restore_wide", "cl-sqlite"), _cpu(run, "restore_wide", "cl-sqlite")
     for spec in run.specs:
         if _get(run, "restore_wide", spec.key) is None:
             continue
-        t = _med(run, "restore_wide", spec.key)
-        lines.append(_timed_row(run, "restore_wide", spec.key, spec.label, [_fmt(_ratio(t, cl), 1, "x")]))
+        t, c = _med(run, "restore_wide", spec.key), _cpu(run, "restore_wide", spec.key)
+        lines.append(
+            _timed_row(run, "restore_wide", spec.key, spec.label, [_pair(_ratio(t, cl), _ratio(c, cl_cpu), 1)])
+        )
     return lines
 
 
@@ -295,8 +390,9 @@ def fresh_table(run: Run) -> list[str]:
         "python": "python -c pass (interpreter start)",
     }
     lines = [
-        "| child process | median ms | p95 ms | modules imported | Alembic imported | CLI (typer) imported |",
-        "|---|---|---|---|---|---|",
+        "| child process | median ms | p95 ms | CPU ms (the child's, user + system) | modules imported "
+        "| Alembic imported | CLI (typer) imported |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, label in labels.items():
         o = _get(run, "fresh_restore", key)
@@ -346,34 +442,40 @@ def bmc_table(run: Run) -> list[str]:
         "answer -- so nothing is written when nothing fires, and a crash during the model call "
         "loses that call's count together with its answer.",
         "",
-        "| contender | median us / call | p95 us |",
-        "|---|---|---|",
+        "| contender | median us / call | p95 us | client CPU us / call |",
+        "|---|---|---|---|",
     ]
     for key in BMC_LANES:
         o = _get(run, "before_model_call", key)
         if o is None:
             continue
         if not o.ok or not o.samples:
-            lines.append(f"| {_label(run, key)} | {_na(o)} | |")
+            lines.append(f"| {_label(run, key)} | {_na(o)} | | |")
         else:
-            lines.append(f"| {_label(run, key)} | {median(o.samples) * 1e6:.1f} | {p95(o.samples) * 1e6:.1f} |")
+            cpu = f"{median(o.cpu) * 1e6:.1f}" if o.cpu else "n/a"
+            lines.append(f"| {_label(run, key)} | {median(o.samples) * 1e6:.1f} | {p95(o.samples) * 1e6:.1f} | {cpu} |")
     return lines
 
 
 def concurrency_table(run: Run) -> list[str]:
     ks = run.sizes.ks
-    lines = [f"| contender | {' | '.join(f'K={k}' for k in ks)} | K={ks[-1]} / K=1 |", "|---" * (2 + len(ks)) + "|"]
+    lines = [
+        f"| contender | {' | '.join(f'K={k}' for k in ks)} | K={ks[-1]} / K=1 "
+        f"| client CPU ms per append at K={ks[-1]} (all processes) |",
+        "|---" * (3 + len(ks)) + "|",
+    ]
     for spec in run.specs:
         outs = [_get(run, "concurrency", f"{spec.key}@{k}") for k in ks]
         if outs[0] is None:
             continue
         if not outs[0].ok:
-            lines.append(f"| {spec.label} | {_na(outs[0])} |" + " |" * len(ks))
+            lines.append(f"| {spec.label} | {_na(outs[0])} |" + " |" * (1 + len(ks)))
             continue
         cells = [f"{o.value:,.0f}" if o is not None and o.ok else _na(o) for o in outs]
         last = outs[-1]
         scale = f"{last.value / outs[0].value:.2f}" if last is not None and last.ok and outs[0].value else "n/a"
-        lines.append(f"| {spec.label} | " + " | ".join(cells) + f" | {scale} |")
+        per = last.info.get("cpu_per_append") if last is not None and last.ok else None
+        lines.append(f"| {spec.label} | " + " | ".join(cells) + f" | {scale} | {_ms(per)} |")
     return lines
 
 
@@ -411,7 +513,10 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         "percentiles of the repetitions; a ratio is a ratio of medians. Each message is random text of a few "
         "hundred bytes (incompressible); a turn is four messages: the user's text, the assistant's toolUse, "
         "the toolResult and the assistant's answer. Message objects are built outside the timer in each "
-        "contender's own types; the timer covers the library call.",
+        "contender's own types; the timer covers the library call. Every repetition records wall time and the "
+        "client's CPU time (`time.process_time()` of the worker process around the same call, every thread "
+        "of it; a fresh process's from `getrusage` of the child): on PostgreSQL and Redis the server's CPU is "
+        "not counted, so there the CPU figure is the client library's share only.",
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}; load average (1 min) "
         f"{run.load[0]:.1f} at the start, {run.load[1]:.1f} at the end (other work shares the machine: absolute "
@@ -419,11 +524,17 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         + ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))
         + ".",
         "",
-        f"Durability, the same for every contender on an engine: SQLite {SQLITE_DURABILITY}; "
+        f"Durability: every contender's settings are in the table below and next to each append figure. At "
+        f"equal durability every contender on an engine runs SQLite {SQLITE_DURABILITY}, or the servers "
+        "as they report: "
         + "; ".join(run.server_info.values())
-        + ". Strands' FileSessionManager writes a file per message through a temporary file and a rename, "
-        "without fsync. Of one class: a commit survives a crash of the process or of the server; a power "
-        f"loss may take the last second of commits. (PostgreSQL launched with {POSTGRES_SETTINGS}.)",
+        + f" (PostgreSQL launched with {POSTGRES_SETTINGS}). Of one class: a commit survives a crash of the "
+        "process or of the server; a power loss may take the last second of commits. Where a library's own "
+        "default differs, a second append row runs it as the library configures itself (on PostgreSQL: a "
+        "database with PostgreSQL's default synchronous_commit=on); `set here` names each setting the "
+        "harness changed from a library's default.",
+        "",
+        *durability_table(run),
         "",
         f"Parameters: append {s.rounds} turns each after {s.warmup} warm-up turns; restore of a {s.window}-message "
         f"window over {', '.join(f'{n:,}' for n in s.history)} entries, {s.rounds // 2} restores each; fresh-process "
@@ -514,6 +625,10 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         "machine": m,
         "versions": run.versions,
         "servers": run.server_info,
+        "contenders": {
+            spec.key: {"label": spec.label, "durability": spec.durability, "variant": spec.variant}
+            for spec in run.specs
+        },
         "seconds": run.seconds,
         "load": run.load,
         "timings": run.timings,

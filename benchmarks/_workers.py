@@ -22,7 +22,7 @@ VENVS = HERE / ".data" / "venvs"
 # peer environment -> the packages it installs (pip requirement strings).
 PEER_PACKAGES: dict[str, tuple[str, ...]] = {
     "strands": ("strands-agents",),
-    "openai_agents": ("openai-agents[sqlalchemy]", "aiosqlite"),
+    "openai_agents": ("openai-agents[sqlalchemy,redis]", "aiosqlite", "psycopg[binary]"),
     "langgraph": ("langgraph", "langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "psycopg[binary]"),
     "langchain": ("langchain-community", "langchain-core", "sqlalchemy[asyncio]"),
     "pydantic_ai": ("pydantic-ai-slim",),
@@ -32,9 +32,14 @@ PEER_PACKAGES: dict[str, tuple[str, ...]] = {
 
 @dataclass
 class Outcome:
-    """What one contender gave in one workload: samples, a value, or why not."""
+    """What one contender gave in one workload: samples, a value, or why not.
+
+    ``samples`` are wall seconds per repetition, ``cpu`` the client CPU seconds of the
+    same repetitions (this process's, all threads; a server's CPU is not in it).
+    """
 
     samples: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     value: Any = None
     info: dict[str, Any] = field(default_factory=dict)
     na: str | None = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -64,8 +65,10 @@ REDIS_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")
 
 
 @contextmanager
-def postgres(stack: ExitStack) -> Iterator[tuple[str | None, str]]:
-    """A scratch database URL and a line stating its settings (``None``: no server)."""
+def postgres(stack: ExitStack) -> Iterator[tuple[str | None, str, str | None]]:
+    """A scratch database URL, a line stating its settings (``None``: no server), and a
+    second scratch database at PostgreSQL's default ``synchronous_commit=on`` (set on the
+    database: every connection to it gets it, whatever its client sets or not)."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
@@ -78,27 +81,36 @@ def postgres(stack: ExitStack) -> Iterator[tuple[str | None, str]]:
         from tests.plugins.postgres_server import find_binaries, start_postgres
 
         if find_binaries() is None:
-            yield None, "no PostgreSQL binaries"
+            yield None, "no PostgreSQL binaries", None
             return
         try:
             server = start_postgres(settings=POSTGRES_SETTINGS)
         except StoreUnavailable as exc:
-            yield None, str(exc)
+            yield None, str(exc), None
             return
         stack.callback(server.stop)
         base = server.url
     name = f"cl_bench_{uuid.uuid4().hex[:10]}"
+    default = f"{name}_default"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f"CREATE DATABASE {name}"))
+        conn.execute(text(f"CREATE DATABASE {default}"))
+        conn.execute(text(f"ALTER DATABASE {default} SET synchronous_commit = on"))
         settings = {s: conn.execute(text(f"SHOW {s}")).scalar() for s in ("server_version", *POSTGRES_SETTINGS)}
     try:
         url = make_url(base).set(database=name).render_as_string(hide_password=False)
+        default_url = make_url(base).set(database=default).render_as_string(hide_password=False)
+        probe = create_engine(default_url)
+        with probe.connect() as conn:  # what a connection to it gets, read back
+            assert conn.execute(text("SHOW synchronous_commit")).scalar() == "on"
+        probe.dispose()
         info = ", ".join(f"{k}={v}" for k, v in settings.items() if k != "server_version")
-        yield url, f"PostgreSQL {str(settings['server_version']).split()[0]} ({info})"
+        yield url, f"PostgreSQL {str(settings['server_version']).split()[0]} ({info})", default_url
     finally:
         with admin.connect() as conn:
             conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            conn.execute(text(f"DROP DATABASE IF EXISTS {default} WITH (FORCE)"))
         admin.dispose()
 
 
@@ -193,6 +205,8 @@ class Harness:
                     lane.outcome.na = reply["na"]
                 elif r >= warmup:
                     lane.outcome.samples.append(float(reply["t"]))
+                    if reply.get("cpu") is not None:
+                        lane.outcome.cpu.append(float(reply["cpu"]))
 
     def finish(self, workload: str, lanes: list[Lane]) -> None:
         for lane in lanes:
@@ -268,13 +282,17 @@ class Harness:
             for name, (_, argv, _) in children.items() if r % 2 else reversed(children.items()):
                 if argv is None or outcomes[name].na:
                     continue
+                # The child's CPU, user and system: what it spent between start and exit.
+                cpu0 = _children_cpu()
                 t0 = time.perf_counter()
                 done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
                 elapsed = time.perf_counter() - t0
+                cpu = _children_cpu() - cpu0
                 if done.returncode != 0:
                     outcomes[name].na = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:300]
                 elif r:  # the first round warms the page cache and the bytecode caches
                     outcomes[name].samples.append(elapsed)
+                    outcomes[name].cpu.append(cpu)
                     modules, alembic, typer = [*done.stdout.split(), "0", "0", "0"][:3]
                     outcomes[name].info = {
                         "modules": int(modules),
@@ -372,15 +390,19 @@ class Harness:
                             json.dumps({"op": "burst", "seconds": sizes.burst, "start": start}) + "\n"
                         )
                         w.process.stdin.flush()
-                    counts = []
+                    counts, cpus = [], []
                     for w in workers:
                         assert w.process is not None and w.process.stdout is not None
                         reply = json.loads(w.process.stdout.readline() or '{"na": "worker exited"}')
                         if "count" not in reply:
                             outcome.na = str(reply.get("na") or reply.get("error"))[:300]
                         counts.append(int(reply.get("count", 0)))
+                        cpus.append(float(reply.get("cpu") or 0.0))
                     outcome.value = sum(counts) / sizes.burst
-                    outcome.info = {"per_process": [c / sizes.burst for c in counts]}
+                    outcome.info = {
+                        "per_process": [c / sizes.burst for c in counts],
+                        "cpu_per_append": sum(cpus) / sum(counts) if sum(counts) else None,
+                    }
                 for w in workers:
                     w.close()
                 self.run.put("concurrency", name, outcome)
@@ -400,6 +422,7 @@ class Harness:
             self.run.put("strands_turn", "strands", Outcome(na=f"failed: {why}"))
         else:
             self.run.put("strands_turn", "strands", Outcome(value=done.stdout))
+        print("strands_turn: done", file=sys.stderr, flush=True)
 
     def aio(self) -> None:
         """``benchmarks/aio.py``: the async API against the sync one and 0.2's bridge, on the run's servers."""
@@ -419,6 +442,11 @@ class Harness:
         print("aio: done", file=sys.stderr, flush=True)
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _dist(requirement: str) -> str:
     return requirement.split("[", 1)[0].split("=", 1)[0].split(">", 1)[0]
 
@@ -426,8 +454,11 @@ def _dist(requirement: str) -> str:
 def own_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
-    for name in ("contextledger", "sqlalchemy", "alembic", "pydantic", "psycopg", "redis", "matplotlib"):
+    import contextledger
+
+    # The package's own version, from the sources measured (installed metadata may be stale).
+    out = {"contextledger": contextledger.__version__}
+    for name in ("sqlalchemy", "alembic", "pydantic", "psycopg", "redis", "matplotlib"):
         with suppress(PackageNotFoundError):
             out[name] = version(name)
     import sqlite3
@@ -463,8 +494,9 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:
             needs = {s.engine for s in specs}
             if "postgres" in needs:
-                url, info = stack.enter_context(postgres(stack))
+                url, info, default_url = stack.enter_context(postgres(stack))
                 run.servers["postgres"], run.server_info["postgres"] = url, info
+                run.servers["postgres@default"] = default_url
             if "redis" in needs:
                 run.servers["redis"], run.server_info["redis"] = redis(stack)
             harness = Harness(run, workdir, install=not args.no_install)
@@ -482,6 +514,12 @@ def main(argv: list[str] | None = None) -> int:
 
     write_report(run, args.out, plots=not args.no_plots)
     print(f"wrote {args.out / 'RESULTS.md'} in {run.seconds:.0f}s", file=sys.stderr)
+    if args.out.resolve() == HERE and not args.quick:
+        # A full run into benchmarks/ owns the figures the README and the docs state.
+        from _docs import rewrite
+
+        for page in rewrite(run, Path(ROOT)):
+            print(f"rewrote the measured figures of {page}", file=sys.stderr)
     return 0
 
 

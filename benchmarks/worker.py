@@ -25,6 +25,7 @@ CONTENDERS = {
     "strands-file": "contenders.strands_file:StrandsFile",
     "oai-sqlite": "contenders.openai_agents:SQLiteSessionContender",
     "oai-sqlalchemy": "contenders.openai_agents:SQLAlchemySessionContender",
+    "oai-redis": "contenders.openai_agents:RedisSessionContender",
     "adk": "contenders.adk:DatabaseSessionContender",
     "adk-memory": "contenders.adk:InMemorySessionContender",
     "cl-adk": "contenders.cl_adk:LedgerSessionContender",

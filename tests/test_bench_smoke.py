@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,10 @@ def test_every_contextledger_and_raw_lane_ran_or_says_why_not(report: Path) -> N
             else:
                 assert outcome["samples"], (workload, lane)
                 assert all(t > 0 for t in outcome["samples"]), (workload, lane)
+                # Client CPU next to wall, one figure per repetition.
+                assert len(outcome["cpu"]) == len(outcome["samples"]), (workload, lane)
+                assert all(c >= 0 for c in outcome["cpu"]), (workload, lane)
+                assert sum(outcome["cpu"]) > 0, (workload, lane)
     ran = {lane for lane, o in payload["results"]["append"].items() if o["na"] is None}
     assert {"cl-sqlite", "cl-postgres", "cl-redis", "raw-sqlite", "raw-postgres", "raw-redis"} <= ran
     assert {"cl-async-sqlite", "cl-async-postgres", "cl-async-redis"} <= ran
@@ -109,10 +114,32 @@ def test_results_md_states_the_setup_and_every_target(report: Path) -> None:
         assert needle in text, needle
     targets = json.loads((report / "results.json").read_text())["targets"]
     assert len(targets) >= 14
-    assert {t["verdict"] for t in targets} <= {"met", "**missed**", "not measured", "-"}
-    rows = [line for line in text.splitlines() if line.startswith("| append, sqlite: within 2x")]
+    one = {"met", "**missed**", "not measured"}
+    both = {f"wall {w}, CPU {c}" for w in one for c in one}  # a verdict per clock
+    assert {t["verdict"] for t in targets} <= one | both | {"-"}
+    assert any(t["verdict"] in both for t in targets)
+    rows = [line for line in text.splitlines() if line.startswith("| append, contextledger (SQLite): within 2x")]
     assert len(rows) == 1
     assert rows[0].count("|") == 4
+    assert "wall " in rows[0]
+    assert "client CPU " in rows[0]
+    # The version measured is the checkout's, and the load average is recorded.
+    import contextledger
+
+    assert f"contextledger {contextledger.__version__}" in text
+    assert re.search(r"load average \(1 min\) \d+\.\d at the start, \d+\.\d at the end", text)
+    # Every contender's durability, in its own table and next to each append figure.
+    durability = text[text.index("| contender | durability settings |") :].split("\n\n", 1)[0]
+    payload = json.loads((report / "results.json").read_text())
+    contenders = payload["contenders"]
+    for lane, outcome in payload["results"]["append"].items():
+        stated = contenders[lane]["durability"]
+        assert stated, lane
+        assert f"| {contenders[lane]['label']} | {stated} |" in durability, lane
+        if outcome["na"] is None:  # the append figure has its setting next to it
+            assert f"| {contenders[lane]['label']} | {stated} | " in text.split("## Append one turn", 1)[1], lane
+    assert "| contextledger (PostgreSQL), PostgreSQL's default | server: synchronous_commit=on" in durability
+    assert "client CPU ms / turn" in text
 
 
 @pytest.mark.slow

@@ -4,14 +4,14 @@ A turn is four events appended with ``append_event`` (the user's content, the mo
 function call, the function response and the model's answer), each its own commit as
 ADK makes it; a restore is ``get_session`` (all its events). The database service is
 given an engine with WAL and ``synchronous=NORMAL`` (plus the ``foreign_keys`` pragma
-ADK sets on its own engines), as every SQLite contender. contextledger's
+ADK sets on its own engines), as every SQLite contender, when ``params["durability"]`` is
+``"equal"``; with ``"default"`` it builds its own engine from the URL, as it configures it. contextledger's
 ``LedgerSessionService`` runs the same steps in ``contenders/cl_adk.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from google.adk.events import Event
@@ -20,7 +20,7 @@ from google.genai import types
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from _protocol import Contender, NotApplicable, text_of, tool_result, tool_use, turn
+from _protocol import Contender, NotApplicable, start, stop, text_of, tool_result, tool_use, turn
 from contenders._files import tree_bytes
 
 APP, USER = "bench", "user"
@@ -91,14 +91,14 @@ class SessionServiceContender(Contender):
     def step(self, n: int) -> float:
         if self.workload == "append":
             events = events_of(self.session_id, n)
-            t0 = time.perf_counter()
+            t0 = start()
             for e in events:
                 self.run(self.service.append_event(self.session, e))
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             session = self.run(self.service.get_session(app_name=APP, user_id=USER, session_id=self.session_id))
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert session is not None and session.events
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")
@@ -119,6 +119,8 @@ class DatabaseSessionContender(SessionServiceContender):
     engine: Any = None
 
     def make(self, params: dict[str, Any]) -> Any:
+        if params.get("durability", "equal") != "equal":
+            return DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{params['path']}")
         self.engine = create_async_engine(f"sqlite+aiosqlite:///{params['path']}")
 
         @event.listens_for(self.engine.sync_engine, "connect")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from _protocol import Contender, NotApplicable, turn
+from _protocol import Contender, NotApplicable, start, stop, turn
 from _servers import maintain
 from contenders._files import tree_bytes
 from contextledger import Ledger, Message, ReductionPlan, SlidingWindowConversationManager
@@ -115,9 +114,9 @@ class ContextLedger(Contender):
         if self.workload in ("append", "concurrency"):
             assert conversation is not None
             messages = native_turn(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             conversation.append(*messages)
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             if self.window and len(conversation.view) > self.window:
                 # What a sliding window would do, not timed: the window keeps its size.
                 conversation.apply_plan(
@@ -126,27 +125,27 @@ class ContextLedger(Contender):
                 )
             return elapsed
         if self.workload in ("restore_window", "restore_wide"):
-            t0 = time.perf_counter()
+            t0 = start()
             messages = ledger.conversation(self.session, AGENT).messages
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         if self.workload == "reduction":
             assert conversation is not None
-            t0 = time.perf_counter()
+            t0 = start()
             conversation.apply_plan(
                 lambda view: ReductionPlan(strategy="sliding_window", evict=tuple(view.ids[:4])), trigger="per_turn"
             )
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             conversation.append(*native_turn(self.session, 1_000_000 + n))  # keeps the window's size; not timed
             return elapsed
         if self.workload == "before_model_call":
             assert conversation is not None
             call, defer = conversation.before_model_call, self.defer
-            t0 = time.perf_counter()
+            t0 = start()
             for _ in range(self.batch):
                 call(defer_count=defer)
-            return (time.perf_counter() - t0) / self.batch
+            return stop(t0) / self.batch
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:

@@ -9,10 +9,9 @@ keys: both APIs share one source).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
-from _protocol import Contender, NotApplicable
+from _protocol import Contender, NotApplicable, start, stop
 from contenders.cl import AGENT, bulk_load, native_turn
 from contextledger import Ledger
 from contextledger.aio import AsyncConversation, AsyncLedger
@@ -64,13 +63,13 @@ class AsyncContextLedger(Contender):
         if self.workload == "append":
             assert self.conversation is not None
             messages = native_turn(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             await self.conversation.append(*messages)
-            return time.perf_counter() - t0
-        t0 = time.perf_counter()
+            return stop(t0)
+        t0 = start()
         conversation = await ledger.conversation(self.session, AGENT)
         messages = conversation.messages
-        elapsed = time.perf_counter() - t0
+        elapsed = stop(t0)
         assert messages
         return elapsed
 

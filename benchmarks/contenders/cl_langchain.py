@@ -8,11 +8,10 @@ as the peer reads its table).
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Any
 
-from _protocol import Contender, NotApplicable
+from _protocol import Contender, NotApplicable, start, stop
 from contenders._files import tree_bytes
 from contenders._lc_turns import messages_of
 from contextledger import Ledger
@@ -48,15 +47,15 @@ class LedgerChatHistoryContender(Contender):
         assert self.history is not None
         if self.workload == "append":
             messages = messages_of(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             self.history.add_messages(messages)
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
             assert self.ledger is not None
-            t0 = time.perf_counter()
+            t0 = start()
             # A history object of its own, as RunnableWithMessageHistory makes per call: nothing rendered yet.
             messages = LedgerChatMessageHistory(self.session, ledger=self.ledger).messages
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")

@@ -9,10 +9,9 @@ message with the adapter, the unchanged ones in one call).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
-from _protocol import Contender, NotApplicable
+from _protocol import Contender, NotApplicable, start, stop
 from contenders._files import tree_bytes
 from contenders._pai_turns import messages_of
 from contextledger.aio import AsyncLedger
@@ -47,14 +46,14 @@ class LedgerHistoryContender(Contender):
         assert self.history is not None
         if self.workload == "append":
             messages = messages_of(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             self.loop.run_until_complete(self.history.extend(messages))
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             # A history object of its own, as a new process has: nothing rendered yet.
             messages = self.loop.run_until_complete(LedgerHistory(self.session, ledger=self.ledger).messages())
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")

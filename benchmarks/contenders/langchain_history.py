@@ -1,19 +1,19 @@
 """LangChain's ``SQLChatMessageHistory`` on SQLite (SQLAlchemy), through its public API.
 
 A turn is ``add_messages`` of four messages (one commit); a restore is ``.messages``.
-The engine it is given runs SQLite in WAL with ``synchronous=NORMAL``, as every SQLite
-contender.
+With ``params["durability"] == "equal"`` the engine it is given runs SQLite in WAL with
+``synchronous=NORMAL``, as every SQLite contender; with ``"default"`` it gets a plain
+engine (SQLite's rollback journal, ``synchronous=FULL``), what ``connection_string`` builds.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from langchain_community.chat_message_histories import SQLChatMessageHistory
 from sqlalchemy import create_engine, event
 
-from _protocol import Contender, NotApplicable
+from _protocol import Contender, NotApplicable, start, stop
 from contenders._files import tree_bytes
 from contenders._lc_turns import messages_of
 
@@ -35,13 +35,14 @@ class SQLChatHistoryContender(Contender):
         self.session = str(params["session"])
         self.path = str(params["path"])
         self.engine = create_engine(f"sqlite:///{self.path}")
+        if params.get("durability", "equal") == "equal":
 
-        @event.listens_for(self.engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-            cursor.close()
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.close()
 
         self.history = SQLChatMessageHistory(session_id=self.session, connection=self.engine)
         count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
@@ -52,13 +53,13 @@ class SQLChatHistoryContender(Contender):
     def step(self, n: int) -> float:
         if self.workload == "append":
             messages = messages_of(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             self.history.add_messages(messages)
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             messages = self.history.messages
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")

@@ -4,19 +4,20 @@ A one-node graph over ``MessagesState``: each turn is one ``graph.invoke`` with 
 user's message, whose node returns the assistant's tool call, the tool's result and
 the answer, checkpointed as LangGraph does (the whole ``messages`` channel per
 checkpoint). A restore is ``graph.get_state`` of the thread (read from the checkpointer each time).
-SQLite runs in WAL with ``synchronous=NORMAL``, as every SQLite contender.
+With ``params["durability"] == "equal"`` SQLite runs in WAL with ``synchronous=NORMAL``, as
+every SQLite contender; with ``"default"`` the connection is left as ``sqlite3`` opens it
+and the saver configures it.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
-from _protocol import Contender, NotApplicable, text_of, tool_result, tool_use, turn
+from _protocol import Contender, NotApplicable, start, stop, text_of, tool_result, tool_use, turn
 from contenders._files import tree_bytes
 
 
@@ -41,6 +42,7 @@ class LangGraphContender(Contender):
         self.session = ""
         self.path: str | None = None
         self.url = ""
+        self.equal = True
         self.conns: list[Any] = []
         self.graph: Any = None
 
@@ -52,8 +54,9 @@ class LangGraphContender(Contender):
             from langgraph.checkpoint.sqlite import SqliteSaver
 
             conn: Any = sqlite3.connect(self.path, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            if self.equal:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
             saver: Any = SqliteSaver(conn)
         else:
             import psycopg
@@ -84,6 +87,7 @@ class LangGraphContender(Contender):
         self.workload = workload
         self.session = str(params["session"])
         self.path = str(params["path"]) if "path" in params else None
+        self.equal = params.get("durability", "equal") == "equal"
         self.url = str(params.get("url", ""))
         self.graph = self.compile()
         count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
@@ -93,17 +97,17 @@ class LangGraphContender(Contender):
 
     def invoke(self, n: int) -> float:
         user, self.pending = messages_of(self.session, n)
-        t0 = time.perf_counter()
+        t0 = start()
         self.graph.invoke({"messages": [user]}, self.config)
-        return time.perf_counter() - t0
+        return stop(t0)
 
     def step(self, n: int) -> float:
         if self.workload == "append":
             return self.invoke(n)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             messages = self.graph.get_state(self.config).values["messages"]
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")

@@ -1,14 +1,17 @@
-"""OpenAI Agents SDK sessions: ``SQLiteSession`` and ``SQLAlchemySession`` (on SQLite).
+"""OpenAI Agents SDK sessions: ``SQLiteSession``, ``SQLAlchemySession`` and ``RedisSession``.
 
-Both are async; each worker runs one event loop and times ``add_items`` (a turn's four
+All are async; each worker runs one event loop and times ``add_items`` (a turn's four
 items in one call, one commit) and ``get_items`` (read from the database each time). Items are
 Responses API input items: the user's message, a ``function_call``, its
 ``function_call_output`` and the assistant's message.
 
-Durability: both put SQLite in WAL mode themselves; ``synchronous=NORMAL`` is added on
-each connection they open (``SQLiteSession`` through its connection-configuring hook,
-``SQLAlchemySession`` through a connect event on the engine it is given), as for every
-SQLite contender.
+Durability (``params["durability"]``): ``"equal"`` runs SQLite at the run's setting --
+both SQLite sessions put the file in WAL themselves, and ``synchronous=NORMAL`` is added
+on each connection they open (``SQLiteSession`` through its connection-configuring hook,
+``SQLAlchemySession`` through a connect event on the engine it is given); ``"default"``
+leaves each library exactly as it configures itself (WAL, SQLite's default
+``synchronous=FULL``). On PostgreSQL and Redis the server's settings apply; the libraries
+set none.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from agents import SQLiteSession
 
-from _protocol import Contender, NotApplicable, text_of, tool_result, tool_use, turn
+from _protocol import Contender, NotApplicable, start, stop, text_of, tool_result, tool_use, turn
 from contenders._files import tree_bytes
 
 
@@ -59,6 +62,8 @@ class _Session(Contender):
         self.workload = ""
         self.session_id = ""
         self.path = ""
+        self.url = ""
+        self.equal = True
 
     def open(self) -> Any:
         raise NotImplementedError
@@ -68,7 +73,9 @@ class _Session(Contender):
             raise NotApplicable(f"no {workload} workload")
         self.workload = workload
         self.session_id = str(params["session"])
-        self.path = str(params["path"])
+        self.path = str(params.get("path", ""))
+        self.url = str(params.get("url", ""))
+        self.equal = params.get("durability", "equal") == "equal"
         self.session = self.open()
         count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
         for n in range(count):
@@ -78,13 +85,13 @@ class _Session(Contender):
     def step(self, n: int) -> float:
         if self.workload == "append":
             items = items_of(self.session_id, n)
-            t0 = time.perf_counter()
+            t0 = start()
             self.loop.run_until_complete(self.session.add_items(items))
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             items = self.loop.run_until_complete(self.session.get_items())
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert items
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")
@@ -100,7 +107,7 @@ class SQLiteSessionContender(_Session):
     """``agents.SQLiteSession`` on a file."""
 
     def open(self) -> Any:
-        return _NormalSync(self.session_id, self.path)
+        return (_NormalSync if self.equal else SQLiteSession)(self.session_id, self.path)
 
     def close(self) -> None:
         if self.session is not None:
@@ -109,7 +116,7 @@ class SQLiteSessionContender(_Session):
 
 
 class SQLAlchemySessionContender(_Session):
-    """``agents.extensions.memory.SQLAlchemySession`` on SQLite (aiosqlite)."""
+    """``agents.extensions.memory.SQLAlchemySession`` on SQLite (aiosqlite) or PostgreSQL (psycopg async)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -120,6 +127,17 @@ class SQLAlchemySessionContender(_Session):
         from sqlalchemy import event
         from sqlalchemy.ext.asyncio import create_async_engine
 
+        if self.url.startswith("postgresql"):
+            if self.engine is None:
+                self.engine = create_async_engine("postgresql+psycopg" + self.url[self.url.index(":") :])
+            return SQLAlchemySession(self.session_id, engine=self.engine, create_tables=True)
+        if self.engine is None and not self.equal:
+            # Its own way from a URL: the engine it builds, as it configures it.
+            session = SQLAlchemySession.from_url(
+                self.session_id, url=f"sqlite+aiosqlite:///{self.path}", create_tables=True
+            )
+            self.engine = session.engine
+            return session
         if self.engine is None:
             self.engine = create_async_engine(f"sqlite+aiosqlite:///{self.path}")
 
@@ -136,3 +154,17 @@ class SQLAlchemySessionContender(_Session):
         if self.engine is not None:
             self.loop.run_until_complete(self.engine.dispose())
             self.engine = None
+
+
+class RedisSessionContender(_Session):
+    """``agents.extensions.memory.redis_session.RedisSession`` on the run's Redis server."""
+
+    def open(self) -> Any:
+        from agents.extensions.memory.redis_session import RedisSession
+
+        return RedisSession.from_url(self.session_id, url=self.url, key_prefix=f"oai:{time.time_ns()}")
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.loop.run_until_complete(self.session.close())
+            self.session = None

@@ -12,12 +12,11 @@ order and validates each.
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from _protocol import Contender, NotApplicable
+from _protocol import Contender, NotApplicable, start, stop
 from contenders._files import tree_bytes
 from contenders._pai_turns import messages_of
 
@@ -60,14 +59,14 @@ class PydanticAIJsonRows(Contender):
         assert self.db is not None
         if self.workload == "append":
             messages = messages_of(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             self._add(ModelMessagesTypeAdapter.dump_json(messages))  # what result.new_messages_json() gives
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             rows = self.db.execute("SELECT message_list FROM messages WHERE session = ? ORDER BY id", (self.session,))
             messages = [m for (payload,) in rows for m in ModelMessagesTypeAdapter.validate_json(payload)]
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")

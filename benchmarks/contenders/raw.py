@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import uuid
 from typing import Any
 
-from _protocol import Contender, NotApplicable, turn
+from _protocol import Contender, NotApplicable, start, stop, turn
 from contenders._files import tree_bytes
 
 _SQL_SCHEMA = (
@@ -64,13 +63,13 @@ class Raw(Contender):
     def step(self, n: int) -> float:
         if self.workload in ("append", "concurrency"):
             messages = turn(self.session, n)
-            t0 = time.perf_counter()
+            t0 = start()
             self.write(messages)
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload in ("restore_window", "restore_wide"):
-            t0 = time.perf_counter()
+            t0 = start()
             messages = self.read()
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert messages
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")

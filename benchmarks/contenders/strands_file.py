@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from typing import Any
 
 from strands.session.file_session_manager import FileSessionManager
 from strands.types.session import SessionAgent, SessionMessage
 
-from _protocol import Contender, NotApplicable, turn
+from _protocol import Contender, NotApplicable, start, stop, turn
 from contenders._files import tree_bytes
 
 AGENT = "agent"
@@ -68,14 +67,14 @@ class StrandsFile(Contender):
     def step(self, n: int) -> float:
         if self.workload == "append":
             messages = self.native(n)
-            t0 = time.perf_counter()
+            t0 = start()
             self.write(messages)
-            return time.perf_counter() - t0
+            return stop(t0)
         if self.workload == "restore_wide":
-            t0 = time.perf_counter()
+            t0 = start()
             manager = FileSessionManager(session_id=self.session, storage_dir=self.directory)
             restored = [m.to_message() for m in manager.list_messages(self.session, AGENT)]
-            elapsed = time.perf_counter() - t0
+            elapsed = stop(t0)
             assert restored
             return elapsed
         raise NotApplicable(f"nothing to time in {self.workload}")
