@@ -644,19 +644,7 @@ def _apply(conv: _Conversation, cs: Changeset, evicted: set[str]) -> None:
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]
         row.message = row.message.with_pin(pinned)
-        conv.pins.append(
-            PinEvent(
-                session_id=cs.session_id,
-                agent_id=cs.agent_id,
-                entry_id=entry_id,
-                pinned=pinned,
-                source=cs.pin_source,
-                at=now,
-                changeset_id=cs.changeset_id,
-                from_call=cs.from_call,
-                version=cs.new_version,
-            )
-        )
+    conv.pins += cs.pin_events(now)
     reduction_id = cs.reduction.reduction_id if cs.reduction else None
     for rev in cs.revisions:
         row = conv.rows[rev.message_id]

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from contextledger.errors import ConcurrencyConflict
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import encode_blocks
+from contextledger.stores.sql.fields import PIN_EVENTS
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -168,19 +169,7 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
     if records.pins:
         conn.execute(
             insert(_table(PinEventRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    "entry_id": p.entry_id,
-                    "pinned": p.pinned,
-                    "source": p.source,
-                    "changeset_id": p.changeset_id,
-                    "created_at": p.at,
-                    "from_call": p.from_call,
-                    "version": p.version,
-                }
-                for p in records.pins
-            ],
+            [{"conversation_id": conversation, **PIN_EVENTS.values(p)} for p in records.pins],
         )
     if records.tombstones:
         conn.execute(

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from contextledger.model.messages import Message, message_from_json
 from contextledger.model.records import (
     ConversationState,
+    PinEvent,
     Reduction,
     Revision,
     Snapshot,
@@ -120,6 +121,7 @@ _TABLES: dict[type[BaseModel], tuple[str, str]] = {
     Reduction: ("cl_reductions", "reduction_id"),
     SummaryEntry: ("cl_summaries", "summary_id"),
     Revision: ("cl_revisions", "message_id"),
+    PinEvent: ("cl_pin_events", "entry_id"),
 }
 
 

@@ -140,7 +140,7 @@ def revisions(run: Runner, session_id: str, agent_id: str, message_id: str | Non
 def pin_history(run: Runner, session_id: str, agent_id: str | None) -> list[PinEvent]:
     """Pin events of the session (or one agent), in commit order."""
     flags, params = _session(session_id, agent_id)
-    return records.pin_events(run("pin_history", flags, params), session_id)
+    return records.pin_events(run("pin_history", flags, params).mappings(), session_id)
 
 
 def evictions(

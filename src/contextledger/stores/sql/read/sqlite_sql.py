@@ -1344,24 +1344,26 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('pin_history', ()): (
-        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id, cl_pin_events.pinned, '
-        'cl_pin_events.source, cl_pin_events.changeset_id, cl_pin_events.created_at, '
-        'cl_pin_events.from_call, cl_pin_events.version FROM cl_pin_events JOIN cl_conversations ON '
-        'cl_conversations.id = cl_pin_events.conversation_id WHERE cl_conversations.session_id = '
-        ':session_id ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.id',
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version FROM cl_pin_events JOIN cl_conversations ON cl_conversations.id'
+        ' = cl_pin_events.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.id',
         {},
-        '--b--t--',
+        '--b-t---',
         (),
     ),
     ('pin_history', ('agent',)): (
-        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id, cl_pin_events.pinned, '
-        'cl_pin_events.source, cl_pin_events.changeset_id, cl_pin_events.created_at, '
-        'cl_pin_events.from_call, cl_pin_events.version FROM cl_pin_events JOIN cl_conversations ON '
-        'cl_conversations.id = cl_pin_events.conversation_id WHERE cl_conversations.session_id = '
-        ':session_id AND cl_conversations.agent_id = :agent_id ORDER BY cl_pin_events.created_at, '
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version FROM cl_pin_events JOIN cl_conversations ON cl_conversations.id'
+        ' = cl_pin_events.conversation_id WHERE cl_conversations.session_id = :session_id AND '
+        'cl_conversations.agent_id = :agent_id ORDER BY cl_pin_events.created_at, '
         'cl_conversations.agent_id, cl_pin_events.id',
         {},
-        '--b--t--',
+        '--b-t---',
         (),
     ),
     ('evictions', ()): (

@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import Executable
 
+from contextledger.stores.sql.fields import PIN_EVENTS
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -231,16 +232,7 @@ def _revisions(flags: frozenset[str]) -> Executable:
 
 def _pin_history(flags: frozenset[str]) -> Executable:
     return (
-        select(
-            ConversationRow.agent_id,
-            PinEventRow.entry_id,
-            PinEventRow.pinned,
-            PinEventRow.source,
-            PinEventRow.changeset_id,
-            PinEventRow.created_at,
-            PinEventRow.from_call,
-            PinEventRow.version,
-        )
+        select(ConversationRow.agent_id, *PIN_EVENTS.columns())
         .join(ConversationRow, ConversationRow.id == PinEventRow.conversation_id)
         .where(*_conversation(flags))
         .order_by(PinEventRow.created_at, ConversationRow.agent_id, PinEventRow.id)

@@ -45,6 +45,7 @@ from contextledger.model.jsonvalues import encode_value
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
+from contextledger.stores.sql.fields import PIN_EVENTS
 from contextledger.stores.sql.models import (
     ChangesetRow,
     EntryRow,
@@ -317,19 +318,7 @@ def _apply_pins_and_revisions(
     if cs.pins:
         conn.execute(
             insert(_table(PinEventRow)),
-            [
-                {
-                    "conversation_id": conversation_id,
-                    "entry_id": entry_id,
-                    "pinned": pinned,
-                    "source": cs.pin_source,
-                    "changeset_id": cs.changeset_id,
-                    "created_at": now,
-                    "from_call": cs.from_call,
-                    "version": cs.new_version,
-                }
-                for entry_id, pinned in cs.pins.items()
-            ],
+            [{"conversation_id": conversation_id, **PIN_EVENTS.values(e)} for e in cs.pin_events(now)],
         )
     revisions = []
     for rev in cs.revisions:
