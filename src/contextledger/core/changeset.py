@@ -318,8 +318,9 @@ class Changeset(BaseModel):
                 changeset_id=self.changeset_id,
                 from_call=self.from_call,
                 version=self.new_version,
+                position=position,
             )
-            for entry_id, pinned in self.pins.items()
+            for position, (entry_id, pinned) in enumerate(self.pins.items())
         ]
 
     def state_after(self, state: ConversationState, version: int) -> ConversationState:

@@ -372,11 +372,10 @@ class MemoryStore:
             )
             return conv.state.version
 
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or one agent), in commit order."""
+    def pin_history(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order (or one page)."""
         with self._gate.call(), self._lock:
-            events = [(e.at, n, e) for c in self._conversations(session_id, agent_id) for n, e in enumerate(c.pins)]
-            return [e for _, _, e in sorted(events, key=lambda t: (t[0], t[2].agent_id, t[1]))]
+            return paged([e for c in self._conversations(session_id, agent_id) for e in c.pins], page)
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Replace an entry's content by ``erased``, drop its revisions, rewrite ``summaries``, keep ``tombstone``.

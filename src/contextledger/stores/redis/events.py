@@ -8,7 +8,9 @@ audit rows stay independent.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreError
@@ -31,13 +33,15 @@ def tail_args(changeset: Changeset, now: datetime, ttl_ms: int = 0) -> list[str]
     return [*(pin_event_json(e) for e in changeset.pin_events(now)), str(ttl_ms), changeset.changeset_id]
 
 
-def pin_event_from(raw: bytes, session_id: str, agent_id: str) -> PinEvent:
-    """A pin event row as the commit script stored it.
+def pin_event_from(
+    raw: bytes, session_id: str, agent_id: str, fill: Callable[[Mapping[str, Any]], dict[str, Any]]
+) -> PinEvent:
+    """A pin event row as the commit script stored it, its position filled by ``fill`` (see :func:`pin_positions`).
 
     Raises:
         StoreError: The stored row is not a pin event (changed outside contextledger).
     """
     try:
-        return PinEvent.model_validate({**json.loads(raw), "session_id": session_id, "agent_id": agent_id})
-    except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+        return PinEvent.model_validate(fill({**json.loads(raw), "session_id": session_id, "agent_id": agent_id}))
+    except (TypeError, ValueError) as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
         raise StoreError(f"corrupt pin event of {session_id}/{agent_id} in the Redis ledger: {exc}") from exc
