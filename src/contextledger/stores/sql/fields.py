@@ -15,17 +15,18 @@ query.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import ColumnElement, inspect
 
-from contextledger.model.records import PinEvent
-from contextledger.stores.sql.models import Base, PinEventRow
+from contextledger.model.messages import encode_blocks
+from contextledger.model.records import PinEvent, Reduction, Revision, SummaryEntry, Tombstone
+from contextledger.stores.sql.models import Base, PinEventRow, ReductionRow, RevisionRow, SummaryRow, TombstoneRow
 
-__all__ = ["PIN_EVENTS", "Stored"]
+__all__ = ["PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,9 @@ class Stored:
         record: The pydantic record.
         row: The table's row class.
         renamed: Record field -> column, for the fields whose column has another name.
-        outside: Record fields the row does not hold (given by the row's conversation).
+        outside: Record fields the row does not hold (given by the row's conversation,
+            or kept in another table).
+        encode: Record field -> what turns its value into the column's (default: as is).
         fields: The stored fields, in the record's order (derived).
     """
 
@@ -44,6 +47,7 @@ class Stored:
     row: type[Base]
     renamed: Mapping[str, str] = field(default_factory=dict)
     outside: frozenset[str] = frozenset({"session_id", "agent_id"})
+    encode: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     fields: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -70,8 +74,21 @@ class Stored:
 
     def values(self, record: BaseModel) -> dict[str, Any]:
         """The stored fields of ``record`` by column name (to insert; add the row's keys)."""
-        return {self.renamed.get(name, name): getattr(record, name) for name in self.fields}
+        encode = self.encode
+        return {
+            self.renamed.get(name, name): encode[name](value) if name in encode else value
+            for name in self.fields
+            for value in (getattr(record, name),)
+        }
 
 
 PIN_EVENTS = Stored(PinEvent, PinEventRow, renamed={"at": "created_at"})
 """Pin events in ``cl_pin_events`` (``at`` is the ``created_at`` column)."""
+REDUCTIONS = Stored(Reduction, ReductionRow)
+"""Reductions in ``cl_reductions``."""
+SUMMARIES = Stored(SummaryEntry, SummaryRow, outside=frozenset({"session_id", "agent_id", "replaces"}))
+"""Summaries in ``cl_summaries`` (what each replaced is in ``cl_summary_sources``, in order)."""
+REVISIONS = Stored(Revision, RevisionRow, encode={"original": encode_blocks})
+"""Revisions in ``cl_revisions`` (the original blocks stored as their JSON-safe records)."""
+TOMBSTONES = Stored(Tombstone, TombstoneRow, renamed={"erased_at": "created_at"})
+"""Tombstones in ``cl_tombstones`` (``erased_at`` is the ``created_at`` column)."""

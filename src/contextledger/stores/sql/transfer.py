@@ -17,8 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from contextledger.errors import ConcurrencyConflict
 from contextledger.model.bundle import ConversationRecords
-from contextledger.model.messages import encode_blocks
-from contextledger.stores.sql.fields import PIN_EVENTS
+from contextledger.stores.sql.fields import PIN_EVENTS, REDUCTIONS, REVISIONS, SUMMARIES, TOMBSTONES
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -106,50 +105,17 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
     if records.revisions:
         conn.execute(
             insert(_table(RevisionRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    "message_id": r.message_id,
-                    "number": r.number,
-                    "original": encode_blocks(r.original),
-                    "reason": r.reason,
-                    "reduction_id": r.reduction_id,
-                    "created_at": r.created_at,
-                }
-                for r in records.revisions
-            ],
+            [{"conversation_id": conversation, **REVISIONS.values(r)} for r in records.revisions],
         )
     if records.reductions:
         conn.execute(
             insert(_table(ReductionRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    **red.model_dump(exclude={"session_id", "agent_id"}),
-                    "evicted": list(red.evicted),
-                    "revised": list(red.revised),
-                    "restored": list(red.restored),
-                }
-                for red in records.reductions
-            ],
+            [{"conversation_id": conversation, **REDUCTIONS.values(red)} for red in records.reductions],
         )
     summary_ids = {s.summary_id for s in records.summaries}
     for s in records.summaries:
         inserted = conn.execute(
-            insert(SummaryRow).values(
-                conversation_id=conversation,
-                summary_id=s.summary_id,
-                seq=s.seq,
-                content=s.content,
-                summarizer=s.summarizer,
-                reduction_id=s.reduction_id,
-                supersedes=s.supersedes,
-                superseded_by=s.superseded_by,
-                status=s.status,
-                evicted_by=s.evicted_by,
-                tokens=s.tokens,
-                created_at=s.created_at,
-            )
+            insert(SummaryRow).values(conversation_id=conversation, **SUMMARIES.values(s))
         ).inserted_primary_key
         assert inserted is not None
         if s.replaces:
@@ -174,15 +140,6 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
     if records.tombstones:
         conn.execute(
             insert(_table(TombstoneRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    "entry_id": t.entry_id,
-                    "reason": t.reason,
-                    "summaries": list(t.summaries),
-                    "created_at": t.erased_at,
-                }
-                for t in records.tombstones
-            ],
+            [{"conversation_id": conversation, **TOMBSTONES.values(t)} for t in records.tombstones],
         )
     return True

@@ -27,6 +27,7 @@ from contextledger.model.records import (
     Revision,
     Snapshot,
     SummaryEntry,
+    Tombstone,
     ViewEntry,
     view_entry,
 )
@@ -122,6 +123,7 @@ _TABLES: dict[type[BaseModel], tuple[str, str]] = {
     SummaryEntry: ("cl_summaries", "summary_id"),
     Revision: ("cl_revisions", "message_id"),
     PinEvent: ("cl_pin_events", "entry_id"),
+    Tombstone: ("cl_tombstones", "entry_id"),
 }
 
 
