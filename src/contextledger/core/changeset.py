@@ -299,6 +299,14 @@ class Changeset(BaseModel):
         """The appended messages, in order."""
         return [e.message for e in self.appends]
 
+    def stamps(self, at: Any) -> dict[str, Any]:
+        """The stamps this commit gives every entry it appends, by the fields' names of a ``HistoryEntry``.
+
+        The one place they are made: the stores add them to each appended row as they are
+        (``at``, the commit's time, in the form the store writes it).
+        """
+        return {"created_at": at, "from_call": self.from_call, "version": self.new_version}
+
     def pin_events(self, at: datetime) -> list[PinEvent]:
         """The pin events this changeset records, committed at ``at``, in ``pins`` order.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from contextledger.model.messages import Message
@@ -18,6 +18,7 @@ from contextledger.model.records import (
     ConversationState,
     EntryStatus,
     Expiry,
+    HistoryEntry,
     LineageLink,
     PinEvent,
     Reduction,
@@ -28,7 +29,7 @@ from contextledger.model.records import (
 )
 from contextledger.stores.lifecycle import Gate
 
-__all__ = ["NO_OWNER", "MemoryData", "Row", "StoredConversation"]
+__all__ = ["NO_OWNER", "ROW_FIELDS", "MemoryData", "Row", "StoredConversation", "history_entry", "row_of"]
 
 NO_OWNER = SessionOwner(None, None)
 """The owner of a session created without an app or a user."""
@@ -47,6 +48,22 @@ class Row:
     revision_count: int = 0
     from_call: int = 0
     version: int = 0
+
+
+ROW_FIELDS = tuple(f.name for f in fields(Row) if f.name != "message")
+"""The fields a :class:`Row` shares, by name, with the ``HistoryEntry`` it is read as (all but the message)."""
+
+
+def history_entry(row: Row, session_id: str, agent_id: str) -> HistoryEntry:
+    """``row`` as the history entry a read returns (a copy of its message)."""
+    values = {name: getattr(row, name) for name in ROW_FIELDS}
+    message = row.message.model_copy(deep=True)
+    return HistoryEntry(session_id=session_id, agent_id=agent_id, message=message, pinned=row.message.pinned, **values)
+
+
+def row_of(entry: HistoryEntry) -> Row:
+    """The row that keeps ``entry`` (an import)."""
+    return Row(message=entry.message.stored_copy(), **{name: getattr(entry, name) for name in ROW_FIELDS})
 
 
 @dataclass

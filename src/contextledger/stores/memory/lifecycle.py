@@ -9,7 +9,7 @@ from contextledger.model.bundle import ConversationRecords, check_records
 from contextledger.model.messages import Message
 from contextledger.model.records import LineageLink, Tombstone
 from contextledger.stores.capabilities import Swap, swap_in
-from contextledger.stores.memory.data import MemoryData, Row, StoredConversation
+from contextledger.stores.memory.data import MemoryData, StoredConversation, row_of
 
 __all__ = ["MemoryLifecycle"]
 
@@ -81,17 +81,7 @@ class MemoryLifecycle:
                 return False
             conv = StoredConversation(state=records.state)
             for h in records.messages:
-                conv.rows[h.message.message_id] = Row(
-                    seq=h.seq,
-                    message=h.message.stored_copy(),
-                    tokens=h.tokens,
-                    created_at=h.created_at,
-                    status=h.status,
-                    evicted_by=h.evicted_by,
-                    revision_count=h.revision_count,
-                    from_call=h.from_call,
-                    version=h.version,
-                )
+                conv.rows[h.message.message_id] = row_of(h)
             conv.summaries = {s.summary_id: s for s in records.summaries}
             conv.reductions = list(records.reductions)
             conv.revisions = list(records.revisions)

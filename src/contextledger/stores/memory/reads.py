@@ -18,7 +18,7 @@ from contextledger.model.records import (
     ViewEntry,
 )
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
-from contextledger.stores.memory.data import MemoryData, StoredConversation
+from contextledger.stores.memory.data import MemoryData, StoredConversation, history_entry
 
 __all__ = ["MemoryReads"]
 
@@ -82,24 +82,7 @@ class MemoryReads:
     def _history_of(
         self, conv: StoredConversation, session_id: str, agent_id: str, ids: set[str]
     ) -> list[HistoryEntry]:
-        out = [
-            HistoryEntry(
-                session_id=session_id,
-                agent_id=agent_id,
-                seq=r.seq,
-                message=r.message.model_copy(deep=True),
-                status=r.status,
-                pinned=r.message.pinned,
-                tokens=r.tokens,
-                created_at=r.created_at,
-                evicted_by=r.evicted_by,
-                revision_count=r.revision_count,
-                from_call=r.from_call,
-                version=r.version,
-            )
-            for mid, r in conv.rows.items()
-            if mid in ids
-        ]
+        out = [history_entry(r, session_id, agent_id) for mid, r in conv.rows.items() if mid in ids]
         return sorted(out, key=lambda h: h.seq)
 
     def evictions(

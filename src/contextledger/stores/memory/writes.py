@@ -161,12 +161,7 @@ def _apply(conv: StoredConversation, cs: Changeset, evicted: set[str]) -> None:
             )
     for entry in cs.appends:
         conv.rows[entry.entry_id] = Row(
-            seq=entry.seq,
-            message=entry.message.stored_copy(),
-            tokens=entry.tokens,
-            created_at=now,
-            from_call=cs.from_call,
-            version=cs.new_version,
+            seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, **cs.stamps(now)
         )
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]

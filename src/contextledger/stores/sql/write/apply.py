@@ -216,10 +216,7 @@ def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[
         "status": "active",
         "evicted_by": None,
         "revision_count": 0,
-        "created_at": now,
-        # The stamps time travel reads (see contextledger.history.travel).
-        "from_call": cs.from_call,
-        "version": cs.new_version,
+        **cs.stamps(now),  # the stamps time travel reads (see contextledger.history.travel)
     }
 
 
