@@ -159,9 +159,10 @@ def _apply(conv: StoredConversation, cs: Changeset, evicted: set[str]) -> None:
             conv.summaries[entry.entry_id] = old.model_copy(
                 update={"status": "active", "superseded_by": None, "evicted_by": None}
             )
+    stamps = cs.stamps(now)
     for entry in cs.appends:
         conv.rows[entry.entry_id] = Row(
-            seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, **cs.stamps(now)
+            seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, **stamps
         )
     for entry_id, pinned in cs.pins.items():
         row = conv.rows[entry_id]
