@@ -23,10 +23,18 @@ from pydantic import BaseModel
 from sqlalchemy import ColumnElement, inspect
 
 from contextledger.model.messages import encode_blocks
-from contextledger.model.records import PinEvent, Reduction, Revision, SummaryEntry, Tombstone
-from contextledger.stores.sql.models import Base, PinEventRow, ReductionRow, RevisionRow, SummaryRow, TombstoneRow
+from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Tombstone
+from contextledger.stores.sql.models import (
+    Base,
+    EntryRow,
+    PinEventRow,
+    ReductionRow,
+    RevisionRow,
+    SummaryRow,
+    TombstoneRow,
+)
 
-__all__ = ["PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
+__all__ = ["ENTRIES", "PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,8 @@ class Stored:
         }
 
 
+ENTRIES = Stored(HistoryEntry, EntryRow, outside=frozenset({"session_id", "agent_id", "message"}))
+"""Message entries in ``cl_entries``, but the message, whose record fills the id, role, content and metadata columns."""
 PIN_EVENTS = Stored(PinEvent, PinEventRow, renamed={"at": "created_at"})
 """Pin events in ``cl_pin_events`` (``at`` is the ``created_at`` column)."""
 REDUCTIONS = Stored(Reduction, ReductionRow)

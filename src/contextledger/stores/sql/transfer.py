@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from contextledger.errors import ConcurrencyConflict
 from contextledger.model.bundle import ConversationRecords
-from contextledger.stores.sql.fields import PIN_EVENTS, REDUCTIONS, REVISIONS, SUMMARIES, TOMBSTONES
+from contextledger.stores.sql.fields import ENTRIES, PIN_EVENTS, REDUCTIONS, REVISIONS, SUMMARIES, TOMBSTONES
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -86,19 +86,11 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
             rows.append(
                 {
                     "conversation_id": conversation,
-                    "seq": h.seq,
                     "message_id": h.message.message_id,
                     "role": record["role"],
                     "content": record["content"],
                     "metadata": record["metadata"],
-                    "pinned": h.pinned,
-                    "status": h.status,
-                    "evicted_by": h.evicted_by,
-                    "tokens": h.tokens,
-                    "revision_count": h.revision_count,
-                    "created_at": h.created_at,
-                    "from_call": h.from_call,
-                    "version": h.version,
+                    **ENTRIES.values(h),
                 }
             )
         conn.execute(insert(_table(EntryRow)), rows)
