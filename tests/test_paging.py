@@ -10,7 +10,7 @@ import pytest
 
 from contextledger import AsyncLedger, Ledger, Message
 from contextledger.errors import ConfigurationError, InvalidPage
-from contextledger.model.paging import Page
+from contextledger.model.paging import Page, cursor
 from contextledger.stores.capabilities import HISTORY
 from contextledger.stores.sql import SQLStore
 from tests.sql.helpers import capture_reads
@@ -109,3 +109,33 @@ def test_async_iter_history_streams_the_same_entries(tmp_path: Path) -> None:
             return found
 
     assert asyncio.run(stream()) == whole
+
+
+def test_pin_history_pages_through_the_ledger_sync_and_async(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    with _ledger(url, 4) as ledger:
+        chat = ledger.conversation("s")
+        for entry in chat.view:
+            chat.pin(entry.entry_id)
+        chat.unpin(chat.view[0].entry_id)
+        whole = ledger.pin_history("s")
+        assert len(whole) == 9
+        assert ledger.pin_history("s", last=3) == whole[-3:]
+        assert ledger.pin_history("s", after=cursor(whole[2]), limit=2) == whole[3:5]
+        assert ledger.pin_history("s", before=cursor(whole[2])) == whole[:2]
+        store = ledger.store
+        assert isinstance(store, SQLStore)
+        with capture_reads(store) as reads:
+            assert ledger.pin_history("s", after=cursor(whole[5]), limit=2) == whole[6:8]
+        (select,) = [s.sql for s in reads.statements if s.sql.startswith("SELECT")]
+        assert "LIMIT 2" in select
+        for bad in ({"after": 3}, {"before": ("x",)}, {"after": (whole[0].at, "default", 1)}, {"last": -1}):
+            with pytest.raises(InvalidPage):
+                ledger.pin_history("s", **bad)
+        assert ledger.pin_history("s") == whole  # nothing lost
+
+    async def paged() -> list[Any]:
+        async with await AsyncLedger.connect(url) as aledger:
+            return list(await aledger.pin_history("s", after=cursor(whole[0]), last=2))
+
+    assert asyncio.run(paged()) == whole[-2:]

@@ -14,7 +14,15 @@ from contextledger.core.checks import check_owner, check_scope_delta
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
 from contextledger.managers.base import ConversationManager
-from contextledger.model.paging import EVICTION_CURSOR, REDUCTION_CURSOR, SUMMARY_CURSOR, Cursor, Page, Pages
+from contextledger.model.paging import (
+    EVICTION_CURSOR,
+    PIN_CURSOR,
+    REDUCTION_CURSOR,
+    SUMMARY_CURSOR,
+    Cursor,
+    Page,
+    Pages,
+)
 from contextledger.model.records import (
     TRIGGERS,
     Eviction,
@@ -434,17 +442,38 @@ class Ledger:
         """Original contents kept when messages were rewritten."""
         return HISTORY.of(self.store, "Ledger.revisions").revisions(session_id, agent_id, message_id)
 
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin: which entry, pinned or not, who asked, when, in which changeset.
+    def pin_history(
+        self,
+        session_id: str,
+        agent_id: str | None = None,
+        *,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> list[PinEvent]:
+        """Every pin and unpin: which entry, pinned or not, who asked, when, in which changeset: all, or one page.
 
         Args:
             session_id: The session.
             agent_id: Only this agent (default: every agent of the session).
+            after: Only events after this :func:`~contextledger.model.paging.cursor` of a
+                pin event (``(at, agent_id, version, position)``).
+            before: Only events before this cursor.
+            limit: At most this many, the first ones.
+            last: At most this many, the last ones.
 
         Returns:
             The pin events in commit order; empty for an unknown session.
+
+        Raises:
+            InvalidPage: A cursor is not a pin event's, or a count is not an int >= 0 (or
+                both ``limit`` and ``last`` are given).
         """
-        return HISTORY.of(self.store, "Ledger.pin_history").pin_history(session_id, agent_id)
+        page = Page.of(after=after, before=before, limit=limit, last=last, check=PIN_CURSOR)
+        if page.whole:
+            return HISTORY.of(self.store, "Ledger.pin_history").pin_history(session_id, agent_id)
+        return HISTORY.of(self.store, "Ledger.pin_history").pin_history(session_id, agent_id, page=page)
 
     def view_at(
         self,

@@ -88,6 +88,11 @@ def test_pins_lists_every_pin_change_with_who_asked(invoke: Invoke, populated: P
     assert [(r["entry_id"], r["pinned"], r["source"]) for r in rows] == [
         (e.entry_id, e.pinned, e.source) for e in expected
     ]
+    for flag, expected_rows in (("--last", expected[-2:]), ("--limit", expected[:2])):
+        cut = json.loads(invoke("pins", "alpha", flag, "2", "--url", populated.url, "--json").stdout)
+        assert [(r["entry_id"], r["pinned"], r["position"]) for r in cut] == [
+            (e.entry_id, e.pinned, e.position) for e in expected_rows
+        ]
     listing = invoke("pins", "alpha", "--url", populated.url, env={"COLUMNS": "200"})
     assert listing.exit_code == 0
     assert "Remember: the launch date" in listing.stdout

@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from contextledger.cli import ExitCode, app
 from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Changeset
 from contextledger.errors import ConversationExists, InvalidExport
 from contextledger.history.transfer import (
     conversation_lines,
@@ -38,6 +39,7 @@ from contextledger.history.transfer import (
     read_conversation,
     records_from_lines,
 )
+from contextledger.model.messages import Message
 from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 from contextledger.stores.redis import RedisStore
@@ -342,3 +344,28 @@ def test_an_entry_erased_then_pruned_keeps_both_tombstones(store: CompleteStore)
     again = read_conversation(store, session, "default")
     assert again is not None
     assert dump_lines([again]) == exported
+
+
+def test_an_export_written_before_pin_positions_imports_them_numbered(store: CompleteStore) -> None:
+    """Pin lines without ``position`` (0.2 exports) get their index within their changeset, in file order."""
+    source = MemoryStore()
+    chat = Conversation(source, "pins", "a")
+    ids = [m.message_id for m in chat.append(*(Message.user(f"m{i}") for i in range(4)))]
+    chat.pin(ids[0])
+    source.commit(
+        Changeset(session_id="pins", agent_id="a", expected_version=chat.version, pins=dict.fromkeys(ids[1:], True))
+    )
+    records = read_conversation(source, "pins", "a")
+    assert records is not None
+    lines = conversation_lines(records)
+    old = [{k: v for k, v in line.items() if not (line["type"] == "pin" and k == "position")} for line in lines]
+    assert old != lines
+    outcomes = import_lines(store, to_text(old).split("\n"))
+    assert [o for _, o in outcomes] == ["imported"]
+    assert [(e.entry_id, e.position) for e in store.pin_history("pins")] == [
+        (ids[0], 0),
+        (ids[1], 0),
+        (ids[2], 1),
+        (ids[3], 2),
+    ]
+    assert store.pin_history("pins") == source.pin_history("pins")

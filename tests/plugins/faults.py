@@ -32,6 +32,8 @@ from contextledger.errors import StoreUnavailable
 from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.exactly_once import ReplyLost
 from contextledger.stores.memory import MemoryStore
+from contextledger.stores.memory.data import MemoryData
+from contextledger.stores.memory.writes import MemoryWrites
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.sql import SQLStore
 from tests.plugins.proxy import FaultPlan, TcpProxy
@@ -79,9 +81,9 @@ class LossyStore:
 # -- memory --------------------------------------------------------------------------------
 
 
-class _LossyMemoryStore(MemoryStore):
-    def __init__(self, plan: FaultPlan) -> None:
-        super().__init__()
+class _LossyWrites(MemoryWrites):
+    def __init__(self, data: MemoryData, plan: FaultPlan) -> None:
+        super().__init__(data)
         self.plan = plan
 
     def _send(self, changeset: Changeset) -> int:
@@ -100,6 +102,15 @@ class _LossyMemoryStore(MemoryStore):
         if self.plan.down:
             raise StoreUnavailable("the memory store is unreachable (simulated outage)")
         return super()._read_back(changeset)
+
+
+class _LossyMemoryStore(MemoryStore):
+    """A memory store whose commit part (its send and read-back steps) can lose replies."""
+
+    def __init__(self, plan: FaultPlan) -> None:
+        super().__init__()
+        self.plan = plan
+        self._writes = _LossyWrites(self._data, plan)
 
 
 def lossy_memory() -> LossyStore:

@@ -16,11 +16,12 @@ from rich.text import Text
 
 from contextledger.cli.listing import Listing, listing_command, per_agent
 from contextledger.cli.options import AgentOption, JsonOption, NoPagerOption, UrlOption, agents_of, open_ledger
-from contextledger.cli.output import paged, window
+from contextledger.cli.output import paged
 from contextledger.cli.render import Cell, describe, dump_json, fmt_time, record_json, short
 from contextledger.errors import EntryNotFound
 from contextledger.ledger import Ledger
 from contextledger.model.messages import Message
+from contextledger.model.paging import cursor
 from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry
 from contextledger.stores.capabilities import TIME_TRAVEL
 
@@ -249,13 +250,6 @@ revisions = listing_command(
 )
 
 
-def _read_pins(
-    ledger: Ledger, session_id: str, agent: str | None, limit: int | None, last: int | None
-) -> list[PinEvent]:
-    agents_of(ledger, session_id, agent)  # an unknown session or agent exits 5
-    return window(ledger.pin_history(session_id, agent), limit, last)
-
-
 def _pin_rows(ledger: Ledger, session_id: str, found: Sequence[PinEvent]) -> list[Sequence[Cell]]:
     texts: dict[tuple[str, str], str] = {}
     for agent_id in sorted({e.agent_id for e in found}):
@@ -282,7 +276,7 @@ pins = listing_command(
         columns=["when", "agent", "change", "by", "entry", "content"],
         drop=["agent", "by", "entry", "change", "when"],  # "when" is the point of this listing: it goes last
         empty="no pin changes",
-        read=_read_pins,
+        read=per_agent(lambda ledger, sid, aid, page: ledger.pin_history(sid, aid, **page), key=cursor),
         rows=_pin_rows,
     )
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,6 +20,7 @@ from contextledger.model.jsonvalues import storable_text
 from contextledger.model.messages import ContentBlock, Message
 from contextledger.model.records import (
     ConversationState,
+    PinEvent,
     Reduction,
     SummaryEntry,
     Trigger,
@@ -296,6 +298,38 @@ class Changeset(BaseModel):
     def appended_messages(self) -> list[Message]:
         """The appended messages, in order."""
         return [e.message for e in self.appends]
+
+    def stamps(self, at: Any) -> dict[str, Any]:
+        """The stamps this commit gives every entry it appends, by the fields' names of a ``HistoryEntry``.
+
+        The one place they are made: the stores add them to each appended row as they are
+        (``at``, the commit's time, in the form the store writes it).
+        """
+        return {"created_at": at, "from_call": self.from_call, "version": self.new_version}
+
+    def pin_events(self, at: datetime) -> list[PinEvent]:
+        """The pin events this changeset records, committed at ``at``, in ``pins`` order.
+
+        The one place the commit's stamps (``changeset_id``, ``at``, ``from_call``,
+        ``version``) are copied onto its pin events: every store records these records as
+        they are, field by field by name, so a field added to :class:`PinEvent` is set here
+        and nowhere else in the stores.
+        """
+        return [
+            PinEvent(
+                session_id=self.session_id,
+                agent_id=self.agent_id,
+                entry_id=entry_id,
+                pinned=pinned,
+                source=self.pin_source,
+                at=at,
+                changeset_id=self.changeset_id,
+                from_call=self.from_call,
+                version=self.new_version,
+                position=position,
+            )
+            for position, (entry_id, pinned) in enumerate(self.pins.items())
+        ]
 
     def state_after(self, state: ConversationState, version: int) -> ConversationState:
         """``state`` as this changeset leaves it, committed at ``version``."""

@@ -49,6 +49,7 @@ from contextledger.model.records import (
     Revision,
     SummaryEntry,
     Tombstone,
+    pin_positions,
     record_json,
 )
 from contextledger.stores.capabilities import ERASURE, HISTORY, SESSIONS, TRANSFER
@@ -313,7 +314,8 @@ def records_from_lines(lines: Iterable[str]) -> list[ConversationRecords]:
     references that name records of the conversation, counts that are not negative...).
 
     Blank lines are skipped. A file written before pin and tombstone lines existed loads
-    with none of them.
+    with none of them; pin lines written before pin events had a ``position`` get their
+    index among the lines of their changeset.
 
     Raises:
         InvalidExport: The first problem, naming its line (``.line``) and, where it is one
@@ -322,9 +324,12 @@ def records_from_lines(lines: Iterable[str]) -> list[ConversationRecords]:
     states: dict[tuple[str, str], ConversationState] = {}
     rows: dict[tuple[str, str], dict[str, list[BaseModel]]] = {}
     line_of: dict[int, int] = {}  # id(record) -> its line, to name the line of a later check's error
+    positioned = pin_positions()  # an export written before 0.3 has pin events without their position
     for number, line in _numbered(lines):
         data = _parse_line(number, line)
         kind = data.pop("type", None)
+        if kind == "pin":
+            data = positioned(data)
         parser = _PARSERS.get(kind) if isinstance(kind, str) else None
         if parser is None:
             raise InvalidExport(

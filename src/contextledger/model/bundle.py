@@ -65,7 +65,8 @@ class ConversationRecords(BaseModel):
         """The same records in the one order every store reads them back in.
 
         Messages by seq; summaries, revisions and tombstones by time; reductions and pin
-        events in commit order (by version, the store's order breaking ties).
+        events in commit order (by version, the store's order breaking ties; a changeset's pin
+        events by their position).
         """
         return self.model_copy(
             update={
@@ -73,7 +74,7 @@ class ConversationRecords(BaseModel):
                 "summaries": tuple(sorted(self.summaries, key=lambda s: (s.created_at, s.seq, s.summary_id))),
                 "reductions": tuple(sorted(self.reductions, key=lambda r: (r.version, r.created_at, r.reduction_id))),
                 "revisions": tuple(sorted(self.revisions, key=lambda r: (r.created_at, r.message_id, r.number))),
-                "pins": tuple(sorted(self.pins, key=lambda p: (p.version, p.at))),
+                "pins": tuple(sorted(self.pins, key=lambda p: (p.version, p.at, p.position))),
                 "tombstones": tuple(sorted(self.tombstones, key=lambda t: (t.erased_at, t.entry_id))),
             }
         )

@@ -1,6 +1,6 @@
 """Pages of a listing: keyset bounds and a row count, checked once for every store.
 
-A listing that pages (``history``, ``reductions``, ``summaries``, ``evictions``) takes the
+A listing that pages (``history``, ``reductions``, ``summaries``, ``evictions``, ``pin_history``) takes the
 same keyword-only arguments on the ledger and the stores:
 
 * ``after`` / ``before`` -- cursors: only the records strictly after / before this
@@ -23,10 +23,11 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.errors import InvalidPage
-from contextledger.model.records import Eviction, HistoryEntry, Reduction, SummaryEntry
+from contextledger.model.records import Eviction, HistoryEntry, PinEvent, Reduction, SummaryEntry
 
 __all__ = [
     "EVICTION_CURSOR",
+    "PIN_CURSOR",
     "REDUCTION_CURSOR",
     "SUMMARY_CURSOR",
     "WHOLE",
@@ -43,15 +44,18 @@ Cursor = int | tuple[Any, ...]
 """A position in a listing: a history entry's ``seq``, or :func:`cursor` of another listing's record."""
 
 
-def cursor(record: HistoryEntry | Reduction | SummaryEntry | Eviction) -> Cursor:
+def cursor(record: HistoryEntry | Reduction | SummaryEntry | Eviction | PinEvent) -> Cursor:
     """The position of ``record`` in its listing, to page from (``after=`` / ``before=``).
 
     The listing's order: history by ``seq``; reductions by ``(created_at, agent_id,
     version)``; summaries by ``(created_at, agent_id, summary_id)``; evictions by
-    ``(evicted_at, agent_id, seq, kind, entry_id)``.
+    ``(evicted_at, agent_id, seq, kind, entry_id)``; pin events by ``(at, agent_id,
+    version, position)``.
     """
     if isinstance(record, HistoryEntry):
         return record.seq
+    if isinstance(record, PinEvent):
+        return (record.at, record.agent_id, record.version, record.position)
     if isinstance(record, Reduction):
         return (record.created_at, record.agent_id, record.version)
     if isinstance(record, SummaryEntry):
@@ -104,6 +108,8 @@ SUMMARY_CURSOR = key_cursor(datetime, str, str)
 """The check of a summary's cursor: ``(created_at, agent_id, summary_id)``."""
 EVICTION_CURSOR = key_cursor(datetime, str, int, str, str)
 """The check of an eviction's cursor: ``(evicted_at, agent_id, seq, kind, entry_id)``."""
+PIN_CURSOR = key_cursor(datetime, str, int, int)
+"""The check of a pin event's cursor: ``(at, agent_id, version, position)``."""
 
 
 @dataclass(frozen=True, slots=True)

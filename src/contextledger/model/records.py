@@ -7,6 +7,7 @@ models; a store never hands out a record that a caller could mutate behind its b
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -39,6 +40,7 @@ __all__ = [
     "history_entry",
     "in_commit_order",
     "new_id",
+    "pin_positions",
     "record_json",
     "utcnow",
     "view_entry",
@@ -393,6 +395,7 @@ class PinEvent(BaseModel):
         source: Who asked (see :data:`PinSource`).
         at: When the changeset committed.
         changeset_id: The changeset that carried the change.
+        position: Its index among the changeset's pin events.
     """
 
     model_config = _FROZEN
@@ -408,6 +411,26 @@ class PinEvent(BaseModel):
     """The first model call whose input reflects the change (see :mod:`contextledger.history.travel`)."""
     version: int = 0
     """The conversation version its commit produced (0: written before 0.2)."""
+    position: int = Field(default=0, ge=0)
+    """Its index among the pin events of its changeset (they share the stamps above)."""
+
+
+def pin_positions() -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """A filler of ``position`` for pin event rows read in commit order (rows written before 0.3 lack it).
+
+    Each call takes the next row and returns it with its ``position``: as stored, or
+    else its index among the rows of its changeset read so far -- the order the library
+    wrote a changeset's pin events in.
+    """
+    seen: dict[Any, int] = {}
+
+    def fill(row: Mapping[str, Any]) -> dict[str, Any]:
+        changeset = row.get("changeset_id")
+        index = seen.get(changeset, 0)
+        seen[changeset] = index + 1
+        return {**row} if "position" in row else {**row, "position": index}
+
+    return fill
 
 
 class Tombstone(BaseModel):

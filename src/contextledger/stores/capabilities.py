@@ -141,8 +141,11 @@ class HistoryStore(Protocol):
         """Stored original contents, oldest first."""
         ...
 
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or of one agent), in commit order."""
+    def pin_history(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or of one agent), in commit order: all, or one ``page``.
+
+        Ordered by :func:`~contextledger.model.paging.cursor`: ``(at, agent_id, version, position)``.
+        """
         ...
 
     def agents(self, session_id: str) -> list[str]:

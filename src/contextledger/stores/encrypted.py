@@ -373,9 +373,9 @@ class EncryptedStore:
         """The inner reductions (or one page; clear)."""
         return self._inner(HISTORY).reductions(session_id, agent_id, page=page)
 
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """The inner pin events (clear)."""
-        return self._inner(HISTORY).pin_history(session_id, agent_id)
+    def pin_history(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[PinEvent]:
+        """The inner pin events (or one page; clear)."""
+        return self._inner(HISTORY).pin_history(session_id, agent_id, page=page)
 
     def tombstones(self, session_id: str, agent_id: str | None = None) -> list[Tombstone]:
         """The inner tombstones (clear)."""

@@ -94,13 +94,22 @@ class PagingContract(CapabilityContract):
 
 
 def _reduce(store: CompleteStore) -> None:
-    """Two agents, each with summaries superseding one another and plain evictions: every listing has rows."""
+    """Two agents, each with summaries superseding one another, plain evictions and pin changes.
+
+    Every listing has rows; some pin changes share one changeset (and so its stamps).
+    """
     for agent in ("a", "b"):
         chat = Conversation(store, "r", agent)
         chat.append(*(Message.user(f"{agent}{i}") for i in range(14)))
         for _ in range(3):
             chat.apply_plan(_summarize, trigger="proactive")
             chat.apply_plan(_evict_second, trigger="manual")
+        ids = [e.entry_id for e in chat.view if e.kind == "message"]
+        chat.pin(ids[-1])
+        for pinned in (True, False):  # three pin changes in one changeset, twice
+            pins = dict.fromkeys(ids[-4:-1], pinned)
+            store.commit(Changeset(session_id="r", agent_id=agent, expected_version=chat.version, pins=pins))
+            chat.refresh()
 
 
 def _summarize(view: View) -> ReductionPlan:
@@ -113,7 +122,7 @@ def _evict_second(view: View) -> ReductionPlan:
     return ReductionPlan(strategy="sliding_window", evict=(view.ids[1],))
 
 
-_LISTINGS = ("reductions", "summaries", "evictions")
+_LISTINGS = ("reductions", "summaries", "evictions", "pin_history")
 
 
 def _listing(store: CompleteStore, name: str, agent: str | None, page: Page | None = None) -> list[Any]:
@@ -122,7 +131,7 @@ def _listing(store: CompleteStore, name: str, agent: str | None, page: Page | No
 
 
 class KeyedPagingContract(CapabilityContract):
-    """Pages of reductions, summaries and evictions: cursors are :func:`cursor` of a record."""
+    """Pages of reductions, summaries, evictions and pin events: cursors are :func:`cursor` of a record."""
 
     needs: ClassVar[tuple[Capability[Any], ...]] = (HISTORY,)
 

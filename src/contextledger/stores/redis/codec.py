@@ -139,6 +139,7 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
         "1" if cs.summary is not None else "0",
         "1" if cs.reduction is not None else "0",
     ]
+    stamps = cs.stamps(stamp)
     for entry in cs.appends:
         message = entry.message
         record = {  # the message's record (see Message.to_record) but its content, and the entry's stamps
@@ -147,9 +148,7 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             "metadata": encode_value(message.metadata),
             "seq": entry.seq,
             "tokens": entry.tokens,
-            "created_at": stamp,
-            "from_call": cs.from_call,
-            "version": cs.new_version,
+            **stamps,  # last: the time-travel script reads from_call and version at the record's end
         }
         args += [
             _check_id("entry id", entry.entry_id),

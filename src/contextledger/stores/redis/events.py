@@ -8,43 +8,40 @@ audit rows stay independent.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreError
 from contextledger.model.records import PinEvent
 
-__all__ = ["pin_event_from", "tail_args"]
+__all__ = ["pin_event_from", "pin_event_json", "tail_args"]
+
+
+_OUTSIDE = {"session_id", "agent_id"}
+"""Fields of a pin event its row does not hold: the conversation's keys give them."""
+
+
+def pin_event_json(event: PinEvent) -> str:
+    """The stored row of ``event``: its fields by name (times ISO 8601), the session and agent left to its keys."""
+    return json.dumps(event.model_dump(exclude=_OUTSIDE), default=datetime.isoformat, separators=(",", ":"))
 
 
 def tail_args(changeset: Changeset, now: datetime, ttl_ms: int = 0) -> list[str]:
     """One pin event row (JSON) per pin of ``changeset``, in ``pins`` order, the ttl in ms (0: none), then its id."""
-    stamp = now.isoformat()
-    rows = [
-        json.dumps(
-            {
-                "entry_id": entry_id,
-                "pinned": pinned,
-                "source": changeset.pin_source,
-                "changeset_id": changeset.changeset_id,
-                "at": stamp,
-                "from_call": changeset.from_call,
-                "version": changeset.new_version,
-            },
-            separators=(",", ":"),
-        )
-        for entry_id, pinned in changeset.pins.items()
-    ]
-    return [*rows, str(ttl_ms), changeset.changeset_id]
+    return [*(pin_event_json(e) for e in changeset.pin_events(now)), str(ttl_ms), changeset.changeset_id]
 
 
-def pin_event_from(raw: bytes, session_id: str, agent_id: str) -> PinEvent:
-    """A pin event row as the commit script stored it.
+def pin_event_from(
+    raw: bytes, session_id: str, agent_id: str, fill: Callable[[Mapping[str, Any]], dict[str, Any]]
+) -> PinEvent:
+    """A pin event row as the commit script stored it, its position filled by ``fill`` (see :func:`pin_positions`).
 
     Raises:
         StoreError: The stored row is not a pin event (changed outside contextledger).
     """
     try:
-        return PinEvent.model_validate({**json.loads(raw), "session_id": session_id, "agent_id": agent_id})
-    except ValueError as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
+        return PinEvent.model_validate(fill({**json.loads(raw), "session_id": session_id, "agent_id": agent_id}))
+    except (TypeError, ValueError) as exc:  # JSONDecodeError and pydantic's ValidationError are ValueErrors
         raise StoreError(f"corrupt pin event of {session_id}/{agent_id} in the Redis ledger: {exc}") from exc

@@ -16,7 +16,16 @@ from typing import Any
 
 from contextledger.errors import StoreError
 from contextledger.model.paging import WHOLE, Page, paged
-from contextledger.model.records import Eviction, HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Trigger
+from contextledger.model.records import (
+    Eviction,
+    HistoryEntry,
+    PinEvent,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    Trigger,
+    pin_positions,
+)
 from contextledger.stores.base import EvictedCandidate, assemble_evictions
 from contextledger.stores.redis.codec import (
     MessageRow,
@@ -159,17 +168,16 @@ class RedisQueries:
         revisions = [revision_from(raw, keys.rev) for raw in rows]
         return [r for r in revisions if message_id is None or r.message_id == message_id]
 
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or one agent), in commit order."""
-        events: list[tuple[datetime, str, int, PinEvent]] = []
+    def pin_history(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order (or one page, cut from the whole)."""
+        events: list[PinEvent] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             with self._driver("pin_history"):
                 (rows,) = self._snapshot([keys.pins], ["l"])
-            for n, raw in enumerate(rows):
-                event = pin_event_from(raw, session_id, aid)
-                events.append((event.at, aid, n, event))
-        return [e for *_, e in sorted(events, key=lambda t: t[:3])]
+            fill = pin_positions()  # the list is in commit order
+            events += [pin_event_from(raw, session_id, aid, fill) for raw in rows]
+        return paged(events, page)
 
 
 def _by_creation(summaries: Iterator[SummaryEntry] | Sequence[SummaryEntry]) -> list[SummaryEntry]:

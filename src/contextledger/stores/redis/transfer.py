@@ -14,13 +14,12 @@ Cluster alike -- and only when the conversation does not exist.
 
 from __future__ import annotations
 
-import json
-
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import encode_blocks
 from contextledger.model.records import SummaryEntry, utcnow
 from contextledger.stores.redis.codec import dumps, epoch_micros
 from contextledger.stores.redis.erasure import tombstone_json
+from contextledger.stores.redis.events import pin_event_json
 from contextledger.stores.redis.keys import view_score
 
 __all__ = ["IMPORT", "import_args"]
@@ -166,21 +165,7 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         )
         for r in records.revisions
     ]
-    pins = [
-        json.dumps(
-            {
-                "entry_id": p.entry_id,
-                "pinned": p.pinned,
-                "source": p.source,
-                "changeset_id": p.changeset_id,
-                "at": p.at.isoformat(),
-                "from_call": p.from_call,
-                "version": p.version,
-            },
-            separators=(",", ":"),
-        )
-        for p in records.pins
-    ]
+    pins = [pin_event_json(p) for p in records.pins]
     # With a ttl the sessions index must rank the conversation by when its keys were
     # written (the index forgets sessions last written more than ttl ago).
     listed = max(state.updated_at, utcnow()) if ttl_ms else state.updated_at

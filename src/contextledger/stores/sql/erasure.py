@@ -19,7 +19,9 @@ from sqlalchemy import Connection, delete, insert, select, text, update
 from contextledger.errors import EntryNotFound
 from contextledger.model.messages import Message
 from contextledger.model.records import Tombstone
+from contextledger.stores.sql.fields import TOMBSTONES
 from contextledger.stores.sql.models import ConversationRow, EntryRow, RevisionRow, SummaryRow, TombstoneRow
+from contextledger.stores.sql.window import record
 from contextledger.stores.sql.write.apply import chunks
 
 __all__ = ["LEDGER_TABLES", "POSTGRES_PENDING", "erase", "prune", "settle_sqlite", "tombstones"]
@@ -145,23 +147,14 @@ def _insert(conn: Connection, conversation: int, rows: Sequence[Tombstone]) -> N
         return
     conn.execute(
         insert(TombstoneRow),
-        [
-            {
-                "conversation_id": conversation,
-                "entry_id": t.entry_id,
-                "reason": t.reason,
-                "summaries": list(t.summaries),
-                "created_at": t.erased_at,
-            }
-            for t in rows
-        ],
+        [{"conversation_id": conversation, **TOMBSTONES.values(t)} for t in rows],
     )
 
 
 def tombstones(conn: Connection, session_id: str, agent_id: str | None) -> list[Tombstone]:
     """The tombstones of the session (or one agent), oldest first."""
     stmt = (
-        select(ConversationRow.agent_id, TombstoneRow)
+        select(ConversationRow.agent_id, *TOMBSTONES.columns())
         .join(ConversationRow, ConversationRow.id == TombstoneRow.conversation_id)
         .where(ConversationRow.session_id == session_id)
         .order_by(TombstoneRow.created_at, TombstoneRow.id)
@@ -169,15 +162,8 @@ def tombstones(conn: Connection, session_id: str, agent_id: str | None) -> list[
     if agent_id is not None:
         stmt = stmt.where(ConversationRow.agent_id == agent_id)
     return [
-        Tombstone(
-            session_id=session_id,
-            agent_id=row.agent_id,
-            entry_id=row.entry_id,
-            reason=row.reason,
-            erased_at=row.created_at,
-            summaries=tuple(row.summaries or ()),
-        )
-        for row in conn.execute(stmt)
+        record(Tombstone, row, session_id=session_id, summaries=tuple(row["summaries"] or ()))
+        for row in conn.execute(stmt).mappings()
     ]
 
 

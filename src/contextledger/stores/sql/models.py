@@ -327,7 +327,15 @@ class PinEventRow(Base):
     """One pin or unpin: which entry, who asked, when, in which changeset."""
 
     __tablename__ = "cl_pin_events"
-    __table_args__ = (Index("ix_cl_pin_events_conversation_id_id", "conversation_id", "id"),)
+    __table_args__ = (
+        Index(
+            "ix_cl_pin_events_conversation_id_created_at_version_position",
+            "conversation_id",
+            "created_at",
+            "version",
+            "position",
+        ),
+    )
 
     id: Mapped[int] = mapped_column(_PK, primary_key=True)
     conversation_id: Mapped[int] = mapped_column(_PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"))
@@ -338,6 +346,7 @@ class PinEventRow(Base):
     created_at: Mapped[datetime]
     from_call: Mapped[int] = mapped_column(BigInteger, server_default="0")
     version: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    position: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class TombstoneRow(Base):

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from contextledger.errors import ConcurrencyConflict
 from contextledger.model.bundle import ConversationRecords
-from contextledger.model.messages import encode_blocks
+from contextledger.stores.sql.fields import ENTRIES, PIN_EVENTS, REDUCTIONS, REVISIONS, SUMMARIES, TOMBSTONES
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -86,69 +86,28 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
             rows.append(
                 {
                     "conversation_id": conversation,
-                    "seq": h.seq,
                     "message_id": h.message.message_id,
                     "role": record["role"],
                     "content": record["content"],
                     "metadata": record["metadata"],
-                    "pinned": h.pinned,
-                    "status": h.status,
-                    "evicted_by": h.evicted_by,
-                    "tokens": h.tokens,
-                    "revision_count": h.revision_count,
-                    "created_at": h.created_at,
-                    "from_call": h.from_call,
-                    "version": h.version,
+                    **ENTRIES.values(h),
                 }
             )
         conn.execute(insert(_table(EntryRow)), rows)
     if records.revisions:
         conn.execute(
             insert(_table(RevisionRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    "message_id": r.message_id,
-                    "number": r.number,
-                    "original": encode_blocks(r.original),
-                    "reason": r.reason,
-                    "reduction_id": r.reduction_id,
-                    "created_at": r.created_at,
-                }
-                for r in records.revisions
-            ],
+            [{"conversation_id": conversation, **REVISIONS.values(r)} for r in records.revisions],
         )
     if records.reductions:
         conn.execute(
             insert(_table(ReductionRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    **red.model_dump(exclude={"session_id", "agent_id"}),
-                    "evicted": list(red.evicted),
-                    "revised": list(red.revised),
-                    "restored": list(red.restored),
-                }
-                for red in records.reductions
-            ],
+            [{"conversation_id": conversation, **REDUCTIONS.values(red)} for red in records.reductions],
         )
     summary_ids = {s.summary_id for s in records.summaries}
     for s in records.summaries:
         inserted = conn.execute(
-            insert(SummaryRow).values(
-                conversation_id=conversation,
-                summary_id=s.summary_id,
-                seq=s.seq,
-                content=s.content,
-                summarizer=s.summarizer,
-                reduction_id=s.reduction_id,
-                supersedes=s.supersedes,
-                superseded_by=s.superseded_by,
-                status=s.status,
-                evicted_by=s.evicted_by,
-                tokens=s.tokens,
-                created_at=s.created_at,
-            )
+            insert(SummaryRow).values(conversation_id=conversation, **SUMMARIES.values(s))
         ).inserted_primary_key
         assert inserted is not None
         if s.replaces:
@@ -168,32 +127,11 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
     if records.pins:
         conn.execute(
             insert(_table(PinEventRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    "entry_id": p.entry_id,
-                    "pinned": p.pinned,
-                    "source": p.source,
-                    "changeset_id": p.changeset_id,
-                    "created_at": p.at,
-                    "from_call": p.from_call,
-                    "version": p.version,
-                }
-                for p in records.pins
-            ],
+            [{"conversation_id": conversation, **PIN_EVENTS.values(p)} for p in records.pins],
         )
     if records.tombstones:
         conn.execute(
             insert(_table(TombstoneRow)),
-            [
-                {
-                    "conversation_id": conversation,
-                    "entry_id": t.entry_id,
-                    "reason": t.reason,
-                    "summaries": list(t.summaries),
-                    "created_at": t.erased_at,
-                }
-                for t in records.tombstones
-            ],
+            [{"conversation_id": conversation, **TOMBSTONES.values(t)} for t in records.tombstones],
         )
     return True

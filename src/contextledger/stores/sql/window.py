@@ -22,10 +22,12 @@ from pydantic import BaseModel
 from contextledger.model.messages import Message, message_from_json
 from contextledger.model.records import (
     ConversationState,
+    PinEvent,
     Reduction,
     Revision,
     Snapshot,
     SummaryEntry,
+    Tombstone,
     ViewEntry,
     view_entry,
 )
@@ -120,6 +122,8 @@ _TABLES: dict[type[BaseModel], tuple[str, str]] = {
     Reduction: ("cl_reductions", "reduction_id"),
     SummaryEntry: ("cl_summaries", "summary_id"),
     Revision: ("cl_revisions", "message_id"),
+    PinEvent: ("cl_pin_events", "entry_id"),
+    Tombstone: ("cl_tombstones", "entry_id"),
 }
 
 

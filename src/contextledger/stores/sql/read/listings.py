@@ -137,10 +137,11 @@ def revisions(run: Runner, session_id: str, agent_id: str, message_id: str | Non
     return records.revisions(found.mappings(), session_id, agent_id)
 
 
-def pin_history(run: Runner, session_id: str, agent_id: str | None) -> list[PinEvent]:
-    """Pin events of the session (or one agent), in commit order."""
+def pin_history(run: Runner, session_id: str, agent_id: str | None, *, page: Page = WHOLE) -> list[PinEvent]:
+    """The pin events of ``page``, in commit order."""
     flags, params = _session(session_id, agent_id)
-    return records.pin_events(run("pin_history", flags, params), session_id)
+    found = run("pin_history", _page(page, flags, params), params)
+    return _turned(records.pin_events(found.mappings(), session_id), page)
 
 
 def evictions(

@@ -34,7 +34,6 @@ from contextledger.stores.sql.window import message, record
 __all__ = [
     "EVICTION_COLUMNS",
     "HISTORY_COLUMNS",
-    "PIN_COLUMNS",
     "evictions",
     "history_entries",
     "lineage_links",
@@ -78,9 +77,6 @@ EVICTION_COLUMNS = (
     "agent_id",
 )
 """The columns of an eviction row (a message's ``content``, or a summary's ``text``), in order."""
-
-PIN_COLUMNS = ("agent_id", "entry_id", "pinned", "source", "changeset_id", "created_at", "from_call", "version")
-"""The columns of a pin event row, in order."""
 
 
 JsonText = tuple[Callable[[Any], Any], Callable[[str], bool] | None]
@@ -207,22 +203,13 @@ def revisions(rows: Iterable[Mapping[Any, Any]], session_id: str, agent_id: str)
     return [record(Revision, row, session_id=session_id, agent_id=agent_id) for row in rows]
 
 
-def pin_events(rows: Iterable[Sequence[Any]], session_id: str) -> list[PinEvent]:
-    """Pin events of rows in :data:`PIN_COLUMNS` order."""
-    return [
-        PinEvent(
-            session_id=session_id,
-            agent_id=agent_id,
-            entry_id=entry_id,
-            pinned=pinned,
-            source=source,
-            at=created_at,
-            changeset_id=changeset_id,
-            from_call=from_call,
-            version=version,
-        )
-        for agent_id, entry_id, pinned, source, changeset_id, created_at, from_call, version in rows
-    ]
+def pin_events(rows: Iterable[Mapping[str, Any]], session_id: str) -> list[PinEvent]:
+    """Pin events of rows that name their fields (and the conversation's ``agent_id``).
+
+    Raises:
+        CorruptRecord: A row holds a value the record cannot take.
+    """
+    return [record(PinEvent, row, session_id=session_id) for row in rows]
 
 
 def lineage_links(rows: Iterable[Sequence[Any]], session_id: str) -> list[LineageLink]:

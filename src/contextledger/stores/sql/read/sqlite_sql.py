@@ -1344,24 +1344,354 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('pin_history', ()): (
-        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id, cl_pin_events.pinned, '
-        'cl_pin_events.source, cl_pin_events.changeset_id, cl_pin_events.created_at, '
-        'cl_pin_events.from_call, cl_pin_events.version FROM cl_pin_events JOIN cl_conversations ON '
-        'cl_conversations.id = cl_pin_events.conversation_id WHERE cl_conversations.session_id = '
-        ':session_id ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.id',
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id ORDER BY cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position',
         {},
-        '--b--t--',
+        '--b-t----',
         (),
     ),
     ('pin_history', ('agent',)): (
-        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id, cl_pin_events.pinned, '
-        'cl_pin_events.source, cl_pin_events.changeset_id, cl_pin_events.created_at, '
-        'cl_pin_events.from_call, cl_pin_events.version FROM cl_pin_events JOIN cl_conversations ON '
-        'cl_conversations.id = cl_pin_events.conversation_id WHERE cl_conversations.session_id = '
-        ':session_id AND cl_conversations.agent_id = :agent_id ORDER BY cl_pin_events.created_at, '
-        'cl_conversations.agent_id, cl_pin_events.id',
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position',
         {},
-        '--b--t--',
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after',)): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) > (:after_0, :after_1,'
+        ' :after_2, :after_3) ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position',
+        {},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('before',)): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) < (:before_0, '
+        ':before_1, :before_2, :before_3) ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position',
+        {},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('last',)): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id ORDER BY cl_pin_events.created_at DESC, '
+        'cl_conversations.agent_id DESC, cl_pin_events.version DESC, cl_pin_events.position DESC LIMIT '
+        ':last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('limit',)): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id ORDER BY cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position LIMIT :limit OFFSET '
+        ':param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'agent')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) > (:after_0, :after_1, :after_2, :after_3) ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position',
+        {},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('agent', 'before')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position',
+        {},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('agent', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER BY '
+        'cl_pin_events.created_at DESC, cl_conversations.agent_id DESC, cl_pin_events.version DESC, '
+        'cl_pin_events.position DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('agent', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'before')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) > (:after_0, :after_1,'
+        ' :after_2, :after_3) AND (cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) '
+        'ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position',
+        {},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) > (:after_0, :after_1,'
+        ' :after_2, :after_3) ORDER BY cl_pin_events.created_at DESC, cl_conversations.agent_id DESC, '
+        'cl_pin_events.version DESC, cl_pin_events.position DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) > (:after_0, :after_1,'
+        ' :after_2, :after_3) ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('before', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) < (:before_0, '
+        ':before_1, :before_2, :before_3) ORDER BY cl_pin_events.created_at DESC, '
+        'cl_conversations.agent_id DESC, cl_pin_events.version DESC, cl_pin_events.position DESC LIMIT '
+        ':last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('before', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) < (:before_0, '
+        ':before_1, :before_2, :before_3) ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'agent', 'before')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) > (:after_0, :after_1, :after_2, :after_3) AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position',
+        {},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'agent', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) > (:after_0, :after_1, :after_2, :after_3) ORDER BY '
+        'cl_pin_events.created_at DESC, cl_conversations.agent_id DESC, cl_pin_events.version DESC, '
+        'cl_pin_events.position DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'agent', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) > (:after_0, :after_1, :after_2, :after_3) ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('agent', 'before', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) ORDER BY '
+        'cl_pin_events.created_at DESC, cl_conversations.agent_id DESC, cl_pin_events.version DESC, '
+        'cl_pin_events.position DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('agent', 'before', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'before', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) > (:after_0, :after_1,'
+        ' :after_2, :after_3) AND (cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) '
+        'ORDER BY cl_pin_events.created_at DESC, cl_conversations.agent_id DESC, cl_pin_events.version '
+        'DESC, cl_pin_events.position DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'before', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND (cl_pin_events.created_at, '
+        'cl_conversations.agent_id, cl_pin_events.version, cl_pin_events.position) > (:after_0, :after_1,'
+        ' :after_2, :after_3) AND (cl_pin_events.created_at, cl_conversations.agent_id, '
+        'cl_pin_events.version, cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) '
+        'ORDER BY cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'agent', 'before', 'last')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) > (:after_0, :after_1, :after_2, :after_3) AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) ORDER BY '
+        'cl_pin_events.created_at DESC, cl_conversations.agent_id DESC, cl_pin_events.version DESC, '
+        'cl_pin_events.position DESC LIMIT :last OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
+        (),
+    ),
+    ('pin_history', ('after', 'agent', 'before', 'limit')): (
+        'SELECT cl_conversations.agent_id, cl_pin_events.entry_id AS entry_id, cl_pin_events.pinned AS '
+        'pinned, cl_pin_events.source AS source, cl_pin_events.created_at AS at, '
+        'cl_pin_events.changeset_id AS changeset_id, cl_pin_events.from_call AS from_call, '
+        'cl_pin_events.version AS version, cl_pin_events.position AS position FROM cl_pin_events JOIN '
+        'cl_conversations ON cl_conversations.id = cl_pin_events.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) > (:after_0, :after_1, :after_2, :after_3) AND '
+        '(cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position) < (:before_0, :before_1, :before_2, :before_3) ORDER BY '
+        'cl_pin_events.created_at, cl_conversations.agent_id, cl_pin_events.version, '
+        'cl_pin_events.position LIMIT :limit OFFSET :param_1',
+        {'param_1': 0},
+        '--b-t----',
         (),
     ),
     ('evictions', ()): (

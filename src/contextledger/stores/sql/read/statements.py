@@ -38,6 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import Executable
 
+from contextledger.stores.sql.fields import PIN_EVENTS
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -64,7 +65,7 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "summary_sources": (),
     "reductions": ("agent", *PAGING),
     "revisions": ("message",),
-    "pin_history": ("agent",),
+    "pin_history": ("agent", *PAGING),
     "evictions": ("agent", "since", "trigger", *PAGING),
     "agents": (),
     "sessions": ("app", "user"),
@@ -230,21 +231,13 @@ def _revisions(flags: frozenset[str]) -> Executable:
 
 
 def _pin_history(flags: frozenset[str]) -> Executable:
-    return (
-        select(
-            ConversationRow.agent_id,
-            PinEventRow.entry_id,
-            PinEventRow.pinned,
-            PinEventRow.source,
-            PinEventRow.changeset_id,
-            PinEventRow.created_at,
-            PinEventRow.from_call,
-            PinEventRow.version,
-        )
+    stmt = (
+        select(ConversationRow.agent_id, *PIN_EVENTS.columns())
         .join(ConversationRow, ConversationRow.id == PinEventRow.conversation_id)
         .where(*_conversation(flags))
-        .order_by(PinEventRow.created_at, ConversationRow.agent_id, PinEventRow.id)
     )
+    key = (PinEventRow.created_at, ConversationRow.agent_id, PinEventRow.version, PinEventRow.position)
+    return _paged(stmt, flags, key)
 
 
 def _evictions(flags: frozenset[str]) -> Executable:

@@ -111,9 +111,9 @@ class SQLListings:
         """Stored original contents, oldest first."""
         return self._run(lambda run: listings.revisions(run, session_id, agent_id, message_id))
 
-    def pin_history(self, session_id: str, agent_id: str | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or one agent), in commit order."""
-        return self._run(lambda run: listings.pin_history(run, session_id, agent_id))
+    def pin_history(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[PinEvent]:
+        """Every pin and unpin of the session (or one agent), in commit order (or one page)."""
+        return self._run(lambda run: listings.pin_history(run, session_id, agent_id, page=page or WHOLE))
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session, sorted."""

@@ -45,6 +45,7 @@ from contextledger.model.jsonvalues import encode_value
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
+from contextledger.stores.sql.fields import PIN_EVENTS, REDUCTIONS, SUMMARIES
 from contextledger.stores.sql.models import (
     ChangesetRow,
     EntryRow,
@@ -215,10 +216,7 @@ def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[
         "status": "active",
         "evicted_by": None,
         "revision_count": 0,
-        "created_at": now,
-        # The stamps time travel reads (see contextledger.history.travel).
-        "from_call": cs.from_call,
-        "version": cs.new_version,
+        **cs.stamps(now),  # the stamps time travel reads (see contextledger.history.travel)
     }
 
 
@@ -295,7 +293,7 @@ def _insert_reduction(conn: Connection, conversation_id: int, cs: Changeset) -> 
         # (a ``.values(...)`` on the ORM entity built a new cache key on every call).
         conn.execute(
             insert(_table(ReductionRow)),
-            [{"conversation_id": conversation_id, **red.model_dump(exclude={"session_id", "agent_id"})}],
+            [{"conversation_id": conversation_id, **REDUCTIONS.values(red)}],
         )
     except IntegrityError as exc:
         raise DuplicateEntry(f"reduction {red.reduction_id} is already recorded in this conversation") from exc
@@ -317,19 +315,7 @@ def _apply_pins_and_revisions(
     if cs.pins:
         conn.execute(
             insert(_table(PinEventRow)),
-            [
-                {
-                    "conversation_id": conversation_id,
-                    "entry_id": entry_id,
-                    "pinned": pinned,
-                    "source": cs.pin_source,
-                    "changeset_id": cs.changeset_id,
-                    "created_at": now,
-                    "from_call": cs.from_call,
-                    "version": cs.new_version,
-                }
-                for entry_id, pinned in cs.pins.items()
-            ],
+            [{"conversation_id": conversation_id, **PIN_EVENTS.values(e)} for e in cs.pin_events(now)],
         )
     revisions = []
     for rev in cs.revisions:
@@ -385,20 +371,7 @@ def _insert_summary(conn: Connection, conversation_id: int, summary: SummaryEntr
     try:
         result = conn.execute(
             insert(_SUMMARIES),
-            {
-                "conversation_id": conversation_id,
-                "summary_id": summary.summary_id,
-                "seq": summary.seq,
-                "content": summary.content,
-                "summarizer": summary.summarizer,
-                "reduction_id": summary.reduction_id,
-                "supersedes": summary.supersedes,
-                "superseded_by": summary.superseded_by,
-                "status": summary.status,
-                "evicted_by": summary.evicted_by,
-                "tokens": summary.tokens,
-                "created_at": summary.created_at,
-            },
+            {"conversation_id": conversation_id, **SUMMARIES.values(summary)},
         )
     except IntegrityError as exc:
         raise DuplicateEntry(f"summary {summary.summary_id} already exists in this conversation") from exc

@@ -1,0 +1,104 @@
+"""Records and rows mapped by field name: a record kind's stored fields are declared once, by the record.
+
+A record kind stored one row per record (a pin event...) is a :class:`Stored`: its pydantic
+record, its table's row class, the few fields named differently in the table, and the
+fields the row does not hold (the session and agent, which its conversation gives). Every
+other field of the record is a column of the same name, so the statements select
+:meth:`Stored.columns` (labelled with the fields' names, so a row's mapping is the
+record's fields), inserts take :meth:`Stored.values`, and a field added to the record
+reaches every SQL path with its column and nothing else.
+
+Whether a record field lacks its column is checked when the mapping is made (at
+import): a field added to a record without its column fails loudly, not at the first
+query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import ColumnElement, inspect
+
+from contextledger.model.messages import encode_blocks
+from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Tombstone
+from contextledger.stores.sql.models import (
+    Base,
+    EntryRow,
+    PinEventRow,
+    ReductionRow,
+    RevisionRow,
+    SummaryRow,
+    TombstoneRow,
+)
+
+__all__ = ["ENTRIES", "PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
+
+
+@dataclass(frozen=True)
+class Stored:
+    """How one record kind is stored, row per record.
+
+    Attributes:
+        record: The pydantic record.
+        row: The table's row class.
+        renamed: Record field -> column, for the fields whose column has another name.
+        outside: Record fields the row does not hold (given by the row's conversation,
+            or kept in another table).
+        encode: Record field -> what turns its value into the column's (default: as is).
+        fields: The stored fields, in the record's order (derived).
+    """
+
+    record: type[BaseModel]
+    row: type[Base]
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    outside: frozenset[str] = frozenset({"session_id", "agent_id"})
+    encode: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    fields: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Derive the stored fields and check each has its column.
+
+        Raises:
+            TypeError: A stored field has no column in the row's table.
+        """
+        names = tuple(name for name in self.record.model_fields if name not in self.outside)
+        columns = set(inspect(self.row).columns.keys())
+        missing = [name for name in names if self.renamed.get(name, name) not in columns]
+        if missing:
+            raise TypeError(f"{self.record.__name__} fields without a column in {self.row.__name__}: {missing}")
+        object.__setattr__(self, "fields", names)
+
+    def column(self, name: str) -> ColumnElement[Any]:
+        """The column of the stored field ``name``."""
+        found: ColumnElement[Any] = getattr(self.row, self.renamed.get(name, name))
+        return found
+
+    def columns(self) -> list[ColumnElement[Any]]:
+        """The stored fields' columns, each labelled with its field's name (to select)."""
+        return [self.column(name).label(name) for name in self.fields]
+
+    def values(self, record: BaseModel) -> dict[str, Any]:
+        """The stored fields of ``record`` by column name (to insert; add the row's keys)."""
+        encode = self.encode
+        return {
+            self.renamed.get(name, name): encode[name](value) if name in encode else value
+            for name in self.fields
+            for value in (getattr(record, name),)
+        }
+
+
+ENTRIES = Stored(HistoryEntry, EntryRow, outside=frozenset({"session_id", "agent_id", "message"}))
+"""Message entries in ``cl_entries``, but the message, whose record fills the id, role, content and metadata columns."""
+PIN_EVENTS = Stored(PinEvent, PinEventRow, renamed={"at": "created_at"})
+"""Pin events in ``cl_pin_events`` (``at`` is the ``created_at`` column)."""
+REDUCTIONS = Stored(Reduction, ReductionRow)
+"""Reductions in ``cl_reductions``."""
+SUMMARIES = Stored(SummaryEntry, SummaryRow, outside=frozenset({"session_id", "agent_id", "replaces"}))
+"""Summaries in ``cl_summaries`` (what each replaced is in ``cl_summary_sources``, in order)."""
+REVISIONS = Stored(Revision, RevisionRow, encode={"original": encode_blocks})
+"""Revisions in ``cl_revisions`` (the original blocks stored as their JSON-safe records)."""
+TOMBSTONES = Stored(Tombstone, TombstoneRow, renamed={"erased_at": "created_at"})
+"""Tombstones in ``cl_tombstones`` (``erased_at`` is the ``created_at`` column)."""
