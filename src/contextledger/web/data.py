@@ -177,9 +177,7 @@ class SessionPage:
     """Where the agents were forked from, their forks and copies (see :func:`lineage_rows`)."""
 
 
-def session_tag(
-    session_id: str, snapshots: Mapping[str, Snapshot | None], links: Sequence[LineageLink] = ()
-) -> str:
+def session_tag(session_id: str, snapshots: Mapping[str, Snapshot | None], links: Sequence[LineageLink] = ()) -> str:
     """A tag that changes whenever anything a page of the session shows may have changed.
 
     Every commit bumps its conversation's version and time; the tag hashes those of
