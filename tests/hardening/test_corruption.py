@@ -69,7 +69,7 @@ def _sql_damage(column: str, table: str, value: str) -> Damage:
 
 def _redis(store: CompleteStore) -> tuple[Any, ConversationKeys]:
     assert isinstance(store, RedisStore)
-    return store._client, ConversationKeys.of(store.key_prefix, "victim", "default")
+    return store._data.client, ConversationKeys.of(store.key_prefix, "victim", "default")
 
 
 def _redis_content(store: CompleteStore, conv: Conversation) -> str:

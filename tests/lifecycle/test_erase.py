@@ -149,7 +149,7 @@ def test_sqlite_file_no_longer_holds_the_bytes(tmp_path: Path) -> None:
 def test_redis_keys_no_longer_hold_the_bytes(redis_store: CompleteStore) -> None:
     ledger = Ledger(redis_store)
     secret, _ = _setup(ledger)
-    client = redis_store._client  # type: ignore[attr-defined]
+    client = redis_store._data.client  # type: ignore[attr-defined]
 
     def dump() -> bytes:
         """Every value of every key (DUMP compresses, so read each type as it is)."""

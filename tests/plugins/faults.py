@@ -192,7 +192,7 @@ def _redis_plan() -> FaultPlan:
 
 
 def _watch_commit_script(plan: FaultPlan, store: Any) -> None:
-    sha = store._commit_script.sha.encode()
+    sha = store._data.scripts.commit.sha.encode()
     plan.is_commit = lambda data: b"EVALSHA" in data.upper() and sha in data
 
 

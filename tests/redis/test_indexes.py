@@ -14,8 +14,11 @@ from contextledger.errors import ConfigurationError, DuplicateEntry
 from contextledger.model.messages import Message
 from contextledger.model.records import ViewEntry
 from contextledger.stores.redis import RedisStore
+from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.index import most_recent
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
+from contextledger.stores.redis.sessions import RedisSessions
+from contextledger.stores.redis.writes import RedisWrites
 from tests.redis.conftest import Backend
 
 
@@ -125,10 +128,12 @@ def test_listing_merges_every_slot_by_latest_update(backend: Backend) -> None:
         assert len(backend.slots_in_use()) > 10
 
 
-class _DeletesBeforeTheScript(RedisStore):
+class _DeletesBeforeTheScript(RedisWrites):
     """Runs a deletion of the session right after a creation listed its agent, before its script."""
 
-    other: RedisStore
+    def __init__(self, data: RedisData, other: RedisStore) -> None:
+        super().__init__(data)
+        self.other = other
 
     def _register(self, cs: Changeset, index: SessionKeys, slot: int) -> None:
         super()._register(cs, index, slot)
@@ -143,9 +148,8 @@ def test_a_conversation_created_across_a_deletion_stays_listed(
     # must be listed. (On a single server the commit script lists the agent itself.)
     store = redis_cluster_store
     Conversation(store, "shared", "first").append(Message.user("old"))
-    racing = _DeletesBeforeTheScript.from_url(redis_cluster_url, key_prefix=store.key_prefix)
-    assert isinstance(racing, _DeletesBeforeTheScript)
-    racing.other = store
+    racing = RedisStore.from_url(redis_cluster_url, key_prefix=store.key_prefix)
+    racing._writes = _DeletesBeforeTheScript(racing._data, store)
     try:
         Conversation(racing, "shared", "late").append(Message.user("new"))
     finally:
@@ -158,10 +162,13 @@ def test_a_conversation_created_across_a_deletion_stays_listed(
     assert store.sessions() == []
 
 
-class _CreatesDuringTheDeletion(RedisStore):
+class _CreatesDuringTheDeletion(RedisSessions):
     """Recreates a conversation of the session after its keys were deleted, before the re-check."""
 
-    other: RedisStore
+    def __init__(self, data: RedisData, other: RedisStore) -> None:
+        super().__init__(data)
+        self.data = data
+        self.other = other
 
     def _relist_recreated(
         self, session_id: str, index: SessionKeys, agents: list[str], conversations: list[ConversationKeys]
@@ -169,19 +176,19 @@ class _CreatesDuringTheDeletion(RedisStore):
         # the creation lands between the deletion's DEL and its index updates: as if its
         # listing had been made before the deletion removed the agent and the session
         Conversation(self.other, session_id, agents[0]).append(Message.user("reborn"))
-        client = self._client
+        client = self.data.client
         client.srem(index.agents, agents[0])
         slot = conversations[0].slot
-        client.zrem(SessionKeys.slot_index(self.key_prefix, slot) if self._cluster else index.sessions, session_id)
+        prefix = self.data.key_prefix
+        client.zrem(SessionKeys.slot_index(prefix, slot) if self.data.cluster else index.sessions, session_id)
         super()._relist_recreated(session_id, index, agents, conversations)
 
 
 def test_a_deletion_relists_what_was_created_meanwhile(backend: Backend) -> None:
     store = backend.store
     Conversation(store, "phoenix", "a").append(Message.user("old"))
-    deleting = _CreatesDuringTheDeletion.from_url(backend.url, key_prefix=backend.prefix)
-    assert isinstance(deleting, _CreatesDuringTheDeletion)
-    deleting.other = store
+    deleting = RedisStore.from_url(backend.url, key_prefix=backend.prefix)
+    deleting._sessions = _CreatesDuringTheDeletion(deleting._data, store)
     try:
         assert deleting.delete_session("phoenix") is True
     finally:

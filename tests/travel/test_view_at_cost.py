@@ -48,14 +48,14 @@ def test_an_early_call_reads_a_window_not_the_history(store: CompleteStore) -> N
 
     fetched: list[int] = []  # what the database or server sent back, below the store
     if isinstance(store, RedisStore):
-        script = store._entries_script
+        script = store._data.scripts.entries
 
         def counting_script(*args: Any, **kwargs: Any) -> Any:
             reply = script(*args, **kwargs)
             fetched.append(len(reply[1]))  # records sent back by the server
             return reply
 
-        store._entries_script = counting_script  # type: ignore[assignment]
+        store._data.scripts.entries = counting_script  # type: ignore[assignment]
     store.entries = counting  # type: ignore[method-assign]
     statements = Capture()
     with ExitStack() as stack:

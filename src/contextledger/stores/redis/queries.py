@@ -1,8 +1,10 @@
-"""The Redis ledger's queries over history: entries, evictions, reductions, summaries, revisions, pins.
+"""The Redis ledger's reads: the view, entries by id, and the queries over history (paged).
 
-A mixin of :class:`~contextledger.stores.redis.store.RedisStore`: each query reads the
-keys of the conversations it names through the store's read-only snapshot script and
-decodes the rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
+A part of :class:`~contextledger.stores.redis.store.RedisStore` over its
+:class:`~contextledger.stores.redis.data.RedisData`: :meth:`RedisQueries.load` and
+:meth:`RedisQueries.entries` run one read-only script each; every other query reads the
+keys of the conversations it names through the read-only snapshot script and decodes the
+rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
 :class:`~contextledger.errors.CorruptRecord` naming the key and the id.
 """
 
@@ -12,7 +14,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from contextledger.errors import StoreError
 from contextledger.model.paging import WHOLE, Page, paged
@@ -22,18 +24,27 @@ from contextledger.model.records import (
     PinEvent,
     Reduction,
     Revision,
+    Snapshot,
     SummaryEntry,
     Trigger,
+    ViewEntry,
     pin_positions,
+    view_entry,
 )
-from contextledger.stores.base import EvictedCandidate, assemble_evictions
+from contextledger.model.trusted import trusted
+from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
+from contextledger.stores.redis import travel
 from contextledger.stores.redis.codec import (
     MessageRow,
+    decode_state,
     flat_hash,
     reduction_from,
     revision_from,
     summary_from,
+    text,
+    view_entry_of,
 )
+from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.events import pin_event_from
 from contextledger.stores.redis.keys import ConversationKeys
 from contextledger.stores.redis.paging import page_args
@@ -45,23 +56,74 @@ logger = logging.getLogger(__name__)
 
 
 class RedisQueries:
-    """History queries; the store provides the driver boundary, the keys and the snapshot script."""
+    """The reads: the view, entries by id, history, evictions, reductions, summaries, revisions, pins."""
+
+    def __init__(self, data: RedisData) -> None:
+        """Read through ``data``."""
+        self._d = data
 
     def _driver(self, action: str) -> AbstractContextManager[None]:
-        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+        return self._d.driver(action)
 
     def _conversation(self, session_id: str, agent_id: str) -> ConversationKeys:
-        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+        return self._d.conversation(session_id, agent_id)
 
     def _snapshot(self, keys: Sequence[str], ops: Sequence[str]) -> list[Any]:
-        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+        return self._d.snapshot(keys, ops)
 
     def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
-        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+        return self._d.read_page(keys, args)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""
-        raise NotImplementedError  # pragma: no cover - RedisStore implements it
+        return self._d.agents(session_id)
+
+    def load(self, session_id: str, agent_id: str) -> Snapshot | None:
+        """Return the state and active view (one read-only script), or ``None``."""
+        keys = self._conversation(session_id, agent_id)
+        with self._driver("load"):
+            reply = self._d.scripts.load(keys=[keys.state, keys.msg, keys.content, keys.mut, keys.active, keys.sum])
+        if reply is None:
+            return None
+        state_raw, members, records, contents, muts, summaries = cast(list[list[Any]], reply)
+        state = decode_state(session_id, agent_id, flat_hash(state_raw), keys.state)
+        entries: list[ViewEntry] = []
+        message_index = summary_index = 0
+        for member in members:
+            entry_id = text(member[2:])
+            if member[:1] == b"m":
+                i = message_index
+                message_index += 1
+                record, content = records[i], contents[i]
+                if record is None or content is None:
+                    raise StoreError(f"active entry {entry_id} of {session_id}/{agent_id} has no stored record")
+                entries.append(view_entry_of(entry_id, record, content, muts[2 * i], muts[2 * i + 1], keys.msg))
+            else:
+                raw = summaries[summary_index]
+                summary_index += 1
+                if raw is None:
+                    raise StoreError(f"active summary {entry_id} of {session_id}/{agent_id} has no stored record")
+                summary = summary_from(raw, {}, keys.sum)
+                entries.append(
+                    view_entry(summary.summary_id, "summary", summary.seq, summary.to_message(), summary.tokens)
+                )
+        # Every part is a record already: the snapshot is not validated again.
+        return trusted(Snapshot, {"state": state, "entries": tuple(entries)})
+
+    def entries(
+        self, session_id: str, agent_id: str, ids: Sequence[str], *, appended_by: AppendedBy | None = None
+    ) -> list[HistoryEntry]:
+        """The message entries of ``ids`` (active or evicted) in seq order; unknown ids are skipped.
+
+        One read-only script reads those entries only, whatever the length of the history;
+        with ``appended_by`` it returns (and reads the content of) only the entries appended
+        by a call or version at or before the cut (a time bound is applied to what it returns).
+        """
+        keys = self._conversation(session_id, agent_id)
+        args = travel.entries_args(sorted(set(ids)), appended_by)
+        with self._driver("entries"):
+            reply = self._d.scripts.entries(keys=[keys.msg, keys.content, keys.mut], args=args)
+        return travel.decode_entries(session_id, agent_id, cast(list[Any], reply), keys.msg, appended_by)
 
     def _rows(
         self, records: dict[str, bytes], contents: dict[str, bytes], mut: dict[str, bytes], where: str

@@ -1,0 +1,69 @@
+"""Bringing data written by an earlier version of the Redis store up to this one's layout.
+
+A part of :class:`~contextledger.stores.redis.store.RedisStore` over its
+:class:`~contextledger.stores.redis.data.RedisData`; ``contextledger db upgrade`` runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import cast
+
+from contextledger.stores.redis import paging
+from contextledger.stores.redis.codec import text
+from contextledger.stores.redis.data import RedisData
+from contextledger.stores.redis.keys import ConversationKeys
+
+__all__ = ["RedisUpgrade"]
+
+logger = logging.getLogger("contextledger.stores.redis.store")
+
+
+class RedisUpgrade:
+    """Layout upgrades (today: the seq index of history)."""
+
+    def __init__(self, data: RedisData) -> None:
+        """Work on ``data``."""
+        self._d = data
+
+    def upgrade(self) -> int:
+        """Bring data written by an earlier version up to this one's layout; how many conversations changed.
+
+        Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
+        every conversation whose index lacks a message gets it. Idempotent, safe while others
+        write (each id is added only while its message exists); run once after upgrading
+        the library (``contextledger db upgrade`` does). Until then such a conversation's
+        history pages are read whole.
+
+        Raises:
+            CorruptRecord: A message record holds no readable ``seq`` (the key and id are named).
+        """
+        pattern, suffix = ConversationKeys.stems(self._d.key_prefix)
+        changed = 0
+        with self._d.driver("upgrade"):
+            for raw in self._d.client.scan_iter(match=pattern, count=1000):
+                stem = text(raw).removesuffix(suffix)
+                if ConversationKeys.owns(self._d.key_prefix, stem) and self._reindex(ConversationKeys.at(stem)):
+                    changed += 1
+        logger.info("prefix=<%s>, conversations=<%d> | indexed history by seq", self._d.key_prefix, changed)
+        return changed
+
+    def _reindex(self, keys: ConversationKeys) -> int:
+        """Make a conversation's seq index hold exactly its messages (scripts of a chunk each); how many changed."""
+        pipe = self._d.client.pipeline(transaction=False)
+        pipe.zcard(keys.seq)
+        pipe.hlen(keys.msg)
+        indexed, messages = pipe.execute()
+        if int(indexed) == int(messages):  # the scripts keep the index a subset: equal sizes, equal sets
+            return 0
+        records = cast(Iterator[tuple[bytes, bytes]], self._d.client.hscan_iter(keys.msg, count=paging.REINDEX_CHUNK))
+        changed = 0
+        for args in paging.reindex_args(records, keys.msg):
+            changed += int(cast(int, self._d.scripts.reindex(keys=[keys.state, keys.msg, keys.seq], args=args)))
+        if int(self._d.client.zcard(keys.seq)) > int(self._d.client.hlen(keys.msg)):
+            members = [text(m) for m, _ in self._d.client.zscan_iter(keys.seq, count=paging.REINDEX_CHUNK)]
+            for start in range(0, len(members), paging.REINDEX_CHUNK):
+                chunk = members[start : start + paging.REINDEX_CHUNK]
+                changed += int(cast(int, self._d.scripts.unstray(keys=[keys.msg, keys.seq], args=chunk)))
+        return changed
