@@ -10,7 +10,7 @@ from contextledger.stores.capabilities import CompleteStore
 
 def redis_dump(store: CompleteStore) -> bytes:
     """Every value of every key of the store's server (or every node of its cluster), read as it is."""
-    client: Any = getattr(store, "_client")  # noqa: B009 - the test reads the server the store writes
+    client: Any = getattr(store, "_data").client  # noqa: B009 - the test reads the server the store writes
     out: list[bytes] = []
     for key in client.scan_iter(match="*"):
         kind = client.type(key)
