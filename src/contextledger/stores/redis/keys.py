@@ -32,7 +32,7 @@ Per conversation (``T`` = the tagged stem):
   ``RedisStore.upgrade()`` (``contextledger db upgrade``) fills the index in (see
   :mod:`contextledger.stores.redis.paging`).
 
-Indexes (see :mod:`contextledger.stores.redis.store` for who writes them when):
+Indexes (who writes them when: :mod:`~contextledger.stores.redis.writes`, :mod:`~contextledger.stores.redis.index`):
 
 * ``{<prefix>:<session>}:agents`` -- set of the agent ids of a session.
 * ``<prefix>:sessions`` -- on a single server: sorted set of session ids scored by
