@@ -52,7 +52,7 @@ from contextledger.stores.base import AppendedBy, owned
 from contextledger.stores.capabilities import Swap
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, lineage, owners, paging, scripts, transfer, travel
+from contextledger.stores.redis import erasure, lineage, listing, owners, paging, scripts, transfer, travel
 from contextledger.stores.redis.codec import (
     commit_args,
     decode_state,
@@ -177,6 +177,8 @@ class RedisStore(RedisQueries):
         self._page_script: Script = client.register_script(paging.PAGE)
         self._reindex_script: Script = client.register_script(paging.REINDEX)
         self._unstray_script: Script = client.register_script(paging.UNSTRAY)
+        self._range_script: Script = client.register_script(listing.RANGE)
+        self._mark_script: Script = client.register_script(listing.MARK)
         self._erase_script: Script = client.register_script(erasure.ERASE)
         self._prune_script: Script = client.register_script(erasure.PRUNE)
         self._import_script: Script = client.register_script(transfer.IMPORT)
@@ -260,11 +262,34 @@ class RedisStore(RedisQueries):
         reply = self._page_script(keys=[keys.msg, keys.content, keys.mut, keys.seq], args=args)
         return None if reply is None else cast(list[Any], reply)
 
+    def _read_range(self, keys: ConversationKeys, key: str, args: list[str]) -> tuple[bool, list[bytes]]:
+        ranged, rows = cast(list[Any], self._range_script(keys=[keys.state, key], args=args))
+        return bool(ranged), cast(list[bytes], rows)
+
+    def _mark_lists(self, keys: ConversationKeys) -> int:
+        """Mark the order of a conversation's reductions and pin events lists (see :mod:`.listing`); how many."""
+        marked = 0
+        for kind, key in ((listing.REDUCTIONS, keys.red), (listing.PINS, keys.pins)):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.hmget(keys.state, [kind.mark, kind.unordered])
+            pipe.lrange(key, 0, -1)
+            (mark, unordered), rows = pipe.execute()
+            if mark is not None or unordered is not None or not rows:
+                continue
+            at, ordered = listing.order_mark(kind, rows, key)
+            args = [kind.mark, kind.unordered, str(len(rows)), str(at), "1" if ordered else "0"]
+            done = int(cast(int, self._mark_script(keys=[keys.state, key], args=args)))
+            if done < 0:
+                logger.info("list=<%s> | written while being marked; the next upgrade marks it", key)
+            marked += max(done, 0)
+        return marked
+
     def upgrade(self) -> int:
         """Bring data written by an earlier version up to this one's layout; how many conversations changed.
 
         Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
-        every conversation whose index lacks a message gets it. Idempotent, safe while others
+        every conversation whose index lacks a message gets it; and the order marks of its
+        reductions and pin events lists (see :mod:`~contextledger.stores.redis.listing`). Idempotent, safe while others
         write (each id is added only while its message exists); run once after upgrading
         the library (``contextledger db upgrade`` does). Until then such a conversation's
         history pages are read whole.
@@ -277,7 +302,10 @@ class RedisStore(RedisQueries):
         with self._driver("upgrade"):
             for raw in self._client.scan_iter(match=pattern, count=1000):
                 stem = text(raw).removesuffix(suffix)
-                if ConversationKeys.owns(self.key_prefix, stem) and self._reindex(ConversationKeys.at(stem)):
+                if not ConversationKeys.owns(self.key_prefix, stem):
+                    continue
+                keys = ConversationKeys.at(stem)
+                if self._reindex(keys) + self._mark_lists(keys):
                     changed += 1
         logger.info("prefix=<%s>, conversations=<%d> | indexed history by seq", self.key_prefix, changed)
         return changed
