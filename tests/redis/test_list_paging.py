@@ -9,7 +9,7 @@ page equals the slice of the whole listing either way.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -230,3 +230,24 @@ def test_a_page_of_an_empty_list_is_empty(redis_store: RedisStore, listing: str)
     read = redis_store.reductions if listing == "reductions" else redis_store.pin_history
     assert read("empty", "a", page=Page(last=3)) == []
     assert read("empty", page=Page(after=(BASE, "a", 1, 0)[: 3 if listing == "reductions" else 4], limit=2)) == []
+
+
+def test_reductions_at_naive_or_other_zone_times_page_like_the_rest(redis_store: RedisStore) -> None:
+    """A naive time means UTC; a time in another zone is stored as given, and its list is read whole."""
+    naive = [datetime(2026, 1, 1, 0, 0, i) for i in range(6)]
+    _reduce(redis_store, "naive", "a", naive)
+    whole = redis_store.reductions("naive", "a")
+    assert len(whole) == 6
+    assert redis_store.reductions("naive", "a", page=Page(after=cursor(whole[1]), last=2)) == whole[4:6]
+    zone = timezone(timedelta(hours=2))
+    _reduce(redis_store, "zoned", "a", [datetime(2026, 1, 1, 2, 0, i, tzinfo=zone) for i in range(6)])
+    whole = redis_store.reductions("zoned", "a")
+    assert redis_store.reductions("zoned", "a", page=Page(after=cursor(whole[1]), last=2)) == whole[4:6]
+    (records,) = Ledger(redis_store).export_records("zoned", "a")
+    copy = RedisStore.from_url(redis_store.url, key_prefix=f"{redis_store.key_prefix}:zoned")
+    try:
+        assert copy.import_conversation(records)
+        assert copy.reductions("zoned", page=Page(limit=3)) == whole[:3]
+    finally:
+        copy.delete_session("zoned")
+        copy.close()

@@ -16,6 +16,7 @@ from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreError
 from contextledger.model.records import PinEvent
 from contextledger.stores.redis.codec import epoch_micros
+from contextledger.stores.redis.listing import as_utc
 
 __all__ = ["pin_event_from", "pin_event_json", "tail_args"]
 
@@ -38,7 +39,7 @@ def tail_args(changeset: Changeset, now: datetime, ttl_ms: int = 0) -> list[str]
     the ttl in ms (0: none); then the changeset id.
     """
     reduction = changeset.reduction
-    at = "" if reduction is None else str(epoch_micros(reduction.created_at))
+    at = "" if reduction is None else str(epoch_micros(as_utc(reduction.created_at)))
     return [*(pin_event_json(e) for e in changeset.pin_events(now)), at, str(ttl_ms), changeset.changeset_id]
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
@@ -130,6 +130,11 @@ PINS = ListKind("pin_at", "pin_unordered", "at", positioned=True)
 """The pin events list: ``(at, agent_id, version, position)``."""
 
 
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` with a zone: a naive time means UTC, as everywhere in the ledger."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _time(moment: datetime) -> str:
     utc = moment.astimezone(UTC)
     return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}{utc.microsecond:06d}"
@@ -174,11 +179,14 @@ def order_mark(kind: ListKind, rows: Sequence[bytes | str], where: str) -> tuple
     for index, raw in enumerate(rows):
         try:
             row = json.loads(raw)
-            at = epoch_micros(datetime.fromisoformat(row[kind.time_field]))
+            moment = datetime.fromisoformat(row[kind.time_field])
+            at = epoch_micros(as_utc(moment))
             version = int(row.get("version", 0))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptRecord(f"damaged row: {exc}", where=where, record_id=str(index)) from exc
-        positioned = positioned and (not kind.positioned or "position" in row)
+        # RANGE compares the rows' times as written: only UTC ones (with their zone) can be ranged
+        utc = moment.tzinfo is not None and moment.utcoffset() == timedelta(0)
+        positioned = positioned and utc and (not kind.positioned or "position" in row)
         keys.append((at, version, int(row.get("position", 0))))
     ordered = positioned and all(a <= b for a, b in pairwise(keys))
     return max((k[0] for k in keys), default=0), ordered
