@@ -251,3 +251,28 @@ def test_reductions_at_naive_or_other_zone_times_page_like_the_rest(redis_store:
     finally:
         copy.delete_session("zoned")
         copy.close()
+
+
+def test_rows_pushed_by_a_writer_without_marks_are_not_ranged(backend: Backend) -> None:
+    """During a rolling upgrade an older version pushes rows and no mark: the list is read whole until upgraded."""
+    store = backend.store
+    _reduce(store, "roll", "a", [BASE + timedelta(seconds=i) for i in range(10)])
+    keys = ConversationKeys.of(backend.prefix, "roll", "a")
+    # an older writer's row, later than the mark knows, then a newer writer's earlier one
+    (row,) = backend.client.lrange(keys.red, -1, -1)
+    older = Reduction.model_validate_json(row).model_copy(
+        update={"reduction_id": "older-writer", "created_at": BASE + timedelta(seconds=30), "version": 11}
+    )
+    backend.client.rpush(keys.red, older.model_dump_json())
+    backend.client.hincrby(keys.state, "version", 1)
+    whole = store.reductions("roll", "a")
+    assert [r.reduction_id for r in whole][-1] == "older-writer"
+    assert store.reductions("roll", "a", page=Page(last=2)) == whole[-2:]
+    _reduce(store, "roll", "a", [BASE + timedelta(seconds=20)])  # before the older writer's row
+    assert backend.client.hget(keys.state, "red_at") is None  # the mark went: order unknown
+    whole = store.reductions("roll", "a")
+    assert [r.created_at for r in whole] == sorted(r.created_at for r in whole)
+    assert store.reductions("roll", "a", page=Page(last=2)) == whole[-2:]
+    assert store.upgrade() == 1
+    assert backend.client.hget(keys.state, "red_unordered") == b"1"  # checked whole: out of order
+    assert store.reductions("roll", "a", page=Page(after=cursor(whole[9]), limit=3)) == whole[10:13]

@@ -7,11 +7,14 @@ of one conversation is a contiguous range of its list exactly when the rows' tim
 not go back along it. A reduction's time is taken when it is planned, a pin event's
 when its commit is sent, both on the writer's clock -- two writers with skewed clocks
 can break that. So the commit script keeps an order mark per list in the state hash
-(``red_at`` / ``pin_at``: the greatest time pushed since the list was empty; a row older
-than it sets ``red_unordered`` / ``pin_unordered``), and :data:`RANGE` reads a range
-only of a list whose mark says it is in order. Otherwise (out of order, or written
-before the marks existed and not upgraded since) it reads the list whole, in the same
-round trip, and the store cuts the page in Python as before: a read never writes.
+(``red_at`` / ``pin_at``: the greatest time pushed since the list was empty, ``red_n`` /
+``pin_n``: the list's length; a row older than it sets ``red_unordered`` /
+``pin_unordered``), and :data:`RANGE` reads a range only of a list whose mark says it is
+in order and still counts its length (a version that keeps no marks may have pushed rows
+during a rolling upgrade; the next commit then drops the mark, the next upgrade sets
+it). Otherwise (out of order, or written before the marks existed and not upgraded
+since) it reads the list whole, in the same round trip, and the store cuts the page in
+Python as before: a read never writes.
 
 :data:`RANGE` finds the range by bisection over the list (``LINDEX`` of about
 ``log2(n)`` rows, each decoded with ``cjson`` to compare its time, version and position;
@@ -53,14 +56,15 @@ __all__ = ["MARK", "PINS", "RANGE", "REDUCTIONS", "ListKind", "mark_fields", "or
 
 RANGE = r"""#!lua flags=no-writes
 -- One page of a reductions or pin events list. KEYS: state list
--- ARGV: 1 mark field (red_at | pin_at)  2 unordered field  3 the rows' time field
+-- ARGV: 1 mark field (red_at | pin_at)  2 unordered field  3 the rows' time field  12 length field
 --   4-6 after: time (YYYY-MM-DDTHH:MM:SSffffff, UTC), version, position ('' time = none)
 --   7-9 before: the same  10 count ('' = the whole range)  11 '1': the last count, else the first
 -- Returns {1, rows} for the page, or {0, rows} with the whole list when it is not known to be
 -- in order (or a row's time is not UTC): the caller cuts the page then.
 local n = redis.call('LLEN', KEYS[2])
 if n == 0 then return {1, {}} end
-if not redis.call('HGET', KEYS[1], ARGV[1]) or redis.call('HGET', KEYS[1], ARGV[2]) then
+local marks = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2], ARGV[12])
+if not marks[1] or marks[2] or marks[3] ~= tostring(n) then
   return {0, redis.call('LRANGE', KEYS[2], 0, -1)}
 end
 local function norm(s)
@@ -110,11 +114,11 @@ return {1, redis.call('LRANGE', KEYS[2], lo, hi - 1)}
 MARK = r"""#!lua
 -- Mark a list's order once (RedisStore.upgrade). KEYS: state list
 -- ARGV: 1 mark field  2 unordered field  3 the list's length as checked  4 its greatest time
---   (epoch us)  5 '1': in order
+--   (epoch us)  5 '1': in order  6 length field
 -- Returns 1 if marked, 0 if it already was, -1 if the list changed since it was read.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then return 0 end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[3]) then return -1 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4], ARGV[6], ARGV[3])
 if ARGV[5] ~= '1' then redis.call('HSET', KEYS[1], ARGV[2], '1') end
 return 1
 """
@@ -129,14 +133,15 @@ class ListKind:
 
     mark: str
     unordered: str
+    length: str
     time_field: str
     positioned: bool
     """Whether its rows (and cursors) carry a ``position`` after the version."""
 
 
-REDUCTIONS = ListKind("red_at", "red_unordered", "created_at", positioned=False)
+REDUCTIONS = ListKind("red_at", "red_unordered", "red_n", "created_at", positioned=False)
 """The reductions list: ``(created_at, agent_id, version)``."""
-PINS = ListKind("pin_at", "pin_unordered", "at", positioned=True)
+PINS = ListKind("pin_at", "pin_unordered", "pin_n", "at", positioned=True)
 """The pin events list: ``(at, agent_id, version, position)``."""
 
 
@@ -175,6 +180,7 @@ def range_args(kind: ListKind, page: Page, agent_id: str) -> list[str]:
         *_bound(kind, page.before, agent_id),
         "" if count is None else str(count),
         "1" if page.last is not None else "0",
+        kind.length,
     ]
 
 
@@ -211,4 +217,4 @@ def mark_fields(kind: ListKind, rows: Sequence[str], where: str) -> list[str]:
     if not rows:
         return []  # the first commit that pushes a row marks it
     at, ordered = order_mark(kind, rows, where)
-    return [kind.mark, str(at)] + ([] if ordered else [kind.unordered, "1"])
+    return [kind.mark, str(at), kind.length, str(len(rows))] + ([] if ordered else [kind.unordered, "1"])

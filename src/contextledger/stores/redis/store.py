@@ -277,7 +277,7 @@ class RedisStore(RedisQueries):
             if mark is not None or unordered is not None or not rows:
                 continue
             at, ordered = listing.order_mark(kind, rows, key)
-            args = [kind.mark, kind.unordered, str(len(rows)), str(at), "1" if ordered else "0"]
+            args = [kind.mark, kind.unordered, str(len(rows)), str(at), "1" if ordered else "0", kind.length]
             done = int(cast(int, self._mark_script(keys=[keys.state, key], args=args)))
             if done < 0:
                 logger.info("list=<%s> | written while being marked; the next upgrade marks it", key)
