@@ -26,7 +26,7 @@ from contextledger.stores.redis.keys import ConversationKeys
 from tests.soak import examples
 
 from .conftest import Backend, raw_client
-from .test_hot_path import _from_client, _from_scripts, monitored
+from .test_hot_path import _from_client, _from_scripts, monitored, monitored_cluster
 
 COUNT = 200
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -79,18 +79,20 @@ def _script_reads(commands: list[dict[str, Any]], key: str) -> tuple[int, list[t
     return lindex, ranges
 
 
-def test_reductions_last_3_of_200_reads_3_rows(redis_store: RedisStore, redis_url: str) -> None:
+def test_reductions_last_3_of_200_reads_3_rows(backend: Backend) -> None:
+    redis_store = backend.store
     _reduce(redis_store, "r", "a", [BASE + timedelta(seconds=i) for i in range(COUNT)])
     key = ConversationKeys.of(redis_store.key_prefix, "r", "a").red
     whole = redis_store.reductions("r", "a")
     assert len(whole) == COUNT
-    with monitored(redis_url) as commands:
+    watch = monitored_cluster if backend.cluster else monitored
+    with watch(backend.url) as commands:
         got = redis_store.reductions("r", "a", page=Page(last=3))
     assert got == whole[-3:]
     assert [c for c in _from_client(commands) if c != "PING"] == ["EVALSHA"]
     assert _script_reads(commands, key) == (0, [(COUNT - 3, COUNT - 1)])
 
-    with monitored(redis_url) as commands:
+    with watch(backend.url) as commands:
         after = redis_store.reductions("r", "a", page=Page(after=cursor(whole[100]), limit=5))
     assert after == whole[101:106]
     lindex, ranges = _script_reads(commands, key)
