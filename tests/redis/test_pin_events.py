@@ -30,7 +30,14 @@ def test_pin_rows_without_a_position_are_numbered_in_commit_order(backend: Backe
     assert all("position" in row for row in rows)
     backend.client.delete(key)
     backend.client.rpush(key, *(json.dumps({k: v for k, v in row.items() if k != "position"}) for row in rows))
+    # 0.2 kept no order mark of the list either (see stores/redis/listing.py)
+    state = ConversationKeys.of(backend.prefix, "s", "a").state
+    backend.client.hdel(state, "pin_at", "pin_unordered")
 
     assert store.pin_history("s") == written
     last_two = store.pin_history("s", page=Page(after=cursor(written[2]), limit=5))
     assert last_two == written[3:]
+    # upgrading leaves such a list read whole: a range of it could not number its rows
+    store.upgrade()
+    assert backend.client.hget(state, "pin_unordered") == b"1"
+    assert store.pin_history("s", page=Page(after=cursor(written[2]), limit=5)) == written[3:]

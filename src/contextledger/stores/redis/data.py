@@ -23,7 +23,7 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, EntryNotFound, InvalidLedgerURL
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, lineage, owners, paging, scripts, transfer, travel
+from contextledger.stores.redis import erasure, lineage, listing, owners, paging, scripts, transfer, travel
 from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.connect import RedisClient, one_line, translated
 from contextledger.stores.redis.durability import DEFAULT_REPLICA_TIMEOUT, Replication, check_client, replication
@@ -48,6 +48,8 @@ class RedisScripts:
     page: Script
     reindex: Script
     unstray: Script
+    range: Script
+    mark: Script
     erase: Script
     prune: Script
     import_: Script
@@ -69,6 +71,8 @@ class RedisScripts:
             page=client.register_script(paging.PAGE),
             reindex=client.register_script(paging.REINDEX),
             unstray=client.register_script(paging.UNSTRAY),
+            range=client.register_script(listing.RANGE),
+            mark=client.register_script(listing.MARK),
             erase=client.register_script(erasure.ERASE),
             prune=client.register_script(erasure.PRUNE),
             import_=client.register_script(transfer.IMPORT),
@@ -151,6 +155,15 @@ class RedisData:
         """One page of history via the seq index; ``None`` if the index is incomplete (call it in :meth:`driver`)."""
         reply = self.scripts.page(keys=[keys.msg, keys.content, keys.mut, keys.seq], args=args)
         return None if reply is None else cast(list[Any], reply)
+
+    def read_range(self, keys: ConversationKeys, key: str, args: list[str]) -> tuple[bool, list[bytes]]:
+        """A page's range of the list ``key`` (reductions or pin events, see :mod:`.listing`), or the whole list.
+
+        Returns ``(ranged, rows)``: ``ranged`` is false when the list's order mark did not
+        allow a range and ``rows`` is the whole list (call it in :meth:`driver`).
+        """
+        ranged, rows = cast(list[Any], self.scripts.range(keys=[keys.state, key], args=args))
+        return bool(ranged), cast(list[bytes], rows)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session (index entries checked against the data)."""

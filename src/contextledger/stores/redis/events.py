@@ -1,4 +1,4 @@
-"""The commit script's trailing arguments: pin event rows and the changeset id.
+"""The commit script's trailing arguments: pin event rows, the reduction's time, the ttl and the changeset id.
 
 They travel after the variable part that :func:`~contextledger.stores.redis.codec.commit_args`
 builds (the script reads them from the end of ``ARGV``), so the content codec and these
@@ -15,6 +15,8 @@ from typing import Any
 from contextledger.core.changeset import Changeset
 from contextledger.errors import StoreError
 from contextledger.model.records import PinEvent
+from contextledger.stores.redis.codec import epoch_micros
+from contextledger.stores.redis.listing import as_utc
 
 __all__ = ["pin_event_from", "pin_event_json", "tail_args"]
 
@@ -29,8 +31,16 @@ def pin_event_json(event: PinEvent) -> str:
 
 
 def tail_args(changeset: Changeset, now: datetime, ttl_ms: int = 0) -> list[str]:
-    """One pin event row (JSON) per pin of ``changeset``, in ``pins`` order, the ttl in ms (0: none), then its id."""
-    return [*(pin_event_json(e) for e in changeset.pin_events(now)), str(ttl_ms), changeset.changeset_id]
+    """The commit's trailing ARGV: its pin event rows, its reduction's time, the ttl, its id.
+
+    One pin event row (JSON) per pin of ``changeset``, in ``pins`` order; the reduction's
+    ``created_at`` in epoch microseconds ('' without a reduction: the script keeps the
+    reductions list's order mark with it, see :mod:`~contextledger.stores.redis.listing`);
+    the ttl in ms (0: none); then the changeset id.
+    """
+    reduction = changeset.reduction
+    at = "" if reduction is None else str(epoch_micros(as_utc(reduction.created_at)))
+    return [*(pin_event_json(e) for e in changeset.pin_events(now)), at, str(ttl_ms), changeset.changeset_id]
 
 
 def pin_event_from(

@@ -172,12 +172,12 @@ class ConversationKeys:
 
     @staticmethod
     def stems(prefix: str) -> tuple[str, str]:
-        """A ``SCAN`` pattern for the ``msg`` keys under ``prefix``, and the suffix to strip from a match.
+        """A ``SCAN`` pattern for the ``state`` keys under ``prefix`` (one per conversation), and the suffix to strip.
 
         The pattern may also match a longer prefix's keys: :meth:`owns` tells them apart.
         """
         escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix)
-        return f"{{{escaped}:*}}:msg", ":msg"
+        return f"{{{escaped}:*}}:state", ":state"
 
     @staticmethod
     def owns(prefix: str, stem: str) -> bool:

@@ -47,6 +47,7 @@ from contextledger.stores.redis.codec import (
 from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.events import pin_event_from
 from contextledger.stores.redis.keys import ConversationKeys
+from contextledger.stores.redis.listing import PINS, REDUCTIONS, range_args
 from contextledger.stores.redis.paging import page_args
 from contextledger.stores.redis.travel import decode_entries
 
@@ -73,6 +74,9 @@ class RedisQueries:
 
     def _read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
         return self._d.read_page(keys, args)
+
+    def _read_range(self, keys: ConversationKeys, key: str, args: list[str]) -> tuple[bool, list[bytes]]:
+        return self._d.read_range(keys, key, args)
 
     def agents(self, session_id: str) -> list[str]:
         """Agent ids with a conversation in the session."""
@@ -200,12 +204,13 @@ class RedisQueries:
         return paged(out, page)
 
     def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
-        """Reductions in commit order (or one page, kept from the whole read)."""
+        """Reductions in commit order (or one page: a range of each agent's list, see :mod:`.listing`)."""
+        page = page or WHOLE
         out: list[Reduction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             with self._driver("reductions"):
-                (reds,) = self._snapshot([keys.red], ["l"])
+                _, reds = self._read_range(keys, keys.red, range_args(REDUCTIONS, page, aid))
             out += [reduction_from(raw, keys.red) for raw in reds]
         return paged(out, page)
 
@@ -231,13 +236,15 @@ class RedisQueries:
         return [r for r in revisions if message_id is None or r.message_id == message_id]
 
     def pin_history(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[PinEvent]:
-        """Every pin and unpin of the session (or one agent), in commit order (or one page, cut from the whole)."""
+        """Every pin and unpin of the session (or one agent), in commit order (or one page: a range of each list)."""
+        page = page or WHOLE
         events: list[PinEvent] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             with self._driver("pin_history"):
-                (rows,) = self._snapshot([keys.pins], ["l"])
-            fill = pin_positions()  # the list is in commit order
+                _, rows = self._read_range(keys, keys.pins, range_args(PINS, page, aid))
+            # in commit order; a range is read only of rows that hold their position
+            fill = pin_positions()
             events += [pin_event_from(raw, session_id, aid, fill) for raw in rows]
         return paged(events, page)
 

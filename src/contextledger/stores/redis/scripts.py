@@ -43,8 +43,13 @@ COMMIT = r"""#!lua
 --   summary:   id score active json #replaces replaces...
 --   reduction: json
 --   restore:   #restore, then id kind(m|s) score   (per entry made active again; always sent)
---   and last (read from the end): one pin event row (JSON) per pin, the ttl in ms
---   ('0' = none), the changeset id.
+--   and last (read from the end): one pin event row (JSON) per pin, the reduction's
+--   created_at in epoch us ('' = none), the ttl in ms ('0' = none), the changeset id.
+-- Order marks: state fields red_at / pin_at hold the greatest time pushed onto the
+-- reductions / pin events list since it was empty, red_n / pin_n its length; a row older
+-- than that sets red_unordered / pin_unordered (the list is then no longer in its
+-- listing's order, and a page of it is read whole; see listing.py). A length that does
+-- not match says a writer without marks pushed rows: the marks go (db upgrade sets them).
 -- TTL: with a ttl every key of the conversation (and, on a single server, the session's
 -- agent set) expires ttl ms after this commit, and the sessions index drops the
 -- sessions last updated more than ttl ago (all their conversations have expired).
@@ -177,7 +182,25 @@ for _, a in ipairs(appends) do
   -- a message's view score is 2 * seq + 1 (keys.view_score): the seq index scores it by seq
   redis.call('ZADD', K_SEQ, (tonumber(a[2]) - 1) / 2, a[1])
 end
-local first_pin_row = #ARGV - 1 - #pins
+local function mark(list, stem, at, pushes)
+  local n = redis.call('LLEN', list)
+  local last = redis.call('HGET', K_STATE, stem .. 'at')
+  if last and redis.call('HGET', K_STATE, stem .. 'n') ~= tostring(n) then
+    -- a writer that keeps no marks (an older version) pushed rows since: order unknown again
+    redis.call('HDEL', K_STATE, stem .. 'at', stem .. 'n', stem .. 'unordered')
+  elseif last then
+    if tonumber(at) < tonumber(last) then
+      redis.call('HSET', K_STATE, stem .. 'unordered', '1')
+    else
+      redis.call('HSET', K_STATE, stem .. 'at', at)
+    end
+    redis.call('HSET', K_STATE, stem .. 'n', n + pushes)
+  elseif n == 0 then
+    redis.call('HSET', K_STATE, stem .. 'at', at, stem .. 'n', pushes)
+  end
+end
+local first_pin_row = #ARGV - 2 - #pins
+if #pins > 0 then mark(K_PINS, 'pin_', ARGV[3], #pins) end
 for i, p in ipairs(pins) do
   redis.call('HSET', K_MUT, 'p|' .. p[1], p[2])
   redis.call('RPUSH', K_PINS, ARGV[first_pin_row + i - 1])
@@ -212,7 +235,10 @@ if summary then
     redis.call('ZREM', K_ACTIVE, 's:' .. summary[1])
   end
 end
-if reduction then redis.call('RPUSH', K_RED, reduction) end
+if reduction then
+  mark(K_RED, 'red_', ARGV[#ARGV - 2], 1)
+  redis.call('RPUSH', K_RED, reduction)
+end
 
 local version = redis.call('HINCRBY', K_STATE, 'version', 1)
 redis.call('HSET', K_CS, tostring(version), changeset_id)

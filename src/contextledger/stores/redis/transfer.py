@@ -21,6 +21,7 @@ from contextledger.stores.redis.codec import dumps, epoch_micros
 from contextledger.stores.redis.erasure import tombstone_json
 from contextledger.stores.redis.events import pin_event_json
 from contextledger.stores.redis.keys import view_score
+from contextledger.stores.redis.listing import PINS, REDUCTIONS, mark_fields
 
 __all__ = ["IMPORT", "import_args"]
 
@@ -166,6 +167,8 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         for r in records.revisions
     ]
     pins = [pin_event_json(p) for p in records.pins]
+    # the lists' order marks, as the commit script would have left them (see listing.py)
+    state_fields += mark_fields(REDUCTIONS, reductions, "reductions") + mark_fields(PINS, pins, "pin events")
     # With a ttl the sessions index must rank the conversation by when its keys were
     # written (the index forgets sessions last written more than ttl ago).
     listed = max(state.updated_at, utcnow()) if ttl_ms else state.updated_at

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator
 from typing import cast
 
-from contextledger.stores.redis import paging
+from contextledger.stores.redis import listing, paging
 from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.keys import ConversationKeys
@@ -31,7 +31,8 @@ class RedisUpgrade:
         """Bring data written by an earlier version up to this one's layout; how many conversations changed.
 
         Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
-        every conversation whose index lacks a message gets it. Idempotent, safe while others
+        every conversation whose index lacks a message gets it; and the order marks of its
+        reductions and pin events lists (see :mod:`~contextledger.stores.redis.listing`). Idempotent, safe while others
         write (each id is added only while its message exists); run once after upgrading
         the library (``contextledger db upgrade`` does). Until then such a conversation's
         history pages are read whole.
@@ -44,10 +45,31 @@ class RedisUpgrade:
         with self._d.driver("upgrade"):
             for raw in self._d.client.scan_iter(match=pattern, count=1000):
                 stem = text(raw).removesuffix(suffix)
-                if ConversationKeys.owns(self._d.key_prefix, stem) and self._reindex(ConversationKeys.at(stem)):
+                if not ConversationKeys.owns(self._d.key_prefix, stem):
+                    continue
+                keys = ConversationKeys.at(stem)
+                if self._reindex(keys) + self._mark_lists(keys):
                     changed += 1
         logger.info("prefix=<%s>, conversations=<%d> | indexed history by seq", self._d.key_prefix, changed)
         return changed
+
+    def _mark_lists(self, keys: ConversationKeys) -> int:
+        """Mark the order of a conversation's reductions and pin events lists (see :mod:`.listing`); how many."""
+        marked = 0
+        for kind, key in ((listing.REDUCTIONS, keys.red), (listing.PINS, keys.pins)):
+            pipe = self._d.client.pipeline(transaction=False)
+            pipe.hmget(keys.state, [kind.mark, kind.unordered])
+            pipe.lrange(key, 0, -1)
+            (mark, unordered), rows = pipe.execute()
+            if mark is not None or unordered is not None or not rows:
+                continue
+            at, ordered = listing.order_mark(kind, rows, key)
+            args = [kind.mark, kind.unordered, str(len(rows)), str(at), "1" if ordered else "0", kind.length]
+            done = int(cast(int, self._d.scripts.mark(keys=[keys.state, key], args=args)))
+            if done < 0:
+                logger.info("list=<%s> | written while being marked; the next upgrade marks it", key)
+            marked += max(done, 0)
+        return marked
 
     def _reindex(self, keys: ConversationKeys) -> int:
         """Make a conversation's seq index hold exactly its messages (scripts of a chunk each); how many changed."""
