@@ -38,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import Executable
 
-from contextledger.stores.sql.fields import PIN_EVENTS
+from contextledger.stores.sql.fields import ENTRIES, PIN_EVENTS
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -51,6 +51,7 @@ from contextledger.stores.sql.models import (
     SummaryRow,
     SummarySourceRow,
 )
+from contextledger.stores.sql.read import records
 
 __all__ = ["FLAGS", "flag_sets", "statement"]
 
@@ -127,22 +128,16 @@ def _conversation(flags: frozenset[str]) -> list[Any]:
 
 HISTORY_COLUMNS = (
     EntryRow.message_id,
-    EntryRow.seq,
     EntryRow.role,
     # The JSON columns as the text stored: the records parse each once, into the
     # message (see records.history_entries), as a restore does.
     cast(EntryRow.content, Text).label("content"),
     cast(EntryRow.metadata_, Text).label("meta"),
-    EntryRow.status,
-    EntryRow.pinned,
-    EntryRow.tokens,
-    EntryRow.created_at,
-    EntryRow.evicted_by,
-    EntryRow.revision_count,
-    EntryRow.from_call,
-    EntryRow.version,
+    *ENTRIES.columns(),
 )
-"""A history row's columns, in :data:`.records.HISTORY_COLUMNS` order."""
+"""A history row's columns: the message's four, then the entry's stored fields (:data:`.fields.ENTRIES`) in order."""
+if tuple(select(*HISTORY_COLUMNS).selected_columns.keys()) != records.HISTORY_COLUMNS:  # the decoder's order
+    raise TypeError(f"the history columns are not {records.HISTORY_COLUMNS}, the order the rows are decoded in")
 
 
 def _history(flags: frozenset[str]) -> Executable:
