@@ -34,7 +34,12 @@ from contextledger.stores.sql.models import (
     TombstoneRow,
 )
 
-__all__ = ["ENTRIES", "PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
+__all__ = [
+    "APPENDED_COLUMNS",
+    "APPENDED_CONSTANTS",
+    "APPENDED_FROM_ENTRY",
+    "APPENDED_STAMPS",
+    "ENTRIES", "PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,40 @@ class Stored:
 
 ENTRIES = Stored(HistoryEntry, EntryRow, outside=frozenset({"session_id", "agent_id", "message"}))
 """Message entries in ``cl_entries``, but the message, whose record fills the id, role, content and metadata columns."""
+
+APPENDED_FROM_ENTRY = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
+"""The ``cl_entries`` columns an appended entry takes from its view entry and message, in this order."""
+APPENDED_STAMPS = ("created_at", "from_call", "version")
+"""The entry fields an append stamps, from the commit (``Changeset.stamps``: the one place they are made)."""
+APPENDED_STATUS = {"status": "active"}
+"""What an appended entry holds for the stored fields without a default."""
+
+
+def _appended_constants() -> dict[str, Any]:
+    """Column -> value every appended entry starts with: :data:`APPENDED_STATUS`, then the record's defaults.
+
+    Raises:
+        TypeError: A stored entry field has no default and no value on append (a new
+            field must say what an appended entry holds).
+    """
+    out: dict[str, Any] = {}
+    for name in ENTRIES.fields:
+        if name in APPENDED_FROM_ENTRY or name in APPENDED_STAMPS:
+            continue
+        info = HistoryEntry.model_fields[name]
+        if name in APPENDED_STATUS:
+            out[ENTRIES.renamed.get(name, name)] = APPENDED_STATUS[name]
+        elif info.is_required() or info.default_factory is not None:
+            raise TypeError(f"HistoryEntry.{name} has no plain default: say what an appended entry holds")
+        else:
+            out[ENTRIES.renamed.get(name, name)] = info.default
+    return out
+
+
+APPENDED_CONSTANTS = _appended_constants()
+"""The ``cl_entries`` columns every appended entry starts with, by name, and their values (the record's defaults)."""
+APPENDED_COLUMNS = ("conversation_id", *APPENDED_FROM_ENTRY, *APPENDED_CONSTANTS, *APPENDED_STAMPS)
+"""Every column an appended entry's ``INSERT`` writes, in order (the general path and both hot paths)."""
 PIN_EVENTS = Stored(PinEvent, PinEventRow, renamed={"at": "created_at"})
 """Pin events in ``cl_pin_events`` (``at`` is the ``created_at`` column)."""
 REDUCTIONS = Stored(Reduction, ReductionRow)
