@@ -39,7 +39,14 @@ __all__ = [
     "APPENDED_CONSTANTS",
     "APPENDED_FROM_ENTRY",
     "APPENDED_STAMPS",
-    "ENTRIES", "PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
+    "ENTRIES",
+    "PIN_EVENTS",
+    "REDUCTIONS",
+    "REVISIONS",
+    "SUMMARIES",
+    "TOMBSTONES",
+    "Stored",
+]
 
 
 @dataclass(frozen=True)
