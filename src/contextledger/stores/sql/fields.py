@@ -23,10 +23,19 @@ from pydantic import BaseModel
 from sqlalchemy import ColumnElement, inspect
 
 from contextledger.model.messages import encode_blocks
-from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Tombstone
+from contextledger.model.records import (
+    HistoryEntry,
+    LineageLink,
+    PinEvent,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    Tombstone,
+)
 from contextledger.stores.sql.models import (
     Base,
     EntryRow,
+    LineageRow,
     PinEventRow,
     ReductionRow,
     RevisionRow,
@@ -40,6 +49,7 @@ __all__ = [
     "APPENDED_FROM_ENTRY",
     "APPENDED_STAMPS",
     "ENTRIES",
+    "LINEAGE",
     "PIN_EVENTS",
     "REDUCTIONS",
     "REVISIONS",
@@ -146,5 +156,14 @@ SUMMARIES = Stored(SummaryEntry, SummaryRow, outside=frozenset({"session_id", "a
 """Summaries in ``cl_summaries`` (what each replaced is in ``cl_summary_sources``, in order)."""
 REVISIONS = Stored(Revision, RevisionRow, encode={"original": encode_blocks})
 """Revisions in ``cl_revisions`` (the original blocks stored as their JSON-safe records)."""
+
+
+def _ledger_column(ledger: str | None) -> str:
+    """The ``ledger`` column of a lineage link: empty for this ledger (``None`` in the record)."""
+    return ledger or ""
+
+
+LINEAGE = Stored(LineageLink, LineageRow, encode={"ledger": _ledger_column})
+"""Lineage links in ``cl_lineage``, under their ancestor's conversation (``ledger`` empty for this ledger)."""
 TOMBSTONES = Stored(Tombstone, TombstoneRow, renamed={"erased_at": "created_at"})
 """Tombstones in ``cl_tombstones`` (``erased_at`` is the ``created_at`` column)."""

@@ -183,23 +183,13 @@ def pin_events(rows: Iterable[Mapping[str, Any]], session_id: str) -> list[PinEv
     return [record(PinEvent, row, session_id=session_id) for row in rows]
 
 
-def lineage_links(rows: Iterable[Sequence[Any]], session_id: str) -> list[LineageLink]:
-    """Lineage links of rows of the ``lineage`` statement (the conversation's agent, then the link's columns)."""
-    return [
-        LineageLink(
-            session_id=session_id,
-            agent_id=agent_id,
-            child_session_id=child_session_id,
-            child_agent_id=child_agent_id,
-            kind=kind,
-            ledger=ledger or None,
-            depth=depth,
-            at_call=at_call,
-            version=version,
-            created_at=created_at,
-        )
-        for agent_id, child_session_id, child_agent_id, kind, ledger, depth, at_call, version, created_at in rows
-    ]
+def lineage_links(rows: Iterable[Mapping[str, Any]], session_id: str) -> list[LineageLink]:
+    """Lineage links of rows that name their fields (the conversation's ``agent_id``; ``ledger`` empty: this one).
+
+    Raises:
+        CorruptRecord: A row holds a value the record cannot take.
+    """
+    return [record(LineageLink, row, session_id=session_id, ledger=row["ledger"] or None) for row in rows]
 
 
 def session_infos(page: Iterable[Sequence[Any]], details: Iterable[Sequence[Any]]) -> list[SessionInfo]:

@@ -5423,24 +5423,26 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('lineage', ()): (
-        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id, cl_lineage.child_agent_id, '
-        'cl_lineage.kind, cl_lineage.ledger, cl_lineage.depth, cl_lineage.at_call, cl_lineage.version, '
-        'cl_lineage.created_at FROM cl_lineage JOIN cl_conversations ON cl_conversations.id = '
-        'cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
-        'cl_lineage.created_at, cl_lineage.depth, cl_lineage.id',
+        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id AS child_session_id, '
+        'cl_lineage.child_agent_id AS child_agent_id, cl_lineage.kind AS kind, cl_lineage.depth AS depth,'
+        ' cl_lineage.at_call AS at_call, cl_lineage.version AS version, cl_lineage.created_at AS '
+        'created_at, cl_lineage.ledger AS ledger FROM cl_lineage JOIN cl_conversations ON '
+        'cl_conversations.id = cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' ORDER BY cl_lineage.created_at, cl_lineage.depth, cl_lineage.id',
         {},
-        '--------t',
+        '-------t-',
         (),
     ),
     ('lineage', ('agent',)): (
-        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id, cl_lineage.child_agent_id, '
-        'cl_lineage.kind, cl_lineage.ledger, cl_lineage.depth, cl_lineage.at_call, cl_lineage.version, '
-        'cl_lineage.created_at FROM cl_lineage JOIN cl_conversations ON cl_conversations.id = '
-        'cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id ORDER BY cl_lineage.created_at, cl_lineage.depth, '
+        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id AS child_session_id, '
+        'cl_lineage.child_agent_id AS child_agent_id, cl_lineage.kind AS kind, cl_lineage.depth AS depth,'
+        ' cl_lineage.at_call AS at_call, cl_lineage.version AS version, cl_lineage.created_at AS '
+        'created_at, cl_lineage.ledger AS ledger FROM cl_lineage JOIN cl_conversations ON '
+        'cl_conversations.id = cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id ORDER BY cl_lineage.created_at, cl_lineage.depth, '
         'cl_lineage.id',
         {},
-        '--------t',
+        '-------t-',
         (),
     ),
 }

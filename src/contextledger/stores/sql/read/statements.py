@@ -38,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import Executable
 
-from contextledger.stores.sql.fields import ENTRIES, PIN_EVENTS
+from contextledger.stores.sql.fields import ENTRIES, LINEAGE, PIN_EVENTS
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -377,17 +377,7 @@ def _scope_state(flags: frozenset[str]) -> Executable:
 
 def _lineage(flags: frozenset[str]) -> Executable:
     return (
-        select(
-            ConversationRow.agent_id,
-            LineageRow.child_session_id,
-            LineageRow.child_agent_id,
-            LineageRow.kind,
-            LineageRow.ledger,
-            LineageRow.depth,
-            LineageRow.at_call,
-            LineageRow.version,
-            LineageRow.created_at,
-        )
+        select(ConversationRow.agent_id, *LINEAGE.columns())
         .join(ConversationRow, ConversationRow.id == LineageRow.conversation_id)
         .where(*_conversation(flags))
         .order_by(LineageRow.created_at, LineageRow.depth, LineageRow.id)
