@@ -77,7 +77,7 @@ def builder(cls: type[_M], given: tuple[str, ...], start: int = 0) -> Callable[.
 
     It takes the fields named in ``given``, in that order, and -- when they are not
     every field -- then a ``row`` holding the other fields in the record's order from
-    position ``start``. Values of exactly the fields' types (``type(v) is int``, a
+    position ``start`` to its end. Values of exactly the fields' types (``type(v) is int``, a
     string of a ``Literal``'s choices, ``None`` or the type for an optional field) are
     taken as they are (:func:`trusted`); anything else is validated by the constructor,
     and refused as it refuses it. The function is generated once, from the record's
@@ -96,7 +96,8 @@ def builder(cls: type[_M], given: tuple[str, ...], start: int = 0) -> Callable[.
     scope: dict[str, Any] = {"cls": cls, "trusted": trusted}
     params = [*given, "row"] if rest else list(given)
     lines = [f"def build({', '.join(params)}):"]
-    lines += [f"    {name} = row[{start + i}]" for i, name in enumerate(rest)]
+    if rest:  # one unpacking of the whole row (the row must hold exactly these): fastest per row
+        lines.append(f"    {', '.join([*(f'_{i}' for i in range(start)), *rest])}, = row")
     checks = " and ".join(f"({_check(name, cls.model_fields[name].annotation, scope)})" for name in fields)
     values = ", ".join(f"{name!r}: {name}" for name in fields)
     keywords = ", ".join(f"{name}={name}" for name in fields)
