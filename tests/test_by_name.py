@@ -52,6 +52,12 @@ def test_a_builder_refuses_names_and_types_it_cannot_check() -> None:
     with pytest.raises(TypeError, match="no exact check"):
         builder(Odd, ("values",))
 
+    class Clash(BaseModel):
+        row: int
+
+    with pytest.raises(TypeError, match="generated code"):
+        builder(Clash, ("row",))
+
 
 def test_the_history_row_is_the_message_then_every_other_entry_field_in_order() -> None:
     others = [n for n in HistoryEntry.model_fields if n not in {"session_id", "agent_id", "message"}]

@@ -85,13 +85,16 @@ def builder(cls: type[_M], given: tuple[str, ...], start: int = 0) -> Callable[.
     with nothing else changed; a stream of rows pays no per-row loop over the fields.
 
     Raises:
-        TypeError: A field's type has no exact check (see :func:`_check`), or ``given``
-            names a field ``cls`` lacks.
+        TypeError: A field's type has no exact check (see :func:`_check`), ``given``
+            names a field ``cls`` lacks, or a field bears a name the generated code uses.
     """
     fields = list(cls.model_fields)
     unknown = [name for name in given if name not in fields]
     if unknown:
         raise TypeError(f"{cls.__name__} has no fields {unknown}")
+    clashing = [name for name in fields if name in {"row", "cls", "trusted", "build"} or name.startswith("_")]
+    if clashing:
+        raise TypeError(f"{cls.__name__} fields named as the generated code's own names: {clashing}")
     rest = [name for name in fields if name not in given]
     scope: dict[str, Any] = {"cls": cls, "trusted": trusted}
     params = [*given, "row"] if rest else list(given)
