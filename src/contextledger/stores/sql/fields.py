@@ -11,6 +11,14 @@ reaches every SQL path with its column and nothing else.
 Whether a record field lacks its column is checked when the mapping is made (at
 import): a field added to a record without its column fails loudly, not at the first
 query.
+
+Adding a field to ``HistoryEntry`` (stored per entry, with a plain default) takes: the
+field (``model/records.py``), its column (``models.py``) and a migration, the schema
+head the stdlib reader expects (``reader.py``, and the head ``tests/sql/test_migrations.py``
+checks), the memory store's row (``stores/memory/data.py``), and the generated SQLite
+SQL (``scripts/generate-sqlite-sql``). Everything else follows by name: the history
+listing and its decoder, the three append paths (:data:`APPENDED_COLUMNS`), export and
+import, and the Redis entry record (``stores/redis/codec.py``).
 """
 
 from __future__ import annotations
