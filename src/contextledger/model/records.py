@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contextledger.model.messages import Message, encode_blocks, normalize_json
-from contextledger.model.trusted import trusted
+from contextledger.model.trusted import builder, trusted
 
 __all__ = [
     "TRIGGERS",
@@ -177,74 +177,14 @@ class HistoryEntry(BaseModel):
     """The conversation version the commit that appended it produced (0: written before 0.2)."""
 
 
-def history_entry(
-    session_id: Any,
-    agent_id: Any,
-    seq: Any,
-    message: Any,
-    status: Any,
-    pinned: Any,
-    tokens: Any,
-    created_at: Any,
-    evicted_by: Any,
-    revision_count: Any,
-    from_call: Any,
-    version: Any,
-) -> HistoryEntry:
-    """``HistoryEntry(...)`` of every field, as a store builds it from a row (see :func:`view_entry`).
+history_entry: Callable[..., HistoryEntry] = builder(HistoryEntry, tuple(HistoryEntry.model_fields))
+"""``HistoryEntry(...)`` of every field in order, as a store builds it from a row (see :func:`view_entry`).
 
-    A history streams one per stored entry; values of exactly the fields' types are
-    taken as they are, anything else is validated and refused as the constructor refuses it.
-
-    Raises:
-        pydantic.ValidationError: A value the entry cannot hold.
-    """
-    if (
-        type(session_id) is str
-        and type(agent_id) is str
-        and type(seq) is int
-        and isinstance(message, Message)
-        and (status == "active" or status == "evicted")
-        and type(status) is str
-        and type(pinned) is bool
-        and type(tokens) is int
-        and type(created_at) is datetime
-        and (evicted_by is None or type(evicted_by) is str)
-        and type(revision_count) is int
-        and type(from_call) is int
-        and type(version) is int
-    ):
-        return trusted(
-            HistoryEntry,
-            {
-                "session_id": session_id,
-                "agent_id": agent_id,
-                "seq": seq,
-                "message": message,
-                "status": status,
-                "pinned": pinned,
-                "tokens": tokens,
-                "created_at": created_at,
-                "evicted_by": evicted_by,
-                "revision_count": revision_count,
-                "from_call": from_call,
-                "version": version,
-            },
-        )
-    return HistoryEntry(
-        session_id=session_id,
-        agent_id=agent_id,
-        seq=seq,
-        message=message,
-        status=status,
-        pinned=pinned,
-        tokens=tokens,
-        created_at=created_at,
-        evicted_by=evicted_by,
-        revision_count=revision_count,
-        from_call=from_call,
-        version=version,
-    )
+A history streams one per stored entry; values of exactly the fields' types are taken
+as they are, anything else is validated and refused as the constructor refuses it
+(raising ``pydantic.ValidationError``). Generated from the record's fields: a field
+added to :class:`HistoryEntry` is taken here with nothing else changed.
+"""
 
 
 class SummaryEntry(BaseModel):

@@ -10,11 +10,14 @@ attributes, no ``model_post_init``, every field given (a test holds it equal to
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Callable
+from datetime import datetime
+from types import UnionType
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-__all__ = ["trusted"]
+__all__ = ["builder", "trusted"]
 
 _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__  # the models are frozen: their own __setattr__ refuses
@@ -44,3 +47,65 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     _set(instance, "__pydantic_extra__", None)
     _set(instance, "__pydantic_private__", None)
     return instance
+
+
+def _check(name: str, annotation: Any, scope: dict[str, Any]) -> str:
+    """The Python test that ``name`` holds a value of exactly ``annotation`` (as a row written by the library holds).
+
+    Raises:
+        TypeError: ``annotation`` is not one the builders know (a field of a new kind must
+            say here how a row's value is checked, rather than be taken unchecked).
+    """
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal and args and all(type(a) is str for a in args):
+        choices = " or ".join(f"{name} == {a!r}" for a in args)
+        return f"({choices}) and type({name}) is str"
+    if get_origin(annotation) in (Union, UnionType) and len(args) == 2 and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        return f"({name} is None or {_check(name, inner, scope)})"
+    if annotation in (str, int, bool, float, datetime):
+        scope[annotation.__name__] = annotation
+        return f"type({name}) is {annotation.__name__}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        scope[annotation.__name__] = annotation
+        return f"isinstance({name}, {annotation.__name__})"
+    raise TypeError(f"no exact check for a field of type {annotation!r} ({name})")
+
+
+def builder(cls: type[_M], given: tuple[str, ...], start: int = 0) -> Callable[..., _M]:
+    """A function building ``cls`` from values given positionally, fast when they have exactly the fields' types.
+
+    It takes the fields named in ``given``, in that order, and -- when they are not
+    every field -- then a ``row`` holding the other fields in the record's order from
+    position ``start`` to its end. Values of exactly the fields' types (``type(v) is int``, a
+    string of a ``Literal``'s choices, ``None`` or the type for an optional field) are
+    taken as they are (:func:`trusted`); anything else is validated by the constructor,
+    and refused as it refuses it. The function is generated once, from the record's
+    fields, so a field added to the record is built, checked and taken from the row
+    with nothing else changed; a stream of rows pays no per-row loop over the fields.
+
+    Raises:
+        TypeError: A field's type has no exact check (see :func:`_check`), ``given``
+            names a field ``cls`` lacks, or a field bears a name the generated code uses.
+    """
+    fields = list(cls.model_fields)
+    unknown = [name for name in given if name not in fields]
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no fields {unknown}")
+    clashing = [name for name in fields if name in {"row", "cls", "trusted", "build"} or name.startswith("_")]
+    if clashing:
+        raise TypeError(f"{cls.__name__} fields named as the generated code's own names: {clashing}")
+    rest = [name for name in fields if name not in given]
+    scope: dict[str, Any] = {"cls": cls, "trusted": trusted}
+    params = [*given, "row"] if rest else list(given)
+    lines = [f"def build({', '.join(params)}):"]
+    if rest:  # one unpacking of the whole row (the row must hold exactly these): fastest per row
+        lines.append(f"    {', '.join([*(f'_{i}' for i in range(start)), *rest])}, = row")
+    checks = " and ".join(f"({_check(name, cls.model_fields[name].annotation, scope)})" for name in fields)
+    values = ", ".join(f"{name!r}: {name}" for name in fields)
+    keywords = ", ".join(f"{name}={name}" for name in fields)
+    lines += [f"    if {checks}:", f"        return trusted(cls, {{{values}}})", f"    return cls({keywords})"]
+    exec("\n".join(lines), scope)  # the source is made here from the record's own field names
+    build: Callable[..., _M] = scope["build"]
+    build.__doc__ = f"``{cls.__name__}(...)`` of {', '.join(params)} (see :func:`contextledger.model.trusted.builder`)."
+    return build

@@ -27,14 +27,15 @@ from contextledger.model.records import (
     Revision,
     SummaryEntry,
     ViewEntry,
-    history_entry,
     view_entry,
 )
 from contextledger.model.stored import Unusual, parse_json_text
+from contextledger.model.trusted import builder
 from contextledger.stores.base import decoding
 from contextledger.stores.redis.keys import view_score
 
 __all__ = [
+    "RECORD_FIELDS",
     "MessageRow",
     "commit_args",
     "decode_state",
@@ -42,6 +43,7 @@ __all__ = [
     "epoch_micros",
     "flat_hash",
     "loads",
+    "record_values",
     "reduction_from",
     "revision_from",
     "summary_from",
@@ -50,6 +52,66 @@ __all__ = [
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# An entry's record holds its message but the content (kept apart: revisions replace it),
+# then every field of HistoryEntry that is neither the conversation's, nor the message,
+# nor a fact that changes after the append (kept in the mut hash: p|, e|, r|, t|, status
+# derived from e|) -- by name, so a field added to HistoryEntry is stored and read with
+# nothing else changed. The stamps come last: the time-travel script reads from_call and
+# version at the record's end.
+_MUTABLE = frozenset({"status", "pinned", "evicted_by", "revision_count"})
+_STAMPS = ("created_at", "from_call", "version")  # Changeset.stamps, in its order
+_OUTSIDE = ("session_id", "agent_id", "message", *sorted(_MUTABLE))
+RECORD_FIELDS = tuple(name for name in HistoryEntry.model_fields if name not in _OUTSIDE)
+"""The entry fields an entry's record holds, in the record's order."""
+_RECORD_ORDER = (*(name for name in RECORD_FIELDS if name not in _STAMPS), *_STAMPS)
+_APPENDED = ("seq", "tokens")  # from the appended entry; the stamps from the commit; the rest hold their defaults
+_APPENDED_DEFAULTS = {
+    name: HistoryEntry.model_fields[name].get_default(call_default_factory=True)
+    for name in _RECORD_ORDER
+    if name not in _APPENDED and name not in _STAMPS
+}
+_history_entry = builder(HistoryEntry, _OUTSIDE)  # then the record fields, in the record's order
+
+
+def _field_decoder(name: str) -> Any:
+    """How the record's JSON value of the field ``name`` becomes the field's (the builder checks the result)."""
+    annotation = HistoryEntry.model_fields[name].annotation
+    if annotation is int:
+        return int
+    if annotation is datetime:
+        return datetime.fromisoformat
+    return lambda value: value
+
+
+_DECODERS = tuple(
+    (name, _field_decoder(name), HistoryEntry.model_fields[name].is_required(), HistoryEntry.model_fields[name].default)
+    for name in RECORD_FIELDS
+)
+for _name in _STAMPS:
+    if _name not in RECORD_FIELDS:
+        raise TypeError(f"HistoryEntry lacks the stamp {_name}")
+
+
+def record_values(entry: HistoryEntry) -> dict[str, Any]:
+    """The record fields of ``entry``, JSON-ready, in the stored order (see :data:`RECORD_FIELDS`)."""
+    return {name: _json_value(getattr(entry, name)) for name in _RECORD_ORDER}
+
+
+def _json_value(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _decoded_fields(base: Mapping[str, Any]) -> list[Any]:
+    """The record fields of a stored record, decoded, in :data:`RECORD_FIELDS` order (a missing one: its default).
+
+    Raises:
+        KeyError: A field without a default is missing.
+    """
+    return [
+        decode(base[name]) if required else (default if (value := base.get(name)) is None else decode(value))
+        for name, decode, required, default in _DECODERS
+    ]
 
 
 def dumps(value: Any) -> str:
@@ -140,14 +202,16 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
         "1" if cs.reduction is not None else "0",
     ]
     stamps = cs.stamps(stamp)
+    defaults = _APPENDED_DEFAULTS
     for entry in cs.appends:
         message = entry.message
-        record = {  # the message's record (see Message.to_record) but its content, and the entry's stamps
+        record = {  # the message's record (see Message.to_record) but its content, then the record fields by name
             "message_id": message.message_id,
             "role": message.role,
             "metadata": encode_value(message.metadata),
             "seq": entry.seq,
             "tokens": entry.tokens,
+            **defaults,
             **stamps,  # last: the time-travel script reads from_call and version at the record's end
         }
         args += [
@@ -221,17 +285,29 @@ def _decode_state(session_id: str, agent_id: str, raw: Mapping[str, bytes]) -> C
 
 @dataclass(frozen=True)
 class MessageRow:
-    """One message entry as stored, with its mutable facts merged in."""
+    """One message entry as stored, with its mutable facts merged in.
+
+    Attributes:
+        fields: The record fields (:data:`RECORD_FIELDS`), decoded, in that order.
+    """
 
     entry_id: str
-    seq: int
     message: Message
-    tokens: int
-    created_at: datetime
     evicted_by: str | None
     revision_count: int
-    from_call: int = 0
-    version: int = 0
+    fields: tuple[Any, ...]
+
+    @property
+    def seq(self) -> int:
+        """The entry's seq."""
+        seq: int = self.fields[_SEQ]
+        return seq
+
+    @property
+    def tokens(self) -> int:
+        """The entry's token estimate (the last one set)."""
+        tokens: int = self.fields[_TOKENS]
+        return tokens
 
     @classmethod
     def decode(
@@ -260,18 +336,17 @@ class MessageRow:
         pin = mut.get(f"p|{entry_id}")
         if pin is not None:
             message = message.with_pin(pin == b"1")
+        fields = _decoded_fields(base)
         tokens = mut.get(f"t|{entry_id}")
+        if tokens is not None:
+            fields[_TOKENS] = int(tokens)
         evicted_by = mut.get(f"e|{entry_id}")
         return cls(
             entry_id=entry_id,
-            seq=int(base["seq"]),
             message=message,
-            tokens=int(tokens) if tokens is not None else int(base["tokens"]),
-            created_at=datetime.fromisoformat(base["created_at"]),
             evicted_by=text(evicted_by) if evicted_by is not None else None,
             revision_count=int(mut.get(f"r|{entry_id}", b"0")),
-            from_call=int(base.get("from_call", 0)),
-            version=int(base.get("version", 0)),
+            fields=tuple(fields),
         )
 
     def view_entry(self) -> ViewEntry:
@@ -280,20 +355,20 @@ class MessageRow:
 
     def history_entry(self, session_id: str, agent_id: str) -> HistoryEntry:
         """The row as a history entry."""
-        return history_entry(
+        return _history_entry(
             session_id,
             agent_id,
-            self.seq,
             self.message,
-            "evicted" if self.evicted_by is not None else "active",
-            self.message.pinned,
-            self.tokens,
-            self.created_at,
             self.evicted_by,
+            self.message.pinned,
             self.revision_count,
-            self.from_call,
-            self.version,
+            "evicted" if self.evicted_by is not None else "active",
+            self.fields,
         )
+
+
+_SEQ = RECORD_FIELDS.index("seq")
+_TOKENS = RECORD_FIELDS.index("tokens")
 
 
 def view_entry_of(
@@ -316,12 +391,10 @@ def view_entry_of(
         message = message_from_stored_content(base, content)
         if pin is not None:
             message = message.with_pin(pin == b"1")
-        # Checked as MessageRow.decode checks them, though a view entry holds none of them.
-        datetime.fromisoformat(base["created_at"])
-        int(base.get("from_call", 0))
-        int(base.get("version", 0))
+        # Checked as MessageRow.decode checks them, though a view entry holds but two of them.
+        fields = _decoded_fields(base)
         return view_entry(
-            entry_id, "message", int(base["seq"]), message, int(tokens) if tokens is not None else int(base["tokens"])
+            entry_id, "message", fields[_SEQ], message, int(tokens) if tokens is not None else fields[_TOKENS]
         )
     except Exception:  # reported, located, by the general decode below
         mut = {f"p|{entry_id}": pin, f"t|{entry_id}": tokens}

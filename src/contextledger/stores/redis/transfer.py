@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import encode_blocks
 from contextledger.model.records import SummaryEntry, utcnow
-from contextledger.stores.redis.codec import dumps, epoch_micros
+from contextledger.stores.redis.codec import dumps, epoch_micros, record_values
 from contextledger.stores.redis.erasure import tombstone_json
 from contextledger.stores.redis.events import pin_event_json
 from contextledger.stores.redis.keys import view_score
@@ -118,9 +118,7 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         entry_id = h.message.message_id
         record = h.message.to_record()
         blocks = record.pop("content")
-        record.update(
-            seq=h.seq, tokens=h.tokens, created_at=h.created_at.isoformat(), from_call=h.from_call, version=h.version
-        )
+        record.update(record_values(h))
         msg += [entry_id, dumps(record)]
         content += [entry_id, dumps(blocks)]
         by_seq += [str(h.seq), entry_id]

@@ -11,6 +11,14 @@ reaches every SQL path with its column and nothing else.
 Whether a record field lacks its column is checked when the mapping is made (at
 import): a field added to a record without its column fails loudly, not at the first
 query.
+
+Adding a field to ``HistoryEntry`` (stored per entry, with a plain default) takes: the
+field (``model/records.py``), its column (``models.py``) and a migration, the schema
+head the stdlib reader expects (``reader.py``, and the head ``tests/sql/test_migrations.py``
+checks), the memory store's row (``stores/memory/data.py``), and the generated SQLite
+SQL (``scripts/generate-sqlite-sql``). Everything else follows by name: the history
+listing and its decoder, the three append paths (:data:`APPENDED_COLUMNS`), export and
+import, and the Redis entry record (``stores/redis/codec.py``).
 """
 
 from __future__ import annotations
@@ -23,10 +31,19 @@ from pydantic import BaseModel
 from sqlalchemy import ColumnElement, inspect
 
 from contextledger.model.messages import encode_blocks
-from contextledger.model.records import HistoryEntry, PinEvent, Reduction, Revision, SummaryEntry, Tombstone
+from contextledger.model.records import (
+    HistoryEntry,
+    LineageLink,
+    PinEvent,
+    Reduction,
+    Revision,
+    SummaryEntry,
+    Tombstone,
+)
 from contextledger.stores.sql.models import (
     Base,
     EntryRow,
+    LineageRow,
     PinEventRow,
     ReductionRow,
     RevisionRow,
@@ -34,7 +51,20 @@ from contextledger.stores.sql.models import (
     TombstoneRow,
 )
 
-__all__ = ["ENTRIES", "PIN_EVENTS", "REDUCTIONS", "REVISIONS", "SUMMARIES", "TOMBSTONES", "Stored"]
+__all__ = [
+    "APPENDED_COLUMNS",
+    "APPENDED_CONSTANTS",
+    "APPENDED_FROM_ENTRY",
+    "APPENDED_STAMPS",
+    "ENTRIES",
+    "LINEAGE",
+    "PIN_EVENTS",
+    "REDUCTIONS",
+    "REVISIONS",
+    "SUMMARIES",
+    "TOMBSTONES",
+    "Stored",
+]
 
 
 @dataclass(frozen=True)
@@ -92,6 +122,40 @@ class Stored:
 
 ENTRIES = Stored(HistoryEntry, EntryRow, outside=frozenset({"session_id", "agent_id", "message"}))
 """Message entries in ``cl_entries``, but the message, whose record fills the id, role, content and metadata columns."""
+
+APPENDED_FROM_ENTRY = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
+"""The ``cl_entries`` columns an appended entry takes from its view entry and message, in this order."""
+APPENDED_STAMPS = ("created_at", "from_call", "version")
+"""The entry fields an append stamps, from the commit (``Changeset.stamps``: the one place they are made)."""
+APPENDED_STATUS = {"status": "active"}
+"""What an appended entry holds for the stored fields without a default."""
+
+
+def _appended_constants() -> dict[str, Any]:
+    """Column -> value every appended entry starts with: :data:`APPENDED_STATUS`, then the record's defaults.
+
+    Raises:
+        TypeError: A stored entry field has no default and no value on append (a new
+            field must say what an appended entry holds).
+    """
+    out: dict[str, Any] = {}
+    for name in ENTRIES.fields:
+        if name in APPENDED_FROM_ENTRY or name in APPENDED_STAMPS:
+            continue
+        info = HistoryEntry.model_fields[name]
+        if name in APPENDED_STATUS:
+            out[ENTRIES.renamed.get(name, name)] = APPENDED_STATUS[name]
+        elif info.is_required() or info.default_factory is not None:
+            raise TypeError(f"HistoryEntry.{name} has no plain default: say what an appended entry holds")
+        else:
+            out[ENTRIES.renamed.get(name, name)] = info.default
+    return out
+
+
+APPENDED_CONSTANTS = _appended_constants()
+"""The ``cl_entries`` columns every appended entry starts with, by name, and their values (the record's defaults)."""
+APPENDED_COLUMNS = ("conversation_id", *APPENDED_FROM_ENTRY, *APPENDED_CONSTANTS, *APPENDED_STAMPS)
+"""Every column an appended entry's ``INSERT`` writes, in order (the general path and both hot paths)."""
 PIN_EVENTS = Stored(PinEvent, PinEventRow, renamed={"at": "created_at"})
 """Pin events in ``cl_pin_events`` (``at`` is the ``created_at`` column)."""
 REDUCTIONS = Stored(Reduction, ReductionRow)
@@ -100,5 +164,14 @@ SUMMARIES = Stored(SummaryEntry, SummaryRow, outside=frozenset({"session_id", "a
 """Summaries in ``cl_summaries`` (what each replaced is in ``cl_summary_sources``, in order)."""
 REVISIONS = Stored(Revision, RevisionRow, encode={"original": encode_blocks})
 """Revisions in ``cl_revisions`` (the original blocks stored as their JSON-safe records)."""
+
+
+def _ledger_column(ledger: str | None) -> str:
+    """The ``ledger`` column of a lineage link: empty for this ledger (``None`` in the record)."""
+    return ledger or ""
+
+
+LINEAGE = Stored(LineageLink, LineageRow, encode={"ledger": _ledger_column})
+"""Lineage links in ``cl_lineage``, under their ancestor's conversation (``ledger`` empty for this ledger)."""
 TOMBSTONES = Stored(Tombstone, TombstoneRow, renamed={"erased_at": "created_at"})
 """Tombstones in ``cl_tombstones`` (``erased_at`` is the ``created_at`` column)."""

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select
 
 from contextledger.model.records import Expiry, LineageLink
+from contextledger.stores.sql.fields import LINEAGE
 from contextledger.stores.sql.models import ConversationRow, ExpiryRow, LineageRow, SessionRow
 
 __all__ = ["add_lineage", "expirations", "expire_session", "expired", "forget_expiries"]
@@ -37,19 +38,7 @@ def add_lineage(conn: Connection, links: Sequence[LineageLink]) -> int:
         conversation, keys = ancestors[pair]
         if conversation is None or link.key in keys:
             continue
-        conn.execute(
-            insert(LineageRow).values(
-                conversation_id=conversation,
-                child_session_id=link.child_session_id,
-                child_agent_id=link.child_agent_id,
-                kind=link.kind,
-                ledger=link.ledger or "",
-                depth=link.depth,
-                at_call=link.at_call,
-                version=link.version,
-                created_at=link.created_at,
-            )
-        )
+        conn.execute(insert(LineageRow).values(conversation_id=conversation, **LINEAGE.values(link)))
         keys.add(link.key)
         added += 1
     return added

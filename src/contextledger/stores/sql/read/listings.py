@@ -196,7 +196,7 @@ def owner(run: Runner, session_id: str) -> SessionOwner | None:
 def lineage(run: Runner, session_id: str, agent_id: str | None) -> list[LineageLink]:
     """The links kept under the session's conversations (or one agent's), oldest first."""
     flags, params = _session(session_id, agent_id)
-    return records.lineage_links(run("lineage", flags, params), session_id)
+    return records.lineage_links(run("lineage", flags, params).mappings(), session_id)
 
 
 def scope_state(run: Runner, app: str, user: str | None) -> dict[str, Any]:

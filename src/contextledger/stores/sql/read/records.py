@@ -5,7 +5,7 @@ evictions, sessions) run one statement each (:mod:`.statements`) on the engine o
 its generated SQL text, on the standard library's driver; both runners
 (:mod:`.runner`) hand the rows here decoded alike (JSON parsed, timestamps aware UTC,
 booleans ``bool``), so both return equal records; a property test checks that they
-do. This module imports no SQLAlchemy.
+do. This module imports no SQLAlchemy (a fresh process restores without it).
 
 Positional rows follow the column tuples below; whole-table rows (summaries,
 reductions, revisions) are mappings of column name to value.
@@ -26,8 +26,8 @@ from contextledger.model.records import (
     Revision,
     SessionInfo,
     SummaryEntry,
-    history_entry,
 )
+from contextledger.model.trusted import builder
 from contextledger.stores.base import decoding, preview
 from contextledger.stores.sql.window import message, record
 
@@ -44,22 +44,20 @@ __all__ = [
     "summaries",
 ]
 
-HISTORY_COLUMNS = (
-    "message_id",
-    "seq",
-    "role",
-    "content",
-    "meta",
-    "status",
-    "pinned",
-    "tokens",
-    "created_at",
-    "evicted_by",
-    "revision_count",
-    "from_call",
-    "version",
-)
-"""The ``cl_entries`` columns of a history row, in order (``meta`` is the ``metadata`` column)."""
+MESSAGE_COLUMNS = ("message_id", "role", "content", "meta")
+"""The message's columns that start a history row (``meta`` is the ``metadata`` column)."""
+
+_OUTSIDE_ROW = ("session_id", "agent_id", "message")  # the conversation's, and the message built from its columns
+_history_entry = builder(HistoryEntry, _OUTSIDE_ROW, start=len(MESSAGE_COLUMNS))
+"""``HistoryEntry`` of its conversation, its message and a history row (its stored fields from the fifth column)."""
+
+HISTORY_COLUMNS = (*MESSAGE_COLUMNS, *(name for name in HistoryEntry.model_fields if name not in _OUTSIDE_ROW))
+"""The columns of a history row, in order: the message's, then every other field of the entry in the record's order.
+
+(:data:`.fields.ENTRIES` maps those fields to ``cl_entries``; the statements check at
+import that they select these.) A field added to ``HistoryEntry`` is read with nothing
+changed here.
+"""
 
 EVICTION_COLUMNS = (
     "entry_id",
@@ -96,44 +94,17 @@ def history_entries(
         CorruptRecord: A row's message cannot be decoded (named by table and id).
     """
     loads, escaped = json_text
+    build = _history_entry
     out = []
-    for (
-        message_id,
-        seq,
-        role,
-        content,
-        meta,
-        status,
-        pinned,
-        tokens,
-        created_at,
-        evicted_by,
-        revision_count,
-        from_call,
-        version,
-    ) in rows:
+    for row in rows:
+        message_id, role, content, meta = row[0], row[1], row[2], row[3]
         try:
             if escaped is not None and (escaped(content) or (meta is not None and escaped(meta))):
                 raise ValueError("escaped text: decoded by the store")
             found = message_from_json(message_id, role, content, meta)
         except Exception:  # re-raised as CorruptRecord, located, by message()
             found = message(message_id, role, _decoded(loads, content), _decoded(loads, meta))
-        out.append(
-            history_entry(
-                session_id,
-                agent_id,
-                seq,
-                found,
-                status,
-                pinned,
-                tokens,
-                created_at,
-                evicted_by,
-                revision_count,
-                from_call,
-                version,
-            )
-        )
+        out.append(build(session_id, agent_id, found, row))
     return out
 
 
@@ -212,23 +183,13 @@ def pin_events(rows: Iterable[Mapping[str, Any]], session_id: str) -> list[PinEv
     return [record(PinEvent, row, session_id=session_id) for row in rows]
 
 
-def lineage_links(rows: Iterable[Sequence[Any]], session_id: str) -> list[LineageLink]:
-    """Lineage links of rows of the ``lineage`` statement (the conversation's agent, then the link's columns)."""
-    return [
-        LineageLink(
-            session_id=session_id,
-            agent_id=agent_id,
-            child_session_id=child_session_id,
-            child_agent_id=child_agent_id,
-            kind=kind,
-            ledger=ledger or None,
-            depth=depth,
-            at_call=at_call,
-            version=version,
-            created_at=created_at,
-        )
-        for agent_id, child_session_id, child_agent_id, kind, ledger, depth, at_call, version, created_at in rows
-    ]
+def lineage_links(rows: Iterable[Mapping[str, Any]], session_id: str) -> list[LineageLink]:
+    """Lineage links of rows that name their fields (the conversation's ``agent_id``; ``ledger`` empty: this one).
+
+    Raises:
+        CorruptRecord: A row holds a value the record cannot take.
+    """
+    return [record(LineageLink, row, session_id=session_id, ledger=row["ledger"] or None) for row in rows]
 
 
 def session_infos(page: Iterable[Sequence[Any]], details: Iterable[Sequence[Any]]) -> list[SessionInfo]:

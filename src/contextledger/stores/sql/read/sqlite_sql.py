@@ -11,74 +11,79 @@ from typing import Any
 
 SQL: dict[tuple[str, tuple[str, ...]], Any] = {
     ('history', ()): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id ORDER BY '
+        'cl_entries.seq, cl_entries.id',
         {},
         '------b-t----',
         (),
     ),
     ('history', ('active_only',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY '
-        'cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.status = :status_1 ORDER BY cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
         '------b-t----',
         (),
     ),
     ('history', ('after',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after ORDER BY cl_entries.seq, '
-        'cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq > :after ORDER BY cl_entries.seq, cl_entries.id',
         {},
         '------b-t----',
         (),
     ),
     ('history', ('before',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before ORDER BY cl_entries.seq,'
-        ' cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq < :before ORDER BY cl_entries.seq, cl_entries.id',
         {},
         '------b-t----',
         (),
     ),
     ('history', ('last',)): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY cl_entries.seq '
         'DESC LIMIT :last OFFSET :param_1) AS anon_2 UNION ALL SELECT anon_3.message_id AS message_id, '
-        'anon_3.seq AS seq, anon_3.role AS role, anon_3.content AS content, anon_3.meta AS meta, '
+        'anon_3.role AS role, anon_3.content AS content, anon_3.meta AS meta, anon_3.seq AS seq, '
         'anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS tokens, anon_3.created_at AS '
         'created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count AS revision_count, '
         'anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT cl_entries.message_id AS '
-        'message_id, cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS '
-        'content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, '
+        'message_id, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
         'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
         'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
         'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
@@ -91,27 +96,27 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('limit',)): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.status = :status_1 ORDER BY cl_entries.seq '
         'LIMIT :limit OFFSET :param_1) AS anon_2 UNION ALL SELECT anon_3.message_id AS message_id, '
-        'anon_3.seq AS seq, anon_3.role AS role, anon_3.content AS content, anon_3.meta AS meta, '
+        'anon_3.role AS role, anon_3.content AS content, anon_3.meta AS meta, anon_3.seq AS seq, '
         'anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS tokens, anon_3.created_at AS '
         'created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count AS revision_count, '
         'anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT cl_entries.message_id AS '
-        'message_id, cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS '
-        'content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, '
+        'message_id, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
         'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
         'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
         'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
@@ -124,35 +129,38 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'after')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.status = '
-        ':status_1 ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq > :after AND cl_entries.status = :status_1 ORDER BY cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
         '------b-t----',
         (),
     ),
     ('history', ('active_only', 'before')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before AND cl_entries.status = '
-        ':status_1 ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq < :before AND cl_entries.status = :status_1 ORDER BY cl_entries.seq, '
+        'cl_entries.id',
         {'status_1': 'active'},
         '------b-t----',
         (),
     ),
     ('history', ('active_only', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -164,11 +172,11 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -180,171 +188,170 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('after', 'before')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < '
-        ':before ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq > :after AND cl_entries.seq < :before ORDER BY cl_entries.seq, cl_entries.id',
         {},
         '------b-t----',
         (),
     ),
     ('history', ('after', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.status = '
         ':status_1 ORDER BY cl_entries.seq DESC LIMIT :last OFFSET :param_1) AS anon_2 UNION ALL SELECT '
-        'anon_3.message_id AS message_id, anon_3.seq AS seq, anon_3.role AS role, anon_3.content AS '
-        'content, anon_3.meta AS meta, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS'
-        ' tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count'
-        ' AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
-        'cl_entries.message_id AS message_id, cl_entries.seq AS seq, cl_entries.role AS role, '
-        'CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata AS TEXT) AS meta, '
-        'cl_entries.status AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, '
-        'cl_entries.created_at AS created_at, cl_entries.evicted_by AS evicted_by, '
-        'cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
-        'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.status = '
-        ':status_2 ORDER BY cl_entries.seq DESC LIMIT :last OFFSET :param_2) AS anon_3) AS anon_1 ORDER '
-        'BY anon_1.seq DESC LIMIT :last OFFSET :param_3',
+        'anon_3.message_id AS message_id, anon_3.role AS role, anon_3.content AS content, anon_3.meta AS '
+        'meta, anon_3.seq AS seq, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS '
+        'tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count '
+        'AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
+        'cl_entries.message_id AS message_id, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status '
+        'AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS '
+        'created_at, cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq > :after AND cl_entries.status = :status_2 ORDER BY cl_entries.seq DESC LIMIT '
+        ':last OFFSET :param_2) AS anon_3) AS anon_1 ORDER BY anon_1.seq DESC LIMIT :last OFFSET :param_3',
         {'status_1': 'active', 'param_1': 0, 'status_2': 'evicted', 'param_2': 0, 'param_3': 0},
         '------b-t----',
         (),
     ),
     ('history', ('after', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.status = '
         ':status_1 ORDER BY cl_entries.seq LIMIT :limit OFFSET :param_1) AS anon_2 UNION ALL SELECT '
-        'anon_3.message_id AS message_id, anon_3.seq AS seq, anon_3.role AS role, anon_3.content AS '
-        'content, anon_3.meta AS meta, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS'
-        ' tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count'
-        ' AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
-        'cl_entries.message_id AS message_id, cl_entries.seq AS seq, cl_entries.role AS role, '
-        'CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata AS TEXT) AS meta, '
-        'cl_entries.status AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, '
-        'cl_entries.created_at AS created_at, cl_entries.evicted_by AS evicted_by, '
-        'cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
-        'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.status = '
-        ':status_2 ORDER BY cl_entries.seq LIMIT :limit OFFSET :param_2) AS anon_3) AS anon_1 ORDER BY '
-        'anon_1.seq LIMIT :limit OFFSET :param_3',
+        'anon_3.message_id AS message_id, anon_3.role AS role, anon_3.content AS content, anon_3.meta AS '
+        'meta, anon_3.seq AS seq, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS '
+        'tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count '
+        'AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
+        'cl_entries.message_id AS message_id, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status '
+        'AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS '
+        'created_at, cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq > :after AND cl_entries.status = :status_2 ORDER BY cl_entries.seq LIMIT :limit '
+        'OFFSET :param_2) AS anon_3) AS anon_1 ORDER BY anon_1.seq LIMIT :limit OFFSET :param_3',
         {'status_1': 'active', 'param_1': 0, 'status_2': 'evicted', 'param_2': 0, 'param_3': 0},
         '------b-t----',
         (),
     ),
     ('history', ('before', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before AND cl_entries.status = '
         ':status_1 ORDER BY cl_entries.seq DESC LIMIT :last OFFSET :param_1) AS anon_2 UNION ALL SELECT '
-        'anon_3.message_id AS message_id, anon_3.seq AS seq, anon_3.role AS role, anon_3.content AS '
-        'content, anon_3.meta AS meta, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS'
-        ' tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count'
-        ' AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
-        'cl_entries.message_id AS message_id, cl_entries.seq AS seq, cl_entries.role AS role, '
-        'CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata AS TEXT) AS meta, '
-        'cl_entries.status AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, '
-        'cl_entries.created_at AS created_at, cl_entries.evicted_by AS evicted_by, '
-        'cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
-        'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before AND cl_entries.status = '
-        ':status_2 ORDER BY cl_entries.seq DESC LIMIT :last OFFSET :param_2) AS anon_3) AS anon_1 ORDER '
-        'BY anon_1.seq DESC LIMIT :last OFFSET :param_3',
+        'anon_3.message_id AS message_id, anon_3.role AS role, anon_3.content AS content, anon_3.meta AS '
+        'meta, anon_3.seq AS seq, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS '
+        'tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count '
+        'AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
+        'cl_entries.message_id AS message_id, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status '
+        'AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS '
+        'created_at, cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq < :before AND cl_entries.status = :status_2 ORDER BY cl_entries.seq DESC LIMIT '
+        ':last OFFSET :param_2) AS anon_3) AS anon_1 ORDER BY anon_1.seq DESC LIMIT :last OFFSET :param_3',
         {'status_1': 'active', 'param_1': 0, 'status_2': 'evicted', 'param_2': 0, 'param_3': 0},
         '------b-t----',
         (),
     ),
     ('history', ('before', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before AND cl_entries.status = '
         ':status_1 ORDER BY cl_entries.seq LIMIT :limit OFFSET :param_1) AS anon_2 UNION ALL SELECT '
-        'anon_3.message_id AS message_id, anon_3.seq AS seq, anon_3.role AS role, anon_3.content AS '
-        'content, anon_3.meta AS meta, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS'
-        ' tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count'
-        ' AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
-        'cl_entries.message_id AS message_id, cl_entries.seq AS seq, cl_entries.role AS role, '
-        'CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata AS TEXT) AS meta, '
-        'cl_entries.status AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, '
-        'cl_entries.created_at AS created_at, cl_entries.evicted_by AS evicted_by, '
-        'cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
-        'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
-        'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id AND cl_entries.seq < :before AND cl_entries.status = '
-        ':status_2 ORDER BY cl_entries.seq LIMIT :limit OFFSET :param_2) AS anon_3) AS anon_1 ORDER BY '
-        'anon_1.seq LIMIT :limit OFFSET :param_3',
+        'anon_3.message_id AS message_id, anon_3.role AS role, anon_3.content AS content, anon_3.meta AS '
+        'meta, anon_3.seq AS seq, anon_3.status AS status, anon_3.pinned AS pinned, anon_3.tokens AS '
+        'tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS evicted_by, anon_3.revision_count '
+        'AS revision_count, anon_3.from_call AS from_call, anon_3.version AS version FROM (SELECT '
+        'cl_entries.message_id AS message_id, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) '
+        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status '
+        'AS status, cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS '
+        'created_at, cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq < :before AND cl_entries.status = :status_2 ORDER BY cl_entries.seq LIMIT :limit '
+        'OFFSET :param_2) AS anon_3) AS anon_1 ORDER BY anon_1.seq LIMIT :limit OFFSET :param_3',
         {'status_1': 'active', 'param_1': 0, 'status_2': 'evicted', 'param_2': 0, 'param_3': 0},
         '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'before')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries JOIN cl_conversations ON '
-        'cl_conversations.id = cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id'
-        ' AND cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < '
-        ':before AND cl_entries.status = :status_1 ORDER BY cl_entries.seq, cl_entries.id',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries JOIN '
+        'cl_conversations ON cl_conversations.id = cl_entries.conversation_id WHERE '
+        'cl_conversations.session_id = :session_id AND cl_conversations.agent_id = :agent_id AND '
+        'cl_entries.seq > :after AND cl_entries.seq < :before AND cl_entries.status = :status_1 ORDER BY '
+        'cl_entries.seq, cl_entries.id',
         {'status_1': 'active'},
         '------b-t----',
         (),
     ),
     ('history', ('active_only', 'after', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -356,11 +363,11 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'after', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -372,11 +379,11 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'before', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -388,11 +395,11 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'before', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -404,30 +411,30 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('after', 'before', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
         'AND cl_entries.status = :status_1 ORDER BY cl_entries.seq DESC LIMIT :last OFFSET :param_1) AS '
-        'anon_2 UNION ALL SELECT anon_3.message_id AS message_id, anon_3.seq AS seq, anon_3.role AS role,'
-        ' anon_3.content AS content, anon_3.meta AS meta, anon_3.status AS status, anon_3.pinned AS '
+        'anon_2 UNION ALL SELECT anon_3.message_id AS message_id, anon_3.role AS role, anon_3.content AS '
+        'content, anon_3.meta AS meta, anon_3.seq AS seq, anon_3.status AS status, anon_3.pinned AS '
         'pinned, anon_3.tokens AS tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS '
         'evicted_by, anon_3.revision_count AS revision_count, anon_3.from_call AS from_call, '
-        'anon_3.version AS version FROM (SELECT cl_entries.message_id AS message_id, cl_entries.seq AS '
-        'seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
-        'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
-        'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
+        'anon_3.version AS version FROM (SELECT cl_entries.message_id AS message_id, cl_entries.role AS '
+        'role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata AS TEXT) AS meta, '
+        'cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS pinned, '
+        'cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by AS '
+        'evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
@@ -438,30 +445,30 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('after', 'before', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
-        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.seq AS '
-        'seq, anon_2.role AS role, anon_2.content AS content, anon_2.meta AS meta, anon_2.status AS '
+        'anon_1.from_call, anon_1.version FROM (SELECT anon_2.message_id AS message_id, anon_2.role AS '
+        'role, anon_2.content AS content, anon_2.meta AS meta, anon_2.seq AS seq, anon_2.status AS '
         'status, anon_2.pinned AS pinned, anon_2.tokens AS tokens, anon_2.created_at AS created_at, '
         'anon_2.evicted_by AS evicted_by, anon_2.revision_count AS revision_count, anon_2.from_call AS '
         'from_call, anon_2.version AS version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
         'AND cl_entries.status = :status_1 ORDER BY cl_entries.seq LIMIT :limit OFFSET :param_1) AS '
-        'anon_2 UNION ALL SELECT anon_3.message_id AS message_id, anon_3.seq AS seq, anon_3.role AS role,'
-        ' anon_3.content AS content, anon_3.meta AS meta, anon_3.status AS status, anon_3.pinned AS '
+        'anon_2 UNION ALL SELECT anon_3.message_id AS message_id, anon_3.role AS role, anon_3.content AS '
+        'content, anon_3.meta AS meta, anon_3.seq AS seq, anon_3.status AS status, anon_3.pinned AS '
         'pinned, anon_3.tokens AS tokens, anon_3.created_at AS created_at, anon_3.evicted_by AS '
         'evicted_by, anon_3.revision_count AS revision_count, anon_3.from_call AS from_call, '
-        'anon_3.version AS version FROM (SELECT cl_entries.message_id AS message_id, cl_entries.seq AS '
-        'seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
-        'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
-        'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
+        'anon_3.version AS version FROM (SELECT cl_entries.message_id AS message_id, cl_entries.role AS '
+        'role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata AS TEXT) AS meta, '
+        'cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS pinned, '
+        'cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by AS '
+        'evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
         'cl_entries.conversation_id WHERE cl_conversations.session_id = :session_id AND '
         'cl_conversations.agent_id = :agent_id AND cl_entries.seq > :after AND cl_entries.seq < :before '
@@ -472,11 +479,11 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'after', 'before', 'last')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -489,11 +496,11 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('history', ('active_only', 'after', 'before', 'limit')): (
-        'SELECT anon_1.message_id, anon_1.seq, anon_1.role, anon_1.content, anon_1.meta, anon_1.status, '
+        'SELECT anon_1.message_id, anon_1.role, anon_1.content, anon_1.meta, anon_1.seq, anon_1.status, '
         'anon_1.pinned, anon_1.tokens, anon_1.created_at, anon_1.evicted_by, anon_1.revision_count, '
         'anon_1.from_call, anon_1.version FROM (SELECT cl_entries.message_id AS message_id, '
-        'cl_entries.seq AS seq, cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, '
-        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status AS status, cl_entries.pinned AS '
+        'cl_entries.role AS role, CAST(cl_entries.content AS TEXT) AS content, CAST(cl_entries.metadata '
+        'AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, cl_entries.pinned AS '
         'pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, cl_entries.evicted_by '
         'AS evicted_by, cl_entries.revision_count AS revision_count, cl_entries.from_call AS from_call, '
         'cl_entries.version AS version FROM cl_entries JOIN cl_conversations ON cl_conversations.id = '
@@ -513,88 +520,97 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('entries', ()): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
-        ' :created_at',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.created_at <= :created_at',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('from_call',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.from_call <= '
-        ':from_call',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.from_call <= :from_call',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('version',)): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.version <= '
-        ':version',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.version <= :version',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at', 'from_call')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
-        ' :created_at AND cl_entries.from_call <= :from_call',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.created_at <= :created_at AND cl_entries.from_call <= :from_call',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at', 'version')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
-        ' :created_at AND cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.created_at <= :created_at AND cl_entries.version <= :version',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('from_call', 'version')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.from_call <= '
-        ':from_call AND cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.from_call <= :from_call AND cl_entries.version <= :version',
         {},
         '------b-t----',
         ('ids',),
     ),
     ('entries', ('created_at', 'from_call', 'version')): (
-        'SELECT cl_entries.message_id, cl_entries.seq, cl_entries.role, CAST(cl_entries.content AS TEXT) '
-        'AS content, CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.status, cl_entries.pinned, '
-        'cl_entries.tokens, cl_entries.created_at, cl_entries.evicted_by, cl_entries.revision_count, '
-        'cl_entries.from_call, cl_entries.version FROM cl_entries WHERE cl_entries.conversation_id = '
-        ':conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids]) AND cl_entries.created_at <='
-        ' :created_at AND cl_entries.from_call <= :from_call AND cl_entries.version <= :version',
+        'SELECT cl_entries.message_id, cl_entries.role, CAST(cl_entries.content AS TEXT) AS content, '
+        'CAST(cl_entries.metadata AS TEXT) AS meta, cl_entries.seq AS seq, cl_entries.status AS status, '
+        'cl_entries.pinned AS pinned, cl_entries.tokens AS tokens, cl_entries.created_at AS created_at, '
+        'cl_entries.evicted_by AS evicted_by, cl_entries.revision_count AS revision_count, '
+        'cl_entries.from_call AS from_call, cl_entries.version AS version FROM cl_entries WHERE '
+        'cl_entries.conversation_id = :conversation_id AND cl_entries.message_id IN (__[POSTCOMPILE_ids])'
+        ' AND cl_entries.created_at <= :created_at AND cl_entries.from_call <= :from_call AND '
+        'cl_entries.version <= :version',
         {},
         '------b-t----',
         ('ids',),
@@ -5407,24 +5423,26 @@ SQL: dict[tuple[str, tuple[str, ...]], Any] = {
         (),
     ),
     ('lineage', ()): (
-        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id, cl_lineage.child_agent_id, '
-        'cl_lineage.kind, cl_lineage.ledger, cl_lineage.depth, cl_lineage.at_call, cl_lineage.version, '
-        'cl_lineage.created_at FROM cl_lineage JOIN cl_conversations ON cl_conversations.id = '
-        'cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id ORDER BY '
-        'cl_lineage.created_at, cl_lineage.depth, cl_lineage.id',
+        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id AS child_session_id, '
+        'cl_lineage.child_agent_id AS child_agent_id, cl_lineage.kind AS kind, cl_lineage.depth AS depth,'
+        ' cl_lineage.at_call AS at_call, cl_lineage.version AS version, cl_lineage.created_at AS '
+        'created_at, cl_lineage.ledger AS ledger FROM cl_lineage JOIN cl_conversations ON '
+        'cl_conversations.id = cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' ORDER BY cl_lineage.created_at, cl_lineage.depth, cl_lineage.id',
         {},
-        '--------t',
+        '-------t-',
         (),
     ),
     ('lineage', ('agent',)): (
-        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id, cl_lineage.child_agent_id, '
-        'cl_lineage.kind, cl_lineage.ledger, cl_lineage.depth, cl_lineage.at_call, cl_lineage.version, '
-        'cl_lineage.created_at FROM cl_lineage JOIN cl_conversations ON cl_conversations.id = '
-        'cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id AND '
-        'cl_conversations.agent_id = :agent_id ORDER BY cl_lineage.created_at, cl_lineage.depth, '
+        'SELECT cl_conversations.agent_id, cl_lineage.child_session_id AS child_session_id, '
+        'cl_lineage.child_agent_id AS child_agent_id, cl_lineage.kind AS kind, cl_lineage.depth AS depth,'
+        ' cl_lineage.at_call AS at_call, cl_lineage.version AS version, cl_lineage.created_at AS '
+        'created_at, cl_lineage.ledger AS ledger FROM cl_lineage JOIN cl_conversations ON '
+        'cl_conversations.id = cl_lineage.conversation_id WHERE cl_conversations.session_id = :session_id'
+        ' AND cl_conversations.agent_id = :agent_id ORDER BY cl_lineage.created_at, cl_lineage.depth, '
         'cl_lineage.id',
         {},
-        '--------t',
+        '-------t-',
         (),
     ),
 }

@@ -38,7 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.expression import Executable
 
-from contextledger.stores.sql.fields import PIN_EVENTS
+from contextledger.stores.sql.fields import ENTRIES, LINEAGE, PIN_EVENTS
 from contextledger.stores.sql.models import (
     ConversationRow,
     EntryRow,
@@ -51,6 +51,7 @@ from contextledger.stores.sql.models import (
     SummaryRow,
     SummarySourceRow,
 )
+from contextledger.stores.sql.read import records
 
 __all__ = ["FLAGS", "flag_sets", "statement"]
 
@@ -127,22 +128,16 @@ def _conversation(flags: frozenset[str]) -> list[Any]:
 
 HISTORY_COLUMNS = (
     EntryRow.message_id,
-    EntryRow.seq,
     EntryRow.role,
     # The JSON columns as the text stored: the records parse each once, into the
     # message (see records.history_entries), as a restore does.
     cast(EntryRow.content, Text).label("content"),
     cast(EntryRow.metadata_, Text).label("meta"),
-    EntryRow.status,
-    EntryRow.pinned,
-    EntryRow.tokens,
-    EntryRow.created_at,
-    EntryRow.evicted_by,
-    EntryRow.revision_count,
-    EntryRow.from_call,
-    EntryRow.version,
+    *ENTRIES.columns(),
 )
-"""A history row's columns, in :data:`.records.HISTORY_COLUMNS` order."""
+"""A history row's columns: the message's four, then the entry's stored fields (:data:`.fields.ENTRIES`) in order."""
+if tuple(select(*HISTORY_COLUMNS).selected_columns.keys()) != records.HISTORY_COLUMNS:  # the decoder's order
+    raise TypeError(f"the history columns are not {records.HISTORY_COLUMNS}, the order the rows are decoded in")
 
 
 def _history(flags: frozenset[str]) -> Executable:
@@ -382,17 +377,7 @@ def _scope_state(flags: frozenset[str]) -> Executable:
 
 def _lineage(flags: frozenset[str]) -> Executable:
     return (
-        select(
-            ConversationRow.agent_id,
-            LineageRow.child_session_id,
-            LineageRow.child_agent_id,
-            LineageRow.kind,
-            LineageRow.ledger,
-            LineageRow.depth,
-            LineageRow.at_call,
-            LineageRow.version,
-            LineageRow.created_at,
-        )
+        select(ConversationRow.agent_id, *LINEAGE.columns())
         .join(ConversationRow, ConversationRow.id == LineageRow.conversation_id)
         .where(*_conversation(flags))
         .order_by(LineageRow.created_at, LineageRow.depth, LineageRow.id)

@@ -45,7 +45,14 @@ from contextledger.model.jsonvalues import encode_value
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.stores.base import decoding
-from contextledger.stores.sql.fields import PIN_EVENTS, REDUCTIONS, SUMMARIES
+from contextledger.stores.sql.fields import (
+    APPENDED_COLUMNS,
+    APPENDED_CONSTANTS,
+    APPENDED_FROM_ENTRY,
+    PIN_EVENTS,
+    REDUCTIONS,
+    SUMMARIES,
+)
 from contextledger.stores.sql.models import (
     ChangesetRow,
     EntryRow,
@@ -174,19 +181,10 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
     return cs.new_version
 
 
-# The columns taken from the entries, in the order of unnest's arguments.
-ENTRY_COLUMNS = ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens")
-# Every column an appended entry's INSERT writes, in order (both hot append paths use it).
-ENTRY_INSERT_COLUMNS = (
-    "conversation_id",
-    *ENTRY_COLUMNS,
-    "status",
-    "evicted_by",
-    "revision_count",
-    "created_at",
-    "from_call",
-    "version",
-)
+# The columns taken from the entries (in the order of unnest's arguments), and every column
+# an appended entry's INSERT writes: declared with the entries' mapping (see fields.ENTRIES).
+ENTRY_COLUMNS = APPENDED_FROM_ENTRY
+ENTRY_INSERT_COLUMNS = APPENDED_COLUMNS
 
 
 def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> dict[str, Any]:
@@ -213,9 +211,7 @@ def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[
     """The columns every entry ``cs`` appends shares (the rest come from :func:`entry_values`)."""
     return {
         "conversation_id": conversation_id,
-        "status": "active",
-        "evicted_by": None,
-        "revision_count": 0,
+        **APPENDED_CONSTANTS,  # the record's defaults, by name (see fields.APPENDED_CONSTANTS)
         **cs.stamps(now),  # the stamps time travel reads (see contextledger.history.travel)
     }
 

@@ -72,7 +72,6 @@ from sqlalchemy import (
     column,
     func,
     insert,
-    literal_column,
     null,
     select,
     true,
@@ -84,6 +83,7 @@ from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.model.jsonvalues import check_plain_json, dumps_encoded, encode_value
 from contextledger.model.records import ViewEntry
 from contextledger.stores.sql import encoding
+from contextledger.stores.sql.fields import APPENDED_CONSTANTS, APPENDED_STAMPS
 from contextledger.stores.sql.models import ChangesetRow, EntryRow, SummaryRow, UTCDateTime
 from contextledger.stores.sql.write.apply import (
     ENTRY_COLUMNS,
@@ -148,6 +148,13 @@ def _logged(bumped: Any) -> Any:
     )
 
 
+def _constant(name: str, value: Any) -> Any:
+    """What every appended row holds in the ``cl_entries`` column ``name`` (a value of the statement itself)."""
+    if value is None:
+        return null()
+    return bindparam(f"k_{name}", value, type_=EntryRow.__table__.c[name].type)  # sent with its type's cast
+
+
 @cache
 def state_statement(fields: tuple[str, ...]) -> Select[Any]:
     """The one statement of a changeset that only sets ``fields``: the version bump and its log row.
@@ -179,12 +186,8 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
         select(
             bumped.c.id,
             *(rows.c[name] for name in ENTRY_COLUMNS),
-            literal_column("'active'"),
-            null(),
-            literal_column("0"),
-            bindparam("p_now", type_=UTCDateTime()),
-            bindparam("p_from_call", type_=BigInteger()),
-            bindparam("p_new_version", type_=BigInteger()),
+            *(_constant(name, value) for name, value in APPENDED_CONSTANTS.items()),
+            *(bindparam(f"s_{name}", type_=entries.c[name].type) for name in APPENDED_STAMPS),
         )
         .select_from(bumped)
         .join(rows, true())
@@ -296,12 +299,13 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: Encode
     if encoded is None or encoded.changeset is not cs:
         encoded = EncodedAppend(cs)
     params = bump_params(cs, now, encoded.fields)
-    params.update({"p_new_version": cs.new_version, "p_changeset_id": cs.changeset_id, "p_from_call": cs.from_call})
+    params.update({"p_new_version": cs.new_version, "p_changeset_id": cs.changeset_id})
     if not cs.appends:
         if _execute(conn, _driver_statement(conn.dialect, encoded.fields, False), params).conversation_id is None:
             explain_missed_update(conn, cs, encoded.appended)
         return cs.new_version
     params.update(encoded.arrays)
+    params.update({f"s_{name}": value for name, value in cs.stamps(now).items()})
     try:
         row = _execute(conn, _driver_statement(conn.dialect, encoded.fields, True), params)
     except IntegrityError as exc:
