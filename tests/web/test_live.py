@@ -121,6 +121,17 @@ def test_the_page_follows_a_running_agent_without_a_reload(page: Any, live: tupl
     page.watch.clean()
 
 
+# `contextledger ...` as a user's terminal starts it, with Ctrl-C delivered: a suite started
+# from a background job of a non-interactive shell has SIGINT ignored, and a child inherits
+# that (Python then installs no KeyboardInterrupt handler), so the child restores it first.
+CLI = [
+    sys.executable,
+    "-c",
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('contextledger', run_name='__main__', alter_sys=True)",
+]
+
+
 def _lines(process: subprocess.Popen[str], out: queue.Queue[str]) -> None:
     assert process.stdout is not None
     for line in process.stdout:
@@ -143,7 +154,7 @@ def test_tail_prints_what_commits_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     seed(url)
     env = {**os.environ, "COLUMNS": "200"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "contextledger", "tail", SID, "--url", url, "--interval", "0.2", "--last", "2"],
+        [*CLI, "tail", SID, "--url", url, "--interval", "0.2", "--last", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -203,7 +214,7 @@ def test_serving_and_tailing_write_nothing(context: Any, tmp_path: Path) -> None
             page.goto(address)
         ready(page)
         tail = subprocess.Popen(
-            [sys.executable, "-m", "contextledger", "tail", SID, "--url", url, "--interval", "0.2"],
+            [*CLI, "tail", SID, "--url", url, "--interval", "0.2"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from keyword import iskeyword
 from types import UnionType
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -86,13 +87,21 @@ def builder(cls: type[_M], given: tuple[str, ...], start: int = 0) -> Callable[.
 
     Raises:
         TypeError: A field's type has no exact check (see :func:`_check`), ``given``
-            names a field ``cls`` lacks, or a field bears a name the generated code uses.
+            names a field ``cls`` lacks, or a field bears a name the generated code uses
+            (or one that is not a plain identifier: the source is made only of them).
     """
     fields = list(cls.model_fields)
     unknown = [name for name in given if name not in fields]
     if unknown:
         raise TypeError(f"{cls.__name__} has no fields {unknown}")
-    clashing = [name for name in fields if name in {"row", "cls", "trusted", "build"} or name.startswith("_")]
+    clashing = [
+        name
+        for name in fields
+        if name in {"row", "cls", "trusted", "build"}
+        or name.startswith("_")
+        or not name.isidentifier()
+        or iskeyword(name)
+    ]
     if clashing:
         raise TypeError(f"{cls.__name__} fields named as the generated code's own names: {clashing}")
     rest = [name for name in fields if name not in given]
