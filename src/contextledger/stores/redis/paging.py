@@ -25,10 +25,12 @@ from collections.abc import Iterable, Iterator
 
 from contextledger.errors import CorruptRecord
 from contextledger.model.paging import Page
+from contextledger.stores.redis.scripts import HMGET
 
 __all__ = ["PAGE", "REINDEX", "REINDEX_CHUNK", "UNSTRAY", "page_args", "reindex_args"]
 
-PAGE = r"""#!lua flags=no-writes
+PAGE = (
+    r"""#!lua flags=no-writes
 -- One page of message entries by seq. KEYS: msg content mut seq
 -- ARGV: 1 after ('' = none)  2 before ('' = none)  3 count ('' = the whole range)
 --   4 '1': count from the end (last), else from the start  5 '1': evicted entries too
@@ -39,14 +41,9 @@ local lo = ARGV[1] == '' and '-inf' or '(' .. ARGV[1]
 local hi = ARGV[2] == '' and '+inf' or '(' .. ARGV[2]
 local count = tonumber(ARGV[3])
 local backwards, all = ARGV[4] == '1', ARGV[5] == '1'
-local function hmget(key, names)
-  local out = {}
-  for i = 1, #names, 256 do
-    local chunk = redis.call('HMGET', key, unpack(names, i, math.min(i + 255, #names)))
-    for j = 1, #chunk do out[#out + 1] = chunk[j] end
-  end
-  return out
-end
+"""
+    + HMGET
+    + r"""
 local ids = {}
 if count == 0 then return {{}, {}, {}, {}} end
 -- read the range in batches, each starting after the last seq read (keyset, no offset);
@@ -87,6 +84,7 @@ for _, id in ipairs(ids) do
 end
 return {ids, hmget(KEYS[1], ids), hmget(KEYS[2], ids), hmget(KEYS[3], fields)}
 """
+)
 
 REINDEX = r"""#!lua
 -- Fill in a conversation's seq index. KEYS: state msg seq; ARGV: seq, id pairs.

@@ -264,7 +264,21 @@ return version
 """
 COMMIT = COMMIT.replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE))
 
-LOAD = r"""#!lua flags=no-writes
+HMGET = r"""-- HMGET in chunks: unpack() of a huge window would overflow the Lua C stack
+local function hmget(key, fields)
+  local out = {}
+  for i = 1, #fields, 256 do
+    local chunk = redis.call('HMGET', key, unpack(fields, i, math.min(i + 255, #fields)))
+    for j = 1, #chunk do out[#out + 1] = chunk[j] end
+  end
+  return out
+end
+"""
+"""``hmget(key, fields)`` for the read scripts: one definition, spliced into each that reads hashes by many fields."""
+
+
+LOAD = (
+    r"""#!lua flags=no-writes
 -- Read the state and the active view of one conversation: O(window), never O(history).
 -- KEYS: state msg content mut active sum
 -- Returns nil for an unknown conversation, else
@@ -284,17 +298,12 @@ for i = 1, #members do
     sids[#sids + 1] = id
   end
 end
--- HMGET in chunks: unpack() of a huge window would overflow the Lua C stack
-local function hmget(key, fields)
-  local out = {}
-  for i = 1, #fields, 256 do
-    local chunk = redis.call('HMGET', key, unpack(fields, i, math.min(i + 255, #fields)))
-    for j = 1, #chunk do out[#out + 1] = chunk[j] end
-  end
-  return out
-end
+"""
+    + HMGET
+    + r"""
 return {state, members, hmget(KEYS[2], mids), hmget(KEYS[3], mids), hmget(KEYS[4], mfields), hmget(KEYS[6], sids)}
 """
+)
 
 READ_BACK = r"""#!lua flags=no-writes
 -- Did a changeset apply? KEYS: state cs; ARGV: the version it would have produced.

@@ -15,26 +15,23 @@ from contextledger.errors import StoreError
 from contextledger.model.records import HistoryEntry
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.redis.codec import MessageRow
+from contextledger.stores.redis.scripts import HMGET
 
 __all__ = ["ENTRIES", "MUT_FIELDS", "decode_entries", "entries_args"]
 
 MUT_FIELDS = ("p", "t", "e", "r")
 """The mutable facts read per entry (pin, tokens, evicted by, revision count), in order."""
 
-ENTRIES = r"""#!lua flags=no-writes
+ENTRIES = (
+    r"""#!lua flags=no-writes
 -- Message entries by id, optionally only those appended at or before a cut.
 -- KEYS: msg content mut; ARGV: 1 max from_call ('' = any)  2 max version ('' = any), then ids.
 -- Returns {ids found, records, contents, {pin, tokens, evicted_by, revision_count} per id}:
 -- content and facts are fetched for the admitted entries only.
 local max_call, max_version = tonumber(ARGV[1]), tonumber(ARGV[2])
-local function hmget(key, names)
-  local out = {}
-  for i = 1, #names, 256 do
-    local chunk = redis.call('HMGET', key, unpack(names, i, math.min(i + 255, #names)))
-    for j = 1, #chunk do out[#out + 1] = chunk[j] end
-  end
-  return out
-end
+"""
+    + HMGET
+    + r"""
 local wanted = {}
 for i = 3, #ARGV do wanted[#wanted + 1] = ARGV[i] end
 local records = hmget(KEYS[1], wanted)
@@ -62,6 +59,7 @@ end
 if #ids == 0 then return {{}, {}, {}, {}} end
 return {ids, kept, hmget(KEYS[2], ids), hmget(KEYS[3], fields)}
 """
+)
 
 
 def entries_args(ids: Sequence[str], appended_by: AppendedBy | None) -> list[str]:

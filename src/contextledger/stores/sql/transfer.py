@@ -26,9 +26,9 @@ from contextledger.stores.sql.models import (
     RevisionRow,
     SessionRow,
     SummaryRow,
-    SummarySourceRow,
     TombstoneRow,
 )
+from contextledger.stores.sql.write.apply import insert_summary_sources
 
 __all__ = ["import_conversation"]
 
@@ -110,20 +110,7 @@ def import_conversation(conn: Connection, records: ConversationRecords) -> bool:
             insert(SummaryRow).values(conversation_id=conversation, **SUMMARIES.values(s))
         ).inserted_primary_key
         assert inserted is not None
-        if s.replaces:
-            conn.execute(
-                insert(_table(SummarySourceRow)),
-                [
-                    {
-                        "summary_row_id": inserted[0],
-                        "position": position,
-                        "conversation_id": conversation,
-                        "entry_id": entry_id,
-                        "kind": "summary" if entry_id in summary_ids else "message",
-                    }
-                    for position, entry_id in enumerate(s.replaces)
-                ],
-            )
+        insert_summary_sources(conn, conversation, inserted[0], s, summary_ids)
     if records.pins:
         conn.execute(
             insert(_table(PinEventRow)),

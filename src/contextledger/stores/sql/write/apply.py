@@ -90,6 +90,7 @@ __all__ = [
     "duplicate_appends",
     "entry_values",
     "explain_missed_update",
+    "insert_summary_sources",
     "log_values",
     "read_back",
 ]
@@ -373,11 +374,20 @@ def _insert_summary(conn: Connection, conversation_id: int, summary: SummaryEntr
         raise DuplicateEntry(f"summary {summary.summary_id} already exists in this conversation") from exc
     key = result.inserted_primary_key
     assert key is not None
+    insert_summary_sources(conn, conversation_id, key[0], summary, summaries)
+
+
+def insert_summary_sources(
+    conn: Connection, conversation_id: int, summary_row_id: int, summary: SummaryEntry, summaries: set[str]
+) -> None:
+    """Insert the rows naming what ``summary`` replaces, in order (each a message, or a summary in ``summaries``)."""
+    if not summary.replaces:
+        return
     conn.execute(
         insert(_table(SummarySourceRow)),
         [
             {
-                "summary_row_id": key[0],
+                "summary_row_id": summary_row_id,
                 "position": position,
                 "conversation_id": conversation_id,
                 "entry_id": entry_id,
