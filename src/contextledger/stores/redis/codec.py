@@ -48,6 +48,7 @@ __all__ = [
     "revision_from",
     "summary_from",
     "text",
+    "time_score",
     "view_entry_of",
 ]
 
@@ -166,6 +167,20 @@ def epoch_micros(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
+_EXACT = 2**53
+"""Scores (µs from the epoch) a double holds exactly lie strictly within this either side of 0."""
+
+
+def time_score(moment: datetime) -> str:
+    """``moment`` (naive: UTC) in epoch µs as an exact sorted-set score, or ``''`` when a double cannot hold it.
+
+    That is before 1685 or after 2255: an index leaves such a row out (see
+    :mod:`~contextledger.stores.redis.summary_index`).
+    """
+    micros = epoch_micros(moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC))
+    return str(micros) if -_EXACT < micros < _EXACT else ""
+
+
 def _check_id(kind: str, value: str) -> str:
     try:
         value.encode("utf-8")
@@ -242,6 +257,7 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             str(view_score(summary.seq, summary=True)),
             "1" if summary.status == "active" else "0",
             summary.model_dump_json(),
+            time_score(summary.created_at),
             str(len(summary.replaces)),
             *(_check_id("entry id", r) for r in summary.replaces),
         ]

@@ -23,7 +23,17 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from contextledger.errors import ConcurrencyConflict, ConfigurationError, EntryNotFound, InvalidLedgerURL
 from contextledger.stores.lifecycle import Gate
-from contextledger.stores.redis import erasure, lineage, listing, owners, paging, scripts, transfer, travel
+from contextledger.stores.redis import (
+    erasure,
+    lineage,
+    listing,
+    owners,
+    paging,
+    scripts,
+    summary_index,
+    transfer,
+    travel,
+)
 from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.connect import RedisClient, one_line, translated
 from contextledger.stores.redis.durability import DEFAULT_REPLICA_TIMEOUT, Replication, check_client, replication
@@ -46,6 +56,7 @@ class RedisScripts:
     read_back: Script
     entries: Script
     page: Script
+    summary_page: Script
     reindex: Script
     unstray: Script
     range: Script
@@ -69,6 +80,7 @@ class RedisScripts:
             read_back=client.register_script(scripts.READ_BACK),
             entries=client.register_script(travel.ENTRIES),
             page=client.register_script(paging.PAGE),
+            summary_page=client.register_script(summary_index.PAGE),
             reindex=client.register_script(paging.REINDEX),
             unstray=client.register_script(paging.UNSTRAY),
             range=client.register_script(listing.RANGE),
@@ -154,6 +166,15 @@ class RedisData:
     def read_page(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
         """One page of history via the seq index; ``None`` if the index is incomplete (call it in :meth:`driver`)."""
         reply = self.scripts.page(keys=[keys.msg, keys.content, keys.mut, keys.seq], args=args)
+        return None if reply is None else cast(list[Any], reply)
+
+    def read_summaries(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
+        """One page of summaries via their creation-time index (see :mod:`.summary_index`).
+
+        Returns ``None`` if the index is incomplete, else ``[ids, stored summaries, their
+        se|/ss| facts]`` (call it in :meth:`driver`).
+        """
+        reply = self.scripts.summary_page(keys=[keys.sum, keys.mut, keys.sumat], args=args)
         return None if reply is None else cast(list[Any], reply)
 
     def read_range(self, keys: ConversationKeys, key: str, args: list[str]) -> tuple[bool, list[bytes]]:

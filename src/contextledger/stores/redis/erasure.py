@@ -84,7 +84,7 @@ local function keep_tombstone(mut, id, json)
   end
   redis.call('HSET', mut, field, json)
 end
--- Delete evicted entries. KEYS: msg content mut rev sum active seq
+-- Delete evicted entries. KEYS: msg content mut rev sum active seq sumat
 -- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
 --   #tombstones, (id, json) pairs. Active entries are skipped; returns how many went.
 local pos = 0
@@ -123,6 +123,7 @@ if #positions > 0 then redis.call('LREM', KEYS[4], 0, '__pruned__') end
 for _, id in ipairs(summaries) do
   if redis.call('HEXISTS', KEYS[5], id) == 1 and redis.call('ZSCORE', KEYS[6], 's:' .. id) == false then
     redis.call('HDEL', KEYS[5], id)
+    redis.call('ZREM', KEYS[8], id)
     redis.call('HDEL', KEYS[3], 'se|' .. id, 'ss|' .. id)
     gone[id] = true
     count = count + 1

@@ -31,6 +31,11 @@ Per conversation (``T`` = the tagged stem):
   fewer members than messages: its pages read the whole history until
   ``RedisStore.upgrade()`` (``contextledger db upgrade``) fills the index in (see
   :mod:`contextledger.stores.redis.paging`).
+* ``T:sumat`` -- sorted set: summary id scored by its ``created_at`` in epoch µs, every
+  summary in ``T:sum`` (written by the scripts that write ``T:sum``; a time a score
+  cannot hold exactly, before 1685 or after 2255, is left out), so a page of summaries
+  reads a range of it; kept and upgraded as the seq index is (see
+  :mod:`contextledger.stores.redis.summary_index`).
 
 Indexes (who writes them when: :mod:`~contextledger.stores.redis.writes`, :mod:`~contextledger.stores.redis.index`):
 
@@ -86,7 +91,7 @@ __all__ = [
 ]
 
 # Order matters: the Lua scripts address these keys by position.
-_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins", "seq")
+_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins", "seq", "sumat")
 
 CHANGESET_LOG_SIZE = 1000
 """Versions whose changeset id the ``cs`` hash keeps (a lost reply is resolved right after)."""
@@ -159,6 +164,7 @@ class ConversationKeys:
     cs: str
     pins: str
     seq: str
+    sumat: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:

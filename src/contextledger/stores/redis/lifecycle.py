@@ -81,7 +81,8 @@ class RedisLifecycle:
             args += [t.entry_id, erasure.tombstone_json(t)]
         with self._d.driver("prune"), script_errors():
             count = self._d.scripts.prune(
-                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active, keys.seq], args=args
+                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active, keys.seq, keys.sumat],
+                args=args,
             )
         self._align_ttl(keys)
         return int(count)

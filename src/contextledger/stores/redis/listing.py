@@ -28,15 +28,9 @@ checks a list read whole, and :data:`MARK` sets the mark only if the list is sti
 read. Pin event rows written before they stored their ``position`` leave their list
 unordered (a range of them could not fill the positions in).
 
-``summaries`` and ``evictions`` still read a conversation whole. Summaries are a hash by
-id, one per summarizing reduction (few beside the messages); a page of them would need a
-sorted set by creation time whose members are the summary ids (the listing's tie-break, in
-the same byte order), written by the commit and import scripts -- a new key of the layout.
-For evictions the reductions list could be the index: each reduction row names every
-entry it removed, and an eviction stands while that entry's ``e|`` / ``se|`` fact still
-names the reduction; but reductions at one time order their evictions by seq across them,
-and the replacing summary is looked up among all summaries, so a page would still read
-the summaries hash.
+``summaries`` page through a sorted set of their own instead (their times need no order
+mark there; see :mod:`.summary_index`). ``evictions`` still read a conversation whole; see
+:meth:`~contextledger.stores.redis.queries.RedisQueries.evictions` for why.
 """
 
 from __future__ import annotations

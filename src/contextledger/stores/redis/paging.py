@@ -87,7 +87,8 @@ return {ids, hmget(KEYS[1], ids), hmget(KEYS[2], ids), hmget(KEYS[3], fields)}
 )
 
 REINDEX = r"""#!lua
--- Fill in a conversation's seq index. KEYS: state msg seq; ARGV: seq, id pairs.
+-- Fill in a conversation's seq index (or its summaries' time index: the same with sum sumat).
+-- KEYS: state msg seq; ARGV: seq, id pairs.
 -- Each id is added only while its message exists (a prune since it was read wins); with a
 -- ttl the index gets the conversation's expiry. Returns how many were new.
 local added = 0
@@ -103,7 +104,7 @@ return added
 
 UNSTRAY = r"""#!lua
 -- Drop index members that are no message (an earlier version pruned without the index).
--- KEYS: msg seq; ARGV: member ids. Each goes only while its message is absent; returns how many went.
+-- KEYS: msg seq (or sum sumat); ARGV: member ids. Each goes only while its message is absent; returns how many went.
 local removed = 0
 for i = 1, #ARGV do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then

@@ -33,7 +33,7 @@ from contextledger.model.records import (
 )
 from contextledger.model.trusted import trusted
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
-from contextledger.stores.redis import travel
+from contextledger.stores.redis import summary_index, travel
 from contextledger.stores.redis.codec import (
     MessageRow,
     decode_state,
@@ -179,7 +179,22 @@ class RedisQueries:
         since: datetime | None = None,
         page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them (or one page, kept from the whole read)."""
+        """Evicted entries with when, why and which summary replaced them (or one page, kept from the whole read).
+
+        Each conversation is read whole and joined in Python (:func:`~contextledger.stores.base.assemble_evictions`).
+        The reductions list is no index for a page of it, though evictions are ordered by
+        their reduction's time: a page counts evictions, and a reduction made any number of
+        them, or none that still stands (an eviction stands while the entry's ``e|`` /
+        ``se|`` fact names its reduction; an undo clears it), so ``last=3`` could have to
+        walk back past any number of reductions; which entries a reduction evicted is the
+        changeset's, not its row's ``evicted`` field (the store contract does not tie them);
+        evictions at one time are ordered by ``(seq, kind, entry_id)`` across reductions;
+        ``trigger`` filters by the reduction; and the replacing summary is found among all
+        summaries' ``replaces``. A page read would need an index of standing evictions
+        (scored by the reduction's time, members ordered as ``(seq, kind, id)``) kept where
+        the scripts set and clear those facts, and the reductions and replacing summaries
+        by id.
+        """
         out: list[Eviction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
@@ -217,14 +232,31 @@ class RedisQueries:
     def summaries(
         self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
     ) -> list[SummaryEntry]:
-        """All summaries, superseded included, oldest first (or one page, kept from the whole read)."""
+        """All summaries, superseded included, oldest first (or one page).
+
+        One read-only script per agent reads the page's range of the conversation's
+        creation-time index and those summaries only (see :mod:`.summary_index`); a
+        conversation whose index is incomplete (written before it, not upgraded since) is
+        read whole and the page kept: a read never writes.
+        """
+        page = page or WHOLE
         out: list[SummaryEntry] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             with self._driver("summaries"):
+                reply = self._d.read_summaries(keys, summary_index.page_args(page, aid))
+            if reply is not None:
+                out += _indexed_summaries(session_id, aid, reply, keys.sum)
+                continue
+            logger.debug(
+                "session_id=<%s>, agent_id=<%s> | summaries read whole: no time index yet (db upgrade builds it)",
+                session_id,
+                aid,
+            )
+            with self._driver("summaries"):
                 sums, mut_raw = self._snapshot([keys.sum, keys.mut], ["h", "h"])
             mut = flat_hash(mut_raw)
-            out += _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
+            out += [summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values()]
         return paged(out, page)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
@@ -251,3 +283,21 @@ class RedisQueries:
 
 def _by_creation(summaries: Iterator[SummaryEntry] | Sequence[SummaryEntry]) -> list[SummaryEntry]:
     return sorted(summaries, key=lambda s: (s.created_at, s.seq))
+
+
+def _indexed_summaries(session_id: str, agent_id: str, reply: list[Any], where: str) -> list[SummaryEntry]:
+    """The summaries of a :data:`.summary_index.PAGE` reply, in its order.
+
+    Raises:
+        StoreError: An indexed summary has no stored record.
+        CorruptRecord: A stored summary is damaged.
+    """
+    ids, raws, facts = reply
+    out = []
+    for i, (raw_id, raw) in enumerate(zip(ids, raws, strict=True)):
+        summary_id = text(raw_id)
+        if raw is None:
+            raise StoreError(f"indexed summary {summary_id} of {session_id}/{agent_id} has no stored record")
+        mut = {f"se|{summary_id}": facts[2 * i], f"ss|{summary_id}": facts[2 * i + 1]}
+        out.append(summary_from(raw, {k: v for k, v in mut.items() if v is not None}, where))
+    return out

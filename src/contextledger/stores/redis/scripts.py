@@ -27,7 +27,7 @@ ERROR_PREFIXES = ("CLCONFLICT", "CLDELETED", "CLDUPLICATE", "CLNOTFOUND", "CLWRO
 
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev cs pins seq [sessions [agents [owner]]]
+-- KEYS: state msg content mut active sum red rev cs pins seq sumat [sessions [agents [owner]]]
 --   sessions: the sorted set listing the session by last update -- the global one on a
 --   single server, on Cluster the one of the conversation's slot; agents: the session's
 --   agent set, owner: the hash naming its app and user, both only on a single server (on
@@ -40,7 +40,8 @@ COMMIT = r"""#!lua
 --   evict:     id
 --   pins:      id flag
 --   revisions: id tokens|'' content row
---   summary:   id score active json #replaces replaces...
+--   summary:   id score active json at #replaces replaces...  (at: its created_at in epoch us,
+--              '' = not indexed: see summary_index.py)
 --   reduction: json
 --   restore:   #restore, then id kind(m|s) score   (per entry made active again; always sent)
 --   and last (read from the end): one pin event row (JSON) per pin, the reduction's
@@ -58,12 +59,12 @@ COMMIT = r"""#!lua
 -- finds itself there and returns its version, changing nothing: it only writes its own
 -- log entry again, so that the write reaches the replication stream and a WAIT that
 -- follows on this connection counts the replicas holding the original commit too.
-local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ, K_SUMAT =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local LOG_SIZE = __LOG_SIZE__
 
 local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset',
-  'zset', 'set', 'hash'}
+  'zset', 'zset', 'set', 'hash'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -110,7 +111,7 @@ for _ = 1, tonumber(ARGV[14]) do revisions[#revisions + 1] = {take(), take(), ta
 local summary = nil
 local replaced = {}
 if ARGV[15] == '1' then
-  summary = {take(), take(), take(), take()}
+  summary = {take(), take(), take(), take(), take()}
   for _ = 1, tonumber(take()) do
     local id = take()
     replaced[id] = true
@@ -228,6 +229,12 @@ for _, id in ipairs(evicted) do
 end
 if summary then
   redis.call('HSET', K_SUM, summary[1], summary[4])
+  -- the creation-time index holds exactly the summaries whose time a score holds exactly
+  if summary[5] ~= '' then
+    redis.call('ZADD', K_SUMAT, summary[5], summary[1])
+  else
+    redis.call('ZREM', K_SUMAT, summary[1])
+  end
   redis.call('HDEL', K_MUT, 'se|' .. summary[1], 'ss|' .. summary[1])
   if summary[3] == '1' then
     redis.call('ZADD', K_ACTIVE, summary[2], 's:' .. summary[1])
@@ -249,15 +256,15 @@ local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
 for i, name in ipairs(fields) do
   if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
 end
-if #KEYS >= 12 then redis.call('ZADD', KEYS[12], 'GT', ARGV[3], ARGV[4]) end
-if #KEYS >= 13 then redis.call('SADD', KEYS[13], ARGV[5]) end
+if #KEYS >= 13 then redis.call('ZADD', KEYS[13], 'GT', ARGV[3], ARGV[4]) end
+if #KEYS >= 14 then redis.call('SADD', KEYS[14], ARGV[5]) end
 if ttl > 0 then
-  for i = 1, 11 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 13 then redis.call('PEXPIRE', KEYS[13], ttl) end
+  for i = 1, 12 do redis.call('PEXPIRE', KEYS[i], ttl) end
   if #KEYS >= 14 then redis.call('PEXPIRE', KEYS[14], ttl) end
-  if #KEYS >= 12 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[12], ttl)
+  if #KEYS >= 15 then redis.call('PEXPIRE', KEYS[15], ttl) end
+  if #KEYS >= 13 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[13], ttl)
   end
 end
 return version

@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import encode_blocks
 from contextledger.model.records import SummaryEntry, utcnow
-from contextledger.stores.redis.codec import dumps, epoch_micros, record_values
+from contextledger.stores.redis.codec import dumps, epoch_micros, record_values, time_score
 from contextledger.stores.redis.erasure import tombstone_json
 from contextledger.stores.redis.events import pin_event_json
 from contextledger.stores.redis.keys import view_score
@@ -27,12 +27,13 @@ __all__ = ["IMPORT", "import_args"]
 
 IMPORT = r"""#!lua
 -- Create one conversation from its complete records, all at once; 0 if it exists.
--- KEYS: state msg content mut active sum red rev cs pins seq [sessions [agents]]
+-- KEYS: state msg content mut active sum red rev cs pins seq sumat [sessions [agents]]
 -- ARGV: 1 updated_at (epoch us)  2 session_id  3 agent_id  4 ttl in ms (0 = none), then
---   nine groups: state, msg, content, mut (hashes: #pairs, field value ...), active
+--   ten groups: state, msg, content, mut (hashes: #pairs, field value ...), active
 --   (#pairs, score member ...), red, rev, pins (lists: #values, value ...), seq
---   (#pairs, seq id ...)
-local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'zset', 'set'}
+--   (#pairs, seq id ...), sumat (#pairs, created_at in epoch us, summary id ...)
+local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'zset', 'zset',
+  'set'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -62,18 +63,19 @@ group(KEYS[7], 'RPUSH', 1)
 group(KEYS[8], 'RPUSH', 1)
 group(KEYS[10], 'RPUSH', 1)
 group(KEYS[11], 'ZADD', 2)
-if #KEYS >= 12 then redis.call('ZADD', KEYS[12], 'GT', ARGV[1], ARGV[2]) end
-if #KEYS >= 13 then redis.call('SADD', KEYS[13], ARGV[3]) end
+group(KEYS[12], 'ZADD', 2)
+if #KEYS >= 13 then redis.call('ZADD', KEYS[13], 'GT', ARGV[1], ARGV[2]) end
+if #KEYS >= 14 then redis.call('SADD', KEYS[14], ARGV[3]) end
 -- With a ttl the index keys expire as a commit makes them expire: the session's agent
 -- set (single server) and the sessions index, which drops sessions written more than
 -- ttl ago (ARGV[1] is this import's time when there is a ttl).
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
-  for i = 1, 11 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 13 then redis.call('PEXPIRE', KEYS[13], ttl) end
-  if #KEYS >= 12 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[12], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[12], ttl)
+  for i = 1, 12 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  if #KEYS >= 14 then redis.call('PEXPIRE', KEYS[14], ttl) end
+  if #KEYS >= 13 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[13], ttl)
   end
 end
 return 1
@@ -129,8 +131,11 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         else:
             active += [str(view_score(h.seq, summary=False)), f"m:{entry_id}"]
     summaries: list[str] = []
+    by_time: list[str] = []
     for s in records.summaries:
         summaries += [s.summary_id, _stored_summary(s)]
+        if at := time_score(s.created_at):  # else left out of the index, as the commit leaves it
+            by_time += [at, s.summary_id]
         if s.evicted_by is not None:
             mut += [f"se|{s.summary_id}", s.evicted_by]
             if s.superseded_by is not None:
@@ -176,4 +181,5 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
     for values in (reductions, revisions, pins):
         args += [str(len(values)), *values]
     args += [str(len(by_seq) // 2), *by_seq]
+    args += [str(len(by_time) // 2), *by_time]
     return args
