@@ -1,7 +1,8 @@
-"""A page of Redis reductions by bisection of their list, against the whole-list read and the raw range, in one run.
+"""A page of Redis reductions (or summaries) by their index, against the whole read and a bare read, in one run.
 
     python benchmarks/redis_list_paging.py                  # 10,000 reductions, 9 rounds
     python benchmarks/redis_list_paging.py --reductions 100000 --rounds 7
+    python benchmarks/redis_list_paging.py --reductions 0 --summaries 100000 --rounds 7
 
 Builds two identical conversations of ``--reductions`` reductions; the second has its
 list's order mark removed, which is what a conversation written before 0.3 looks like
@@ -12,6 +13,14 @@ raw ``LRANGE`` of the same 100 rows plus their decoding (what a sorted-set index
 would still have to do after locating them). Prints medians of wall and of client CPU
 time, and the ratios. The server is started by ``_servers.py`` (or named by
 ``CONTEXTLEDGER_TEST_REDIS_URL``) and stopped at the end.
+
+With ``--summaries N``: two conversations of N summaries, the second without its
+creation-time index (what one written before 0.3 looks like: read whole); then
+``summaries(last=3)`` and ``summaries(after=the middle one, limit=100)`` on each, and the
+bare read of those 100 rows: one raw ``HMGET`` of their ids plus the same decoding. The
+first summary of each is committed by the store; the others are written by a pipeline in
+exactly the layout the commit script leaves (``sum`` hash field, ``sumat`` member), which
+takes seconds where 100,000 commits would take minutes.
 """
 
 from __future__ import annotations
@@ -22,16 +31,18 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from redis import Redis
 
 from _servers import median, redis_url, versions
+from contextledger import Message, ViewEntry
 from contextledger.core.changeset import Changeset
 from contextledger.model.paging import Page, cursor
-from contextledger.model.records import Reduction
+from contextledger.model.records import Reduction, SummaryEntry
 from contextledger.stores.redis import RedisStore
-from contextledger.stores.redis.codec import reduction_from
+from contextledger.stores.redis.codec import reduction_from, summary_from, time_score
 from contextledger.stores.redis.keys import ConversationKeys
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,9 +66,117 @@ def build(store: RedisStore, session: str, count: int) -> None:
         store.commit(Changeset(session_id=session, agent_id="a", expected_version=version, reduction=reduction))
 
 
+def build_summaries(store: RedisStore, raw: Redis, session: str, count: int) -> list[str]:
+    """A conversation of ``count`` summaries a second apart (see the module docstring); their ids."""
+    keys = ConversationKeys.of(store.key_prefix, session, "a")
+    first = Message.user("m0")
+    store.commit(
+        Changeset(
+            session_id=session,
+            agent_id="a",
+            expected_version=0,
+            appends=(ViewEntry(entry_id=first.message_id, seq=0, message=first, tokens=1),),
+            next_seq=1,
+        )
+    )
+    red = Reduction(
+        session_id=session,
+        agent_id="a",
+        trigger="manual",
+        strategy="summarizing",
+        created_at=BASE,
+        messages_before=1,
+        messages_after=0,
+        tokens_before=1,
+        tokens_after=1,
+        evicted=(first.message_id,),
+        version=2,
+    )
+    ids: list[str] = []
+    pipe = raw.pipeline(transaction=False)
+    for n in range(count):
+        summary = SummaryEntry(
+            session_id=session,
+            agent_id="a",
+            seq=0,
+            content=f"The user asked about order {n}; the assistant found it and explained the delivery date.",
+            summarizer="bench",
+            reduction_id=red.reduction_id,
+            replaces=(first.message_id,),
+            tokens=20,
+            created_at=BASE + timedelta(seconds=n),
+        )
+        ids.append(summary.summary_id)
+        if n == 0:
+            store.commit(
+                Changeset(session_id=session, agent_id="a", expected_version=1, summary=summary, reduction=red)
+            )
+            continue
+        pipe.hset(keys.sum, summary.summary_id, summary.model_dump_json())
+        pipe.zadd(keys.sumat, {summary.summary_id: int(time_score(summary.created_at))})
+        if n % 5000 == 0:
+            pipe.execute()
+    pipe.execute()
+    return ids
+
+
+def summaries_table(store: RedisStore, raw: Redis, count: int, rounds: int) -> None:
+    """Time and print the summaries cases (see the module docstring)."""
+    ids = build_summaries(store, raw, "sums-indexed", count)
+    build_summaries(store, raw, "sums-legacy", count)
+    raw.delete(ConversationKeys.of(store.key_prefix, "sums-legacy", "a").sumat)
+    middle = count // 2
+    whole = store.summaries("sums-indexed", "a", page=Page(limit=middle + 1))
+    after = cursor(whole[-1])
+    keys = ConversationKeys.of(store.key_prefix, "sums-indexed", "a")
+    page_ids = ids[middle + 1 : middle + 101]
+
+    def bare() -> Any:
+        rows: list[bytes] = raw.hmget(keys.sum, page_ids)  # type: ignore[assignment]
+        return [summary_from(r, {}, keys.sum) for r in rows]
+
+    assert [s.summary_id for s in store.summaries("sums-indexed", "a", page=Page(after=after, limit=100))] == page_ids
+    runs: dict[tuple[str, str], Callable[[], Any]] = {}
+    for session in ("sums-indexed", "sums-legacy"):
+        runs[("summaries(last=3)", session)] = partial(store.summaries, session, "a", page=Page(last=3))
+        runs[("summaries(after=middle, limit=100)", session)] = partial(
+            store.summaries, session, "a", page=Page(after=after, limit=100)
+        )
+    runs[("bare", "raw")] = bare
+    med = measure(runs, rounds)
+    print(f"Redis: {count:,} summaries, {rounds} rounds")
+    print("| read | index: wall ms | CPU ms | whole read: wall ms | CPU ms | wall ratio | CPU ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in ("summaries(last=3)", "summaries(after=middle, limit=100)"):
+        (iw, ic), (lw, lc) = med[(name, "sums-indexed")], med[(name, "sums-legacy")]
+        print(
+            f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
+            f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
+        )
+    (bw, bc), (mw, mc) = med[("bare", "raw")], med[("summaries(after=middle, limit=100)", "sums-indexed")]
+    print(
+        f"Bare read, raw HMGET of the same 100 summaries decoded: {bw * 1e3:,.2f} ms wall, {bc * 1e3:,.2f} ms CPU;"
+        f" the indexed page is {mw / bw:.2f}x its wall time, {mc / bc:.2f}x its CPU time."
+    )
+
+
+def measure(runs: dict[tuple[str, str], Callable[[], Any]], rounds: int) -> dict[tuple[str, str], tuple[float, float]]:
+    """Median wall and client CPU seconds of each run, the runs alternated each round with the order rotated."""
+    order = list(runs)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {run: [] for run in order}
+    for r in range(rounds):
+        shift = r % len(order)
+        for run in order[shift:] + order[:shift]:
+            wall, cpu = time.perf_counter(), time.process_time()
+            runs[run]()
+            samples[run].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return {run: (median([w for w, _ in s]), median([c for _, c in s])) for run, s in samples.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reductions", type=int, default=10_000)
+    parser.add_argument("--summaries", type=int, default=0, help="also page this many summaries (0: none)")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     load = os.getloadavg()[0]
@@ -68,60 +187,53 @@ def main() -> None:
         store = RedisStore.from_url(found[0], key_prefix=prefix)
         raw = Redis.from_url(found[0])
         try:
-            build(store, "marked", args.reductions)
-            build(store, "legacy", args.reductions)
-            raw.hdel(ConversationKeys.of(prefix, "legacy", "a").state, "red_at")
-            middle = args.reductions // 2
-            after = cursor(store.reductions("marked", "a", page=Page(after=None, limit=middle + 1))[-1])
-            red_key = ConversationKeys.of(prefix, "marked", "a").red
-            cases: dict[str, Callable[[str], Any]] = {
-                "reductions(last=3)": lambda s: store.reductions(s, "a", page=Page(last=3)),
-                "reductions(after=middle, limit=100)": lambda s: store.reductions(
-                    s, "a", page=Page(after=after, limit=100)
-                ),
-            }
-            runs: list[tuple[str, str]] = [(name, session) for name in cases for session in ("marked", "legacy")]
-            runs.append(("floor", "raw"))
-
-            def floor() -> Any:
-                rows: list[bytes] = raw.lrange(red_key, middle + 1, middle + 100)  # type: ignore[assignment]
-                return [reduction_from(r, red_key) for r in rows]
-
-            samples: dict[tuple[str, str], list[tuple[float, float]]] = {run: [] for run in runs}
-            for r in range(args.rounds):
-                shift = r % len(runs)
-                for name, session in runs[shift:] + runs[:shift]:
-                    wall, cpu = time.perf_counter(), time.process_time()
-                    if name == "floor":
-                        floor()
-                    else:
-                        cases[name](session)
-                    samples[(name, session)].append((time.perf_counter() - wall, time.process_time() - cpu))
-
-            def med(run: tuple[str, str]) -> tuple[float, float]:
-                return median([w for w, _ in samples[run]]), median([c for _, c in samples[run]])
-
-            print(f"Redis: {args.reductions:,} reductions, {args.rounds} rounds")
-            print("| read | range: wall ms | CPU ms | whole list: wall ms | CPU ms | wall ratio | CPU ratio |")
-            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-            for name in cases:
-                (iw, ic), (lw, lc) = med((name, "marked")), med((name, "legacy"))
-                print(
-                    f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
-                    f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
-                )
-            (fw, fc), (mw, mc) = med(("floor", "raw")), med(("reductions(after=middle, limit=100)", "marked"))
-            print(
-                f"Floor, raw LRANGE of the same 100 rows decoded: {fw * 1e3:,.2f} ms wall, {fc * 1e3:,.2f} ms CPU;"
-                f" the bisected page is {mw / fw:.2f}x its wall time, {mc / fc:.2f}x its CPU time."
-            )
+            if args.summaries:
+                summaries_table(store, raw, args.summaries, args.rounds)
+            if args.reductions:
+                reductions_table(store, raw, prefix, args.reductions, args.rounds)
             print(f"Load average (1 min): {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.")
             print(versions())
         finally:
-            for session in ("marked", "legacy"):
+            for session in ("marked", "legacy", "sums-indexed", "sums-legacy"):
                 store.delete_session(session)
             store.close()
             raw.close()
+
+
+def reductions_table(store: RedisStore, raw: Redis, prefix: str, count: int, rounds: int) -> None:
+    """Time and print the reductions cases (see the module docstring)."""
+    build(store, "marked", count)
+    build(store, "legacy", count)
+    raw.hdel(ConversationKeys.of(prefix, "legacy", "a").state, "red_at")
+    middle = count // 2
+    after = cursor(store.reductions("marked", "a", page=Page(after=None, limit=middle + 1))[-1])
+    red_key = ConversationKeys.of(prefix, "marked", "a").red
+
+    def floor() -> Any:
+        rows: list[bytes] = raw.lrange(red_key, middle + 1, middle + 100)  # type: ignore[assignment]
+        return [reduction_from(r, red_key) for r in rows]
+
+    names = ("reductions(last=3)", "reductions(after=middle, limit=100)")
+    runs: dict[tuple[str, str], Callable[[], Any]] = {}
+    for session in ("marked", "legacy"):
+        runs[(names[0], session)] = partial(store.reductions, session, "a", page=Page(last=3))
+        runs[(names[1], session)] = partial(store.reductions, session, "a", page=Page(after=after, limit=100))
+    runs[("floor", "raw")] = floor
+    med = measure(runs, rounds)
+    print(f"Redis: {count:,} reductions, {rounds} rounds")
+    print("| read | range: wall ms | CPU ms | whole list: wall ms | CPU ms | wall ratio | CPU ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in names:
+        (iw, ic), (lw, lc) = med[(name, "marked")], med[(name, "legacy")]
+        print(
+            f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
+            f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
+        )
+    (fw, fc), (mw, mc) = med[("floor", "raw")], med[(names[1], "marked")]
+    print(
+        f"Floor, raw LRANGE of the same 100 rows decoded: {fw * 1e3:,.2f} ms wall, {fc * 1e3:,.2f} ms CPU;"
+        f" the bisected page is {mw / fw:.2f}x its wall time, {mc / fc:.2f}x its CPU time."
+    )
 
 
 if __name__ == "__main__":
