@@ -255,7 +255,11 @@ class RedisStore:
     def summaries(
         self, session_id: str, agent_id: str | None = None, *, page: Page | None = None
     ) -> list[SummaryEntry]:
-        """All summaries, superseded included, oldest first (or one page, kept from the whole read)."""
+        """All summaries, superseded included, oldest first (or one page: a range of each agent's time index).
+
+        See :mod:`~contextledger.stores.redis.summary_index`; a conversation without a
+        complete index is read whole and the page kept.
+        """
         return self._queries.summaries(session_id, agent_id, page=page)
 
     def revisions(self, session_id: str, agent_id: str, message_id: str | None = None) -> list[Revision]:
@@ -396,13 +400,16 @@ class RedisStore:
         """Bring data written by an earlier version up to this one's layout; how many conversations changed.
 
         Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
-        every conversation whose index lacks a message gets it. Idempotent, safe while others
-        write (each id is added only while its message exists); run once after upgrading
-        the library (``contextledger db upgrade`` does). Until then such a conversation's
-        history pages are read whole.
+        every conversation whose index lacks a message gets it; the creation-time index of
+        its summaries likewise (:mod:`~contextledger.stores.redis.summary_index`); and the
+        order marks of its reductions and pin events lists (:mod:`~contextledger.stores.redis.listing`).
+        Idempotent, safe while others write (each id is added only while its message or
+        summary exists); run once after upgrading the library (``contextledger db upgrade``
+        does). Until then such a conversation's pages are read whole.
 
         Raises:
-            CorruptRecord: A message record holds no readable ``seq`` (the key and id are named).
+            CorruptRecord: A message record holds no readable ``seq``, or a summary no
+                readable ``created_at`` (the key and id are named).
         """
         return self._upgrade.upgrade()
 
