@@ -198,6 +198,29 @@ def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: 
     assert _summaries_read(commands, keys) == ids[10:12]
 
 
+def test_a_summary_written_without_the_index_is_noticed(backend: Backend) -> None:
+    """During a rolling upgrade a writer without the index adds a summary: pages are read whole until upgraded."""
+    store = backend.store
+    ids = _summarize(store, "roll", "a", [BASE + timedelta(seconds=i) for i in range(10)])
+    keys = ConversationKeys.of(backend.prefix, "roll", "a")
+    stored = backend.client.hget(keys.sum, ids[-1])
+    assert isinstance(stored, bytes)
+    older = SummaryEntry.model_validate_json(stored).model_copy(
+        update={"summary_id": "older-writer", "created_at": BASE + timedelta(seconds=4, microseconds=5)}
+    )
+    backend.client.hset(keys.sum, older.summary_id, older.model_dump_json())
+    whole = store.summaries("roll", "a")
+    assert [s.summary_id for s in whole][5] == "older-writer"
+    with _watch(backend) as commands:
+        assert store.summaries("roll", "a", page=Page(after=cursor(whole[3]), limit=3)) == whole[4:7]
+    assert _summaries_read(commands, keys) is None  # the index lacks it: read whole
+    assert store.upgrade() == 1
+    assert_indexed(backend.client, keys)
+    with _watch(backend) as commands:
+        assert store.summaries("roll", "a", page=Page(after=cursor(whole[3]), limit=3)) == whole[4:7]
+    assert _summaries_read(commands, keys) == [s.summary_id for s in whole[4:7]]
+
+
 def test_upgrade_drops_summaries_an_earlier_version_pruned(backend: Backend) -> None:
     store = backend.store
     ids = _summarize(store, "pruned-before", "a", [BASE + timedelta(seconds=i) for i in range(10)], chain=True)
