@@ -112,7 +112,8 @@ def _check_lengths(cs: Changeset) -> None:
     check("app", cs.app, ConfigurationError)
     check("user", cs.user, ConfigurationError)
     for entry in cs.appends:
-        check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
+        if len(entry.entry_id) > ID_LENGTH:  # named only when refused: a turn's ids are checked on every commit
+            check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
     for rev in cs.revisions:
         check("revision reason", rev.reason, ConfigurationError)
     if cs.summary is not None:
@@ -266,7 +267,7 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
 
 def bump_fields(cs: Changeset) -> tuple[str, ...]:
     """The state columns ``cs`` sets (its fields of :data:`STATE_FIELDS` that are not ``None``)."""
-    return tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
+    return tuple([name for name in STATE_FIELDS if getattr(cs, name) is not None])
 
 
 def bump_params(

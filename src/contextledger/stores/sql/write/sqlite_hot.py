@@ -52,12 +52,13 @@ from contextledger.model.records import ViewEntry
 from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
 from contextledger.stores.sql.write.apply import (
     CHUNK,
+    ENTRY_COLUMNS,
     ENTRY_INSERT_COLUMNS,
     appended_values,
     bump_statement,
     check_changeset,
     duplicate_appends,
-    entry_values,
+    entry_row,
 )
 from contextledger.stores.sql.write.guard import bump_fields, bump_params
 
@@ -88,7 +89,7 @@ class _Prepared:
     JSON text the hot changeset encoded while checking it): their processor is skipped.
     """
 
-    __slots__ = ("constants", "names", "processors", "sql")
+    __slots__ = ("constants", "names", "processors", "row_slots", "sql")
 
     def __init__(
         self,
@@ -96,6 +97,7 @@ class _Prepared:
         dialect: Dialect,
         column_keys: Sequence[str] | None = None,
         encoded: frozenset[str] = frozenset(),
+        row_fields: Sequence[str] = (),
     ) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
         assert isinstance(compiled, SQLCompiler)
@@ -108,12 +110,18 @@ class _Prepared:
         self.constants: dict[str, Any] = {
             name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
         }
+        # Where each of ``row_fields`` goes in a row of bind_rows(), and how it is processed.
+        self.row_slots = tuple((self.names.index(f), self.processors[self.names.index(f)]) for f in row_fields)
 
     def bind(self, params: dict[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for ``params``, each processed by its column type."""
-        values = [params[name] if name in params else self.constants[name] for name in self.names]
+        constants = self.constants
         return tuple(
-            value if process is None else process(value) for value, process in zip(values, self.processors, strict=True)
+            [
+                value if process is None else process(value)
+                for name, process in zip(self.names, self.processors, strict=True)
+                for value in (params[name] if name in params else constants[name],)
+            ]
         )
 
     def bind_common(self, params: dict[str, Any]) -> list[Any]:
@@ -124,15 +132,16 @@ class _Prepared:
             for value in (params.get(name),)
         ]
 
-    def bind_row(self, common: list[Any], params: dict[str, Any]) -> tuple[Any, ...]:
-        """One row's parameters: ``common`` (see :meth:`bind_common`) with ``params`` processed in."""
-        row = common.copy()
-        for i, name in enumerate(self.names):
-            if name in params:
-                process = self.processors[i]
-                value = params[name]
+    def bind_rows(self, common: list[Any], rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """Each row's parameters: ``common`` (see :meth:`bind_common`) with its ``row_fields`` values processed in."""
+        slots = self.row_slots
+        out = []
+        for values in rows:
+            row = common.copy()
+            for (i, process), value in zip(slots, values, strict=True):
                 row[i] = value if process is None else process(value)
-        return tuple(row)
+            out.append(tuple(row))
+        return out
 
 
 def _ids(prefix: str, count: int) -> list[Any]:
@@ -150,7 +159,7 @@ def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
     return (
         _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS),
-        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY),
+        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY, row_fields=ENTRY_COLUMNS),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
 
@@ -233,9 +242,9 @@ def _json(value: Any, what: str) -> str:
 _STATE_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
-def _entry(entry: ViewEntry) -> dict[str, Any]:
+def _entry(entry: ViewEntry) -> tuple[Any, ...]:
     try:
-        return entry_values(entry, dumps_encoded)
+        return entry_row(entry, dumps_encoded)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
 
@@ -394,7 +403,7 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
     if hot.entries:
         common = entries.bind_common(appended_values(conversation_id, cs, now))  # as the general path writes them
         try:
-            tx.run_many(entries.sql, [entries.bind_row(common, values) for values in hot.entries])
+            tx.run_many(entries.sql, entries.bind_rows(common, hot.entries))
         except IntegrityError as exc:
             raise duplicate_appends(cs) from exc
     if cs.reduction is not None:
