@@ -35,7 +35,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, cast
 
@@ -78,6 +78,8 @@ SQLITE_MAX_APPENDS = 64
 # Parameters the hot changeset hands over as JSON text (see HotChangeset).
 _JSON_STATE = frozenset({"p_manager_state", "p_agent_state"})
 _JSON_ENTRY = frozenset({"content", "metadata"})
+# Parameters holding the commit's time, given as the text sqlite3 writes for it (see _stamp).
+_STAMPED = frozenset({"p_now", "created_at"})
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
 _REDUCTION_COLUMNS = tuple(c.name for c in ReductionRow.__table__.columns if c.name != "id")
 
@@ -152,14 +154,16 @@ def _ids(prefix: str, count: int) -> list[Any]:
 @lru_cache(maxsize=1024)
 def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared:
     clash = SummaryRow.summary_id.in_(_ids("p_appended_", appended)) if appended else None
-    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE)
+    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE | _STAMPED)
 
 
 @lru_cache(maxsize=64)
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
     return (
-        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS),
-        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY, row_fields=ENTRY_COLUMNS),
+        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS, encoded=_STAMPED),
+        _Prepared(
+            insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY | _STAMPED, row_fields=ENTRY_COLUMNS
+        ),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
 
@@ -385,7 +389,8 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         sqlalchemy.exc.DBAPIError: The driver failed.
     """
     cs, dialect = hot.changeset, tx.dialect
-    params = bump_params(cs, now, hot.fields, hot.state)
+    stamp = _stamp(now)
+    params = bump_params(cs, stamp, hot.fields, hot.state)
     if hot.evict:
         check, eviction = _eviction(dialect, len(hot.evict))
         params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(hot.evict)})
@@ -399,9 +404,9 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         return None  # the general path re-runs the check and explains the miss
     conversation_id = row[0]
     logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    tx.run(log.sql, log.bind({**logged, "created_at": now}))
+    tx.run(log.sql, log.bind({**logged, "created_at": stamp}))
     if hot.entries:
-        common = entries.bind_common(appended_values(conversation_id, cs, now))  # as the general path writes them
+        common = entries.bind_common(appended_values(conversation_id, cs, stamp))  # as the general path writes them
         try:
             tx.run_many(entries.sql, entries.bind_rows(common, hot.entries))
         except IntegrityError as exc:
@@ -420,6 +425,16 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         params.update({"p_conversation_id": conversation_id, "p_reduction_id": red.reduction_id})
         tx.run(eviction.sql, eviction.bind(params))
     return cs.new_version
+
+
+def _stamp(now: datetime) -> str:
+    """The commit's time as the general path has sqlite3 write it, made once for every row of the commit.
+
+    :class:`~contextledger.stores.sql.models.UTCDateTime` binds a naive UTC ``datetime``
+    on SQLite, which sqlite3 writes with its ``datetime`` adapter, ``isoformat(" ")``
+    (``tests/sql/test_sqlite_hot.py`` compares the rows of both paths column by column).
+    """
+    return now.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
 
 
 class HotTransaction:
