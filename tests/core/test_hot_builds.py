@@ -1,4 +1,4 @@
-"""Fresh ids: random version-4 UUIDs made without a ``UUID`` object, in the forms ``uuid4`` gives."""
+"""What the hot path builds without a second validation or a UUID object: fresh ids and an appending edit."""
 
 from __future__ import annotations
 
@@ -34,3 +34,15 @@ def test_the_library_ids_use_them() -> None:
     assert uuid.UUID(hex=new_id()).version == 4 and len(new_id()) == 32
     message_id = new_message_id()
     assert str(uuid.UUID(message_id)) == message_id and uuid.UUID(message_id).version == 4
+
+
+def test_an_appending_edit_is_the_edit_the_constructor_builds() -> None:
+    from contextledger import Message
+    from contextledger.core.changeset import Edit
+
+    messages = [Message.user("q"), Message.assistant("a")]
+    built = Edit.appending(messages)
+    # Every field, in order, as the constructor sets it: a field added to Edit fails here.
+    assert built.__dict__ == Edit(appends=tuple(messages)).__dict__
+    assert list(built.__dict__) == list(Edit.model_fields)
+    assert built.model_fields_set == set(Edit.model_fields)
