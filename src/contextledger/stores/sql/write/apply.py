@@ -219,8 +219,12 @@ def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) 
     return dict(zip(ENTRY_COLUMNS, entry_row(entry, encode), strict=True))
 
 
-def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[str, Any]:
-    """The columns every entry ``cs`` appends shares (the rest come from :func:`entry_values`)."""
+def appended_values(conversation_id: int, cs: Changeset, now: datetime | str) -> dict[str, Any]:
+    """The columns every entry ``cs`` appends shares (the rest come from :func:`entry_values`).
+
+    ``now`` is the commit's time, as a ``datetime`` or already in the form the driver
+    takes (the SQLite hot path's text, see ``sqlite_hot._stamp``).
+    """
     return {
         "conversation_id": conversation_id,
         **APPENDED_CONSTANTS,  # the record's defaults, by name (see fields.APPENDED_CONSTANTS)

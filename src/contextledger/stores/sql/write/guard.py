@@ -271,13 +271,14 @@ def bump_fields(cs: Changeset) -> tuple[str, ...]:
 
 
 def bump_params(
-    cs: Changeset, now: datetime, fields: tuple[str, ...], state: Mapping[str, Any] | None = None
+    cs: Changeset, now: datetime | str, fields: tuple[str, ...], state: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The parameters of :func:`bump_statement` (``fields``) for ``cs``: every write path binds these.
 
     Args:
         cs: The changeset.
-        now: The commit's clock (``updated_at``).
+        now: The commit's clock (``updated_at``): a ``datetime``, or already the text the
+            driver takes (the SQLite hot path's, see ``sqlite_hot._stamp``).
         fields: :func:`bump_fields` of ``cs``.
         state: The state values already in the form the driver takes, keyed ``p_<field>``
             (the SQLite hot path encodes them while checking them); default: ``cs``'s own.

@@ -34,9 +34,10 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import UTC, datetime
 from functools import lru_cache
+from types import TracebackType
 from typing import Any, cast
 
 from sqlalchemy import Dialect, Engine, PoolProxiedConnection, String, Table, bindparam, insert, select, update
@@ -308,35 +309,28 @@ class HeldWriter:
         self._engine = engine
         self._lock = threading.Lock()
         self._connection: PoolProxiedConnection | None = None
+        self._tx: HotTransaction | None = None  # the held connection's, with its cursor
         self._pid = os.getpid()
         self._inherited: list[PoolProxiedConnection] = []  # kept, never closed, in a forked child
         # One in-memory database shares one connection (a StaticPool): nothing to hold.
         self._closed = isinstance(engine.pool, StaticPool)
 
-    @contextmanager
-    def transaction(self) -> Iterator[HotTransaction]:
+    def transaction(self) -> AbstractContextManager[HotTransaction]:
         """A write transaction (see :func:`hot_transaction`) on the held connection when it is free.
 
+        The held connection's transaction is a :class:`HotTransaction` kept with it (its
+        cursor too), begun on entering and ended on leaving the block; a busy or closed
+        writer gives a pooled connection's, as before.
+
         Raises:
-            sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin.
+            sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin (on entering).
         """
         if not self._lock.acquire(blocking=False):
-            with hot_transaction(self._engine) as tx:
-                yield tx
-            return
-        try:
-            if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
-                with hot_transaction(self._engine) as tx:
-                    yield tx
-                return
-            try:
-                with _begun(self._held(), self._engine) as tx:
-                    yield tx
-            except DBAPIError:
-                self._drop()  # it may be broken: the next commit connects afresh
-                raise
-        finally:
+            return hot_transaction(self._engine)
+        if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
             self._lock.release()
+            return hot_transaction(self._engine)
+        return _HeldTransaction(self)
 
     def _held(self) -> Any:
         """The held driver connection, made on first use (call with the lock held)."""
@@ -349,7 +343,16 @@ class HeldWriter:
             connection = _checkout(self._engine)
             connection.detach()  # ours until close(); the pool no longer counts it
             self._connection = connection
+            self._tx = None
         return self._connection.dbapi_connection
+
+    def _held_tx(self) -> HotTransaction:
+        """The transaction object of the held connection, made once per connection (call with the lock held)."""
+        connection = self._held()
+        tx = self._tx
+        if tx is None:
+            tx = self._tx = HotTransaction(connection, self._engine.dialect.loaded_dbapi, self._engine.dialect)
+        return tx
 
     @contextmanager
     def driver_connection(self) -> Iterator[Any]:
@@ -362,7 +365,7 @@ class HeldWriter:
             yield self._held()
 
     def _drop(self) -> None:
-        connection, self._connection = self._connection, None
+        connection, self._connection, self._tx = self._connection, None, None
         if connection is not None:
             with suppress(Exception):  # closing a broken connection must not mask the error being raised
                 connection.close()
@@ -372,6 +375,47 @@ class HeldWriter:
         with self._lock:
             self._closed = True
             self._drop()
+
+
+class _HeldTransaction:
+    """The block of :meth:`HeldWriter.transaction` on the held connection (the writer's lock is held on creation).
+
+    Entering begins (``BEGIN IMMEDIATE``) on the held connection, made on first use;
+    leaving rolls back unless committed and releases the lock. A driver error, on
+    entering or inside the block, drops the connection (it may be broken: the next
+    commit connects afresh). A class, not a generator: every commit makes one.
+    """
+
+    __slots__ = ("_tx", "_writer")
+
+    def __init__(self, writer: HeldWriter) -> None:
+        self._writer = writer
+        self._tx: HotTransaction | None = None
+
+    def __enter__(self) -> HotTransaction:
+        writer = self._writer
+        try:
+            tx = writer._held_tx()
+            tx.begin()
+        except BaseException as exc:
+            if isinstance(exc, DBAPIError):
+                writer._drop()
+            writer._lock.release()
+            raise
+        self._tx = tx
+        return tx
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        writer, tx = self._writer, self._tx
+        try:
+            if tx is not None:
+                tx.end()
+            if isinstance(error, DBAPIError):
+                writer._drop()
+        finally:
+            writer._lock.release()
 
 
 def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | None:
@@ -471,6 +515,17 @@ class HotTransaction:
         except self._dbapi.Error as exc:
             raise DBAPIError.instance("COMMIT", (), exc, self._dbapi.Error) from exc
         self.committed = True
+
+    def begin(self) -> None:
+        """Begin a write transaction on this object's connection (``BEGIN IMMEDIATE``), to end with :meth:`end`."""
+        self.committed = False
+        self.run("BEGIN IMMEDIATE", ())
+
+    def end(self) -> None:
+        """Roll back unless committed; the cursor stays open for the next transaction (errors never mask another)."""
+        if not self.committed:
+            with suppress(self._dbapi.Error):
+                self._connection.rollback()
 
     def close(self) -> None:
         """Roll back unless committed, and close the cursor (errors here never mask the one being raised)."""
