@@ -31,9 +31,11 @@ def test_dashed_ids_are_canonical_version_4_uuids() -> None:
 
 
 def test_the_library_ids_use_them() -> None:
-    assert uuid.UUID(hex=new_id()).version == 4 and len(new_id()) == 32
+    assert uuid.UUID(hex=new_id()).version == 4
+    assert len(new_id()) == 32
     message_id = new_message_id()
-    assert str(uuid.UUID(message_id)) == message_id and uuid.UUID(message_id).version == 4
+    assert str(uuid.UUID(message_id)) == message_id
+    assert uuid.UUID(message_id).version == 4
 
 
 def test_an_appending_edit_is_the_edit_the_constructor_builds() -> None:

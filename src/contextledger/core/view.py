@@ -322,8 +322,8 @@ def _projected_after(base: int | None, entries: Sequence[ViewEntry]) -> int:
         usage = entries[index].message.usage
         if usage and isinstance(usage.get("inputTokens"), int):
             reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
-            return reported + sum(e.tokens for e in entries[index + 1 :])
-    return (base or 0) + sum(e.tokens for e in entries)
+            return reported + sum([e.tokens for e in entries[index + 1 :]])
+    return (base or 0) + sum([e.tokens for e in entries])
 
 
 def _same_message(new: Message, stored: Message) -> bool:

@@ -370,6 +370,8 @@ class Message(BaseModel):
     def usage(self) -> Mapping[str, Any] | None:
         """The model usage recorded on this message, if any."""
         usage = self.metadata.get("usage")
+        if usage is None:  # most messages: no ABC check (every append asks each message)
+            return None
         return usage if isinstance(usage, Mapping) else None
 
 
