@@ -20,7 +20,8 @@ from contextledger.stores.sql.write import sqlite_hot
 from tests.sql.helpers import trace_sqlite
 
 # The form a clock is stored in (its value is each commit's own): its type and text shape.
-_SHAPE = "typeof({c}) || ':' || ({c} GLOB '" + "[0-9]" * 4 + "-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]*')"
+_DIGITS = "[0-9][0-9]"
+_SHAPE = f"typeof({{c}}) || ':' || ({{c}} GLOB '{_DIGITS * 2}-{_DIGITS}-{_DIGITS} {_DIGITS}:{_DIGITS}:{_DIGITS}*')"
 # Every column but the surrogate keys, and the clocks' form only.
 _ENTRIES = (
     "seq, message_id, role, content, metadata, pinned, tokens, status, evicted_by, revision_count, from_call, version, "
