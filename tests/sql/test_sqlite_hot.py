@@ -19,15 +19,21 @@ from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import sqlite_hot
 from tests.sql.helpers import trace_sqlite
 
-# Every column but the surrogate keys and the clocks (each commit reads its own).
+# The form a clock is stored in (its value is each commit's own): its type and text shape.
+_DIGITS = "[0-9][0-9]"
+_SHAPE = f"typeof({{c}}) || ':' || ({{c}} GLOB '{_DIGITS * 2}-{_DIGITS}-{_DIGITS} {_DIGITS}:{_DIGITS}:{_DIGITS}*')"
+# Every column but the surrogate keys, and the clocks' form only.
 _ENTRIES = (
-    "seq, message_id, role, content, metadata, pinned, tokens, status, evicted_by, revision_count, from_call, version"
+    "seq, message_id, role, content, metadata, pinned, tokens, status, evicted_by, revision_count, from_call, version, "
+    + _SHAPE.format(c="t.created_at")
 )
 _REDUCTIONS = (
     'reduction_id, "trigger", strategy, messages_before, messages_after, tokens_before, tokens_after, evicted, '
     "revised, summary_id, model_call_count, error, detail, restored, from_call, version"
 )
-_CONVERSATIONS = "agent_id, version, model_call_count, next_seq, manager_state, agent_state"
+_CONVERSATIONS = "agent_id, version, model_call_count, next_seq, manager_state, agent_state, " + _SHAPE.format(
+    c="updated_at"
+)
 
 
 def _rows(store: SQLStore, session_id: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -36,9 +42,9 @@ def _rows(store: SQLStore, session_id: str) -> dict[str, list[tuple[Any, ...]]]:
         return {
             table: [tuple(r) for r in conn.execute(text(f"SELECT {cols} FROM {table} t {where}"), {"s": session_id})]
             for table, cols in (
-                ("cl_entries", ", ".join(f"t.{c.strip()}" for c in _ENTRIES.split(","))),
+                ("cl_entries", ", ".join(c if "(" in c else f"t.{c.strip()}" for c in _ENTRIES.split(", "))),
                 ("cl_reductions", ", ".join(f"t.{c.strip()}" for c in _REDUCTIONS.split(","))),
-                ("cl_changesets", "t.version"),
+                ("cl_changesets", "t.version, " + _SHAPE.format(c="t.created_at")),
             )
         } | {
             "cl_conversations": [

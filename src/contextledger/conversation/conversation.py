@@ -319,7 +319,7 @@ class Conversation:
         if stored is not None:
             return stored
         try:
-            transaction.edit(lambda _view: Edit(appends=tuple(converted)))
+            transaction.edit(lambda _view: Edit.appending(converted))
         except DuplicateEntry:
             transaction.refresh()
             stored = transaction.view.stored_as(converted)

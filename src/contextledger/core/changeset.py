@@ -26,7 +26,6 @@ from contextledger.model.records import (
     Trigger,
     ViewEntry,
     new_id,
-    view_entry,
 )
 from contextledger.model.tokens import TokenCounter
 from contextledger.model.trusted import trusted
@@ -213,6 +212,31 @@ class Edit(BaseModel):
     agent_state: dict[str, Any] | None = None
     as_given: bool = False
     restore: tuple[ViewEntry, ...] = ()
+
+    @classmethod
+    def appending(cls, messages: Sequence[Message]) -> Edit:
+        """``Edit(appends=tuple(messages))`` for messages already validated (every append builds one).
+
+        The messages are :class:`Message` instances, which the constructor would take as
+        they are, so the edit is built without a second validation.
+        """
+        if not all([type(m) is Message or isinstance(m, Message) for m in messages]):
+            return cls(appends=tuple(messages))  # the constructor names what is wrong
+        return trusted(
+            cls,
+            {
+                "appends": tuple(messages),
+                "pins": {},
+                "pin_source": "api",
+                "plan": None,
+                "trigger": "manual",
+                "error": None,
+                "strategy": None,
+                "agent_state": None,
+                "as_given": False,
+                "restore": (),
+            },
+        )
 
     @property
     def is_empty(self) -> bool:
@@ -441,7 +465,8 @@ def build_changeset(
         EntryNotFound: A revision names an entry that is not an active message.
         InvalidMessage: A summary draft has no content (it must be written first).
     """
-    appends = tuple(_appended(m, state.next_seq + i, counter.count(m)) for i, m in enumerate(edit.appends))
+    count = counter.count
+    appends = tuple([_appended(m, seq, count(m)) for seq, m in enumerate(edit.appends, state.next_seq)])
     plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
@@ -539,7 +564,17 @@ def build_changeset(
 def _appended(message: Message, seq: int, tokens: Any) -> ViewEntry:
     """The view entry of an appended message (validated only when the counter gave no plain ``int``)."""
     if type(tokens) is int:
-        return view_entry(message.message_id, "message", seq, message.stored_copy(), tokens)
+        # Every field has its type: an id a Message validated, a seq and a count that are ints.
+        return trusted(
+            ViewEntry,
+            {
+                "entry_id": message.message_id,
+                "kind": "message",
+                "seq": seq,
+                "message": message.stored_copy(),
+                "tokens": tokens,
+            },
+        )
     return ViewEntry(entry_id=message.message_id, seq=seq, message=message.stored_copy(), tokens=tokens)
 
 

@@ -204,7 +204,10 @@ class HookRegistry:
 
     def has_callbacks(self, event_type: type[HookEvent]) -> bool:
         """Whether any callback is subscribed to ``event_type``."""
-        return any(issubclass(event_type, t) and cbs for t, cbs in self._callbacks.items())
+        for subscribed, callbacks in self._callbacks.items():
+            if callbacks and issubclass(event_type, subscribed):
+                return True
+        return False
 
     def invoke(self, event: E) -> E:
         """Run every callback subscribed to the event's type and return the event."""

@@ -87,7 +87,7 @@ class View:
         known = self.__dict__
         positions: dict[str, int] | None = known.get("_positions")
         count = self._count
-        if positions is not None and any(positions.get(e.entry_id, count) < count for e in appends):
+        if positions is not None and any([positions.get(e.entry_id, count) < count for e in appends]):
             positions = None  # an id twice in one view (a projection of a refused append): index it afresh
         child = View.__new__(View)
         in_place, self._owns_tail = self._owns_tail, False
@@ -112,10 +112,11 @@ class View:
         if "projected_input_tokens" in known:
             facts["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
         if positions is not None:
-            positions.update((e.entry_id, count + i) for i, e in enumerate(appends))
+            for i, e in enumerate(appends, count):
+                positions[e.entry_id] = i
             facts["_positions"] = positions
         if "tokens" in known:
-            facts["tokens"] = self.tokens + sum(e.tokens for e in appends)
+            facts["tokens"] = self.tokens + sum([e.tokens for e in appends])
         return child
 
     def __len__(self) -> int:
@@ -321,8 +322,8 @@ def _projected_after(base: int | None, entries: Sequence[ViewEntry]) -> int:
         usage = entries[index].message.usage
         if usage and isinstance(usage.get("inputTokens"), int):
             reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
-            return reported + sum(e.tokens for e in entries[index + 1 :])
-    return (base or 0) + sum(e.tokens for e in entries)
+            return reported + sum([e.tokens for e in entries[index + 1 :]])
+    return (base or 0) + sum([e.tokens for e in entries])
 
 
 def _same_message(new: Message, stored: Message) -> bool:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contextledger.errors import ContextLedgerError, InvalidMessage
+from contextledger.model.ids import random_uuid
 from contextledger.model.jsonvalues import (
     MAX_DEPTH,
     MAX_ID_LENGTH,
@@ -94,7 +94,7 @@ class ToolResultBlock(TypedDict):
 
 def new_message_id() -> str:
     """Return a fresh message id (a canonical UUID v4, as Strands uses)."""
-    return str(uuid.uuid4())
+    return random_uuid()
 
 
 class Message(BaseModel):
@@ -370,6 +370,8 @@ class Message(BaseModel):
     def usage(self) -> Mapping[str, Any] | None:
         """The model usage recorded on this message, if any."""
         usage = self.metadata.get("usage")
+        if usage is None:  # most messages: no ABC check (every append asks each message)
+            return None
         return usage if isinstance(usage, Mapping) else None
 
 

@@ -6,13 +6,13 @@ models; a store never hands out a record that a caller could mutate behind its b
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contextledger.model.ids import random_uuid_hex
 from contextledger.model.messages import Message, encode_blocks, normalize_json
 from contextledger.model.trusted import builder, trusted
 
@@ -70,7 +70,7 @@ def utcnow() -> datetime:
 
 def new_id() -> str:
     """A fresh opaque id for summaries and reductions."""
-    return uuid.uuid4().hex
+    return random_uuid_hex()
 
 
 class ViewEntry(BaseModel):

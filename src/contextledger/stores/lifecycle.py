@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from types import TracebackType
 
 from contextledger.errors import LedgerClosed
 
@@ -34,7 +34,8 @@ class Gate:
     def __init__(self, what: str, *, drain_timeout: float = 30.0) -> None:
         self._what = what
         self._drain_timeout = drain_timeout
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # close() waits on it; calls take the bare lock
         self._inside: dict[int, int] = {}  # thread id -> nesting depth
         self._closed = False
 
@@ -52,27 +53,13 @@ class Gate:
         if self._closed:
             raise LedgerClosed(f"the ledger at {self._what} is closed; open a new one")
 
-    @contextmanager
-    def call(self) -> Iterator[None]:
-        """Run one store call inside the gate.
+    def call(self) -> _Call:
+        """A context manager running one store call inside the gate.
 
         Raises:
-            LedgerClosed: The store was closed before the call started.
+            LedgerClosed: The store was closed before the call started (on entering).
         """
-        me = threading.get_ident()
-        with self._cond:
-            self.check()
-            self._inside[me] = self._inside.get(me, 0) + 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                depth = self._inside[me] - 1
-                if depth:
-                    self._inside[me] = depth
-                else:
-                    del self._inside[me]
-                self._cond.notify_all()
+        return _Call(self)
 
     def close(self, release: Callable[[], None]) -> None:
         """Refuse new calls, wait for running ones (other threads'), then ``release`` once.
@@ -90,3 +77,40 @@ class Gate:
                 "store=<%s>, timeout=<%s> | closing while calls are still running", self._what, self._drain_timeout
             )
         release()
+
+
+class _Call:
+    """One call inside a :class:`Gate` (a class, not a generator: every store call makes one).
+
+    Entering counts the call for its thread (nesting allowed); leaving uncounts it and,
+    once the gate is closed, wakes the ``close()`` waiting for calls to drain.
+    """
+
+    __slots__ = ("_gate", "_me")
+
+    def __init__(self, gate: Gate) -> None:
+        self._gate = gate
+        self._me = 0
+
+    def __enter__(self) -> None:
+        gate = self._gate
+        me = self._me = threading.get_ident()
+        with gate._lock:
+            if gate._closed:
+                raise LedgerClosed(f"the ledger at {gate._what} is closed; open a new one")
+            inside = gate._inside
+            inside[me] = inside.get(me, 0) + 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        gate, me = self._gate, self._me
+        with gate._lock:
+            inside = gate._inside
+            depth = inside[me] - 1
+            if depth:
+                inside[me] = depth
+            else:
+                del inside[me]
+            if gate._closed:  # only close() waits on the condition
+                gate._cond.notify_all()

@@ -182,6 +182,8 @@ def time_score(moment: datetime) -> str:
 
 
 def _check_id(kind: str, value: str) -> str:
+    if value.isascii():  # the ids of nearly every commit: nothing to encode to know
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -73,7 +73,7 @@ Apps and users:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property, lru_cache
 from urllib.parse import quote
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -97,10 +97,12 @@ CHANGESET_LOG_SIZE = 1000
 """Versions whose changeset id the ``cs`` hash keeps (a lost reply is resolved right after)."""
 
 
+@lru_cache(maxsize=4096)
 def encode_id(value: str) -> str:
     """Percent-encode an id so it holds no ``{``, ``}``, ``:`` (or ``%`` unescaped).
 
-    The encoding is injective, so distinct ids always give distinct keys.
+    The encoding is injective, so distinct ids always give distinct keys. Remembered for
+    the ids in use (every commit names its session and agent; ``quote`` is pure Python).
     """
     return quote(value, safe="")
 
@@ -168,8 +170,10 @@ class ConversationKeys:
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:
-        """The keys of ``(session_id, agent_id)`` under ``prefix``."""
-        return cls.at(f"{{{prefix}:{encode_id(session_id)}:{encode_id(agent_id)}}}")
+        """The keys of ``(session_id, agent_id)`` under ``prefix`` (the same object for the conversations in use)."""
+        if cls is not ConversationKeys:
+            return cls.at(f"{{{prefix}:{encode_id(session_id)}:{encode_id(agent_id)}}}")
+        return _conversation_keys(prefix, session_id, agent_id)
 
     @classmethod
     def at(cls, stem: str) -> ConversationKeys:
@@ -194,10 +198,10 @@ class ConversationKeys:
         head = f"{{{prefix}:"
         return stem.startswith(head) and stem.endswith("}") and stem[len(head) : -1].count(":") == 1
 
-    @property
+    @cached_property
     def all(self) -> tuple[str, ...]:
         """The keys in the order the Lua scripts expect them."""
-        return tuple(getattr(self, part) for part in _CONVERSATION_PARTS)
+        return tuple([getattr(self, part) for part in _CONVERSATION_PARTS])
 
     @property
     def slot(self) -> int:
@@ -256,3 +260,9 @@ class SessionKeys:
     def slots(prefix: str) -> str:
         """On Cluster: the set of the hash slots that have a :meth:`slot_index`."""
         return f"{prefix}:session-slots"
+
+
+@lru_cache(maxsize=1024)
+def _conversation_keys(prefix: str, session_id: str, agent_id: str) -> ConversationKeys:
+    # Remembered: every commit and read names its conversation's eleven keys (immutable).
+    return ConversationKeys.at(f"{{{prefix}:{encode_id(session_id)}:{encode_id(agent_id)}}}")

@@ -88,6 +88,7 @@ __all__ = [
     "check_changeset",
     "chunks",
     "duplicate_appends",
+    "entry_row",
     "entry_values",
     "explain_missed_update",
     "insert_summary_sources",
@@ -188,8 +189,8 @@ ENTRY_COLUMNS = APPENDED_FROM_ENTRY
 ENTRY_INSERT_COLUMNS = APPENDED_COLUMNS
 
 
-def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> dict[str, Any]:
-    """The columns of an appended entry that come from the entry itself.
+def entry_row(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> tuple[Any, ...]:
+    """The columns of an appended entry that come from the entry itself, in :data:`ENTRY_COLUMNS` order.
 
     Args:
         entry: The appended entry.
@@ -197,19 +198,33 @@ def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) 
             the JSON-safe records their bind processor encodes.
     """
     message = entry.message
-    return {
-        "seq": entry.seq,
-        "message_id": entry.entry_id,
-        "role": message.role,
-        "content": encode(message.content),
-        "metadata": encode(message.metadata),
-        "pinned": message.pinned,
-        "tokens": entry.tokens,
-    }
+    # The order of fields.APPENDED_FROM_ENTRY (checked at import below).
+    return (
+        entry.seq,
+        entry.entry_id,
+        message.role,
+        encode(message.content),
+        encode(message.metadata),
+        message.pinned,
+        entry.tokens,
+    )
 
 
-def appended_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[str, Any]:
-    """The columns every entry ``cs`` appends shares (the rest come from :func:`entry_values`)."""
+if ENTRY_COLUMNS != ("seq", "message_id", "role", "content", "metadata", "pinned", "tokens"):
+    raise RuntimeError(f"entry_row() writes its values in another order than {ENTRY_COLUMNS}")  # pragma: no cover
+
+
+def entry_values(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> dict[str, Any]:
+    """:func:`entry_row` by column name."""
+    return dict(zip(ENTRY_COLUMNS, entry_row(entry, encode), strict=True))
+
+
+def appended_values(conversation_id: int, cs: Changeset, now: datetime | str) -> dict[str, Any]:
+    """The columns every entry ``cs`` appends shares (the rest come from :func:`entry_values`).
+
+    ``now`` is the commit's time, as a ``datetime`` or already in the form the driver
+    takes (the SQLite hot path's text, see ``sqlite_hot._stamp``).
+    """
     return {
         "conversation_id": conversation_id,
         **APPENDED_CONSTANTS,  # the record's defaults, by name (see fields.APPENDED_CONSTANTS)

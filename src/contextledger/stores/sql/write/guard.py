@@ -112,7 +112,8 @@ def _check_lengths(cs: Changeset) -> None:
     check("app", cs.app, ConfigurationError)
     check("user", cs.user, ConfigurationError)
     for entry in cs.appends:
-        check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
+        if len(entry.entry_id) > ID_LENGTH:  # named only when refused: a turn's ids are checked on every commit
+            check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
     for rev in cs.revisions:
         check("revision reason", rev.reason, ConfigurationError)
     if cs.summary is not None:
@@ -266,17 +267,18 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
 
 def bump_fields(cs: Changeset) -> tuple[str, ...]:
     """The state columns ``cs`` sets (its fields of :data:`STATE_FIELDS` that are not ``None``)."""
-    return tuple(name for name in STATE_FIELDS if getattr(cs, name) is not None)
+    return tuple([name for name in STATE_FIELDS if getattr(cs, name) is not None])
 
 
 def bump_params(
-    cs: Changeset, now: datetime, fields: tuple[str, ...], state: Mapping[str, Any] | None = None
+    cs: Changeset, now: datetime | str, fields: tuple[str, ...], state: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The parameters of :func:`bump_statement` (``fields``) for ``cs``: every write path binds these.
 
     Args:
         cs: The changeset.
-        now: The commit's clock (``updated_at``).
+        now: The commit's clock (``updated_at``): a ``datetime``, or already the text the
+            driver takes (the SQLite hot path's, see ``sqlite_hot._stamp``).
         fields: :func:`bump_fields` of ``cs``.
         state: The state values already in the form the driver takes, keyed ``p_<field>``
             (the SQLite hot path encodes them while checking them); default: ``cs``'s own.

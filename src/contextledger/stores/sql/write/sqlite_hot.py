@@ -34,9 +34,10 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from datetime import datetime
+from contextlib import AbstractContextManager, contextmanager, suppress
+from datetime import UTC, datetime
 from functools import lru_cache
+from types import TracebackType
 from typing import Any, cast
 
 from sqlalchemy import Dialect, Engine, PoolProxiedConnection, String, Table, bindparam, insert, select, update
@@ -52,12 +53,13 @@ from contextledger.model.records import ViewEntry
 from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
 from contextledger.stores.sql.write.apply import (
     CHUNK,
+    ENTRY_COLUMNS,
     ENTRY_INSERT_COLUMNS,
     appended_values,
     bump_statement,
     check_changeset,
     duplicate_appends,
-    entry_values,
+    entry_row,
 )
 from contextledger.stores.sql.write.guard import bump_fields, bump_params
 
@@ -77,6 +79,8 @@ SQLITE_MAX_APPENDS = 64
 # Parameters the hot changeset hands over as JSON text (see HotChangeset).
 _JSON_STATE = frozenset({"p_manager_state", "p_agent_state"})
 _JSON_ENTRY = frozenset({"content", "metadata"})
+# Parameters holding the commit's time, given as the text sqlite3 writes for it (see _stamp).
+_STAMPED = frozenset({"p_now", "created_at"})
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
 _REDUCTION_COLUMNS = tuple(c.name for c in ReductionRow.__table__.columns if c.name != "id")
 
@@ -88,7 +92,7 @@ class _Prepared:
     JSON text the hot changeset encoded while checking it): their processor is skipped.
     """
 
-    __slots__ = ("constants", "names", "processors", "sql")
+    __slots__ = ("constants", "names", "processors", "row_slots", "sql")
 
     def __init__(
         self,
@@ -96,6 +100,7 @@ class _Prepared:
         dialect: Dialect,
         column_keys: Sequence[str] | None = None,
         encoded: frozenset[str] = frozenset(),
+        row_fields: Sequence[str] = (),
     ) -> None:
         compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
         assert isinstance(compiled, SQLCompiler)
@@ -108,12 +113,18 @@ class _Prepared:
         self.constants: dict[str, Any] = {
             name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
         }
+        # Where each of ``row_fields`` goes in a row of bind_rows(), and how it is processed.
+        self.row_slots = tuple((self.names.index(f), self.processors[self.names.index(f)]) for f in row_fields)
 
     def bind(self, params: dict[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for ``params``, each processed by its column type."""
-        values = [params[name] if name in params else self.constants[name] for name in self.names]
+        constants = self.constants
         return tuple(
-            value if process is None else process(value) for value, process in zip(values, self.processors, strict=True)
+            [
+                value if process is None else process(value)
+                for name, process in zip(self.names, self.processors, strict=True)
+                for value in (params[name] if name in params else constants[name],)
+            ]
         )
 
     def bind_common(self, params: dict[str, Any]) -> list[Any]:
@@ -124,15 +135,16 @@ class _Prepared:
             for value in (params.get(name),)
         ]
 
-    def bind_row(self, common: list[Any], params: dict[str, Any]) -> tuple[Any, ...]:
-        """One row's parameters: ``common`` (see :meth:`bind_common`) with ``params`` processed in."""
-        row = common.copy()
-        for i, name in enumerate(self.names):
-            if name in params:
-                process = self.processors[i]
-                value = params[name]
+    def bind_rows(self, common: list[Any], rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """Each row's parameters: ``common`` (see :meth:`bind_common`) with its ``row_fields`` values processed in."""
+        slots = self.row_slots
+        out = []
+        for values in rows:
+            row = common.copy()
+            for (i, process), value in zip(slots, values, strict=True):
                 row[i] = value if process is None else process(value)
-        return tuple(row)
+            out.append(tuple(row))
+        return out
 
 
 def _ids(prefix: str, count: int) -> list[Any]:
@@ -143,14 +155,16 @@ def _ids(prefix: str, count: int) -> list[Any]:
 @lru_cache(maxsize=1024)
 def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared:
     clash = SummaryRow.summary_id.in_(_ids("p_appended_", appended)) if appended else None
-    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE)
+    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE | _STAMPED)
 
 
 @lru_cache(maxsize=64)
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
     return (
-        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS),
-        _Prepared(insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY),
+        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS, encoded=_STAMPED),
+        _Prepared(
+            insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY | _STAMPED, row_fields=ENTRY_COLUMNS
+        ),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
 
@@ -233,9 +247,9 @@ def _json(value: Any, what: str) -> str:
 _STATE_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
-def _entry(entry: ViewEntry) -> dict[str, Any]:
+def _entry(entry: ViewEntry) -> tuple[Any, ...]:
     try:
-        return entry_values(entry, dumps_encoded)
+        return entry_row(entry, dumps_encoded)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
 
@@ -295,35 +309,28 @@ class HeldWriter:
         self._engine = engine
         self._lock = threading.Lock()
         self._connection: PoolProxiedConnection | None = None
+        self._tx: HotTransaction | None = None  # the held connection's, with its cursor
         self._pid = os.getpid()
         self._inherited: list[PoolProxiedConnection] = []  # kept, never closed, in a forked child
         # One in-memory database shares one connection (a StaticPool): nothing to hold.
         self._closed = isinstance(engine.pool, StaticPool)
 
-    @contextmanager
-    def transaction(self) -> Iterator[HotTransaction]:
+    def transaction(self) -> AbstractContextManager[HotTransaction]:
         """A write transaction (see :func:`hot_transaction`) on the held connection when it is free.
 
+        The held connection's transaction is a :class:`HotTransaction` kept with it (its
+        cursor too), begun on entering and ended on leaving the block; a busy or closed
+        writer gives a pooled connection's, as before.
+
         Raises:
-            sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin.
+            sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin (on entering).
         """
         if not self._lock.acquire(blocking=False):
-            with hot_transaction(self._engine) as tx:
-                yield tx
-            return
-        try:
-            if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
-                with hot_transaction(self._engine) as tx:
-                    yield tx
-                return
-            try:
-                with _begun(self._held(), self._engine) as tx:
-                    yield tx
-            except DBAPIError:
-                self._drop()  # it may be broken: the next commit connects afresh
-                raise
-        finally:
+            return hot_transaction(self._engine)
+        if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
             self._lock.release()
+            return hot_transaction(self._engine)
+        return _HeldTransaction(self)
 
     def _held(self) -> Any:
         """The held driver connection, made on first use (call with the lock held)."""
@@ -336,7 +343,16 @@ class HeldWriter:
             connection = _checkout(self._engine)
             connection.detach()  # ours until close(); the pool no longer counts it
             self._connection = connection
+            self._tx = None
         return self._connection.dbapi_connection
+
+    def _held_tx(self) -> HotTransaction:
+        """The transaction object of the held connection, made once per connection (call with the lock held)."""
+        connection = self._held()
+        tx = self._tx
+        if tx is None:
+            tx = self._tx = HotTransaction(connection, self._engine.dialect.loaded_dbapi, self._engine.dialect)
+        return tx
 
     @contextmanager
     def driver_connection(self) -> Iterator[Any]:
@@ -349,7 +365,7 @@ class HeldWriter:
             yield self._held()
 
     def _drop(self) -> None:
-        connection, self._connection = self._connection, None
+        connection, self._connection, self._tx = self._connection, None, None
         if connection is not None:
             with suppress(Exception):  # closing a broken connection must not mask the error being raised
                 connection.close()
@@ -359,6 +375,47 @@ class HeldWriter:
         with self._lock:
             self._closed = True
             self._drop()
+
+
+class _HeldTransaction:
+    """The block of :meth:`HeldWriter.transaction` on the held connection (the writer's lock is held on creation).
+
+    Entering begins (``BEGIN IMMEDIATE``) on the held connection, made on first use;
+    leaving rolls back unless committed and releases the lock. A driver error, on
+    entering or inside the block, drops the connection (it may be broken: the next
+    commit connects afresh). A class, not a generator: every commit makes one.
+    """
+
+    __slots__ = ("_tx", "_writer")
+
+    def __init__(self, writer: HeldWriter) -> None:
+        self._writer = writer
+        self._tx: HotTransaction | None = None
+
+    def __enter__(self) -> HotTransaction:
+        writer = self._writer
+        try:
+            tx = writer._held_tx()
+            tx.begin()
+        except BaseException as exc:
+            if isinstance(exc, DBAPIError):
+                writer._drop()
+            writer._lock.release()
+            raise
+        self._tx = tx
+        return tx
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        writer, tx = self._writer, self._tx
+        try:
+            if tx is not None:
+                tx.end()
+            if isinstance(error, DBAPIError):
+                writer._drop()
+        finally:
+            writer._lock.release()
 
 
 def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | None:
@@ -376,7 +433,8 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         sqlalchemy.exc.DBAPIError: The driver failed.
     """
     cs, dialect = hot.changeset, tx.dialect
-    params = bump_params(cs, now, hot.fields, hot.state)
+    stamp = _stamp(now)
+    params = bump_params(cs, stamp, hot.fields, hot.state)
     if hot.evict:
         check, eviction = _eviction(dialect, len(hot.evict))
         params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(hot.evict)})
@@ -390,11 +448,11 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         return None  # the general path re-runs the check and explains the miss
     conversation_id = row[0]
     logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    tx.run(log.sql, log.bind({**logged, "created_at": now}))
+    tx.run(log.sql, log.bind({**logged, "created_at": stamp}))
     if hot.entries:
-        common = entries.bind_common(appended_values(conversation_id, cs, now))  # as the general path writes them
+        common = entries.bind_common(appended_values(conversation_id, cs, stamp))  # as the general path writes them
         try:
-            tx.run_many(entries.sql, [entries.bind_row(common, values) for values in hot.entries])
+            tx.run_many(entries.sql, entries.bind_rows(common, hot.entries))
         except IntegrityError as exc:
             raise duplicate_appends(cs) from exc
     if cs.reduction is not None:
@@ -411,6 +469,16 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         params.update({"p_conversation_id": conversation_id, "p_reduction_id": red.reduction_id})
         tx.run(eviction.sql, eviction.bind(params))
     return cs.new_version
+
+
+def _stamp(now: datetime) -> str:
+    """The commit's time as the general path has sqlite3 write it, made once for every row of the commit.
+
+    :class:`~contextledger.stores.sql.models.UTCDateTime` binds a naive UTC ``datetime``
+    on SQLite, which sqlite3 writes with its ``datetime`` adapter, ``isoformat(" ")``
+    (``tests/sql/test_sqlite_hot.py`` compares the rows of both paths column by column).
+    """
+    return now.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
 
 
 class HotTransaction:
@@ -447,6 +515,17 @@ class HotTransaction:
         except self._dbapi.Error as exc:
             raise DBAPIError.instance("COMMIT", (), exc, self._dbapi.Error) from exc
         self.committed = True
+
+    def begin(self) -> None:
+        """Begin a write transaction on this object's connection (``BEGIN IMMEDIATE``), to end with :meth:`end`."""
+        self.committed = False
+        self.run("BEGIN IMMEDIATE", ())
+
+    def end(self) -> None:
+        """Roll back unless committed; the cursor stays open for the next transaction (errors never mask another)."""
+        if not self.committed:
+            with suppress(self._dbapi.Error):
+                self._connection.rollback()
 
     def close(self) -> None:
         """Roll back unless committed, and close the cursor (errors here never mask the one being raised)."""
