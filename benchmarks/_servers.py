@@ -18,6 +18,7 @@ Everything listens and connects on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sqlite3
@@ -402,8 +403,8 @@ def _observe_sql(store: SQLStore, traffic: Traffic) -> Iterator[None]:
         if head.startswith("INSERT INTO CL_ENTRIES"):
             traffic.rows = (traffic.rows or 0) + (len(parameters) if executemany else 1)
         elif head.startswith("WITH BUMPED AS") and "INSERT INTO cl_entries" in statement:
-            # PostgreSQL's one-statement append: one row per element of its column arrays
-            traffic.rows = (traffic.rows or 0) + len(parameters["e_seq"])
+            # PostgreSQL's one-statement append: one row per element of its rows document
+            traffic.rows = (traffic.rows or 0) + len(json.loads(parameters["e_rows"]))
         elif head == "UPDATE CL_ENTRIES SET":
             traffic.rows = (traffic.rows or 0) + max(cursor.rowcount, 0)
 

@@ -11,7 +11,7 @@ from sqlalchemy.pool import QueuePool
 
 from contextledger import Changeset, Message, ReductionPlan, SummaryDraft, ViewEntry
 from contextledger.conversation.conversation import Conversation
-from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, SessionDeleted
+from contextledger.errors import ConcurrencyConflict, ConfigurationError, DuplicateEntry, SessionDeleted, StoreError
 from contextledger.model.records import utcnow
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write.pg_append import apply_append, is_append_only
@@ -139,6 +139,17 @@ def test_nul_in_an_id_is_stored_exactly(postgres_store: SQLStore) -> None:
     conversation.append(Message.user("a"))
     conversation.append(Message.user("b", message_id="nul\x00id"))
     assert [e.entry_id for e in Conversation(postgres_store, "s", "a").view][1] == "nul\x00id"
+
+
+def test_an_id_too_long_as_stored_is_refused_not_cut(postgres_store: SQLStore) -> None:
+    # 255 characters, but 257 as PostgreSQL stores them (a NUL counts twice, plus one):
+    # the column refuses it, as on the general path; it was once cut to fit and stored.
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(Message.user("a"))
+    with pytest.raises(StoreError, match="too long"):
+        conversation.append(Message.user("b", message_id="n\x00" + "i" * 253))
+    assert [e.entry_id for e in Conversation(postgres_store, "s", "a").view] == [conversation.view[0].entry_id]
+    assert _state(postgres_store)[0] == 1  # the version: nothing was written
 
 
 TRICKY: list[dict[str, Any]] = [

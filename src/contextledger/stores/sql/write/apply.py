@@ -183,8 +183,9 @@ def apply_changeset(conn: Connection, cs: Changeset, now: datetime) -> int:
     return cs.new_version
 
 
-# The columns taken from the entries (in the order of unnest's arguments), and every column
-# an appended entry's INSERT writes: declared with the entries' mapping (see fields.ENTRIES).
+# The columns taken from the entries (in the order of a row of the PostgreSQL append's
+# document), and every column an appended entry's INSERT writes: declared with the
+# entries' mapping (see fields.ENTRIES).
 ENTRY_COLUMNS = APPENDED_FROM_ENTRY
 ENTRY_INSERT_COLUMNS = APPENDED_COLUMNS
 
