@@ -41,13 +41,13 @@ import collections
 import concurrent.futures
 import contextlib
 import contextvars
-import functools
 import itertools
-import queue
+import os
 import threading
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
+from contextledger.aio.wake import mailbox
 from contextledger.core.seam import CALLER
 from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
 
@@ -95,41 +95,6 @@ class Lane:
             return None
 
 
-class _Caller:
-    """The task waiting for one call, as the call's summarizers see it: they run on its loop."""
-
-    __slots__ = ("cancelled", "loop", "pending")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.pending: set[concurrent.futures.Future[Any]] = set()
-        self.cancelled = False
-
-    def run(self, awaitable: Any) -> Any:
-        """Await ``awaitable`` on the caller's loop from the worker thread and return its result.
-
-        Raises:
-            ReductionFailed: The caller was cancelled while waiting (or before).
-        """
-        if self.cancelled:
-            _close(awaitable)
-            raise ReductionFailed("the summarizer was not run: its caller was cancelled")
-        future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self.loop)
-        self.pending.add(future)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError as exc:
-            raise ReductionFailed("the summarizer was cancelled with its caller") from exc
-        finally:
-            self.pending.discard(future)
-
-    def cancel(self) -> None:
-        """Cancel the summarizers awaited now and refuse later ones (on the caller's loop)."""
-        self.cancelled = True
-        for future in list(self.pending):
-            future.cancel()
-
-
 async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
@@ -141,18 +106,48 @@ def _close(awaitable: Any) -> None:
 
 
 class _Job:
-    """One call: what to run and in which context, its outcome, and how its caller is woken."""
+    """One call: what to run and in which context, its outcome, and how its caller is woken.
 
-    __slots__ = ("caller", "claim", "context", "error", "finished", "fn", "future", "lane", "loop", "result")
+    It is also the waiting task as the call's summarizers see it (:meth:`await_on_loop`):
+    they run on that task's loop.
+    """
 
-    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop, lane: Lane | None) -> None:
-        """A job for ``fn`` whose caller waits on ``loop``."""
+    __slots__ = (
+        "args",
+        "cancelled",
+        "claim",
+        "context",
+        "error",
+        "finished",
+        "fn",
+        "future",
+        "kwargs",
+        "lane",
+        "loop",
+        "mailbox",
+        "pending",
+        "result",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        loop: asyncio.AbstractEventLoop,
+        lane: Lane | None,
+    ) -> None:
+        """A job for ``fn(*args, **kwargs)`` whose caller waits on ``loop``."""
         self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
         self.loop = loop
+        self.mailbox = mailbox(loop)
         self.lane = lane
-        self.caller = _Caller(loop)
+        self.pending: set[concurrent.futures.Future[Any]] | None = None  # the summarizers awaited now
+        self.cancelled = False
         self.context = contextvars.copy_context()
-        self.context.run(CALLER.set, self.caller.run)
+        self.context.run(CALLER.set, self.await_on_loop)
         # Taken by the worker that starts the job, or by its cancelled caller: whoever is first.
         self.claim = threading.Lock()
         self.future: asyncio.Future[None] = loop.create_future()
@@ -165,7 +160,7 @@ class _Job:
         if not self.claim.acquire(blocking=False):
             return False
         try:
-            self.result = self.context.run(self.fn)
+            self.result = self.context.run(self.fn, *self.args, **self.kwargs)
         except BaseException as exc:
             self.error = exc
         return True
@@ -178,13 +173,78 @@ class _Job:
 
     def wake(self) -> None:
         """Wake the caller on its loop (any thread)."""
-        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits any more
-            self.loop.call_soon_threadsafe(self._woken)
+        self.mailbox.post(self)
 
-    def _woken(self) -> None:
+    def outcome(self) -> Any:
+        """The call's result, or its error raised (on the caller's loop, once it ended)."""
+        error = self.error
+        if error is not None:
+            self.error = None  # no cycle through the traceback
+            raise error
+        return self.result
+
+    def woken(self) -> None:
+        """On the caller's loop: the call ended."""
         self.finished = True
         if not self.future.done():
             self.future.set_result(None)
+
+    def await_on_loop(self, awaitable: Any) -> Any:
+        """Await ``awaitable`` on the caller's loop from the worker thread and return its result.
+
+        Raises:
+            ReductionFailed: The caller was cancelled while waiting (or before).
+        """
+        if self.cancelled:
+            _close(awaitable)
+            raise ReductionFailed("the summarizer was not run: its caller was cancelled")
+        future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self.loop)
+        pending = self.pending
+        if pending is None:
+            pending = self.pending = set()
+        pending.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError as exc:
+            raise ReductionFailed("the summarizer was cancelled with its caller") from exc
+        finally:
+            pending.discard(future)
+
+    def cancel(self) -> None:
+        """Cancel the summarizers awaited now and refuse later ones (on the caller's loop)."""
+        self.cancelled = True
+        for future in list(self.pending or ()):
+            future.cancel()
+
+
+class _Worker:
+    """One worker thread as the pool sees it: the job handed to it and the pipe it waits on for one.
+
+    An idle worker blocks in ``os.read`` on its own pipe, without the GIL; the caller's
+    loop hands it a job with one ``os.write``, which releases the GIL before it wakes the
+    worker, so the worker never wakes only to wait for the GIL (a :class:`queue.SimpleQueue`
+    wakes it while the loop holds it).
+    """
+
+    __slots__ = ("_read", "_write", "job")
+
+    def __init__(self) -> None:
+        self.job: _Job | None = None
+        self._read, self._write = os.pipe()
+
+    def hand(self) -> None:
+        """Wake the worker for the job set in :attr:`job` (``None``: to end)."""
+        os.write(self._write, b"\0")
+
+    def wait(self) -> _Job | None:
+        """Block until a job is handed over; that job (``None``: end the thread)."""
+        os.read(self._read, 1)
+        job, self.job = self.job, None
+        return job
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
 
 
 class Runner:
@@ -206,11 +266,10 @@ class Runner:
         self.workers = workers
         self.name = name
         self._prefix = f"contextledger-{next(_names)}"
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
-        self._idle = 0  # threads waiting for a job that no job was promised to
-        self._backlog = 0  # jobs queued while every thread was busy
+        self._idle: list[_Worker] = []  # threads waiting for a job, the last one to wait first
+        self._backlog: collections.deque[_Job] = collections.deque()  # jobs made while every thread was busy
         self._closed = False
         self.calls = 0
         """How many calls were handed to a worker (one per coroutine of the async API)."""
@@ -240,62 +299,88 @@ class Runner:
         Raises:
             LedgerClosed: The runner was closed.
         """
-        job = _Job(functools.partial(fn, *args, **kwargs), asyncio.get_running_loop(), lane)
-        if lane is None or lane.enter(job):
-            self._submit(job)
+        job = self.start(lane, fn, args, kwargs)
         try:
             await job.future
         except asyncio.CancelledError:
-            if job.claim.acquire(blocking=False):
-                with self._lock:
-                    self.cancelled_waiting += 1
-                raise  # it had not started: it never will
-            job.caller.cancel()
-            await _outlast(job)
-            with self._lock:
-                self.cancelled_running += 1
-            raise
-        error = job.error
-        if error is not None:
-            job.error = None  # no cycle through the traceback
-            raise error
-        result: R = job.result
+            await self.cancelled(job)
+        result: R = job.outcome()
         return result
 
+    def start(self, lane: Lane | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Job:
+        """Hand ``fn(*args, **kwargs)`` over (after the calls before it in ``lane``): the first half of :meth:`run_in`.
+
+        The caller awaits ``job.future``, then takes :meth:`_Job.outcome`, or -- if that
+        await was cancelled -- awaits :meth:`cancelled`. Async shells do this inline, so
+        that each of their calls is one coroutine frame.
+        """
+        job = _Job(fn, args, kwargs, asyncio.get_running_loop(), lane)
+        if lane is None or lane.enter(job):
+            self._submit(job)
+        return job
+
+    async def cancelled(self, job: _Job) -> NoReturn:
+        """The caller's wait for ``job`` was cancelled: end it as the module docstring says, and re-raise.
+
+        Raises:
+            asyncio.CancelledError: Always, once the job will never run or has ended.
+        """
+        if job.claim.acquire(blocking=False):
+            with self._lock:
+                self.cancelled_waiting += 1
+            raise asyncio.CancelledError  # it had not started: it never will
+        job.cancel()
+        await _outlast(job)
+        with self._lock:
+            self.cancelled_running += 1
+        raise asyncio.CancelledError
+
     def _submit(self, job: _Job) -> None:
-        """Hand ``job`` to a worker, starting a thread when every running one is busy."""
-        spawn = False
+        """Hand ``job`` to an idle worker, or start a thread when every running one is busy, or queue it."""
+        worker: _Worker | None = None
+        spawn = closed = False
         with self._lock:
             if self._closed:
                 closed = True
             else:
-                closed = False
                 self.calls += 1
                 if self._idle:
-                    self._idle -= 1
+                    worker = self._idle.pop()  # the one that waited least: its memory is likeliest still cached
+                    worker.job = job
                 elif self._threads < self.workers:
                     self._threads += 1
                     spawn = True
                 else:
-                    self._backlog += 1
-                self._queue.put(job)
-        if closed:
+                    self._backlog.append(job)
+        if worker is not None:
+            worker.hand()
+        elif closed:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
             if job.lane is not None:
                 self._following(job.lane)  # closed: fails the calls waiting behind it
-            return
-        if spawn:
-            try:
-                threading.Thread(target=self._work, name=f"{self._prefix}-{self._threads}", daemon=True).start()
-            except RuntimeError as exc:  # the process cannot start another thread
-                with self._lock:
-                    self._threads -= 1
-                    self._backlog += 1  # a running thread takes it, if there is one
-                    alone = not self._threads
-                if alone:  # none: fail it (and what waits behind it) rather than leave callers waiting
-                    job.fail(exc)
-                    while job.lane is not None and (waiting := job.lane.next()) is not None:
-                        waiting.fail(exc)
+        elif spawn:
+            self._spawn(job)
+
+    def _spawn(self, job: _Job) -> None:
+        try:
+            name = f"{self._prefix}-{self._threads}"
+            threading.Thread(target=self._work, args=(job,), name=name, daemon=True).start()
+        except RuntimeError as exc:  # the process cannot start another thread
+            with self._lock:
+                self._threads -= 1
+                worker = self._idle.pop() if self._idle else None
+                if worker is not None:
+                    worker.job = job
+                elif self._threads:
+                    self._backlog.append(job)  # a running thread takes it
+                    return
+            if worker is not None:
+                worker.hand()
+                return
+            # No thread at all: fail it (and what waits behind it) rather than leave callers waiting.
+            job.fail(exc)
+            while job.lane is not None and (waiting := job.lane.next()) is not None:
+                waiting.fail(exc)
 
     def _following(self, lane: Lane) -> _Job | None:
         """The lane's next call, counted as handed over (``None``: the lane is idle; once closed, all fail)."""
@@ -307,24 +392,34 @@ class Runner:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
         return None
 
-    def _work(self) -> None:
-        jobs = self._queue
-        job = jobs.get()
-        while job is not None:
-            ran = job.run()
-            # The thread goes on with the conversation's next call, if one waits: no hand-over.
-            following = self._following(job.lane) if job.lane is not None else None
-            if following is None:
-                with self._lock:
-                    if self._backlog:
-                        self._backlog -= 1  # a queued job is this thread's next
-                    else:
-                        self._idle += 1
-            # Waking the caller is the last thing before the next job: its loop wants the GIL
-            # back at once, and would otherwise wait for this bookkeeping.
-            if ran:
-                job.wake()
-            job = following if following is not None else jobs.get()
+    def _work(self, job: _Job | None) -> None:
+        worker = _Worker()
+        try:
+            while job is not None:
+                ran = job.run()
+                # The thread goes on with the conversation's next call, if one waits: no hand-over.
+                following = self._following(job.lane) if job.lane is not None else None
+                ending = False
+                if following is None:
+                    with self._lock:
+                        if self._backlog:
+                            following = self._backlog.popleft()
+                        elif self._closed:
+                            ending = True
+                        else:
+                            self._idle.append(worker)
+                # Waking the caller is the last thing before this thread blocks for its next job:
+                # the caller's loop wants the GIL back at once.
+                if ran:
+                    job.wake()
+                if following is not None:
+                    job = following
+                elif ending:
+                    return
+                else:
+                    job = worker.wait()  # None: the runner was closed
+        finally:
+            worker.close()
 
     def close(self) -> None:
         """Refuse new calls; running calls finish on their threads, which then end."""
@@ -332,9 +427,9 @@ class Runner:
             if self._closed:
                 return
             self._closed = True
-            threads = self._threads
-        for _ in range(threads):
-            self._queue.put(None)  # each thread ends when it reaches one (after the jobs queued before)
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.hand()  # with no job: the thread ends
 
     def __repr__(self) -> str:
         return f"Runner({self.name!r}, workers={self.workers})"
