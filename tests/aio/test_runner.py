@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -238,3 +240,27 @@ def test_when_no_thread_can_start_calls_fail_at_once_instead_of_hanging(monkeypa
                 await asyncio.wait_for(call, 5)
 
     asyncio.run(main())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_its_calls_on_its_own_threads_and_leaves_the_parents_alone() -> None:
+    runner = Runner(workers=2)
+
+    async def call(value: int) -> int:
+        return await runner.run(lambda: value)
+
+    assert asyncio.run(call(1)) == 1  # the parent has an idle worker, waiting on its pipe
+    parent_threads = {t.ident for t in threading.enumerate()}
+    pid = os.fork()
+    if pid == 0:  # the child: a call must run on a thread of its own, not wake the parent's
+        code = 1
+        try:
+            with contextlib.suppress(BaseException):
+                code = 0 if asyncio.run(asyncio.wait_for(call(2), 10)) == 2 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ident = asyncio.run(asyncio.wait_for(runner.run(threading.get_ident), 10))
+    assert ident in parent_threads  # the parent's idle worker was not woken (and ended) by the child
+    runner.close()

@@ -27,11 +27,15 @@ Contracts:
   caller's OpenTelemetry span is the parent of the ledger's).
 * **Closing.** After :meth:`Runner.close`, calls already running finish and every new
   call raises :class:`~contextledger.errors.LedgerClosed` at once.
+* **Fork.** A child process starts with no worker threads (none survive a fork): its
+  first calls start its own.
 
-Why not :class:`concurrent.futures.ThreadPoolExecutor`: it has no lanes and no way to
-claim a job for its caller's cancellation without a second future, and its Python-level
-conditions and semaphore cost about a third more per hand-over than one
-:class:`queue.SimpleQueue` and a plain lock per job (``benchmarks/aio.py``).
+Why not :class:`concurrent.futures.ThreadPoolExecutor` (or a :class:`queue.SimpleQueue`
+of jobs): it has no lanes and no way to claim a job for its caller's cancellation
+without a second future, and it wakes an idle worker while the loop holds the GIL, so the
+worker wakes only to wait for the GIL and the loop is woken twice as often as it must be
+(:class:`_Worker`, :mod:`contextledger.aio.wake`; ``benchmarks/aio.py`` times a call
+that does nothing).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import contextvars
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
@@ -60,6 +65,16 @@ DEFAULT_WORKERS = 16
 """Worker threads of a runner unless told otherwise (threads start only as calls overlap)."""
 
 _names = itertools.count(1)
+_runners: weakref.WeakSet[Runner] = weakref.WeakSet()
+
+
+def _forget_threads() -> None:
+    """In a forked child: no worker survived the fork, so none is idle or running."""
+    for runner in list(_runners):
+        runner._forked()
+
+
+os.register_at_fork(after_in_child=_forget_threads)
 
 
 class Lane:
@@ -277,6 +292,15 @@ class Runner:
         """Calls cancelled before they started (they never ran)."""
         self.cancelled_running = 0
         """Calls cancelled while running (they ran to their end first)."""
+        _runners.add(self)
+
+    def _forked(self) -> None:
+        # The parent's idle workers wait on pipes this child shares: a byte written here would
+        # wake a thread of the parent, so the child forgets them (and closes its copies).
+        self._lock = threading.Lock()
+        idle, self._idle, self._threads = self._idle, [], 0
+        for worker in idle:
+            worker.close()
 
     @property
     def closed(self) -> bool:

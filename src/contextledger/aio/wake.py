@@ -109,6 +109,16 @@ _mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Mailbox] = weak
 _lock = threading.Lock()
 
 
+def _forget_pipes() -> None:
+    """In a forked child: its loops' pipes are shared with the parent, whose loops would take its wake-ups."""
+    global _lock
+    _lock = threading.Lock()
+    _mailboxes.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pipes)
+
+
 def mailbox(loop: asyncio.AbstractEventLoop) -> Mailbox:
     """The mailbox of ``loop``, the running loop of the calling thread (made at its first call)."""
     found = _mailboxes.get(loop)
