@@ -264,3 +264,21 @@ def test_a_forked_child_runs_its_calls_on_its_own_threads_and_leaves_the_parents
     ident = asyncio.run(asyncio.wait_for(runner.run(threading.get_ident), 10))
     assert ident in parent_threads  # the parent's idle worker was not woken (and ended) by the child
     runner.close()
+
+
+def test_a_loop_that_watches_no_pipe_is_woken_by_call_soon_threadsafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    def cannot(*_args: Any) -> None:
+        raise NotImplementedError  # as the proactor loop on Windows
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(loop, "add_reader", cannot)
+        runner = Runner(workers=3)
+        try:
+            one = await asyncio.wait_for(runner.run(lambda: 1), 10)
+            many = await asyncio.wait_for(asyncio.gather(*(runner.run(time.sleep, 0.01) for _ in range(9))), 10)
+            return [one, len(many)]
+        finally:
+            runner.close()
+
+    assert asyncio.run(main()) == [1, 9]
