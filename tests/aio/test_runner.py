@@ -282,3 +282,40 @@ def test_a_loop_that_watches_no_pipe_is_woken_by_call_soon_threadsafe(monkeypatc
             runner.close()
 
     assert asyncio.run(main()) == [1, 9]
+
+
+def test_calls_that_finish_while_their_loop_is_busy_wake_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextledger.aio import wake
+
+    batches: list[int] = []
+    deliver = wake.Mailbox._deliver
+
+    def counted(mailbox: wake.Mailbox) -> None:
+        batches.append(len(mailbox._done))
+        deliver(mailbox)
+
+    monkeypatch.setattr(wake.Mailbox, "_deliver", counted)
+    writes: list[int] = []
+
+    class CountingOs:  # the wake-up module's os: its writes are the loop's wake-ups
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def write(self, fd: int, data: bytes) -> int:
+            writes.append(fd)
+            return os.write(fd, data)
+
+    monkeypatch.setattr(wake, "os", CountingOs())
+
+    async def main() -> list[int]:
+        runner = Runner(workers=4)
+        calls = [asyncio.ensure_future(runner.run(int, n)) for n in range(8)]
+        await asyncio.sleep(0)  # each task hands its call over
+        time.sleep(1)  # the loop is busy: every call finishes meanwhile
+        results = await asyncio.gather(*calls)
+        runner.close()
+        return results
+
+    assert asyncio.run(main()) == list(range(8))
+    assert batches == [8]  # the loop took the eight calls at once...
+    assert len(writes) == 1  # ...woken by one byte: the calls finished later joined the first one's wake-up
