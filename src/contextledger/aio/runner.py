@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
-import contextvars
 import itertools
 import os
 import threading
@@ -52,9 +50,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
-from contextledger.aio.wake import mailbox
-from contextledger.core.seam import CALLER
-from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
+from contextledger.aio.job import Job
+from contextledger.errors import ConfigurationError, LedgerClosed
 
 __all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner"]
 
@@ -88,9 +85,9 @@ class Lane:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._busy = False
-        self._waiting: collections.deque[_Job] = collections.deque()
+        self._waiting: collections.deque[Job] = collections.deque()
 
-    def enter(self, job: _Job) -> bool:
+    def enter(self, job: Job) -> bool:
         """Whether ``job`` may start now; else it waits for the calls before it."""
         with self._lock:
             if self._busy:
@@ -99,7 +96,7 @@ class Lane:
             self._busy = True
             return True
 
-    def next(self) -> _Job | None:
+    def next(self) -> Job | None:
         """The next call still wanted once the running one ended (``None``: the lane is idle)."""
         with self._lock:
             while self._waiting:
@@ -108,128 +105,6 @@ class Lane:
                     return job
             self._busy = False
             return None
-
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
-
-
-def _close(awaitable: Any) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()  # a coroutine never awaited would warn
-
-
-class _Job:
-    """One call: what to run and in which context, its outcome, and how its caller is woken.
-
-    It is also the waiting task as the call's summarizers see it (:meth:`await_on_loop`):
-    they run on that task's loop.
-    """
-
-    __slots__ = (
-        "args",
-        "cancelled",
-        "claim",
-        "context",
-        "error",
-        "finished",
-        "fn",
-        "future",
-        "kwargs",
-        "lane",
-        "loop",
-        "mailbox",
-        "pending",
-        "result",
-    )
-
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        loop: asyncio.AbstractEventLoop,
-        lane: Lane | None,
-    ) -> None:
-        """A job for ``fn(*args, **kwargs)`` whose caller waits on ``loop``."""
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-        self.loop = loop
-        self.mailbox = mailbox(loop)
-        self.lane = lane
-        self.pending: set[concurrent.futures.Future[Any]] | None = None  # the summarizers awaited now
-        self.cancelled = False
-        self.context = contextvars.copy_context()
-        self.context.run(CALLER.set, self.await_on_loop)
-        # Taken by the worker that starts the job, or by its cancelled caller: whoever is first.
-        self.claim = threading.Lock()
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.finished = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> bool:
-        """Run on a worker thread unless its caller was cancelled first; whether it ran (wake the caller then)."""
-        if not self.claim.acquire(blocking=False):
-            return False
-        try:
-            self.result = self.context.run(self.fn, *self.args, **self.kwargs)
-        except BaseException as exc:
-            self.error = exc
-        return True
-
-    def fail(self, error: BaseException) -> None:
-        """End the job without running it (any thread)."""
-        if self.claim.acquire(blocking=False):
-            self.error = error
-            self.wake()
-
-    def wake(self) -> None:
-        """Wake the caller on its loop (any thread)."""
-        self.mailbox.post(self)
-
-    def outcome(self) -> Any:
-        """The call's result, or its error raised (on the caller's loop, once it ended)."""
-        error = self.error
-        if error is not None:
-            self.error = None  # no cycle through the traceback
-            raise error
-        return self.result
-
-    def woken(self) -> None:
-        """On the caller's loop: the call ended."""
-        self.finished = True
-        if not self.future.done():
-            self.future.set_result(None)
-
-    def await_on_loop(self, awaitable: Any) -> Any:
-        """Await ``awaitable`` on the caller's loop from the worker thread and return its result.
-
-        Raises:
-            ReductionFailed: The caller was cancelled while waiting (or before).
-        """
-        if self.cancelled:
-            _close(awaitable)
-            raise ReductionFailed("the summarizer was not run: its caller was cancelled")
-        future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self.loop)
-        pending = self.pending
-        if pending is None:
-            pending = self.pending = set()
-        pending.add(future)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError as exc:
-            raise ReductionFailed("the summarizer was cancelled with its caller") from exc
-        finally:
-            pending.discard(future)
-
-    def cancel(self) -> None:
-        """Cancel the summarizers awaited now and refuse later ones (on the caller's loop)."""
-        self.cancelled = True
-        for future in list(self.pending or ()):
-            future.cancel()
 
 
 class _Worker:
@@ -244,14 +119,14 @@ class _Worker:
     __slots__ = ("_read", "_write", "job")
 
     def __init__(self) -> None:
-        self.job: _Job | None = None
+        self.job: Job | None = None
         self._read, self._write = os.pipe()
 
     def hand(self) -> None:
         """Wake the worker for the job set in :attr:`job` (``None``: to end)."""
         os.write(self._write, b"\0")
 
-    def wait(self) -> _Job | None:
+    def wait(self) -> Job | None:
         """Block until a job is handed over; that job (``None``: end the thread)."""
         os.read(self._read, 1)
         job, self.job = self.job, None
@@ -284,7 +159,7 @@ class Runner:
         self._lock = threading.Lock()
         self._threads = 0
         self._idle: list[_Worker] = []  # threads waiting for a job, the last one to wait first
-        self._backlog: collections.deque[_Job] = collections.deque()  # jobs made while every thread was busy
+        self._backlog: collections.deque[Job] = collections.deque()  # jobs made while every thread was busy
         self._closed = False
         self.calls = 0
         """How many calls were handed to a worker (one per coroutine of the async API)."""
@@ -331,19 +206,19 @@ class Runner:
         result: R = job.outcome()
         return result
 
-    def start(self, lane: Lane | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Job:
+    def start(self, lane: Lane | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
         """Hand ``fn(*args, **kwargs)`` over (after the calls before it in ``lane``): the first half of :meth:`run_in`.
 
-        The caller awaits ``job.future``, then takes :meth:`_Job.outcome`, or -- if that
+        The caller awaits ``job.future``, then takes :meth:`Job.outcome`, or -- if that
         await was cancelled -- awaits :meth:`cancelled`. Async shells do this inline, so
         that each of their calls is one coroutine frame.
         """
-        job = _Job(fn, args, kwargs, asyncio.get_running_loop(), lane)
+        job = Job(fn, args, kwargs, asyncio.get_running_loop(), lane)
         if lane is None or lane.enter(job):
             self._submit(job)
         return job
 
-    async def cancelled(self, job: _Job) -> NoReturn:
+    async def cancelled(self, job: Job) -> NoReturn:
         """The caller's wait for ``job`` was cancelled: end it as the module docstring says, and re-raise.
 
         Raises:
@@ -359,7 +234,7 @@ class Runner:
             self.cancelled_running += 1
         raise asyncio.CancelledError
 
-    def _submit(self, job: _Job) -> None:
+    def _submit(self, job: Job) -> None:
         """Hand ``job`` to an idle worker, or start a thread when every running one is busy, or queue it."""
         worker: _Worker | None = None
         spawn = closed = False
@@ -385,7 +260,7 @@ class Runner:
         elif spawn:
             self._spawn(job)
 
-    def _spawn(self, job: _Job) -> None:
+    def _spawn(self, job: Job) -> None:
         try:
             name = f"{self._prefix}-{self._threads}"
             threading.Thread(target=self._work, args=(job,), name=name, daemon=True).start()
@@ -406,7 +281,7 @@ class Runner:
             while job.lane is not None and (waiting := job.lane.next()) is not None:
                 waiting.fail(exc)
 
-    def _following(self, lane: Lane) -> _Job | None:
+    def _following(self, lane: Lane) -> Job | None:
         """The lane's next call, counted as handed over (``None``: the lane is idle; once closed, all fail)."""
         while (job := lane.next()) is not None:
             with self._lock:
@@ -416,7 +291,7 @@ class Runner:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
         return None
 
-    def _work(self, job: _Job | None) -> None:
+    def _work(self, job: Job | None) -> None:
         worker = _Worker()
         try:
             while job is not None:
@@ -459,7 +334,7 @@ class Runner:
         return f"Runner({self.name!r}, workers={self.workers})"
 
 
-async def _outlast(job: _Job) -> None:
+async def _outlast(job: Job) -> None:
     """Wait for a started call to end, whatever further cancellations arrive (its end is bounded)."""
     loop = job.loop
     while not job.finished:
