@@ -148,6 +148,12 @@ async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, wind
     await timed_rounds(figures, "append", names, appends, lambda api, n: append(api, Message.user(f"{api} msg {n}")))
     figures.add("append async hops", (apis.aio.runner.calls - calls) / appends)
 
+    async def hand_over(api: str, _n: int) -> None:  # the async API's cost alone: a call that does nothing
+        if api == "async":
+            await apis.aio.run_sync(_nothing)
+
+    await timed_rounds(figures, "no-op", ["async"], appends, hand_over)
+
     turns = [Message.user(f"message {n}") if n % 2 == 0 else Message.assistant(f"reply {n}") for n in range(window)]
     apis.sync.conversation(f"restore-{tag}").append(*turns)
 
@@ -178,6 +184,10 @@ async def timed_rounds(
             figures.add(f"{op} {api} wall", time.perf_counter() - wall)
             figures.add(f"{op} {api} cpu", time.process_time() - cpu)
             figures.add(f"{op} {api} switches", resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches)
+
+
+def _nothing(_ledger: Ledger) -> None:
+    return None
 
 
 def _turn(session: str, n: int) -> tuple[Message, Message]:
@@ -273,14 +283,21 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
                     hops = f"{f.mean('append async hops'):.0f}" if api == "async" else ("0" if api == "sync" else "-")
                     cells += [hops, f"{f.mean('append ' + api + ' switches'):.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
+    for f in rows:
+        if "no-op async cpu" in f.samples:
+            lines.append(
+                f"| {LABELS[f.backend]} | async, a call that does nothing | {ms(f.median('no-op async wall'))} | |"
+                f" {us(f.median('no-op async cpu'))} | | 1 | {f.mean('no-op async switches'):.1f} | | | | |"
+            )
     lines += [
         "",
         f"**Many at once.** {conversations} conversations x {turns} turns (two messages, one commit each) at the same"
-        " time; medians over the rounds of messages per second (wall) and CPU per commit; ratio = msg/s of the lane /"
-        " msg/s of the threads on the sync API.",
+        " time; medians over the rounds (lanes interleaved, their order rotated each round) of messages per second"
+        " (wall), with the lowest and highest round, and CPU per commit; ratio = msg/s of the lane / msg/s of the"
+        " threads on the sync API, and the same ratio taken round by round (median, lowest-highest).",
         "",
-        "| backend | lane | msg/s | ratio | CPU per commit (µs) |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| backend | lane | msg/s | lowest-highest | ratio | per round | CPU per commit (µs) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for f in rows:
         lanes = sorted({k.split(" msg/s")[0].removeprefix("many ") for k in f.samples if k.endswith("msg/s")})
@@ -289,8 +306,13 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
         base = f.median("many sync threads msg/s")
         order = ["sync threads", "sync one thread", "async tasks", "bridge tasks"]
         for lane in sorted(lanes, key=lambda lane: (order.index(lane.split(",")[0]), len(lane), lane)):
-            rate, cpu = f.median(f"many {lane} msg/s"), f.median(f"many {lane} cpu")
-            lines.append(f"| {LABELS[f.backend]} | {lane} | {rate:,.0f} | {rate / base:.2f}x | {us(cpu)} |")
+            rates, cpu = f.samples[f"many {lane} msg/s"], f.median(f"many {lane} cpu")
+            rate = median(rates)
+            paired = [r / b for r, b in zip(rates, f.samples["many sync threads msg/s"], strict=True)]
+            spread = f"{min(rates):,.0f}-{max(rates):,.0f}"
+            per_round = f"{median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})"
+            cells = [LABELS[f.backend], lane, f"{rate:,.0f}", spread, f"{rate / base:.2f}x", per_round, us(cpu)]
+            lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -238,3 +240,82 @@ def test_when_no_thread_can_start_calls_fail_at_once_instead_of_hanging(monkeypa
                 await asyncio.wait_for(call, 5)
 
     asyncio.run(main())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_its_calls_on_its_own_threads_and_leaves_the_parents_alone() -> None:
+    runner = Runner(workers=2)
+
+    async def call(value: int) -> int:
+        return await runner.run(lambda: value)
+
+    assert asyncio.run(call(1)) == 1  # the parent has an idle worker, waiting on its pipe
+    parent_threads = {t.ident for t in threading.enumerate()}
+    pid = os.fork()
+    if pid == 0:  # the child: a call must run on a thread of its own, not wake the parent's
+        code = 1
+        try:
+            with contextlib.suppress(BaseException):
+                code = 0 if asyncio.run(asyncio.wait_for(call(2), 10)) == 2 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ident = asyncio.run(asyncio.wait_for(runner.run(threading.get_ident), 10))
+    assert ident in parent_threads  # the parent's idle worker was not woken (and ended) by the child
+    runner.close()
+
+
+def test_a_loop_that_watches_no_pipe_is_woken_by_call_soon_threadsafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    def cannot(*_args: Any) -> None:
+        raise NotImplementedError  # as the proactor loop on Windows
+
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        monkeypatch.setattr(loop, "add_reader", cannot)
+        runner = Runner(workers=3)
+        try:
+            one = await asyncio.wait_for(runner.run(lambda: 1), 10)
+            many = await asyncio.wait_for(asyncio.gather(*(runner.run(time.sleep, 0.01) for _ in range(9))), 10)
+            return [one, len(many)]
+        finally:
+            runner.close()
+
+    assert asyncio.run(main()) == [1, 9]
+
+
+def test_calls_that_finish_while_their_loop_is_busy_wake_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextledger.aio import wake
+
+    batches: list[int] = []
+    deliver = wake.Mailbox._deliver
+
+    def counted(mailbox: wake.Mailbox) -> None:
+        batches.append(len(mailbox._done))
+        deliver(mailbox)
+
+    monkeypatch.setattr(wake.Mailbox, "_deliver", counted)
+    writes: list[int] = []
+
+    class CountingOs:  # the wake-up module's os: its writes are the loop's wake-ups
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def write(self, fd: int, data: bytes) -> int:
+            writes.append(fd)
+            return os.write(fd, data)
+
+    monkeypatch.setattr(wake, "os", CountingOs())
+
+    async def main() -> list[int]:
+        runner = Runner(workers=4)
+        calls = [asyncio.ensure_future(runner.run(int, n)) for n in range(8)]
+        await asyncio.sleep(0)  # each task hands its call over
+        time.sleep(1)  # the loop is busy: every call finishes meanwhile
+        results = await asyncio.gather(*calls)
+        runner.close()
+        return results
+
+    assert asyncio.run(main()) == list(range(8))
+    assert batches == [8]  # the loop took the eight calls at once...
+    assert len(writes) == 1  # ...woken by one byte: the calls finished later joined the first one's wake-up

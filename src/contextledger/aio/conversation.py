@@ -9,8 +9,7 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
@@ -25,7 +24,6 @@ from contextledger.stores.base import LedgerStore
 
 __all__ = ["AsyncConversation"]
 
-R = TypeVar("R")
 
 
 class AsyncConversation(ShellBase[Conversation]):
@@ -38,8 +36,7 @@ class AsyncConversation(ShellBase[Conversation]):
 
     def __init__(self, conversation: Conversation, runner: Runner | None = None) -> None:
         """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one)."""
-        super().__init__(conversation, runner)
-        self._lane = Lane()
+        super().__init__(conversation, runner, Lane())
 
     @classmethod
     async def open(
@@ -61,9 +58,6 @@ class AsyncConversation(ShellBase[Conversation]):
         """
         runner = runner if runner is not None else default_runner()
         return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner)
-
-    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        return await self._runner.run_in(self._lane, fn, *args, **kwargs)
 
     # -- the last committed state, as the sync conversation's attributes and properties --------
 

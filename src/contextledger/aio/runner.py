@@ -27,29 +27,31 @@ Contracts:
   caller's OpenTelemetry span is the parent of the ledger's).
 * **Closing.** After :meth:`Runner.close`, calls already running finish and every new
   call raises :class:`~contextledger.errors.LedgerClosed` at once.
+* **Fork.** A child process starts with no worker threads (none survive a fork): its
+  first calls start its own.
 
-Why not :class:`concurrent.futures.ThreadPoolExecutor`: it has no lanes and no way to
-claim a job for its caller's cancellation without a second future, and its Python-level
-conditions and semaphore cost about a third more per hand-over than one
-:class:`queue.SimpleQueue` and a plain lock per job (``benchmarks/aio.py``).
+Why not :class:`concurrent.futures.ThreadPoolExecutor` (or a :class:`queue.SimpleQueue`
+of jobs): it has no lanes and no way to claim a job for its caller's cancellation
+without a second future, and it wakes an idle worker while the loop holds the GIL, so the
+worker wakes only to wait for the GIL and the loop is woken twice as often as it must be
+(:class:`_Worker`, :mod:`contextledger.aio.wake`; ``benchmarks/aio.py`` times a call
+that does nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
-import contextvars
-import functools
 import itertools
-import queue
+import os
 import threading
+import weakref
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
-from contextledger.core.seam import CALLER
-from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
+from contextledger.aio.job import Job
+from contextledger.errors import ConfigurationError, LedgerClosed
 
 __all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner"]
 
@@ -60,6 +62,16 @@ DEFAULT_WORKERS = 16
 """Worker threads of a runner unless told otherwise (threads start only as calls overlap)."""
 
 _names = itertools.count(1)
+_runners: weakref.WeakSet[Runner] = weakref.WeakSet()
+
+
+def _forget_threads() -> None:
+    """In a forked child: no worker survived the fork, so none is idle or running."""
+    for runner in list(_runners):
+        runner._forked()
+
+
+os.register_at_fork(after_in_child=_forget_threads)
 
 
 class Lane:
@@ -73,9 +85,9 @@ class Lane:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._busy = False
-        self._waiting: collections.deque[_Job] = collections.deque()
+        self._waiting: collections.deque[Job] = collections.deque()
 
-    def enter(self, job: _Job) -> bool:
+    def enter(self, job: Job) -> bool:
         """Whether ``job`` may start now; else it waits for the calls before it."""
         with self._lock:
             if self._busy:
@@ -84,7 +96,7 @@ class Lane:
             self._busy = True
             return True
 
-    def next(self) -> _Job | None:
+    def next(self) -> Job | None:
         """The next call still wanted once the running one ended (``None``: the lane is idle)."""
         with self._lock:
             while self._waiting:
@@ -95,96 +107,34 @@ class Lane:
             return None
 
 
-class _Caller:
-    """The task waiting for one call, as the call's summarizers see it: they run on its loop."""
+class _Worker:
+    """One worker thread as the pool sees it: the job handed to it and the pipe it waits on for one.
 
-    __slots__ = ("cancelled", "loop", "pending")
+    An idle worker blocks in ``os.read`` on its own pipe, without the GIL; the caller's
+    loop hands it a job with one ``os.write``, which releases the GIL before it wakes the
+    worker, so the worker never wakes only to wait for the GIL (a :class:`queue.SimpleQueue`
+    wakes it while the loop holds it).
+    """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.pending: set[concurrent.futures.Future[Any]] = set()
-        self.cancelled = False
+    __slots__ = ("_read", "_write", "job")
 
-    def run(self, awaitable: Any) -> Any:
-        """Await ``awaitable`` on the caller's loop from the worker thread and return its result.
+    def __init__(self) -> None:
+        self.job: Job | None = None
+        self._read, self._write = os.pipe()
 
-        Raises:
-            ReductionFailed: The caller was cancelled while waiting (or before).
-        """
-        if self.cancelled:
-            _close(awaitable)
-            raise ReductionFailed("the summarizer was not run: its caller was cancelled")
-        future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self.loop)
-        self.pending.add(future)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError as exc:
-            raise ReductionFailed("the summarizer was cancelled with its caller") from exc
-        finally:
-            self.pending.discard(future)
+    def hand(self) -> None:
+        """Wake the worker for the job set in :attr:`job` (``None``: to end)."""
+        os.write(self._write, b"\0")
 
-    def cancel(self) -> None:
-        """Cancel the summarizers awaited now and refuse later ones (on the caller's loop)."""
-        self.cancelled = True
-        for future in list(self.pending):
-            future.cancel()
+    def wait(self) -> Job | None:
+        """Block until a job is handed over; that job (``None``: end the thread)."""
+        os.read(self._read, 1)
+        job, self.job = self.job, None
+        return job
 
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
-
-
-def _close(awaitable: Any) -> None:
-    close = getattr(awaitable, "close", None)
-    if callable(close):
-        close()  # a coroutine never awaited would warn
-
-
-class _Job:
-    """One call: what to run and in which context, its outcome, and how its caller is woken."""
-
-    __slots__ = ("caller", "claim", "context", "error", "finished", "fn", "future", "lane", "loop", "result")
-
-    def __init__(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop, lane: Lane | None) -> None:
-        """A job for ``fn`` whose caller waits on ``loop``."""
-        self.fn = fn
-        self.loop = loop
-        self.lane = lane
-        self.caller = _Caller(loop)
-        self.context = contextvars.copy_context()
-        self.context.run(CALLER.set, self.caller.run)
-        # Taken by the worker that starts the job, or by its cancelled caller: whoever is first.
-        self.claim = threading.Lock()
-        self.future: asyncio.Future[None] = loop.create_future()
-        self.finished = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> bool:
-        """Run on a worker thread unless its caller was cancelled first; whether it ran (wake the caller then)."""
-        if not self.claim.acquire(blocking=False):
-            return False
-        try:
-            self.result = self.context.run(self.fn)
-        except BaseException as exc:
-            self.error = exc
-        return True
-
-    def fail(self, error: BaseException) -> None:
-        """End the job without running it (any thread)."""
-        if self.claim.acquire(blocking=False):
-            self.error = error
-            self.wake()
-
-    def wake(self) -> None:
-        """Wake the caller on its loop (any thread)."""
-        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits any more
-            self.loop.call_soon_threadsafe(self._woken)
-
-    def _woken(self) -> None:
-        self.finished = True
-        if not self.future.done():
-            self.future.set_result(None)
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
 
 
 class Runner:
@@ -206,11 +156,10 @@ class Runner:
         self.workers = workers
         self.name = name
         self._prefix = f"contextledger-{next(_names)}"
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
-        self._idle = 0  # threads waiting for a job that no job was promised to
-        self._backlog = 0  # jobs queued while every thread was busy
+        self._idle: list[_Worker] = []  # threads waiting for a job, the last one to wait first
+        self._backlog: collections.deque[Job] = collections.deque()  # jobs made while every thread was busy
         self._closed = False
         self.calls = 0
         """How many calls were handed to a worker (one per coroutine of the async API)."""
@@ -218,6 +167,15 @@ class Runner:
         """Calls cancelled before they started (they never ran)."""
         self.cancelled_running = 0
         """Calls cancelled while running (they ran to their end first)."""
+        _runners.add(self)
+
+    def _forked(self) -> None:
+        # The parent's idle workers wait on pipes this child shares: a byte written here would
+        # wake a thread of the parent, so the child forgets them (and closes its copies).
+        self._lock = threading.Lock()
+        idle, self._idle, self._threads = self._idle, [], 0
+        for worker in idle:
+            worker.close()
 
     @property
     def closed(self) -> bool:
@@ -240,64 +198,90 @@ class Runner:
         Raises:
             LedgerClosed: The runner was closed.
         """
-        job = _Job(functools.partial(fn, *args, **kwargs), asyncio.get_running_loop(), lane)
-        if lane is None or lane.enter(job):
-            self._submit(job)
+        job = self.start(lane, fn, args, kwargs)
         try:
             await job.future
         except asyncio.CancelledError:
-            if job.claim.acquire(blocking=False):
-                with self._lock:
-                    self.cancelled_waiting += 1
-                raise  # it had not started: it never will
-            job.caller.cancel()
-            await _outlast(job)
-            with self._lock:
-                self.cancelled_running += 1
-            raise
-        error = job.error
-        if error is not None:
-            job.error = None  # no cycle through the traceback
-            raise error
-        result: R = job.result
+            await self.cancelled(job)
+        result: R = job.outcome()
         return result
 
-    def _submit(self, job: _Job) -> None:
-        """Hand ``job`` to a worker, starting a thread when every running one is busy."""
-        spawn = False
+    def start(self, lane: Lane | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
+        """Hand ``fn(*args, **kwargs)`` over (after the calls before it in ``lane``): the first half of :meth:`run_in`.
+
+        The caller awaits ``job.future``, then takes :meth:`Job.outcome`, or -- if that
+        await was cancelled -- awaits :meth:`cancelled`. Async shells do this inline, so
+        that each of their calls is one coroutine frame.
+        """
+        job = Job(fn, args, kwargs, asyncio.get_running_loop(), lane)
+        if lane is None or lane.enter(job):
+            self._submit(job)
+        return job
+
+    async def cancelled(self, job: Job) -> NoReturn:
+        """The caller's wait for ``job`` was cancelled: end it as the module docstring says, and re-raise.
+
+        Raises:
+            asyncio.CancelledError: Always, once the job will never run or has ended.
+        """
+        if job.claim.acquire(blocking=False):
+            with self._lock:
+                self.cancelled_waiting += 1
+            raise asyncio.CancelledError  # it had not started: it never will
+        job.cancel()
+        await _outlast(job)
+        with self._lock:
+            self.cancelled_running += 1
+        raise asyncio.CancelledError
+
+    def _submit(self, job: Job) -> None:
+        """Hand ``job`` to an idle worker, or start a thread when every running one is busy, or queue it."""
+        worker: _Worker | None = None
+        spawn = closed = False
         with self._lock:
             if self._closed:
                 closed = True
             else:
-                closed = False
                 self.calls += 1
                 if self._idle:
-                    self._idle -= 1
+                    worker = self._idle.pop()  # the one that waited least: its memory is likeliest still cached
+                    worker.job = job
                 elif self._threads < self.workers:
                     self._threads += 1
                     spawn = True
                 else:
-                    self._backlog += 1
-                self._queue.put(job)
-        if closed:
+                    self._backlog.append(job)
+        if worker is not None:
+            worker.hand()
+        elif closed:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
             if job.lane is not None:
                 self._following(job.lane)  # closed: fails the calls waiting behind it
-            return
-        if spawn:
-            try:
-                threading.Thread(target=self._work, name=f"{self._prefix}-{self._threads}", daemon=True).start()
-            except RuntimeError as exc:  # the process cannot start another thread
-                with self._lock:
-                    self._threads -= 1
-                    self._backlog += 1  # a running thread takes it, if there is one
-                    alone = not self._threads
-                if alone:  # none: fail it (and what waits behind it) rather than leave callers waiting
-                    job.fail(exc)
-                    while job.lane is not None and (waiting := job.lane.next()) is not None:
-                        waiting.fail(exc)
+        elif spawn:
+            self._spawn(job)
 
-    def _following(self, lane: Lane) -> _Job | None:
+    def _spawn(self, job: Job) -> None:
+        try:
+            name = f"{self._prefix}-{self._threads}"
+            threading.Thread(target=self._work, args=(job,), name=name, daemon=True).start()
+        except RuntimeError as exc:  # the process cannot start another thread
+            with self._lock:
+                self._threads -= 1
+                worker = self._idle.pop() if self._idle else None
+                if worker is not None:
+                    worker.job = job
+                elif self._threads:
+                    self._backlog.append(job)  # a running thread takes it
+                    return
+            if worker is not None:
+                worker.hand()
+                return
+            # No thread at all: fail it (and what waits behind it) rather than leave callers waiting.
+            job.fail(exc)
+            while job.lane is not None and (waiting := job.lane.next()) is not None:
+                waiting.fail(exc)
+
+    def _following(self, lane: Lane) -> Job | None:
         """The lane's next call, counted as handed over (``None``: the lane is idle; once closed, all fail)."""
         while (job := lane.next()) is not None:
             with self._lock:
@@ -307,24 +291,34 @@ class Runner:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
         return None
 
-    def _work(self) -> None:
-        jobs = self._queue
-        job = jobs.get()
-        while job is not None:
-            ran = job.run()
-            # The thread goes on with the conversation's next call, if one waits: no hand-over.
-            following = self._following(job.lane) if job.lane is not None else None
-            if following is None:
-                with self._lock:
-                    if self._backlog:
-                        self._backlog -= 1  # a queued job is this thread's next
-                    else:
-                        self._idle += 1
-            # Waking the caller is the last thing before the next job: its loop wants the GIL
-            # back at once, and would otherwise wait for this bookkeeping.
-            if ran:
-                job.wake()
-            job = following if following is not None else jobs.get()
+    def _work(self, job: Job | None) -> None:
+        worker = _Worker()
+        try:
+            while job is not None:
+                ran = job.run()
+                # The thread goes on with the conversation's next call, if one waits: no hand-over.
+                following = self._following(job.lane) if job.lane is not None else None
+                ending = False
+                if following is None:
+                    with self._lock:
+                        if self._backlog:
+                            following = self._backlog.popleft()
+                        elif self._closed:
+                            ending = True
+                        else:
+                            self._idle.append(worker)
+                # Waking the caller is the last thing before this thread blocks for its next job:
+                # the caller's loop wants the GIL back at once.
+                if ran:
+                    job.wake()
+                if following is not None:
+                    job = following
+                elif ending:
+                    return
+                else:
+                    job = worker.wait()  # None: the runner was closed
+        finally:
+            worker.close()
 
     def close(self) -> None:
         """Refuse new calls; running calls finish on their threads, which then end."""
@@ -332,15 +326,15 @@ class Runner:
             if self._closed:
                 return
             self._closed = True
-            threads = self._threads
-        for _ in range(threads):
-            self._queue.put(None)  # each thread ends when it reaches one (after the jobs queued before)
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.hand()  # with no job: the thread ends
 
     def __repr__(self) -> str:
         return f"Runner({self.name!r}, workers={self.workers})"
 
 
-async def _outlast(job: _Job) -> None:
+async def _outlast(job: Job) -> None:
     """Wait for a started call to end, whatever further cancellations arrive (its end is bounded)."""
     loop = job.loop
     while not job.finished:

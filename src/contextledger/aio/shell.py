@@ -8,12 +8,13 @@ the sync object, so a shell states each method and property once, by name.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import types
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
-from contextledger.aio.runner import Runner, default_runner
+from contextledger.aio.runner import Lane, Runner, default_runner
 
 __all__ = ["Shell", "ShellBase", "coroutine_of", "run", "synced"]
 
@@ -29,23 +30,29 @@ async def run(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
 
 
 class Shell(Protocol):
-    """An async shell: the sync object it wraps and how it runs one call of it."""
+    """An async shell: the sync object it wraps, the runner of its calls and the lane they keep order in."""
+
+    _sync: Any
+    _runner: Runner
+    _lane: Lane | None
 
     @property
     def sync(self) -> Any:
         """The sync object whose methods the shell's coroutines run."""
         ...
 
-    async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R: ...
-
 
 class ShellBase(Generic[S]):
-    """Holds the sync object and the runner; each call is one job on one of the runner's workers."""
+    """Holds the sync object and the runner; each call is one job on one of the runner's workers.
 
-    def __init__(self, sync: S, runner: Runner | None = None) -> None:
-        """Wrap ``sync``; its calls run on ``runner`` (default: the process-wide one)."""
+    Calls keep their order in the shell's lane when it has one (``None``: they run as they come).
+    """
+
+    def __init__(self, sync: S, runner: Runner | None = None, lane: Lane | None = None) -> None:
+        """Wrap ``sync``; its calls run on ``runner`` (default: the process-wide one), in ``lane`` order."""
         self._sync = sync
         self._runner = runner if runner is not None else default_runner()
+        self._lane = lane
 
     @property
     def sync(self) -> S:
@@ -58,7 +65,7 @@ class ShellBase(Generic[S]):
         return self._runner
 
     async def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        return await self._runner.run(fn, *args, **kwargs)
+        return await self._runner.run_in(self._lane, fn, *args, **kwargs)
 
     async def run_sync(self, fn: Callable[Concatenate[S, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn(self.sync, *args, **kwargs)`` as one call of this shell (one hop to a worker thread).
@@ -71,7 +78,7 @@ class ShellBase(Generic[S]):
 
 
 class coroutine_of(Generic[P, R]):
-    """A coroutine method that runs the sync method of the same name through the shell's ``_call``.
+    """A coroutine method that runs the sync method of the same name as one call of the shell.
 
     ``append = coroutine_of(Conversation.append)`` in a shell class makes
     ``await shell.append(...)`` run ``shell.sync.append(...)`` on one of the runner's workers.
@@ -80,8 +87,16 @@ class coroutine_of(Generic[P, R]):
     def __init__(self, method: Callable[Concatenate[Any, P], R]) -> None:
         name = method.__name__
 
+        # Runner.run_in written out: every call of the async API is this one coroutine frame.
         async def call(shell: Shell, *args: P.args, **kwargs: P.kwargs) -> R:
-            return await shell._call(getattr(shell.sync, name), *args, **kwargs)
+            runner = shell._runner
+            job = runner.start(shell._lane, getattr(shell._sync, name), args, kwargs)
+            try:
+                await job.future
+            except asyncio.CancelledError:
+                await runner.cancelled(job)
+            result: R = job.outcome()
+            return result
 
         self._function = functools.update_wrapper(call, method)
 
