@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
@@ -45,7 +46,15 @@ from contextledger.model.jsonvalues import (
     thaw,
     too_long,
 )
-from contextledger.model.stored import Unusual, check_block, record_fields, stored_content_fields, text_fields
+from contextledger.model.stored import (
+    Unusual,
+    check_block,
+    load_json_text,
+    parse_json_text,
+    record_fields,
+    stored_content_fields,
+    text_fields,
+)
 from contextledger.model.trusted import trusted
 
 __all__ = [
@@ -67,6 +76,7 @@ __all__ = [
     "message_from_stored_content",
     "new_message_id",
     "normalize_json",
+    "restored_message",
     "thaw",
 ]
 
@@ -133,6 +143,25 @@ class Message(BaseModel):
                 super().__init__(**data)
             except ValidationError as exc:
                 raise InvalidMessage(f"invalid message: {_describe_validation_error(exc)}") from exc
+
+        # A restored message may hold its content as the stored JSON text until first use
+        # (see restored_message): its instance dict then lacks ``content``. Everything that
+        # reads the fields through ``__dict__`` -- equality, pickling, copies, repr,
+        # ``model_dump`` (pydantic's serializer reads it too) -- gets them decoded, and
+        # ``message.content`` (a miss in the instance dict) decodes them here.
+        @property
+        def __dict__(self) -> dict[str, Any]:
+            raw = _raw_dict(self)
+            return _decoded(self) if _PENDING in raw else raw
+
+        @__dict__.setter
+        def __dict__(self, value: dict[str, Any]) -> None:
+            _set_raw_dict(self, value)
+
+        def __getattr__(self, item: str) -> Any:
+            if item == "content" and _PENDING in _raw_dict(self):
+                return _decoded(self)["content"]
+            return super().__getattr__(item)
 
     @field_validator("content", mode="before")
     @classmethod
@@ -341,13 +370,13 @@ class Message(BaseModel):
 
     @property
     def tool_use_ids(self) -> list[str]:
-        """Ids of the ``toolUse`` blocks, in order."""
-        return [b["toolUse"]["toolUseId"] for b in self.content if "toolUse" in b]
+        """Ids of the ``toolUse`` blocks, in order (a restored message's content stays undecoded)."""
+        return [b["toolUse"]["toolUseId"] for b in _blocks_with(self, "toolUse")]
 
     @property
     def tool_result_ids(self) -> list[str]:
-        """Ids of the ``toolResult`` blocks, in order."""
-        return [b["toolResult"]["toolUseId"] for b in self.content if "toolResult" in b]
+        """Ids of the ``toolResult`` blocks, in order (a restored message's content stays undecoded)."""
+        return [b["toolResult"]["toolUseId"] for b in _blocks_with(self, "toolResult")]
 
     @property
     def tool_ids(self) -> set[str]:
@@ -410,6 +439,79 @@ def message_from_stored_content(record: Mapping[str, Any], content: str | bytes)
     except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         pass  # anything unusual takes the general path, which reports it
     return Message.from_record({**record, "content": json.loads(content)})
+
+
+def restored_message(message_id: str, role: str, content: str | bytes, metadata: str | bytes | None = None) -> Message:
+    """:func:`message_from_json`, holding the content as its JSON text until first use.
+
+    What a restore builds for every entry of the view: the record is decoded and checked
+    exactly as :func:`message_from_json` does it (a damaged one raises here, not later),
+    and then only the text is kept. The content is decoded again -- to the same values --
+    the first time anything reads it (``message.content``, equality, pickling,
+    ``model_dump``, ...), and from then on held decoded, the text dropped. Asking a
+    restored message for its tool ids (all the view's tool-pair rules need of it) does
+    not decode it. Anything :func:`message_from_json` does not take as it is gives its
+    fully decoded message.
+
+    Raises:
+        InvalidMessage: The record is not a valid message (as the constructor raises it).
+        ValueError: A text is not JSON (``json.JSONDecodeError``).
+    """
+    try:
+        fields = text_fields(message_id, role, content, metadata)
+        text = content if isinstance(content, str) else content.decode("ascii")
+        message = trusted(Message, fields)
+    except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return message_from_json(message_id, role, content, metadata)
+    # The decoded blocks are dropped: the text is the smaller form of the same values.
+    _set_raw_dict(
+        message,
+        {"message_id": fields["message_id"], "role": fields["role"], "metadata": fields["metadata"], _PENDING: text},
+    )
+    return message
+
+
+# The instance-dict slot of every pydantic model, read and set beneath Message's __dict__ property.
+_raw_dict = BaseModel.__dict__["__dict__"].__get__
+_set_raw_dict = BaseModel.__dict__["__dict__"].__set__
+# The instance-dict key of content still held as JSON text: not an identifier, so no
+# attribute lookup finds it, and nothing but the functions here reads the raw dict.
+_PENDING = "content (stored JSON text)"
+# Two threads decoding one message must end with one content object (``m.content is m.content``).
+_DECODE_LOCK = threading.Lock()
+
+
+def _decoded(message: Message) -> dict[str, Any]:
+    """The message's fields with its content decoded from the stored text (once; then held)."""
+    with _DECODE_LOCK:
+        raw: dict[str, Any] = _raw_dict(message)
+        text = raw.get(_PENDING)
+        if text is None:
+            return raw  # another thread decoded it first
+        # The same text decoded the same way it was when restored (the blocks were checked then).
+        fields = {
+            "message_id": raw["message_id"],
+            "role": raw["role"],
+            "content": load_json_text(text),
+            "metadata": raw["metadata"],
+        }
+        _set_raw_dict(message, fields)
+        return fields
+
+
+def _blocks_with(message: Message, kind: str) -> Iterable[Mapping[str, Any]]:
+    """The content blocks of ``message`` holding a ``kind`` key; stored text is parsed, not decoded.
+
+    A block's kind and its tool ids read the same from the parsed text as from the
+    decoded content: decoding only turns tagged bytes into ``bytes`` and restores escaped
+    keys, and neither is a tool block's key or id.
+    """
+    text = _raw_dict(message).get(_PENDING)
+    if text is None:
+        return [b for b in message.content if kind in b]
+    if f'"{kind}"' not in text and "\\u" not in text:  # no such key, even escaped: no parse at all
+        return []
+    return [b for b in parse_json_text(text) if kind in b]
 
 
 def _describe_validation_error(exc: ValidationError) -> str:
