@@ -77,6 +77,7 @@ __all__ = [
     "new_message_id",
     "normalize_json",
     "restored_message",
+    "restored_record_message",
     "thaw",
 ]
 
@@ -458,11 +459,31 @@ def restored_message(message_id: str, role: str, content: str | bytes, metadata:
         ValueError: A text is not JSON (``json.JSONDecodeError``).
     """
     try:
-        fields = text_fields(message_id, role, content, metadata)
-        text = content if isinstance(content, str) else content.decode("ascii")
-        message = trusted(Message, fields)
+        return _holding_text(text_fields(message_id, role, content, metadata), content)
     except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return message_from_json(message_id, role, content, metadata)
+
+
+def restored_record_message(record: Mapping[str, Any], content: str | bytes) -> Message:
+    """:func:`message_from_stored_content`, holding the content as its JSON text until first use.
+
+    See :func:`restored_message`: the same for a record whose other fields are decoded.
+
+    Raises:
+        InvalidMessage: The record is not a valid message (as the constructor raises it).
+        ValueError: ``content`` is not JSON (``json.JSONDecodeError``).
+        KeyError: The record has no ``message_id`` or ``role``.
+    """
+    try:
+        return _holding_text(stored_content_fields(record, content), content)
+    except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return message_from_stored_content(record, content)
+
+
+def _holding_text(fields: dict[str, Any], content: str | bytes) -> Message:
+    """The message of checked ``fields`` holding, instead of their decoded content, its text ``content``."""
+    text = content if isinstance(content, str) else content.decode("ascii")  # ASCII: the fields were read from it
+    message = trusted(Message, fields)
     # The decoded blocks are dropped: the text is the smaller form of the same values.
     _set_raw_dict(
         message,
