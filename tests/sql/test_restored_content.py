@@ -102,7 +102,6 @@ def test_a_restored_message_reads_as_the_live_one(ledger: Ledger) -> None:
         lambda m: m.content,
         lambda m: m.model_dump(),
         lambda m: m.model_dump_json(),
-        lambda m: m.to_strands() | {"tracking_id": m.message_id},
         lambda m: m.to_record(),
         lambda m: repr(m),
         lambda m: list(m),
@@ -119,6 +118,19 @@ def test_a_restored_message_reads_as_the_live_one(ledger: Ledger) -> None:
         assert not any(decoded(m) for m in restored)
         assert [read(m) for m in restored] == [read(m) for m in sent]
         assert all(decoded(m) for m in restored)
+
+
+def test_to_strands_of_plain_text_gives_a_copy_and_decodes_nothing(ledger: Ledger) -> None:
+    sent = build(ledger, "s")
+    restored = [e.message for e in ledger.conversation("s", "agent").view]
+    given = [m.to_strands() for m in restored]
+    assert given == [m.to_strands() for m in sent]
+    # The ASCII answers were parsed from their text; the others (non-ASCII, bytes, an
+    # escaped key) take the decoded content.
+    assert [decoded(m) for m in restored] == [n % 4 != 3 for n in range(len(sent))]
+    given[3]["content"][0]["text"] = "changed"  # a copy: the message keeps its content
+    assert restored[3].content == sent[3].content
+    assert restored[3].to_strands()["content"] == [{"text": "answer 0"}]
 
 
 def test_entries_dump_and_compare_decoded(sqlite_url: str) -> None:

@@ -49,8 +49,11 @@ from contextledger.model.jsonvalues import (
 from contextledger.model.stored import (
     Unusual,
     check_block,
+    checked_stored_content_fields,
+    checked_text_fields,
     load_json_text,
     parse_json_text,
+    plain_json,
     record_fields,
     stored_content_fields,
     text_fields,
@@ -290,10 +293,15 @@ class Message(BaseModel):
         return result
 
     def to_strands(self) -> dict[str, Any]:
-        """Return the Strands message dict, ``tracking_id`` and ``metadata`` included (a deep copy)."""
+        """Return the Strands message dict, ``tracking_id`` and ``metadata`` included (a deep copy).
+
+        A restored message whose content is still its stored text gives the text parsed
+        (a new copy) and stays undecoded, when the text parses to the content as it is.
+        """
+        content = _parsed_text(self)
         return {
             "role": self.role,
-            "content": copy.deepcopy(self.content),
+            "content": copy.deepcopy(self.content) if content is None else content,
             "tracking_id": self.message_id,
             "metadata": copy.deepcopy(self.metadata),
         }
@@ -372,12 +380,18 @@ class Message(BaseModel):
     @property
     def tool_use_ids(self) -> list[str]:
         """Ids of the ``toolUse`` blocks, in order (a restored message's content stays undecoded)."""
-        return [b["toolUse"]["toolUseId"] for b in _blocks_with(self, "toolUse")]
+        known = _pending_tool_ids(self)
+        if known is not None:
+            return list(known[0])
+        return [b["toolUse"]["toolUseId"] for b in self.content if "toolUse" in b]
 
     @property
     def tool_result_ids(self) -> list[str]:
         """Ids of the ``toolResult`` blocks, in order (a restored message's content stays undecoded)."""
-        return [b["toolResult"]["toolUseId"] for b in _blocks_with(self, "toolResult")]
+        known = _pending_tool_ids(self)
+        if known is not None:
+            return list(known[1])
+        return [b["toolResult"]["toolUseId"] for b in self.content if "toolResult" in b]
 
     @property
     def tool_ids(self) -> set[str]:
@@ -450,16 +464,17 @@ def restored_message(message_id: str, role: str, content: str | bytes, metadata:
     and then only the text is kept. The content is decoded again -- to the same values --
     the first time anything reads it (``message.content``, equality, pickling,
     ``model_dump``, ...), and from then on held decoded, the text dropped. Asking a
-    restored message for its tool ids (all the view's tool-pair rules need of it) does
-    not decode it. Anything :func:`message_from_json` does not take as it is gives its
-    fully decoded message.
+    restored message for its tool ids (all the view's tool-pair rules need of it) or for
+    :meth:`~Message.to_strands` does not decode it. Plain text (ASCII, no escapes, no
+    bytes) is checked without building the frozen blocks at all. Anything
+    :func:`message_from_json` does not take as it is gives its fully decoded message.
 
     Raises:
         InvalidMessage: The record is not a valid message (as the constructor raises it).
         ValueError: A text is not JSON (``json.JSONDecodeError``).
     """
     try:
-        return _holding_text(text_fields(message_id, role, content, metadata), content)
+        return _holding_text(*checked_text_fields(message_id, role, content, metadata))
     except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return message_from_json(message_id, role, content, metadata)
 
@@ -475,20 +490,17 @@ def restored_record_message(record: Mapping[str, Any], content: str | bytes) -> 
         KeyError: The record has no ``message_id`` or ``role``.
     """
     try:
-        return _holding_text(stored_content_fields(record, content), content)
+        return _holding_text(*checked_stored_content_fields(record, content))
     except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return message_from_stored_content(record, content)
 
 
-def _holding_text(fields: dict[str, Any], content: str | bytes) -> Message:
-    """The message of checked ``fields`` holding, instead of their decoded content, its text ``content``."""
-    text = content if isinstance(content, str) else content.decode("ascii")  # ASCII: the fields were read from it
-    message = trusted(Message, fields)
-    # The decoded blocks are dropped: the text is the smaller form of the same values.
-    _set_raw_dict(
-        message,
-        {"message_id": fields["message_id"], "role": fields["role"], "metadata": fields["metadata"], _PENDING: text},
-    )
+def _holding_text(fields: dict[str, Any], text: str) -> Message:
+    """The message of checked ``fields`` (all but the content) holding its content as ``text``."""
+    message_id, role, metadata = fields["message_id"], fields["role"], fields["metadata"]
+    message = trusted(Message, {"message_id": message_id, "role": role, "content": None, "metadata": metadata})
+    # A literal of four keys: the smallest dict (one built by unpacking ``fields`` is larger).
+    _set_raw_dict(message, {"message_id": message_id, "role": role, "metadata": metadata, _PENDING: text})
     return message
 
 
@@ -520,19 +532,48 @@ def _decoded(message: Message) -> dict[str, Any]:
         return fields
 
 
-def _blocks_with(message: Message, kind: str) -> Iterable[Mapping[str, Any]]:
-    """The content blocks of ``message`` holding a ``kind`` key; stored text is parsed, not decoded.
+# The instance-dict key of the tool ids of content still held as text, found on first ask.
+_TOOLS = "tool ids (of the stored JSON text)"
+_NO_TOOLS: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
-    A block's kind and its tool ids read the same from the parsed text as from the
-    decoded content: decoding only turns tagged bytes into ``bytes`` and restores escaped
-    keys, and neither is a tool block's key or id.
+
+def _pending_tool_ids(message: Message) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The toolUse and toolResult ids of a message whose content is still text; ``None`` once decoded.
+
+    They read the same from the parsed text as from the decoded content: decoding only
+    turns tagged bytes into ``bytes`` and restores escaped keys, and neither is a tool
+    block's key or id. Found once, they are kept beside the text (the views built after a
+    commit ask again): in CPython a dict of up to five keys has one size, so the raw dict
+    of a restored message holds them at no cost.
     """
+    raw = _raw_dict(message)
+    text = raw.get(_PENDING)
+    if text is None:
+        return None
+    known: tuple[tuple[str, ...], tuple[str, ...]] | None = raw.get(_TOOLS)
+    if known is None:
+        if '"toolUse"' not in text and '"toolResult"' not in text and "\\u" not in text:
+            known = _NO_TOOLS  # no such key, even escaped: no parse at all
+        else:
+            blocks = parse_json_text(text)
+            known = (
+                tuple(b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b),
+                tuple(b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b),
+            )
+        raw[_TOOLS] = known  # a raw dict a concurrent decode replaced is dropped with it
+    return known
+
+
+def _parsed_text(message: Message) -> list[Any] | None:
+    """A new mutable copy of the content parsed from its stored text, or ``None`` (decoded, or not plain)."""
     text = _raw_dict(message).get(_PENDING)
     if text is None:
-        return [b for b in message.content if kind in b]
-    if f'"{kind}"' not in text and "\\u" not in text:  # no such key, even escaped: no parse at all
-        return []
-    return [b for b in parse_json_text(text) if kind in b]
+        return None
+    try:
+        parsed: list[Any] = plain_json(text)
+    except Unusual:
+        return None
+    return parsed
 
 
 def _describe_validation_error(exc: ValidationError) -> str:
