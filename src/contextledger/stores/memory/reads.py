@@ -25,7 +25,11 @@ __all__ = ["MemoryReads"]
 
 
 class MemoryReads:
-    """What the ``load``, HISTORY and TIME_TRAVEL parts of the store contract read (copies, never the held rows)."""
+    """What the ``load``, HISTORY and TIME_TRAVEL parts of the store contract read.
+
+    Copies, never the held rows; a restored view's messages are the held ones themselves,
+    which are immutable all the way down (a row takes a new message when it changes).
+    """
 
     def __init__(self, data: MemoryData) -> None:
         """Read ``data``."""
