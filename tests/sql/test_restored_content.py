@@ -65,8 +65,9 @@ def build(ledger: Ledger, session: str, turns: int = 3) -> list[Message]:
 
 
 @pytest.fixture
-def ledger(sqlite_url: str) -> Any:
-    opened = Ledger.connect(sqlite_url)
+def ledger(ledger_url: str) -> Any:
+    """A ledger on each SQL engine (SQLite, PostgreSQL)."""
+    opened = Ledger.connect(ledger_url)
     yield opened
     opened.close()
 
@@ -133,12 +134,12 @@ def test_to_strands_of_plain_text_gives_a_copy_and_decodes_nothing(ledger: Ledge
     assert restored[3].to_strands()["content"] == [{"text": "answer 0"}]
 
 
-def test_entries_dump_and_compare_decoded(sqlite_url: str) -> None:
+def test_entries_dump_and_compare_decoded(ledger_url: str) -> None:
     # Pydantic's serializer reads a nested message through its __dict__ as well.
-    with Ledger.connect(sqlite_url) as ledger:
+    with Ledger.connect(ledger_url) as ledger:
         build(ledger, "s")
         live = ledger.conversation("s", "agent").view.entries
-    with Ledger.connect(sqlite_url) as ledger:
+    with Ledger.connect(ledger_url) as ledger:
         restored = ledger.conversation("s", "agent").view.entries
         assert not any(decoded(e.message) for e in restored)
         assert [e.model_dump() for e in restored] == [e.model_dump() for e in live]
