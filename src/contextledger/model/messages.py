@@ -382,7 +382,7 @@ class Message(BaseModel):
         """Ids of the ``toolUse`` blocks, in order (a restored message's content stays undecoded)."""
         known = _pending_tool_ids(self)
         if known is not None:
-            return list(known[0])
+            return list(known[1 : 1 + known[0]])
         return [b["toolUse"]["toolUseId"] for b in self.content if "toolUse" in b]
 
     @property
@@ -390,7 +390,7 @@ class Message(BaseModel):
         """Ids of the ``toolResult`` blocks, in order (a restored message's content stays undecoded)."""
         known = _pending_tool_ids(self)
         if known is not None:
-            return list(known[1])
+            return list(known[1 + known[0] :])
         return [b["toolResult"]["toolUseId"] for b in self.content if "toolResult" in b]
 
     @property
@@ -534,32 +534,33 @@ def _decoded(message: Message) -> dict[str, Any]:
 
 # The instance-dict key of the tool ids of content still held as text, found on first ask.
 _TOOLS = "tool ids (of the stored JSON text)"
-_NO_TOOLS: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+# Kept flat: the number of toolUse ids, then those ids, then the toolResult ids.
+_NO_TOOLS: tuple[Any, ...] = (0,)
 
 
-def _pending_tool_ids(message: Message) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The toolUse and toolResult ids of a message whose content is still text; ``None`` once decoded.
+def _pending_tool_ids(message: Message) -> tuple[Any, ...] | None:
+    """The tool ids of a message whose content is still text, as :data:`_TOOLS` keeps them; ``None`` once decoded.
 
     They read the same from the parsed text as from the decoded content: decoding only
     turns tagged bytes into ``bytes`` and restores escaped keys, and neither is a tool
     block's key or id. Found once, they are kept beside the text (the views built after a
     commit ask again): in CPython a dict of up to five keys has one size, so the raw dict
-    of a restored message holds them at no cost.
+    of a restored message holds them for the cost of one small tuple. (The ids are not
+    interned: a table of every id ever read would outgrow what it saves.)
     """
     raw = _raw_dict(message)
     text = raw.get(_PENDING)
     if text is None:
         return None
-    known: tuple[tuple[str, ...], tuple[str, ...]] | None = raw.get(_TOOLS)
+    known: tuple[Any, ...] | None = raw.get(_TOOLS)
     if known is None:
         if '"toolUse"' not in text and '"toolResult"' not in text and "\\u" not in text:
             known = _NO_TOOLS  # no such key, even escaped: no parse at all
         else:
             blocks = parse_json_text(text)
-            known = (
-                tuple(b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b),
-                tuple(b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b),
-            )
+            uses = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
+            results = [b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b]
+            known = (len(uses), *uses, *results)
         raw[_TOOLS] = known  # a raw dict a concurrent decode replaced is dropped with it
     return known
 
