@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
@@ -46,14 +45,19 @@ from contextledger.model.jsonvalues import (
     thaw,
     too_long,
 )
+from contextledger.model.pending import (
+    PENDING,
+    decoded_fields,
+    parsed_text,
+    pending_tool_ids,
+    raw_fields,
+    set_raw_fields,
+)
 from contextledger.model.stored import (
     Unusual,
     check_block,
     checked_stored_content_fields,
     checked_text_fields,
-    load_json_text,
-    parse_json_text,
-    plain_json,
     record_fields,
     stored_content_fields,
     text_fields,
@@ -155,16 +159,16 @@ class Message(BaseModel):
         # ``message.content`` (a miss in the instance dict) decodes them here.
         @property
         def __dict__(self) -> dict[str, Any]:
-            raw = _raw_dict(self)
-            return _decoded(self) if _PENDING in raw else raw
+            raw = raw_fields(self)
+            return decoded_fields(self) if PENDING in raw else raw
 
         @__dict__.setter
         def __dict__(self, value: dict[str, Any]) -> None:
-            _set_raw_dict(self, value)
+            set_raw_fields(self, value)
 
         def __getattr__(self, item: str) -> Any:
-            if item == "content" and _PENDING in _raw_dict(self):
-                return _decoded(self)["content"]
+            if item == "content" and PENDING in raw_fields(self):
+                return decoded_fields(self)["content"]
             return super().__getattr__(item)
 
     @field_validator("content", mode="before")
@@ -298,7 +302,7 @@ class Message(BaseModel):
         A restored message whose content is still its stored text gives the text parsed
         (a new copy) and stays undecoded, when the text parses to the content as it is.
         """
-        content = _parsed_text(self)
+        content = parsed_text(self)
         return {
             "role": self.role,
             "content": copy.deepcopy(self.content) if content is None else content,
@@ -380,7 +384,7 @@ class Message(BaseModel):
     @property
     def tool_use_ids(self) -> list[str]:
         """Ids of the ``toolUse`` blocks, in order (a restored message's content stays undecoded)."""
-        known = _pending_tool_ids(self)
+        known = pending_tool_ids(self)
         if known is not None:
             return list(known[1 : 1 + known[0]])
         return [b["toolUse"]["toolUseId"] for b in self.content if "toolUse" in b]
@@ -388,7 +392,7 @@ class Message(BaseModel):
     @property
     def tool_result_ids(self) -> list[str]:
         """Ids of the ``toolResult`` blocks, in order (a restored message's content stays undecoded)."""
-        known = _pending_tool_ids(self)
+        known = pending_tool_ids(self)
         if known is not None:
             return list(known[1 + known[0] :])
         return [b["toolResult"]["toolUseId"] for b in self.content if "toolResult" in b]
@@ -500,81 +504,8 @@ def _holding_text(fields: dict[str, Any], text: str) -> Message:
     message_id, role, metadata = fields["message_id"], fields["role"], fields["metadata"]
     message = trusted(Message, {"message_id": message_id, "role": role, "content": None, "metadata": metadata})
     # A literal of four keys: the smallest dict (one built by unpacking ``fields`` is larger).
-    _set_raw_dict(message, {"message_id": message_id, "role": role, "metadata": metadata, _PENDING: text})
+    set_raw_fields(message, {"message_id": message_id, "role": role, "metadata": metadata, PENDING: text})
     return message
-
-
-# The instance-dict slot of every pydantic model, read and set beneath Message's __dict__ property.
-_raw_dict = BaseModel.__dict__["__dict__"].__get__
-_set_raw_dict = BaseModel.__dict__["__dict__"].__set__
-# The instance-dict key of content still held as JSON text: not an identifier, so no
-# attribute lookup finds it, and nothing but the functions here reads the raw dict.
-_PENDING = "content (stored JSON text)"
-# Two threads decoding one message must end with one content object (``m.content is m.content``).
-_DECODE_LOCK = threading.Lock()
-
-
-def _decoded(message: Message) -> dict[str, Any]:
-    """The message's fields with its content decoded from the stored text (once; then held)."""
-    with _DECODE_LOCK:
-        raw: dict[str, Any] = _raw_dict(message)
-        text = raw.get(_PENDING)
-        if text is None:
-            return raw  # another thread decoded it first
-        # The same text decoded the same way it was when restored (the blocks were checked then).
-        fields = {
-            "message_id": raw["message_id"],
-            "role": raw["role"],
-            "content": load_json_text(text),
-            "metadata": raw["metadata"],
-        }
-        _set_raw_dict(message, fields)
-        return fields
-
-
-# The instance-dict key of the tool ids of content still held as text, found on first ask.
-_TOOLS = "tool ids (of the stored JSON text)"
-# Kept flat: the number of toolUse ids, then those ids, then the toolResult ids.
-_NO_TOOLS: tuple[Any, ...] = (0,)
-
-
-def _pending_tool_ids(message: Message) -> tuple[Any, ...] | None:
-    """The tool ids of a message whose content is still text, as :data:`_TOOLS` keeps them; ``None`` once decoded.
-
-    They read the same from the parsed text as from the decoded content: decoding only
-    turns tagged bytes into ``bytes`` and restores escaped keys, and neither is a tool
-    block's key or id. Found once, they are kept beside the text (the views built after a
-    commit ask again): in CPython a dict of up to five keys has one size, so the raw dict
-    of a restored message holds them for the cost of one small tuple. (The ids are not
-    interned: a table of every id ever read would outgrow what it saves.)
-    """
-    raw = _raw_dict(message)
-    text = raw.get(_PENDING)
-    if text is None:
-        return None
-    known: tuple[Any, ...] | None = raw.get(_TOOLS)
-    if known is None:
-        if '"toolUse"' not in text and '"toolResult"' not in text and "\\u" not in text:
-            known = _NO_TOOLS  # no such key, even escaped: no parse at all
-        else:
-            blocks = parse_json_text(text)
-            uses = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
-            results = [b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b]
-            known = (len(uses), *uses, *results)
-        raw[_TOOLS] = known  # a raw dict a concurrent decode replaced is dropped with it
-    return known
-
-
-def _parsed_text(message: Message) -> list[Any] | None:
-    """A new mutable copy of the content parsed from its stored text, or ``None`` (decoded, or not plain)."""
-    text = _raw_dict(message).get(_PENDING)
-    if text is None:
-        return None
-    try:
-        parsed: list[Any] = plain_json(text)
-    except Unusual:
-        return None
-    return parsed
 
 
 def _describe_validation_error(exc: ValidationError) -> str:
