@@ -32,6 +32,8 @@ from contextledger.model.messages import (
     decode_blocks,
     message_from_json,
     message_from_stored_content,
+    restored_message,
+    restored_record_message,
 )
 from contextledger.model.records import (
     ConversationState,
@@ -185,6 +187,9 @@ def test_message_from_json_equals_the_validating_constructor(message: Message, w
     assert fast == message
     stored = message_from_stored_content({k: v for k, v in record.items() if k != "content"}, content)
     _same(stored, slow)
+    # What a restore builds: the content held as its text, decoded to the same values on use.
+    _same(restored_message(message.message_id, message.role, content, metadata), slow)
+    _same(restored_record_message({k: v for k, v in record.items() if k != "content"}, content), slow)
     # PostgreSQL's text is json.loads's unless it holds an escaped string: the store checks that.
     pg_content, pg_metadata = encoding.dumps(record["content"]), encoding.dumps(record["metadata"])
     if not encoding.holds_escapes(pg_content) and not encoding.holds_escapes(pg_metadata):
@@ -230,10 +235,16 @@ def test_message_from_json_gives_or_refuses_what_the_general_path_does(
 
     fast = _outcome(lambda: message_from_json(message_id, role, content, metadata))
     slow = _outcome(general)
-    if isinstance(fast, Message) and isinstance(slow, Message):
+    restored = _outcome(lambda: restored_message(message_id, role, content, metadata))
+    if isinstance(fast, Message) and isinstance(slow, Message) and isinstance(restored, Message):
+        assert (restored.tool_use_ids, restored.tool_result_ids) == (slow.tool_use_ids, slow.tool_result_ids)
+        assert restored.to_strands() == {**slow.to_strands(), "tracking_id": restored.message_id}
         _same(fast, slow)
+        _same(restored, slow)
     else:
-        assert fast == slow  # the same exception type (InvalidMessage, CorruptRecord, JSONDecodeError)
+        # The same exception type (InvalidMessage, CorruptRecord, JSONDecodeError), raised
+        # by a restore at once, never later by the first use of the content.
+        assert fast == slow == restored
 
 
 @pytest.mark.parametrize(
@@ -257,6 +268,8 @@ def test_message_from_json_refuses_damaged_rows_with_the_typed_error(
 ) -> None:
     with pytest.raises(error) as fast:
         message_from_json("m", "user", content, metadata)
+    with pytest.raises(error):
+        restored_message("m", "user", content, metadata)
     slow = _outcome(lambda: _validated({"message_id": "m", "role": "user", "content": json.loads(content)}))
     if metadata is None:
         assert type(fast.value) is slow

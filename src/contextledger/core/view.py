@@ -267,11 +267,11 @@ class _ToolFacts:
         uses: list[str] = []
         results: list[str] = []
         for entry in entries:
-            for block in entry.message.content:
-                if "toolUse" in block:
-                    uses.append(block["toolUse"]["toolUseId"])
-                if "toolResult" in block:
-                    results.append(block["toolResult"]["toolUseId"])
+            # Through the message's own accessors: a restored message answers them from
+            # its stored text, without decoding its content.
+            message = entry.message
+            uses += message.tool_use_ids
+            results += message.tool_result_ids
         return uses, results
 
     @classmethod

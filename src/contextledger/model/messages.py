@@ -45,7 +45,23 @@ from contextledger.model.jsonvalues import (
     thaw,
     too_long,
 )
-from contextledger.model.stored import Unusual, check_block, record_fields, stored_content_fields, text_fields
+from contextledger.model.pending import (
+    PENDING,
+    decoded_fields,
+    parsed_text,
+    pending_tool_ids,
+    raw_fields,
+    set_raw_fields,
+)
+from contextledger.model.stored import (
+    Unusual,
+    check_block,
+    checked_stored_content_fields,
+    checked_text_fields,
+    record_fields,
+    stored_content_fields,
+    text_fields,
+)
 from contextledger.model.trusted import trusted
 
 __all__ = [
@@ -67,6 +83,8 @@ __all__ = [
     "message_from_stored_content",
     "new_message_id",
     "normalize_json",
+    "restored_message",
+    "restored_record_message",
     "thaw",
 ]
 
@@ -133,6 +151,25 @@ class Message(BaseModel):
                 super().__init__(**data)
             except ValidationError as exc:
                 raise InvalidMessage(f"invalid message: {_describe_validation_error(exc)}") from exc
+
+        # A restored message may hold its content as the stored JSON text until first use
+        # (see restored_message): its instance dict then lacks ``content``. Everything that
+        # reads the fields through ``__dict__`` -- equality, pickling, copies, repr,
+        # ``model_dump`` (pydantic's serializer reads it too) -- gets them decoded, and
+        # ``message.content`` (a miss in the instance dict) decodes them here.
+        @property
+        def __dict__(self) -> dict[str, Any]:
+            raw = raw_fields(self)
+            return decoded_fields(self) if PENDING in raw else raw
+
+        @__dict__.setter
+        def __dict__(self, value: dict[str, Any]) -> None:
+            set_raw_fields(self, value)
+
+        def __getattr__(self, item: str) -> Any:
+            if item == "content" and PENDING in raw_fields(self):
+                return decoded_fields(self)["content"]
+            return super().__getattr__(item)
 
     @field_validator("content", mode="before")
     @classmethod
@@ -260,10 +297,15 @@ class Message(BaseModel):
         return result
 
     def to_strands(self) -> dict[str, Any]:
-        """Return the Strands message dict, ``tracking_id`` and ``metadata`` included (a deep copy)."""
+        """Return the Strands message dict, ``tracking_id`` and ``metadata`` included (a deep copy).
+
+        A restored message whose content is still its stored text gives the text parsed
+        (a new copy) and stays undecoded, when the text parses to the content as it is.
+        """
+        content = parsed_text(self)
         return {
             "role": self.role,
-            "content": copy.deepcopy(self.content),
+            "content": copy.deepcopy(self.content) if content is None else content,
             "tracking_id": self.message_id,
             "metadata": copy.deepcopy(self.metadata),
         }
@@ -341,12 +383,18 @@ class Message(BaseModel):
 
     @property
     def tool_use_ids(self) -> list[str]:
-        """Ids of the ``toolUse`` blocks, in order."""
+        """Ids of the ``toolUse`` blocks, in order (a restored message's content stays undecoded)."""
+        known = pending_tool_ids(self)
+        if known is not None:
+            return list(known[1 : 1 + known[0]])
         return [b["toolUse"]["toolUseId"] for b in self.content if "toolUse" in b]
 
     @property
     def tool_result_ids(self) -> list[str]:
-        """Ids of the ``toolResult`` blocks, in order."""
+        """Ids of the ``toolResult`` blocks, in order (a restored message's content stays undecoded)."""
+        known = pending_tool_ids(self)
+        if known is not None:
+            return list(known[1 + known[0] :])
         return [b["toolResult"]["toolUseId"] for b in self.content if "toolResult" in b]
 
     @property
@@ -412,6 +460,54 @@ def message_from_stored_content(record: Mapping[str, Any], content: str | bytes)
     except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         pass  # anything unusual takes the general path, which reports it
     return Message.from_record({**record, "content": json.loads(content)})
+
+
+def restored_message(message_id: str, role: str, content: str | bytes, metadata: str | bytes | None = None) -> Message:
+    """:func:`message_from_json`, holding the content as its JSON text until first use.
+
+    What a restore builds for every entry of the view: the record is decoded and checked
+    exactly as :func:`message_from_json` does it (a damaged one raises here, not later),
+    and then only the text is kept. The content is decoded again -- to the same values --
+    the first time anything reads it (``message.content``, equality, pickling,
+    ``model_dump``, ...), and from then on held decoded, the text dropped. Asking a
+    restored message for its tool ids (all the view's tool-pair rules need of it) or for
+    :meth:`~Message.to_strands` does not decode it. Plain text (ASCII, no escapes, no
+    bytes) is checked without building the frozen blocks at all. Anything
+    :func:`message_from_json` does not take as it is gives its fully decoded message.
+
+    Raises:
+        InvalidMessage: The record is not a valid message (as the constructor raises it).
+        ValueError: A text is not JSON (``json.JSONDecodeError``).
+    """
+    try:
+        return _holding_text(*checked_text_fields(message_id, role, content, metadata))
+    except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return message_from_json(message_id, role, content, metadata)
+
+
+def restored_record_message(record: Mapping[str, Any], content: str | bytes) -> Message:
+    """:func:`message_from_stored_content`, holding the content as its JSON text until first use.
+
+    See :func:`restored_message`: the same for a record whose other fields are decoded.
+
+    Raises:
+        InvalidMessage: The record is not a valid message (as the constructor raises it).
+        ValueError: ``content`` is not JSON (``json.JSONDecodeError``).
+        KeyError: The record has no ``message_id`` or ``role``.
+    """
+    try:
+        return _holding_text(*checked_stored_content_fields(record, content))
+    except (Unusual, ContextLedgerError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return message_from_stored_content(record, content)
+
+
+def _holding_text(fields: dict[str, Any], text: str) -> Message:
+    """The message of checked ``fields`` (all but the content) holding its content as ``text``."""
+    message_id, role, metadata = fields["message_id"], fields["role"], fields["metadata"]
+    message = trusted(Message, {"message_id": message_id, "role": role, "content": None, "metadata": metadata})
+    # A literal of four keys: the smallest dict (one built by unpacking ``fields`` is larger).
+    set_raw_fields(message, {"message_id": message_id, "role": role, "metadata": metadata, PENDING: text})
+    return message
 
 
 def _describe_validation_error(exc: ValidationError) -> str:

@@ -37,10 +37,13 @@ __all__ = [
     "SEALED",
     "Unusual",
     "check_block",
+    "checked_stored_content_fields",
+    "checked_text_fields",
     "load_frozen",
     "load_json_text",
     "message_fields",
     "parse_json_text",
+    "plain_json",
     "record_fields",
     "sealed_values_allowed",
     "stored_content_fields",
@@ -178,6 +181,90 @@ def load_json_text(text: str | bytes) -> Any:
     return _freeze_plain(value, 0) if plain else load_frozen(value)
 
 
+def plain_json(text: str) -> Any:
+    r"""``json.loads(text)``, or :class:`Unusual` when decoding the text would change what it parses to.
+
+    That is text as the stores write it (see :func:`parse_json_text`) holding only ASCII,
+    no ``\u`` escape and no bytes tag: what it parses to is what :func:`load_json_text`
+    freezes, value for value, in ordinary (mutable, new) containers.
+
+    Raises:
+        Unusual: The text is not of that kind.
+    """
+    if not text.isascii() or "\\u" in text or _BYTES_TAG in text:
+        raise Unusual
+    return parse_json_text(text)
+
+
+def checked_text_fields(
+    message_id: Any, role: Any, content: str | bytes, metadata: str | bytes | None
+) -> tuple[dict[str, Any], str]:
+    """:func:`text_fields` but the content, checked and left as its text (returned with the fields).
+
+    For plain text (see :func:`plain_json`) the blocks are parsed and checked as
+    :func:`message_fields` checks the frozen ones, without building those; anything else
+    is checked by :func:`text_fields` itself. Either way :func:`load_json_text` of the
+    returned text gives the content :func:`text_fields` would have held.
+
+    Raises:
+        Unusual: The record is not one the fast path takes (or the error it provokes).
+    """
+    text, blocks = _plain_blocks(content)
+    if blocks is None:
+        fields = text_fields(message_id, role, text, metadata)
+    else:
+        frozen = EMPTY if metadata is None or metadata == "{}" else load_json_text(metadata) or EMPTY
+        if type(frozen) is not FrozenDict:
+            raise Unusual
+        fields = message_fields(message_id, role, blocks, frozen, block_type=dict)
+    del fields["content"]
+    return fields, text
+
+
+def checked_stored_content_fields(record: Mapping[str, Any], content: str | bytes) -> tuple[dict[str, Any], str]:
+    """:func:`stored_content_fields` but the content, checked and left as its text; see :func:`checked_text_fields`.
+
+    Raises:
+        Unusual: The record is not one the fast path takes (or the error it provokes).
+    """
+    text, blocks = _plain_blocks(content)
+    if blocks is None:
+        fields = stored_content_fields(record, text)
+    else:
+        metadata = record.get("metadata") or {}
+        if type(metadata) is not dict:
+            raise Unusual
+        fields = message_fields(record["message_id"], record["role"], blocks, load_frozen(metadata), block_type=dict)
+    del fields["content"]
+    return fields, text
+
+
+def _plain_blocks(content: str | bytes) -> tuple[str, list[Any] | None]:
+    """The content's text, and its blocks parsed (not frozen) when the text is plain and shallow, else ``None``.
+
+    Raises:
+        Unusual: The content is neither text nor ASCII bytes, or parses to no list.
+    """
+    if type(content) is bytes:
+        if not content.isascii():
+            raise Unusual
+        text = content.decode("ascii")
+    elif type(content) is str:
+        text = content
+    else:
+        raise Unusual
+    # Nesting deeper than MAX_DEPTH needs that many brackets; with fewer no walk is needed.
+    if text.count("[") + text.count("{") >= MAX_DEPTH:
+        return text, None
+    try:
+        blocks = plain_json(text)
+    except Unusual:
+        return text, None
+    if type(blocks) is not list:
+        raise Unusual
+    return text, blocks
+
+
 def record_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of ``Message.from_record(record)`` for a record that is what the codec writes.
 
@@ -220,12 +307,15 @@ def stored_content_fields(record: Mapping[str, Any], content: str | bytes) -> di
     return message_fields(record["message_id"], record["role"], blocks, load_frozen(metadata))
 
 
-def message_fields(message_id: Any, role: Any, blocks: Any, metadata: FrozenDict) -> dict[str, Any]:
+def message_fields(
+    message_id: Any, role: Any, blocks: Any, metadata: FrozenDict, *, block_type: type[dict[str, Any]] = FrozenDict
+) -> dict[str, Any]:
     """A message's fields from decoded, frozen values, once the shape the ledger relies on is checked.
 
     The id and role must be what a store writes (ASCII id within the length limit, a
     known role) and every block a non-empty mapping of a known shape (tool pairing,
-    text); anything else raises and is left to the validating constructor.
+    text) of exactly ``block_type``; anything else raises and is left to the
+    validating constructor.
     """
     if type(message_id) is not str or not message_id or not message_id.isascii():
         raise Unusual
@@ -235,7 +325,7 @@ def message_fields(message_id: Any, role: Any, blocks: Any, metadata: FrozenDict
     if len(message_id) > MAX_ID_LENGTH:  # only a record changed outside the library: the constructor reports it
         raise Unusual
     for block in blocks:
-        if type(block) is not FrozenDict or not block:
+        if type(block) is not block_type or not block:
             raise Unusual
         check_block(block)
     return {"message_id": message_id, "role": role, "content": blocks, "metadata": metadata}

@@ -22,6 +22,10 @@ __all__ = ["builder", "trusted"]
 
 _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__  # the models are frozen: their own __setattr__ refuses
+# The instance-dict slot every model has (``BaseModel.__slots__`` names it), set directly:
+# a model may put a ``__dict__`` property of its own in front of it (a restored
+# ``Message`` decodes its content through one).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
 # One fields-set per class, shared by every instance built here: each instance has every
 # field set, so the sets would all be equal, and a set of five names costs 728 bytes --
 # more than the entry's own values. Pydantic never changes it in place on a frozen model
@@ -38,7 +42,7 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     names each time), never changed in place.
     """
     instance = cls.__new__(cls)
-    _set(instance, "__dict__", values)
+    _set_dict(instance, values)
     fields_set = _FIELDS_SET.get(cls)
     if fields_set is None or len(fields_set) != len(values):
         fields_set = _FIELDS_SET.setdefault(cls, set(cls.model_fields))

@@ -16,6 +16,7 @@ from contextledger.model.records import (
     SummaryEntry,
     Trigger,
     ViewEntry,
+    view_entry,
 )
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
 from contextledger.stores.memory.data import MemoryData, StoredConversation, history_entry
@@ -24,7 +25,11 @@ __all__ = ["MemoryReads"]
 
 
 class MemoryReads:
-    """What the ``load``, HISTORY and TIME_TRAVEL parts of the store contract read (copies, never the held rows)."""
+    """What the ``load``, HISTORY and TIME_TRAVEL parts of the store contract read.
+
+    Copies, never the held rows; a restored view's messages are the held ones themselves,
+    which are immutable all the way down (a row takes a new message when it changes).
+    """
 
     def __init__(self, data: MemoryData) -> None:
         """Read ``data``."""
@@ -36,8 +41,10 @@ class MemoryReads:
             conv = self._d.conversations.get((session_id, agent_id))
             if conv is None:
                 return None
+            # A message is immutable all the way down (see Message.stored_copy): the view
+            # shares the held one, as a live view shares the appended ones.
             entries = [
-                ViewEntry(entry_id=mid, seq=r.seq, message=r.message.model_copy(deep=True), tokens=r.tokens)
+                view_entry(mid, "message", r.seq, r.message, r.tokens)
                 for mid, r in conv.rows.items()
                 if r.status == "active"
             ]

@@ -19,7 +19,7 @@ from typing import Any
 from contextledger.core.changeset import Changeset
 from contextledger.errors import CorruptRecord, InvalidMessage
 from contextledger.model.jsonvalues import dumps_encoded, encode_value
-from contextledger.model.messages import Message, message_from_stored_content
+from contextledger.model.messages import Message, message_from_stored_content, restored_record_message
 from contextledger.model.records import (
     ConversationState,
     HistoryEntry,
@@ -406,11 +406,13 @@ def view_entry_of(
             base = parse_json_text(record)
         except Unusual:
             base = json.loads(record)
-        message = message_from_stored_content(base, content)
+        message = restored_record_message(base, content)  # content held as its text until used
         if pin is not None:
             message = message.with_pin(pin == b"1")
         # Checked as MessageRow.decode checks them, though a view entry holds but two of them.
         fields = _decoded_fields(base)
+        if entry_id == message.message_id:
+            entry_id = message.message_id  # one string for both ids, as a SQL restore holds
         return view_entry(
             entry_id, "message", fields[_SEQ], message, int(tokens) if tokens is not None else fields[_TOKENS]
         )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
-from contextledger.model.messages import Message, message_from_json
+from contextledger.model.messages import Message, restored_message
 from contextledger.model.records import (
     ConversationState,
     PinEvent,
@@ -197,8 +197,9 @@ def snapshot(
     """The snapshot of a restore's rows, in the column orders of the reads above.
 
     The messages' content and metadata come as the JSON text stored, and are parsed
-    once, into the message (:func:`~contextledger.model.messages.message_from_json`): what
-    the library wrote is taken without a second validation. When a row is anything
+    once, into the message (:func:`~contextledger.model.messages.restored_message`): what
+    the library wrote is taken without a second validation, and the content is held as
+    its text until first used. When a row is anything
     else, or ``escaped`` says some text needs the store's own decoding, every row is
     decoded with ``loads`` (the engine's JSON deserializer) and validated, as the
     engine's JSON columns would have decoded it.
@@ -212,7 +213,7 @@ def snapshot(
         if escaped is not None and any(escaped(text) for row in messages for text in row[3:5] if text is not None):
             raise ValueError("escaped text: decoded by the store")
         entries = [
-            view_entry(message_id, "message", seq, message_from_json(message_id, role, content, meta), tokens)
+            view_entry(message_id, "message", seq, restored_message(message_id, role, content, meta), tokens)
             for message_id, seq, role, content, meta, tokens in messages
         ]
     except Exception:  # re-raised as CorruptRecord, located, by message() below
