@@ -3,7 +3,7 @@
 Each coroutine runs the sync method of the same name as one job on a worker thread of
 the ledger's runner (see :mod:`contextledger.aio.runner`). Calls on one
 ``AsyncConversation`` run one at a time in the order they were made, whichever loop or
-thread they come from (a :class:`~contextledger.aio.runner.Lane`: a call waiting for its
+thread they come from (a :class:`~contextledger.aio.job.Lane`: a call waiting for its
 turn holds no thread). Properties read the last committed state and stay properties.
 """
 
@@ -23,7 +23,6 @@ from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["AsyncConversation"]
-
 
 
 class AsyncConversation(ShellBase[Conversation]):

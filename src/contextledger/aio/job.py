@@ -4,11 +4,13 @@ A :class:`Job` is made on the caller's loop by :meth:`~contextledger.aio.runner.
 run once on a worker thread (unless its cancelled caller claimed it first) and posted
 back to the caller's loop (:mod:`contextledger.aio.wake`). While it runs it is also the
 waiting task as the call's coroutine summarizers see it (:data:`~contextledger.core.seam.CALLER`).
+A :class:`Lane` orders the jobs of one conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
 import threading
@@ -21,9 +23,8 @@ from contextledger.errors import ReductionFailed
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from contextledger.aio.runner import Lane
 
-__all__ = ["Job"]
+__all__ = ["Job", "Lane"]
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -146,3 +147,36 @@ class Job:
         self.cancelled = True
         for future in list(self.pending or ()):
             future.cancel()
+
+
+class Lane:
+    """Calls that run one at a time, in the order they were made (one conversation's calls).
+
+    Usable from any thread and any event loop.
+    """
+
+    __slots__ = ("_busy", "_lock", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy = False
+        self._waiting: collections.deque[Job] = collections.deque()
+
+    def enter(self, job: Job) -> bool:
+        """Whether ``job`` may start now; else it waits for the calls before it."""
+        with self._lock:
+            if self._busy:
+                self._waiting.append(job)
+                return False
+            self._busy = True
+            return True
+
+    def next(self) -> Job | None:
+        """The next call still wanted once the running one ended (``None``: the lane is idle)."""
+        with self._lock:
+            while self._waiting:
+                job = self._waiting.popleft()
+                if not job.claim.locked():  # else its caller was cancelled while it waited
+                    return job
+            self._busy = False
+            return None

@@ -50,7 +50,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
-from contextledger.aio.job import Job
+from contextledger.aio.job import Job, Lane
 from contextledger.errors import ConfigurationError, LedgerClosed
 
 __all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner"]
@@ -72,39 +72,6 @@ def _forget_threads() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_threads)
-
-
-class Lane:
-    """Calls that run one at a time, in the order they were made (one conversation's calls).
-
-    Usable from any thread and any event loop.
-    """
-
-    __slots__ = ("_busy", "_lock", "_waiting")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._busy = False
-        self._waiting: collections.deque[Job] = collections.deque()
-
-    def enter(self, job: Job) -> bool:
-        """Whether ``job`` may start now; else it waits for the calls before it."""
-        with self._lock:
-            if self._busy:
-                self._waiting.append(job)
-                return False
-            self._busy = True
-            return True
-
-    def next(self) -> Job | None:
-        """The next call still wanted once the running one ended (``None``: the lane is idle)."""
-        with self._lock:
-            while self._waiting:
-                job = self._waiting.popleft()
-                if not job.claim.locked():  # else its caller was cancelled while it waited
-                    return job
-            self._busy = False
-            return None
 
 
 class _Worker:
