@@ -31,7 +31,7 @@ from contextledger.stores.memory import MemoryStore
 from tests.plugins import in_ci
 from tests.soak import FACTOR, SOAK
 
-pytest_plugins = ["tests.plugins.sql", "tests.plugins.redis"]
+pytest_plugins = ["tests.plugins.sql", "tests.plugins.redis", "tests.plugins.early"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_DB = Path(os.environ.get("CONTEXTLEDGER_HYPOTHESIS_DB") or ROOT / ".hypothesis" / "examples").resolve()
