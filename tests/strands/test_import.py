@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,9 @@ def _restored(session_manager: Any, kind: str, agent_id: str) -> dict[str, Any]:
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sessions, played once per module: the scripted runs write the same files every time."""
     directory = tmp_path_factory.mktemp("strands-files") / "sessions"
-    _write_sessions(directory)
+    with warnings.catch_warnings():  # as the autouse _quiet_strands does, which a module fixture precedes
+        warnings.simplefilter("ignore", UserWarning)
+        _write_sessions(directory)
     return directory
 
 
