@@ -18,6 +18,7 @@ that runs it again. Profiles: ``dev`` (default), ``ci`` (``CI=true``) and ``soak
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,7 @@ from contextledger.stores.memory import MemoryStore
 from tests.plugins import in_ci
 from tests.soak import FACTOR, SOAK
 
-pytest_plugins = ["tests.plugins.sql", "tests.plugins.redis"]
+pytest_plugins = ["tests.plugins.sql", "tests.plugins.redis", "tests.plugins.early"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_DB = Path(os.environ.get("CONTEXTLEDGER_HYPOTHESIS_DB") or ROOT / ".hypothesis" / "examples").resolve()
@@ -52,6 +53,17 @@ def _seed(config: pytest.Config) -> str | None:
     """The seed forced with ``--hypothesis-seed`` (``CONTEXTLEDGER_HYPOTHESIS_SEED`` in ``scripts/test``), if any."""
     seed = config.getoption("--hypothesis-seed", default=None)
     return None if seed is None else str(seed)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection left (imported SDKs, test modules, parameters) out of the garbage collector.
+
+    Those hundreds of thousands of objects live for the whole run anyway, but every full
+    collection -- the automatic ones, and the ``gc.collect()`` the restart tests call to
+    drop an agent -- walked them all again. Objects a test makes are collected as before.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -12,14 +12,14 @@ import importlib.util
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.docs.examples import DOCS, README, ROOT, name_of
-from tests.plugins import unavailable
+from tests.plugins import early, unavailable
 
 # A cold build of the API reference takes seconds; on a loaded machine, a minute or more.
 TIMEOUT = 600
@@ -57,28 +57,9 @@ def _check_site(site: Path) -> None:
     assert not (site / "_griffe").exists()
 
 
-def test_mkdocs_builds_the_site_strictly(tmp_path: Path) -> None:
-    _needs("mkdocs")
-    _needs("material")
-    _needs("mkdocstrings_handlers.python")
-    site = tmp_path / "site"
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", "mkdocs.yml", "--site-dir", str(site)],
-        cwd=ROOT,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert result.returncode == 0, result.stderr
-    _check_site(site)
-
-
-def test_zensical_builds_the_same_config_strictly(tmp_path: Path) -> None:
+def _copy_inputs(workdir: Path) -> None:
     """Zensical keeps its output and cache inside the project, so it builds a copy of the inputs."""
-    _needs("zensical")
-    _needs("mkdocstrings_handlers.python")
-    project = tmp_path / "project"
+    project = workdir / "project"
     project.mkdir()
     for name in BUILD_INPUTS:
         source = ROOT / name
@@ -88,16 +69,58 @@ def test_zensical_builds_the_same_config_strictly(tmp_path: Path) -> None:
             )
         else:
             shutil.copy2(source, project / name)
-    result = subprocess.run(
-        [sys.executable, "-m", "zensical", "build", "--strict"],
-        cwd=project,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    _check_site(project / "site")
+
+
+# Each build takes many seconds and only its output is checked: both start when collection ends,
+# side by side (each its own process and directory), and run while other tests do.
+MKDOCS = early.job(
+    "mkdocs_build",
+    "mkdocs",
+    lambda workdir: [
+        *(sys.executable, "-m", "mkdocs", "build", "--strict"),
+        *("--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(workdir / "site")),
+    ],
+    cwd=ROOT,
+    env=_env(),
+    timeout=TIMEOUT,
+)
+ZENSICAL = early.job(
+    "zensical_build",
+    "zensical",
+    lambda workdir: [sys.executable, "-m", "zensical", "build", "--strict"],
+    cwd=lambda workdir: workdir / "project",
+    env=_env(),
+    timeout=TIMEOUT,
+    prepare=_copy_inputs,
+)
+
+
+@pytest.fixture(scope="module")
+def mkdocs_build() -> early.Finished:
+    """``mkdocs build --strict`` of the repository into a scratch directory."""
+    _needs("mkdocs")
+    _needs("material")
+    _needs("mkdocstrings_handlers.python")
+    return MKDOCS.result()
+
+
+@pytest.fixture(scope="module")
+def zensical_build() -> early.Finished:
+    """``zensical build --strict`` of a copy of the build inputs."""
+    _needs("zensical")
+    _needs("mkdocstrings_handlers.python")
+    return ZENSICAL.result()
+
+
+def test_mkdocs_builds_the_site_strictly(mkdocs_build: early.Finished) -> None:
+    assert mkdocs_build.returncode == 0, mkdocs_build.stderr
+    _check_site(mkdocs_build.workdir / "site")
+
+
+def test_zensical_builds_the_same_config_strictly(zensical_build: early.Finished) -> None:
+    """Zensical keeps its output and cache inside the project, so it builds a copy of the inputs."""
+    assert zensical_build.returncode == 0, zensical_build.stdout + zensical_build.stderr
+    _check_site(zensical_build.workdir / "project" / "site")
 
 
 def test_the_build_inputs_are_all_there() -> None:

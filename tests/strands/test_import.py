@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import json
+import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +58,20 @@ def _restored(session_manager: Any, kind: str, agent_id: str) -> dict[str, Any]:
     return result
 
 
-@pytest.fixture
-def files(tmp_path: Path) -> Path:
-    directory = tmp_path / "sessions"
-    _write_sessions(directory)
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sessions, played once per module: the scripted runs write the same files every time."""
+    directory = tmp_path_factory.mktemp("strands-files") / "sessions"
+    with warnings.catch_warnings():  # as the autouse _quiet_strands does, which a module fixture precedes
+        warnings.simplefilter("ignore", UserWarning)
+        _write_sessions(directory)
     return directory
+
+
+@pytest.fixture
+def files(written: Path, tmp_path: Path) -> Path:
+    """A copy of the sessions of its own for each test (tests damage or extend them)."""
+    return Path(shutil.copytree(written, tmp_path / "sessions"))
 
 
 def test_cli_import_restores_what_the_file_session_manager_restores(
