@@ -27,7 +27,7 @@ from contextledger.errors import CorruptRecord
 from contextledger.model.paging import Page
 from contextledger.stores.redis.scripts import HMGET
 
-__all__ = ["PAGE", "REINDEX", "REINDEX_CHUNK", "UNSTRAY", "page_args", "reindex_args"]
+__all__ = ["PAGE", "REINDEX", "REINDEX_CHUNK", "UNSTRAY", "page_args", "reindex_args", "reindex_chunks"]
 
 PAGE = (
     r"""#!lua flags=no-writes
@@ -136,7 +136,10 @@ def reindex_args(records: Iterable[tuple[bytes, bytes]], where: str) -> Iterator
     Raises:
         CorruptRecord: A record is not JSON holding an integer ``seq``.
     """
-    chunk: list[str] = []
+    return reindex_chunks(_seqs(records, where))
+
+
+def _seqs(records: Iterable[tuple[bytes, bytes]], where: str) -> Iterator[tuple[str, str]]:
     for raw_id, record in records:
         entry_id = raw_id.decode("utf-8")
         try:
@@ -145,7 +148,14 @@ def reindex_args(records: Iterable[tuple[bytes, bytes]], where: str) -> Iterator
             raise CorruptRecord(f"damaged record: {exc}", where=where, record_id=entry_id) from exc
         if isinstance(seq, bool) or not isinstance(seq, int):
             raise CorruptRecord(f"damaged record: seq {seq!r}", where=where, record_id=entry_id)
-        chunk += [str(seq), entry_id]
+        yield str(seq), entry_id
+
+
+def reindex_chunks(scored: Iterable[tuple[str, str]]) -> Iterator[list[str]]:
+    """The ARGV of each :data:`REINDEX` call for ``scored`` ((score, member) pairs), :data:`REINDEX_CHUNK` a call."""
+    chunk: list[str] = []
+    for score, member in scored:
+        chunk += [score, member]
         if len(chunk) >= 2 * REINDEX_CHUNK:
             yield chunk
             chunk = []

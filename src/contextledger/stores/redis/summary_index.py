@@ -38,7 +38,7 @@ from contextledger.errors import CorruptRecord
 from contextledger.model.paging import Page
 from contextledger.stores.redis.codec import epoch_micros, time_score
 from contextledger.stores.redis.listing import as_utc
-from contextledger.stores.redis.paging import REINDEX_CHUNK
+from contextledger.stores.redis.paging import reindex_chunks
 from contextledger.stores.redis.scripts import HMGET
 
 __all__ = ["PAGE", "page_args", "reindex_args"]
@@ -122,18 +122,15 @@ def reindex_args(summaries: Iterable[tuple[bytes, bytes]], where: str) -> Iterat
     Raises:
         CorruptRecord: A summary is not JSON holding an ISO ``created_at``.
     """
-    chunk: list[str] = []
+    return reindex_chunks(_times(summaries, where))
+
+
+def _times(summaries: Iterable[tuple[bytes, bytes]], where: str) -> Iterator[tuple[str, str]]:
     for raw_id, raw in summaries:
         summary_id = raw_id.decode("utf-8")
         try:
             at = time_score(datetime.fromisoformat(json.loads(raw)["created_at"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecord(f"damaged summary: {exc}", where=where, record_id=summary_id) from exc
-        if not at:
-            continue
-        chunk += [at, summary_id]
-        if len(chunk) >= 2 * REINDEX_CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        if at:
+            yield at, summary_id
