@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from sqlalchemy.exc import SQLAlchemyError
 
     from contextledger.stores.sql.write.pg_append import EncodedAppend
-    from contextledger.stores.sql.write.sqlite_hot import HeldWriter, HotChangeset
+    from contextledger.stores.sql.write.sqlite_hot import HotChangeset
+    from contextledger.stores.sql.write.sqlite_writer import HeldWriter
 
 __all__ = ["SQLStore"]
 
@@ -348,7 +349,7 @@ class SQLStore(SQLListings):
         """The connection the SQLite hot path commits on (see ``HeldWriter``)."""
         writer = self._writer
         if writer is None:
-            from contextledger.stores.sql.write.sqlite_hot import HeldWriter
+            from contextledger.stores.sql.write.sqlite_writer import HeldWriter
 
             engine = self.engine  # built under _engine_lock itself, so not inside it
             with self._engine_lock:
