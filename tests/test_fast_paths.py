@@ -426,7 +426,8 @@ def test_an_appending_changeset_equals_the_validated_one(
     kinds: list[str], version: int, count_changed: bool, manager_state: dict[str, Any] | None
 ) -> None:
     """The changeset of a plain append is built without validation: it must equal the validated one."""
-    from contextledger.core.changeset import Changeset, Edit, build_changeset
+    from contextledger.core.building import build_changeset
+    from contextledger.core.changeset import Changeset, Edit
     from contextledger.model.tokens import CharTokenCounter
 
     made = {

@@ -100,7 +100,8 @@ def test_type_checking_imports_count(tmp_path: Path) -> None:
 def test_the_real_graph_has_the_expected_edges() -> None:
     graph = import_graph()
     assert "contextledger.stores.base" in graph["contextledger.conversation.conversation"]
-    assert "contextledger.core.changeset" in graph["contextledger.conversation.pins"]
+    assert "contextledger.core.building" in graph["contextledger.conversation.pins"]
+    assert "contextledger.core.changeset" in graph["contextledger.core.building"]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

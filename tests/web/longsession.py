@@ -2,7 +2,7 @@
 
 Driving a real ``Conversation`` costs milliseconds a turn (hooks, manager, one commit per
 hook); a 2,000-turn fixture would take a minute. Here each turn is one changeset built
-by :func:`~contextledger.core.changeset.build_changeset` (the function the conversation uses)
+by :func:`~contextledger.core.building.build_changeset` (the function the conversation uses)
 and committed to an in-memory store, whose commit checks what a real store checks
 (unknown evictions, duplicate ids, versions). The records are then exported, given a
 realistic clock (an afternoon of work, both agents interleaved) and imported into the
@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from contextledger import Ledger, Message
-from contextledger.core.changeset import ContentRevision, Edit, ReductionPlan, SummaryDraft, build_changeset
+from contextledger.core.building import build_changeset
+from contextledger.core.changeset import ContentRevision, Edit, ReductionPlan, SummaryDraft
 from contextledger.core.view import View
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.records import ConversationState

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, overload
 
 from contextledger.conversation.transaction import Transaction
-from contextledger.core.changeset import pin_edit
+from contextledger.core.building import pin_edit
 from contextledger.core.view import View
 from contextledger.errors import ContextLedgerError, PinError
 from contextledger.model.messages import Message

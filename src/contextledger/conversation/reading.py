@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from contextledger.conversation.transaction import Transaction
-from contextledger.core.changeset import ReductionRequest, describe_error
+from contextledger.core.building import describe_error
+from contextledger.core.changeset import ReductionRequest
 from contextledger.core.hooks import ConversationContext
 from contextledger.model.records import Trigger
 

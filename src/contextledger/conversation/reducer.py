@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 
 from contextledger.conversation.reading import Reader
 from contextledger.conversation.transaction import Transaction
-from contextledger.core.changeset import Edit, ReductionPlan, ReductionRequest, describe_error
+from contextledger.core.building import describe_error
+from contextledger.core.changeset import Edit, ReductionPlan, ReductionRequest
 from contextledger.core.hooks import HookEvent, HookRegistry
 from contextledger.core.reduction import (
     MAX_SUMMARIES,

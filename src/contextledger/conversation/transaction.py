@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from contextledger.core.changeset import Changeset, Edit, build_changeset, projected, ride_with
+from contextledger.core.building import build_changeset, projected, ride_with
+from contextledger.core.changeset import Changeset, Edit
 from contextledger.core.reduction import log_committed
 from contextledger.core.retry import backoff_delay, log_conflict
 from contextledger.core.seam import pause

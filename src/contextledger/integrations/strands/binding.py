@@ -41,7 +41,8 @@ from strands.types.exceptions import ContextWindowOverflowException
 
 from contextledger.conversation.conversation import Conversation, Edit
 from contextledger.conversation.pins import handle_pin_message_tool
-from contextledger.core.changeset import ContentRevision, ReductionPlan, build_changeset
+from contextledger.core.building import build_changeset
+from contextledger.core.changeset import ContentRevision, ReductionPlan
 from contextledger.core.hooks import BeforeModelCallEvent
 from contextledger.core.view import View
 from contextledger.errors import EntryNotFound, ReductionFailed
