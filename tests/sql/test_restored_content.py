@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from contextledger import Ledger, Message
 from contextledger.conversation.conversation import Conversation
+from tests.soak import examples
 
 # Test-only look beneath Message's __dict__ property: whether the content was decoded yet.
 _raw = BaseModel.__dict__["__dict__"].__get__
@@ -196,7 +197,7 @@ blocks = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(contents=st.lists(st.lists(blocks, min_size=1, max_size=3), min_size=1, max_size=4))
 def test_any_content_restores_equal(
     tmp_path_factory: pytest.TempPathFactory, contents: list[list[dict[str, Any]]]

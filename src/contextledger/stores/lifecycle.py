@@ -96,8 +96,7 @@ class _Call:
         gate = self._gate
         me = self._me = threading.get_ident()
         with gate._lock:
-            if gate._closed:
-                raise LedgerClosed(f"the ledger at {gate._what} is closed; open a new one")
+            gate.check()
             inside = gate._inside
             inside[me] = inside.get(me, 0) + 1
 
