@@ -125,10 +125,17 @@ def build_changeset(
     """
     count = counter.count
     appends = tuple([_appended(m, seq, count(m)) for seq, m in enumerate(edit.appends, state.next_seq)])
-    plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
     from_call = model_call_count if before_call else model_call_count + 1
+    if edit.plan is None and edit.strategy is None and not (edit.pins or edit.restore) and _plain(edit, manager_state):
+        # The hot path (a turn appended, perhaps with state): nothing to evict, revise,
+        # summarize or pin, so the view only grows; see _trusted_changeset.
+        entries = view.project(appends, set(), {}, {}, None) if appends else view
+        return _trusted_changeset(
+            state, edit, appends, from_call, model_call_count, count_changed, manager_state
+        ), entries
+    plan = edit.plan if edit.plan is not None and not edit.plan.is_empty else None
     # A pin that changes nothing is not a change: no pin event, so the pin history of an
     # entry alternates and every event tells the state before it (time travel needs that).
     pins = {
@@ -171,32 +178,8 @@ def build_changeset(
             version=state.version + 1,
         )
     if reduction is None and not (pins or edit.restore) and _plain(edit, manager_state):
-        # The hot path (a turn appended): every value is one this function built or one
-        # already validated, so the changeset is not validated a second time.
-        changeset = trusted(
-            Changeset,
-            {
-                "session_id": state.session_id,
-                "agent_id": state.agent_id,
-                "expected_version": state.version,
-                "appends": appends,
-                "evict": (),
-                "revisions": (),
-                "summary": None,
-                "reduction": None,
-                "pins": {},
-                "pin_source": edit.pin_source,
-                "changeset_id": new_id(),
-                "from_call": from_call,
-                "model_call_count": model_call_count if count_changed else None,
-                "next_seq": state.next_seq + len(appends) if appends else None,
-                "manager_state": manager_state,
-                "agent_state": edit.agent_state,
-                "restore": (),
-                "app": None,
-                "user": None,
-            },
-        )
+        # An empty plan (or pins that change nothing): as the hot path above.
+        changeset = _trusted_changeset(state, edit, appends, from_call, model_call_count, count_changed, manager_state)
         return changeset, entries
     changeset = Changeset(
         session_id=state.session_id,
@@ -217,6 +200,46 @@ def build_changeset(
         restore=edit.restore,
     )
     return changeset, entries
+
+
+def _trusted_changeset(
+    state: ConversationState,
+    edit: Edit,
+    appends: tuple[ViewEntry, ...],
+    from_call: int,
+    model_call_count: int,
+    count_changed: bool,
+    manager_state: dict[str, Any] | None,
+) -> Changeset:
+    """The changeset of an edit without a reduction, pins or restore, built without a second validation.
+
+    Every value is one :func:`build_changeset` built or one already validated (``edit``
+    is, and :func:`_plain` holds for it and ``manager_state``).
+    """
+    return trusted(
+        Changeset,
+        {
+            "session_id": state.session_id,
+            "agent_id": state.agent_id,
+            "expected_version": state.version,
+            "appends": appends,
+            "evict": (),
+            "revisions": (),
+            "summary": None,
+            "reduction": None,
+            "pins": {},
+            "pin_source": edit.pin_source,
+            "changeset_id": new_id(),
+            "from_call": from_call,
+            "model_call_count": model_call_count if count_changed else None,
+            "next_seq": state.next_seq + len(appends) if appends else None,
+            "manager_state": manager_state,
+            "agent_state": edit.agent_state,
+            "restore": (),
+            "app": None,
+            "user": None,
+        },
+    )
 
 
 def _appended(message: Message, seq: int, tokens: Any) -> ViewEntry:

@@ -26,7 +26,9 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from functools import cache
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired, StoreError, StoreUnavailable
@@ -308,35 +310,34 @@ class SQLStore(SQLListings):
             from contextledger.stores.sql.write.pg_append import EncodedAppend, is_append_only
 
             return EncodedAppend(changeset) if is_append_only(changeset) else None
-        from contextledger.stores.sql.write.sqlite_hot import HotChangeset, takes_hot_path
-
-        return HotChangeset(changeset) if takes_hot_path(changeset) else None
+        sqlite = _sqlite_writes()
+        hot: HotChangeset | None = sqlite.hot.HotChangeset(changeset) if sqlite.hot.takes_hot_path(changeset) else None
+        return hot
 
     def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from contextledger.stores.sql.write.apply import apply_changeset
-        from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append
-        from contextledger.stores.sql.write.sqlite_hot import apply_hot
-
+        sqlite = _sqlite_writes()  # imported once: import statements here cost each commit 3 us
         sent = False
         try:
-            if isinstance(hot, EncodedAppend):
-                with self._autocommit() as conn:
-                    sent = True
-                    return apply_append(conn, changeset, utcnow(), hot)
-            if hot is not None:
+            if isinstance(hot, sqlite.hot.HotChangeset):
                 try:
                     with self._held_writer().transaction() as tx:
                         sent = True
-                        version = apply_hot(tx, hot, utcnow())
+                        version: int | None = sqlite.hot.apply_hot(tx, hot, utcnow())
                         if version is not None:
                             tx.commit()
                             return version
-                except SQLAlchemyError as exc:
+                except sqlite.driver_error as exc:
                     raise self._translate(exc) from exc
                 sent = False  # rolled back, nothing written: the general path applies it or names the error
+            elif hot is not None:
+                from contextledger.stores.sql.write.pg_append import apply_append
+
+                with self._autocommit() as conn:
+                    sent = True
+                    return apply_append(conn, changeset, utcnow(), cast("EncodedAppend", hot))
+            from contextledger.stores.sql.write.apply import apply_changeset
+
             with self._transaction(write=True) as conn:
                 sent = True
                 return apply_changeset(conn, changeset, utcnow())
@@ -547,3 +548,20 @@ class SQLStore(SQLListings):
     def __repr__(self) -> str:
         """The masked URL."""
         return f"SQLStore({self.url!r})"
+
+
+class _SQLiteWrites(NamedTuple):
+    """What a commit on SQLite uses of the modules built on SQLAlchemy (see :func:`_sqlite_writes`)."""
+
+    driver_error: type[SQLAlchemyError]
+    hot: ModuleType  # sqlite_hot: its names are looked up on each call (a test may replace one)
+
+
+@cache
+def _sqlite_writes() -> _SQLiteWrites:
+    """The SQLite hot path's modules, imported on the first commit (not with this module, see its docstring)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from contextledger.stores.sql.write import sqlite_hot
+
+    return _SQLiteWrites(SQLAlchemyError, sqlite_hot)

@@ -35,6 +35,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Dialect, String, Table, bindparam, insert, select, update
@@ -84,9 +85,12 @@ class _Prepared:
 
     Parameters named in ``encoded`` are given already in the form the driver takes (the
     JSON text the hot changeset encoded while checking it): their processor is skipped.
+    The positional values are gathered in one C call (an ``itemgetter`` over the names,
+    or over the shared values and a row's own), and only the parameters whose column
+    type has a bind processor are processed after that: on SQLite few columns have one.
     """
 
-    __slots__ = ("constants", "names", "processors", "row_slots", "sql")
+    __slots__ = ("_common", "_common_processed", "_gather", "_processed", "_row", "_row_processed", "constants", "sql")
 
     def __init__(
         self,
@@ -99,50 +103,70 @@ class _Prepared:
         compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
         assert isinstance(compiled, SQLCompiler)
         self.sql = compiled.string
-        self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
-        self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
-            None if name in encoded else compiled.binds[name].type.bind_processor(dialect) for name in self.names
-        )
+        names = tuple(compiled.positiontup or ())
+        if any(name not in names for name in row_fields):
+            raise ValueError(f"row fields {row_fields} are not all parameters of {self.sql}")
+        processors = {
+            name: process
+            for name in names
+            if name not in encoded and (process := compiled.binds[name].type.bind_processor(dialect)) is not None
+        }
         # Values the statement carries itself (the 1 of ``version + 1``).
         self.constants: dict[str, Any] = {
             name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required
         }
-        # Where each of ``row_fields`` goes in a row of bind_rows(), and how it is processed.
-        self.row_slots = tuple((self.names.index(f), self.processors[self.names.index(f)]) for f in row_fields)
+        self._gather = _getter(names)
+        self._processed = tuple((i, processors[name]) for i, name in enumerate(names) if name in processors)
+        # A row of bind_rows() is the values every row shares (``common``, see bind_common)
+        # followed by the row's own ``row_fields``; ``_row`` puts them in the statement's order.
+        common = [name for name in names if name not in row_fields]
+        self._common = _getter(common)
+        self._common_processed = tuple((j, processors[name]) for j, name in enumerate(common) if name in processors)
+        self._row = _getter([common.index(n) if n in common else len(common) + row_fields.index(n) for n in names])
+        self._row_processed = tuple((j, processors[name]) for j, name in enumerate(row_fields) if name in processors)
 
     def bind(self, params: dict[str, Any]) -> tuple[Any, ...]:
         """The positional parameters for ``params``, each processed by its column type."""
-        constants = self.constants
-        return tuple(
-            [
-                value if process is None else process(value)
-                for name, process in zip(self.names, self.processors, strict=True)
-                for value in (params[name] if name in params else constants[name],)
-            ]
-        )
+        return _processed(self._gather({**self.constants, **params} if self.constants else params), self._processed)
 
-    def bind_common(self, params: dict[str, Any]) -> list[Any]:
-        """The processed values of the parameters every row of an ``executemany`` shares (``None`` elsewhere)."""
-        return [
-            (value if process is None else process(value)) if name in params else None
-            for name, process in zip(self.names, self.processors, strict=True)
-            for value in (params.get(name),)
-        ]
+    def bind_common(self, params: dict[str, Any]) -> tuple[Any, ...]:
+        """The processed values every row of an ``executemany`` shares: every parameter not a row field."""
+        return _processed(self._common(params), self._common_processed)
 
-    def bind_rows(self, common: list[Any], rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    def bind_rows(self, common: tuple[Any, ...], rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Each row's parameters: ``common`` (see :meth:`bind_common`) with its ``row_fields`` values processed in."""
-        slots = self.row_slots
-        out = []
-        for values in rows:
-            row = common.copy()
-            for (i, process), value in zip(slots, values, strict=True):
-                row[i] = value if process is None else process(value)
-            out.append(tuple(row))
-        return out
+        order, processed = self._row, self._row_processed
+        if not processed:
+            return [order(common + values) for values in rows]
+        return [order(common + _processed(values, processed)) for values in rows]
+
+
+def _getter(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function returning ``tuple(source[key] for key in keys)`` in one C call (a tuple even for one key)."""
+    if len(keys) == 1:
+        key = keys[0]
+        return lambda source: (source[key],)
+    if not keys:
+        return lambda _source: ()
+    return itemgetter(*keys)
+
+
+def _processed(values: tuple[Any, ...], processors: tuple[tuple[int, Callable[[Any], Any]], ...]) -> tuple[Any, ...]:
+    """``values`` with the value at each index of ``processors`` passed through its processor."""
+    if not processors:
+        return values
+    out = list(values)
+    for i, process in processors:
+        out[i] = process(out[i])
+    return tuple(out)
 
 
 def _ids(prefix: str, count: int) -> list[Any]:
     return [bindparam(f"{prefix}{i}", type_=String()) for i in range(count)]
+
+
+# The names of the appended ids' parameters (see _bump), made once.
+_APPENDED = tuple(f"p_appended_{i}" for i in range(SQLITE_MAX_APPENDS))
 
 
 # Per dialect (its JSON serializer is the engine's): bounded, as engines come and go.
@@ -270,7 +294,7 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(hot.evict)})
         if len(tx.run(check.sql, check.bind(params)).fetchall()) != len(hot.evict):
             return None  # a summary, an entry this changeset appends, or a missing id: the general path says which
-    params.update({f"p_appended_{i}": entry_id for i, entry_id in enumerate(hot.appended)})
+    params.update(zip(_APPENDED, hot.appended, strict=False))  # the first len(appended) names
     bump = _bump(dialect, hot.fields, len(hot.appended))
     log, entries, reduction = _inserts(dialect)
     row = tx.run(bump.sql, bump.bind(params)).fetchone()
@@ -278,7 +302,8 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         return None  # the general path re-runs the check and explains the miss
     conversation_id = row[0]
     logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    tx.run(log.sql, log.bind({**logged, "created_at": stamp}))
+    logged["created_at"] = stamp
+    tx.run(log.sql, log.bind(logged))
     if hot.entries:
         common = entries.bind_common(appended_values(conversation_id, cs, stamp))  # as the general path writes them
         try:
@@ -308,4 +333,6 @@ def _stamp(now: datetime) -> str:
     on SQLite, which sqlite3 writes with its ``datetime`` adapter, ``isoformat(" ")``
     (``tests/sql/test_sqlite_hot.py`` compares the rows of both paths column by column).
     """
+    if now.tzinfo is UTC:  # the store's clock: its text less the "+00:00" it ends with
+        return now.isoformat(" ")[:-6]
     return now.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
