@@ -206,8 +206,12 @@ class Transaction:
                 if self._unknown is not None:
                     self._settle(self._unknown)
                 riding = self._riding
-                ride = fit_edit(self._view, riding(self._view)) if riding is not None else None
-                edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
+                if riding is None:  # no host write pending (every plain append): the view as it is
+                    ride = None
+                    edit, manager_state = build(self._view)
+                else:
+                    ride = fit_edit(self._view, riding(self._view))
+                    edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
                 if riding is not None and ride is not None and not ride.is_empty:
                     merged = ride_with(ride, edit)
                     if merged is None:  # they cannot share a changeset: the host's write commits first

@@ -73,6 +73,7 @@ SQLITE_MAX_APPENDS = 64
 
 # Parameters the hot changeset hands over as JSON text (see HotChangeset).
 _JSON_STATE = frozenset({"p_manager_state", "p_agent_state"})
+_JSON_FIELDS = frozenset(name.removeprefix("p_") for name in _JSON_STATE)
 _JSON_ENTRY = frozenset({"content", "metadata"})
 # Parameters holding the commit's time, given as the text sqlite3 writes for it (see _stamp).
 _STAMPED = frozenset({"p_now", "created_at"})
@@ -242,11 +243,11 @@ class HotChangeset:
         """
         self.changeset = cs
         self.appended = check_changeset(cs)
-        self.evict = sorted(set(cs.evict))
-        self.fields = bump_fields(cs)
+        self.evict = sorted(set(cs.evict)) if cs.evict else []
+        self.fields = fields = bump_fields(cs)
         self.state = {
-            f"p_{name}": _json(value, name.replace("_", " ")) if f"p_{name}" in _JSON_STATE else value
-            for name in self.fields
+            f"p_{name}": _json(value, name.replace("_", " ")) if name in _JSON_FIELDS else value
+            for name in fields
             for value in (getattr(cs, name),)
         }
         self.entries = [_entry(e) for e in cs.appends]
