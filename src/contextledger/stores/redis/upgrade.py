@@ -41,7 +41,7 @@ def _seq(raw: bytes, message_id: str, where: str) -> int:
 
 
 class RedisUpgrade:
-    """Layout upgrades (today: the seq index of history, the creation-time index of summaries, list order marks)."""
+    """Layout upgrades: the seq index of history, the creation-time index of summaries, list order marks, evictions."""
 
     def __init__(self, data: RedisData) -> None:
         """Work on ``data``."""
@@ -52,8 +52,10 @@ class RedisUpgrade:
 
         Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
         every conversation whose index lacks a message gets it; the same for its summaries'
-        creation-time index (see :mod:`~contextledger.stores.redis.summary_index`); and the order marks of its
-        reductions and pin events lists (see :mod:`~contextledger.stores.redis.listing`). Idempotent, safe while others
+        creation-time index (see :mod:`~contextledger.stores.redis.summary_index`); the order marks of its
+        reductions and pin events lists (see :mod:`~contextledger.stores.redis.listing`); and its index of
+        standing evictions where it is not marked complete (see :mod:`~contextledger.stores.redis.eviction_index`).
+        Idempotent, safe while others
         write (each id is added only while its message exists); run once after upgrading
         the library (``contextledger db upgrade`` does). Until then such a conversation's
         history pages are read whole.
