@@ -34,13 +34,14 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.model.paging import Page
-from contextledger.model.records import Reduction, SummaryEntry
-from contextledger.stores.base import EvictedCandidate
-from contextledger.stores.redis.codec import epoch_micros, time_score
-from contextledger.stores.redis.keys import SEQ_DIGITS
+from contextledger.model.records import Eviction, Reduction, SummaryEntry
+from contextledger.model.trusted import trusted
+from contextledger.stores.base import EvictedCandidate, preview
+from contextledger.stores.redis.codec import MessageRow, epoch_micros, reduction_from, summary_from, text, time_score
+from contextledger.stores.redis.keys import SEQ_DIGITS, ConversationKeys
 from contextledger.stores.redis.listing import as_utc
 
-__all__ = ["FILL", "PAGE", "SEQ_DIGITS", "Plan", "member", "page_args", "plan", "replaced_field"]
+__all__ = ["FILL", "PAGE", "Plan", "decode_page", "member", "page_args", "plan", "replaced_field"]
 
 _KIND = {"message": "m", "summary": "s"}
 
@@ -228,4 +229,49 @@ def plan(
             replaced[rid] = (s, at)
     for rid, (s, at) in replaced.items():
         out.fields += [f"rb|{rid}", replaced_field(s, at)]
+    return out
+
+
+def decode_page(session_id: str, agent_id: str, reply: list[Any], keys: ConversationKeys) -> list[Eviction] | None:
+    """The evictions of a :data:`.eviction_index.PAGE` reply, in its order; ``None`` if a member is stale.
+
+    Raises:
+        CorruptRecord: A stored entry, summary or reduction is damaged.
+    """
+    members, records, contents, rows, replaced = reply
+    out = []
+    digits = SEQ_DIGITS
+    for raw_member, record, content, row, by in zip(members, records, contents, rows, replaced, strict=True):
+        name = text(raw_member)
+        entry_id = name[digits + 1 :]
+        if name[digits] == "m":
+            entry = MessageRow.decode(entry_id, record, content, {}, keys.msg)
+            kind, seq, role, plain = "message", entry.seq, entry.message.role, entry.message.plain_text
+        else:
+            summary = summary_from(record, {}, keys.sum)
+            kind, seq, role, plain = "summary", summary.seq, "user", summary.content
+        red = reduction_from(row, keys.red)
+        if seq != int(name[:digits]):
+            return None  # the member no longer names this entry as it stands: read whole
+        replacing = text(by).split(":", 2)[2] if by else None
+        out.append(
+            trusted(
+                Eviction,
+                {
+                    "session_id": session_id,
+                    "agent_id": agent_id,
+                    "entry_id": entry_id,
+                    "kind": kind,
+                    "seq": seq,
+                    "role": role,
+                    "preview": preview(plain),
+                    "evicted_at": red.created_at,
+                    "trigger": red.trigger,
+                    "strategy": red.strategy,
+                    "reduction_id": red.reduction_id,
+                    "replaced_by_summary": replacing,
+                    "error": red.error,
+                },
+            )
+        )
     return out

@@ -2,9 +2,11 @@
 
 A part of :class:`~contextledger.stores.redis.store.RedisStore` over its
 :class:`~contextledger.stores.redis.data.RedisData`: :meth:`RedisQueries.load` and
-:meth:`RedisQueries.entries` run one read-only script each; every other query reads the
-keys of the conversations it names through the read-only snapshot script and decodes the
-rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
+:meth:`RedisQueries.entries` run one read-only script each; the listings that page read a
+page through an index or a list range (:mod:`.paging`, :mod:`.summary_index`,
+:mod:`.eviction_index`, :mod:`.listing`), else the keys of the conversations they name
+through the read-only snapshot script, and decode the rows
+(:mod:`~contextledger.stores.redis.codec`); damaged rows raise
 :class:`~contextledger.errors.CorruptRecord` naming the key and the id.
 """
 
@@ -32,7 +34,7 @@ from contextledger.model.records import (
     view_entry,
 )
 from contextledger.model.trusted import trusted
-from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions, preview
+from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
 from contextledger.stores.redis import eviction_index, summary_index, travel
 from contextledger.stores.redis.codec import (
     MessageRow,
@@ -195,7 +197,7 @@ class RedisQueries:
             if trigger is None:
                 with self._driver("evictions"):
                     reply = self._d.read_evictions(keys, eviction_index.page_args(page, aid, since))
-                indexed = None if reply is None else _indexed_evictions(session_id, aid, reply, keys)
+                indexed = None if reply is None else eviction_index.decode_page(session_id, aid, reply, keys)
                 if indexed is not None:
                     out += indexed
                     continue
@@ -318,51 +320,4 @@ def _indexed_summaries(session_id: str, agent_id: str, reply: list[Any], where: 
             raise StoreError(f"indexed summary {summary_id} of {session_id}/{agent_id} has no stored record")
         mut = {f"se|{summary_id}": facts[2 * i], f"ss|{summary_id}": facts[2 * i + 1]}
         out.append(summary_from(raw, {k: v for k, v in mut.items() if v is not None}, where))
-    return out
-
-
-def _indexed_evictions(
-    session_id: str, agent_id: str, reply: list[Any], keys: ConversationKeys
-) -> list[Eviction] | None:
-    """The evictions of a :data:`.eviction_index.PAGE` reply, in its order; ``None`` if a member is stale.
-
-    Raises:
-        CorruptRecord: A stored entry, summary or reduction is damaged.
-    """
-    members, records, contents, rows, replaced = reply
-    out = []
-    digits = eviction_index.SEQ_DIGITS
-    for raw_member, record, content, row, by in zip(members, records, contents, rows, replaced, strict=True):
-        name = text(raw_member)
-        entry_id = name[digits + 1 :]
-        if name[digits] == "m":
-            entry = MessageRow.decode(entry_id, record, content, {}, keys.msg)
-            kind, seq, role, plain = "message", entry.seq, entry.message.role, entry.message.plain_text
-        else:
-            summary = summary_from(record, {}, keys.sum)
-            kind, seq, role, plain = "summary", summary.seq, "user", summary.content
-        red = reduction_from(row, keys.red)
-        if seq != int(name[:digits]):
-            return None  # the member no longer names this entry as it stands: read whole
-        replacing = text(by).split(":", 2)[2] if by else None
-        out.append(
-            trusted(
-                Eviction,
-                {
-                    "session_id": session_id,
-                    "agent_id": agent_id,
-                    "entry_id": entry_id,
-                    "kind": kind,
-                    "seq": seq,
-                    "role": role,
-                    "preview": preview(plain),
-                    "evicted_at": red.created_at,
-                    "trigger": red.trigger,
-                    "strategy": red.strategy,
-                    "reduction_id": red.reduction_id,
-                    "replaced_by_summary": replacing,
-                    "error": red.error,
-                },
-            )
-        )
     return out
