@@ -240,6 +240,7 @@ def decode_page(session_id: str, agent_id: str, reply: list[Any], keys: Conversa
     """
     members, records, contents, rows, replaced = reply
     out = []
+    reductions: dict[bytes, Reduction] = {}
     digits = SEQ_DIGITS
     for raw_member, record, content, row, by in zip(members, records, contents, rows, replaced, strict=True):
         name = text(raw_member)
@@ -250,7 +251,9 @@ def decode_page(session_id: str, agent_id: str, reply: list[Any], keys: Conversa
         else:
             summary = summary_from(record, {}, keys.sum)
             kind, seq, role, plain = "summary", summary.seq, "user", summary.content
-        red = reduction_from(row, keys.red)
+        red = reductions.get(row)
+        if red is None:  # a reduction evicts many: each row is decoded once
+            red = reductions[row] = reduction_from(row, keys.red)
         if seq != int(name[:digits]):
             return None  # the member no longer names this entry as it stands: read whole
         replacing = text(by).split(":", 2)[2] if by else None
