@@ -426,3 +426,29 @@ def test_any_page_is_the_slice_of_the_whole_listing(
     floor = None if since is None else BASE + timedelta(seconds=since)
     whole = [e for e in records if (agent is None or e.agent_id == agent) and (floor is None or e.evicted_at >= floor)]
     assert backend.store.evictions("prop", agent, since=floor, page=page) == paged(whole, page)
+
+
+def test_pruning_the_summary_that_replaced_a_kept_entry_reads_whole_until_upgraded(backend: Backend) -> None:
+    """The next replacing summary would have to be found among all: the index is marked incomplete instead."""
+    store = backend.store
+    writer = _Writer(store, "pr", "a")
+    ids = writer.append(10)
+    first = writer.summarize(ids[0:2], BASE, seq=0)
+    writer.summarize([first, ids[2]], BASE + timedelta(seconds=1), seq=0)  # first is evicted, superseded
+    keys = ConversationKeys.of(backend.prefix, "pr", "a")
+    before = store.evictions("pr")
+    assert {e.entry_id: e.replaced_by_summary for e in before}[ids[0]] == first
+
+    assert store.prune("pr", "a", [first], []) == 1
+    after = _hidden(backend.client, store, "pr")
+    assert {e.entry_id: e.replaced_by_summary for e in after}[ids[0]] is None
+    assert backend.client.hget(keys.state, "ev_v") is None
+    with _watch(backend) as commands:
+        assert store.evictions("pr", page=Page(last=2)) == after[-2:]
+    assert _read(commands, keys) is None  # read whole: still the listing's answer
+
+    assert store.upgrade() == 1
+    assert_indexed(backend.client, keys, after)
+    with _watch(backend) as commands:
+        assert store.evictions("pr", page=Page(limit=2)) == after[:2]
+    assert _read(commands, keys) == [e.entry_id for e in after[:2]]
