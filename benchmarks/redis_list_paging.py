@@ -1,8 +1,9 @@
-"""A page of Redis reductions (or summaries) by their index, against the whole read and a bare read, in one run.
+"""A page of Redis reductions, summaries or evictions by their index, against the whole read and a bare read.
 
     python benchmarks/redis_list_paging.py                  # 10,000 reductions, 9 rounds
     python benchmarks/redis_list_paging.py --reductions 100000 --rounds 7
     python benchmarks/redis_list_paging.py --reductions 0 --summaries 100000 --rounds 7
+    python benchmarks/redis_list_paging.py --reductions 0 --evictions 100000 --rounds 7
 
 Builds two identical conversations of ``--reductions`` reductions; the second has its
 list's order mark removed, which is what a conversation written before 0.3 looks like
@@ -21,6 +22,13 @@ bare read of those 100 rows: one raw ``HMGET`` of their ids plus the same decodi
 first summary of each is committed by the store; the others are written by a pipeline in
 exactly the layout the commit script leaves (``sum`` hash field, ``sumat`` member), which
 takes seconds where 100,000 commits would take minutes.
+
+With ``--evictions N``: two conversations of N evicted messages (N / 10 reductions a second
+apart, each evicting 10), committed by the store; the second has its eviction index's mark
+removed (what one written before 0.3 looks like: read whole). Then ``evictions(last=3)``
+and ``evictions(after=the middle one, limit=100)`` on each, and the bare read of those 100
+rows: one pipeline of raw ``HMGET`` of their records and contents and ``LRANGE`` of their
+10 reductions, plus the same decoding.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from contextledger.core.changeset import Changeset
 from contextledger.model.paging import Page, cursor
 from contextledger.model.records import Reduction, SummaryEntry
 from contextledger.stores.redis import RedisStore
-from contextledger.stores.redis.codec import reduction_from, summary_from, time_score
+from contextledger.stores.redis.codec import MessageRow, reduction_from, summary_from, time_score
 from contextledger.stores.redis.keys import ConversationKeys
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -160,6 +168,92 @@ def summaries_table(store: RedisStore, raw: Redis, count: int, rounds: int) -> N
     )
 
 
+def build_evictions(store: RedisStore, session: str, count: int) -> list[str]:
+    """A conversation of ``count`` evicted messages, 10 per reduction a second apart; their ids in order."""
+    messages = [Message.user(f"The user asked about order {n}; the assistant answered.") for n in range(count + 1)]
+    version = 0
+    for start in range(0, len(messages), 1000):
+        chunk = messages[start : start + 1000]
+        appends = tuple(
+            ViewEntry(entry_id=m.message_id, seq=start + i, message=m, tokens=12) for i, m in enumerate(chunk)
+        )
+        version = store.commit(
+            Changeset(
+                session_id=session,
+                agent_id="a",
+                expected_version=version,
+                appends=appends,
+                next_seq=start + len(chunk),
+            )
+        )
+    ids = [m.message_id for m in messages[:count]]
+    for n, start in enumerate(range(0, count, 10)):
+        evicted = tuple(ids[start : start + 10])
+        reduction = Reduction(
+            session_id=session,
+            agent_id="a",
+            trigger="per_turn",
+            strategy="sliding_window",
+            created_at=BASE + timedelta(seconds=n),
+            messages_before=40,
+            messages_after=30,
+            tokens_before=4000,
+            tokens_after=3000,
+            evicted=evicted,
+            version=version + 1,
+        )
+        version = store.commit(
+            Changeset(session_id=session, agent_id="a", expected_version=version, evict=evicted, reduction=reduction)
+        )
+    return ids
+
+
+def evictions_table(store: RedisStore, raw: Redis, count: int, rounds: int) -> None:
+    """Time and print the evictions cases (see the module docstring)."""
+    ids = build_evictions(store, "ev-indexed", count)
+    build_evictions(store, "ev-legacy", count)
+    raw.hdel(ConversationKeys.of(store.key_prefix, "ev-legacy", "a").state, "ev_v")
+    middle = count // 2
+    after = cursor(store.evictions("ev-indexed", "a", page=Page(after=None, limit=middle + 1))[-1])
+    keys = ConversationKeys.of(store.key_prefix, "ev-indexed", "a")
+    page_ids = ids[middle + 1 : middle + 101]
+    first_red = (middle + 1) // 10  # the reductions list holds one row per 10 evictions, in order
+
+    def bare() -> Any:
+        pipe = raw.pipeline(transaction=False)
+        pipe.hmget(keys.msg, page_ids)
+        pipe.hmget(keys.content, page_ids)
+        pipe.lrange(keys.red, first_red, first_red + 10)
+        records, contents, reds = pipe.execute()
+        rows = [MessageRow.decode(i, r, c, {}, keys.msg) for i, r, c in zip(page_ids, records, contents, strict=True)]
+        return rows, [reduction_from(r, keys.red) for r in reds]
+
+    got = store.evictions("ev-indexed", "a", page=Page(after=after, limit=100))
+    assert [e.entry_id for e in got] == page_ids
+    runs: dict[tuple[str, str], Callable[[], Any]] = {}
+    for session in ("ev-indexed", "ev-legacy"):
+        runs[("evictions(last=3)", session)] = partial(store.evictions, session, "a", page=Page(last=3))
+        runs[("evictions(after=middle, limit=100)", session)] = partial(
+            store.evictions, session, "a", page=Page(after=after, limit=100)
+        )
+    runs[("bare", "raw")] = bare
+    med = measure(runs, rounds)
+    print(f"Redis: {count:,} evictions, {rounds} rounds")
+    print("| read | index: wall ms | CPU ms | whole read: wall ms | CPU ms | wall ratio | CPU ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in ("evictions(last=3)", "evictions(after=middle, limit=100)"):
+        (iw, ic), (lw, lc) = med[(name, "ev-indexed")], med[(name, "ev-legacy")]
+        print(
+            f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
+            f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
+        )
+    (bw, bc), (mw, mc) = med[("bare", "raw")], med[("evictions(after=middle, limit=100)", "ev-indexed")]
+    print(
+        f"Bare read, raw HMGET of the same 100 entries and LRANGE of their reductions, decoded: {bw * 1e3:,.2f} ms"
+        f" wall, {bc * 1e3:,.2f} ms CPU; the indexed page is {mw / bw:.2f}x its wall time, {mc / bc:.2f}x its CPU time."
+    )
+
+
 def measure(runs: dict[tuple[str, str], Callable[[], Any]], rounds: int) -> dict[tuple[str, str], tuple[float, float]]:
     """Median wall and client CPU seconds of each run, the runs alternated each round with the order rotated."""
     order = list(runs)
@@ -177,6 +271,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reductions", type=int, default=10_000)
     parser.add_argument("--summaries", type=int, default=0, help="also page this many summaries (0: none)")
+    parser.add_argument("--evictions", type=int, default=0, help="also page this many evictions (0: none)")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     load = os.getloadavg()[0]
@@ -184,17 +279,20 @@ def main() -> None:
         if found is None:
             raise SystemExit("no Redis available")
         prefix = f"clbench-lists-{uuid.uuid4().hex[:8]}"
-        store = RedisStore.from_url(found[0], key_prefix=prefix)
+        # a whole read of 100,000 evictions outlasts the default socket timeout on a loaded machine
+        store = RedisStore.from_url(found[0], key_prefix=prefix, socket_timeout=300)
         raw = Redis.from_url(found[0])
         try:
             if args.summaries:
                 summaries_table(store, raw, args.summaries, args.rounds)
+            if args.evictions:
+                evictions_table(store, raw, args.evictions, args.rounds)
             if args.reductions:
                 reductions_table(store, raw, prefix, args.reductions, args.rounds)
             print(f"Load average (1 min): {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.")
             print(versions())
         finally:
-            for session in ("marked", "legacy", "sums-indexed", "sums-legacy"):
+            for session in ("marked", "legacy", "sums-indexed", "sums-legacy", "ev-indexed", "ev-legacy"):
                 store.delete_session(session)
             store.close()
             raw.close()

@@ -25,6 +25,7 @@ from contextledger.errors import ConcurrencyConflict, ConfigurationError, EntryN
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.redis import (
     erasure,
+    eviction_index,
     lineage,
     listing,
     owners,
@@ -57,6 +58,8 @@ class RedisScripts:
     entries: Script
     page: Script
     summary_page: Script
+    eviction_page: Script
+    eviction_fill: Script
     reindex: Script
     unstray: Script
     range: Script
@@ -81,6 +84,8 @@ class RedisScripts:
             entries=client.register_script(travel.ENTRIES),
             page=client.register_script(paging.PAGE),
             summary_page=client.register_script(summary_index.PAGE),
+            eviction_page=client.register_script(eviction_index.PAGE),
+            eviction_fill=client.register_script(eviction_index.FILL),
             reindex=client.register_script(paging.REINDEX),
             unstray=client.register_script(paging.UNSTRAY),
             range=client.register_script(listing.RANGE),
@@ -175,6 +180,17 @@ class RedisData:
         se|/ss| facts]`` (call it in :meth:`driver`).
         """
         reply = self.scripts.summary_page(keys=[keys.sum, keys.mut, keys.sumat], args=args)
+        return None if reply is None else cast(list[Any], reply)
+
+    def read_evictions(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
+        """One page of evictions via their index (see :mod:`.eviction_index`).
+
+        Returns ``None`` if the index is incomplete, else ``[members, records, contents,
+        reduction rows, rb| facts]`` (call it in :meth:`driver`).
+        """
+        reply = self.scripts.eviction_page(
+            keys=[keys.state, keys.msg, keys.content, keys.mut, keys.sum, keys.red, keys.evat], args=args
+        )
         return None if reply is None else cast(list[Any], reply)
 
     def read_range(self, keys: ConversationKeys, key: str, args: list[str]) -> tuple[bool, list[bytes]]:

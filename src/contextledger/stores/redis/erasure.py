@@ -66,7 +66,10 @@ for _, s in ipairs(summaries) do redis.call('HSET', KEYS[5], s[1], s[2]) end
 keep_tombstone(KEYS[3], id, ARGV[4])
 -- a new version: a conversation opened before the erase conflicts at its next commit and
 -- re-reads, instead of planning (summarizing) the erased text it holds
-redis.call('HINCRBY', KEYS[6], 'version', 1)
+-- (the eviction index is untouched: it stays complete if it was)
+local complete = redis.call('HGET', KEYS[6], 'ev_v') == redis.call('HGET', KEYS[6], 'version')
+local version = redis.call('HINCRBY', KEYS[6], 'version', 1)
+if complete then redis.call('HSET', KEYS[6], 'ev_v', version) end
 return 1
 """
 
@@ -84,9 +87,10 @@ local function keep_tombstone(mut, id, json)
   end
   redis.call('HSET', mut, field, json)
 end
--- Delete evicted entries. KEYS: msg content mut rev sum active seq sumat
+-- Delete evicted entries. KEYS: msg content mut rev sum active seq sumat evat state
 -- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
---   #tombstones, (id, json) pairs. Active entries are skipped; returns how many went.
+--   #tombstones, (id, json) pairs, #members, (id, eviction index member) pairs,
+--   #summaries, (summary id, #replaces, replaces...). Active entries are skipped; returns how many went.
 local pos = 0
 local function take() pos = pos + 1 return ARGV[pos] end
 local messages, summaries, positions, tombs = {}, {}, {}, {}
@@ -94,6 +98,13 @@ for _ = 1, tonumber(take()) do messages[#messages + 1] = take() end
 for _ = 1, tonumber(take()) do summaries[#summaries + 1] = take() end
 for _ = 1, tonumber(take()) do positions[#positions + 1] = tonumber(take()) end
 for _ = 1, tonumber(take()) do tombs[#tombs + 1] = {take(), take()} end
+local members, replaces = {}, {}
+for _ = 1, tonumber(take()) do local id = take() members[id] = take() end
+for _ = 1, tonumber(take()) do
+  local id, list = take(), {}
+  for _ = 1, tonumber(take()) do list[#list + 1] = take() end
+  replaces[id] = list
+end
 local gone = {}
 for _, id in ipairs(messages) do
   if redis.call('HEXISTS', KEYS[1], id) == 1 and redis.call('ZSCORE', KEYS[6], 'm:' .. id) == false then
@@ -131,6 +142,24 @@ for _, id in ipairs(summaries) do
 end
 for _, t in ipairs(tombs) do
   if gone[t[1]] then keep_tombstone(KEYS[3], t[1], t[2]) end
+end
+-- the eviction index: what went leaves it; an entry left whose replacing summary went
+-- would need the next one found among all summaries: the index is marked incomplete
+for id, _ in pairs(gone) do
+  if members[id] then redis.call('ZREM', KEYS[9], members[id]) end
+  redis.call('HDEL', KEYS[3], 'rb|' .. id)
+end
+for id, list in pairs(replaces) do
+  if gone[id] then
+    local tail = ':' .. id
+    for _, rid in ipairs(list) do
+      local by = redis.call('HGET', KEYS[3], 'rb|' .. rid)
+      if by and string.sub(by, -#tail) == tail then
+        redis.call('HDEL', KEYS[3], 'rb|' .. rid)
+        redis.call('HDEL', KEYS[10], 'ev_v')
+      end
+    end
+  end
 end
 return count
 """

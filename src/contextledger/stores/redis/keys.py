@@ -36,6 +36,10 @@ Per conversation (``T`` = the tagged stem):
   cannot hold exactly, before 1685 or after 2255, is left out), so a page of summaries
   reads a range of it; kept and upgraded as the seq index is (see
   :mod:`contextledger.stores.redis.summary_index`).
+* ``T:evat`` -- sorted set: each standing eviction (``<seq:020>`` ``m``/``s`` ``<id>``)
+  scored by its reduction's ``created_at`` in epoch µs, beside the ``rp|`` / ``rb|`` facts
+  in ``T:mut`` and the ``ev_v`` mark in ``T:state``, so a page of evictions reads a range of
+  it (see :mod:`contextledger.stores.redis.eviction_index`).
 
 Indexes (who writes them when: :mod:`~contextledger.stores.redis.writes`, :mod:`~contextledger.stores.redis.index`):
 
@@ -82,6 +86,7 @@ from contextledger.errors import ConfigurationError
 
 __all__ = [
     "CHANGESET_LOG_SIZE",
+    "SEQ_DIGITS",
     "ConversationKeys",
     "SessionKeys",
     "check_prefix",
@@ -91,7 +96,24 @@ __all__ = [
 ]
 
 # Order matters: the Lua scripts address these keys by position.
-_CONVERSATION_PARTS = ("state", "msg", "content", "mut", "active", "sum", "red", "rev", "cs", "pins", "seq", "sumat")
+_CONVERSATION_PARTS = (
+    "state",
+    "msg",
+    "content",
+    "mut",
+    "active",
+    "sum",
+    "red",
+    "rev",
+    "cs",
+    "pins",
+    "seq",
+    "sumat",
+    "evat",
+)
+
+SEQ_DIGITS = 20
+"""Digits of the seq in an eviction index member: any seq a conversation holds (below 10**20) sorts as a number."""
 
 CHANGESET_LOG_SIZE = 1000
 """Versions whose changeset id the ``cs`` hash keeps (a lost reply is resolved right after)."""
@@ -167,6 +189,7 @@ class ConversationKeys:
     pins: str
     seq: str
     sumat: str
+    evat: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:
@@ -264,5 +287,5 @@ class SessionKeys:
 
 @lru_cache(maxsize=1024)
 def _conversation_keys(prefix: str, session_id: str, agent_id: str) -> ConversationKeys:
-    # Remembered: every commit and read names its conversation's eleven keys (immutable).
+    # Remembered: every commit and read names its conversation's keys (immutable).
     return ConversationKeys.at(f"{{{prefix}:{encode_id(session_id)}:{encode_id(agent_id)}}}")

@@ -15,7 +15,7 @@ from contextledger.errors import EntryNotFound
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, Tombstone
 from contextledger.stores.capabilities import Swap
-from contextledger.stores.redis import erasure
+from contextledger.stores.redis import erasure, eviction_index
 from contextledger.stores.redis.codec import flat_hash, loads, revision_from, text
 from contextledger.stores.redis.data import RedisData, script_errors
 from contextledger.stores.redis.keys import ConversationKeys
@@ -67,21 +67,41 @@ class RedisLifecycle:
         wanted = set(entry_ids)
         with self._d.driver("prune"):
             revisions = cast(list[bytes], self._d.client.lrange(keys.rev, 0, -1))
-            messages = [
-                i
-                for i, known in zip(sorted(wanted), self._d.client.hmget(keys.msg, sorted(wanted)), strict=True)
-                if known
-            ]
-        summaries = sorted(wanted - set(messages))
+            records = dict(zip(sorted(wanted), self._d.client.hmget(keys.msg, sorted(wanted)), strict=True))
+            messages = [i for i, known in records.items() if known]
+            summaries = sorted(wanted - set(messages))
+            stored = cast(list[bytes | None], self._d.client.hmget(keys.sum, summaries)) if summaries else []
+        # the eviction index members of what may go, and what the summaries replaced (see eviction_index.py)
+        members: list[str] = []
+        for i in messages:
+            members += [i, eviction_index.member(int(loads(cast(bytes, records[i]))["seq"]), "message", i)]
+        replaced: list[str] = []
+        for sid, raw in zip(summaries, stored, strict=True):
+            if raw is not None:
+                summary = SummaryEntry.model_validate_json(raw)
+                members += [sid, eviction_index.member(summary.seq, "summary", sid)]
+                replaced += [sid, str(len(summary.replaces)), *summary.replaces]
         positions = [i for i, raw in enumerate(revisions) if revision_from(raw, keys.rev).message_id in set(messages)]
         args = [str(len(messages)), *messages, str(len(summaries)), *summaries, str(len(positions))]
         args += [str(p) for p in positions]
         args.append(str(len(tombstones)))
         for t in tombstones:
             args += [t.entry_id, erasure.tombstone_json(t)]
+        args += [str(len(members) // 2), *members, str(sum(1 for raw in stored if raw is not None)), *replaced]
         with self._d.driver("prune"), script_errors():
             count = self._d.scripts.prune(
-                keys=[keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active, keys.seq, keys.sumat],
+                keys=[
+                    keys.msg,
+                    keys.content,
+                    keys.mut,
+                    keys.rev,
+                    keys.sum,
+                    keys.active,
+                    keys.seq,
+                    keys.sumat,
+                    keys.evat,
+                    keys.state,
+                ],
                 args=args,
             )
         self._align_ttl(keys)

@@ -2,9 +2,11 @@
 
 A part of :class:`~contextledger.stores.redis.store.RedisStore` over its
 :class:`~contextledger.stores.redis.data.RedisData`: :meth:`RedisQueries.load` and
-:meth:`RedisQueries.entries` run one read-only script each; every other query reads the
-keys of the conversations it names through the read-only snapshot script and decodes the
-rows (:mod:`~contextledger.stores.redis.codec`); damaged rows raise
+:meth:`RedisQueries.entries` run one read-only script each; the listings that page read a
+page through an index or a list range (:mod:`.paging`, :mod:`.summary_index`,
+:mod:`.eviction_index`, :mod:`.listing`), else the keys of the conversations they name
+through the read-only snapshot script, and decode the rows
+(:mod:`~contextledger.stores.redis.codec`); damaged rows raise
 :class:`~contextledger.errors.CorruptRecord` naming the key and the id.
 """
 
@@ -33,7 +35,7 @@ from contextledger.model.records import (
 )
 from contextledger.model.trusted import trusted
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
-from contextledger.stores.redis import summary_index, travel
+from contextledger.stores.redis import eviction_index, summary_index, travel
 from contextledger.stores.redis.codec import (
     MessageRow,
     decode_state,
@@ -179,44 +181,62 @@ class RedisQueries:
         since: datetime | None = None,
         page: Page | None = None,
     ) -> list[Eviction]:
-        """Evicted entries with when, why and which summary replaced them (or one page, kept from the whole read).
+        """Evicted entries with when, why and which summary replaced them (or one page).
 
-        Each conversation is read whole and joined in Python (:func:`~contextledger.stores.base.assemble_evictions`).
-        The reductions list is no index for a page of it, though evictions are ordered by
-        their reduction's time: a page counts evictions, and a reduction made any number of
-        them, or none that still stands (an eviction stands while the entry's ``e|`` /
-        ``se|`` fact names its reduction; an undo clears it), so ``last=3`` could have to
-        walk back past any number of reductions; which entries a reduction evicted is the
-        changeset's, not its row's ``evicted`` field (the store contract does not tie them);
-        evictions at one time are ordered by ``(seq, kind, entry_id)`` across reductions;
-        ``trigger`` filters by the reduction; and the replacing summary is found among all
-        summaries' ``replaces``. A page read would need an index of standing evictions
-        (scored by the reduction's time, members ordered as ``(seq, kind, id)``) kept where
-        the scripts set and clear those facts, and the reductions and replacing summaries
-        by id.
+        One read-only script per agent reads the page's range of the conversation's index
+        of standing evictions and those entries, their reductions and replacing summaries
+        only (see :mod:`.eviction_index`). A conversation whose index is incomplete (written
+        before it, or by a version without it, and not upgraded since), and a page filtered
+        by ``trigger``, is read whole and joined in Python
+        (:func:`~contextledger.stores.base.assemble_evictions`), the page kept: a read never writes.
         """
+        page = page or WHOLE
         out: list[Eviction] = []
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
-            with self._driver("evictions"):
-                records, contents, mut_raw, sums, reds = self._snapshot(
-                    [keys.msg, keys.content, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
-                )
-            mut = flat_hash(mut_raw)
-            reductions = {r.reduction_id: r for r in (reduction_from(raw, keys.red) for raw in reds)}
-            summaries = _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
-            evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
-            candidates = [
-                EvictedCandidate(r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
-                for r in self._rows(evicted_records, flat_hash(contents), mut, keys.msg)
-            ]
-            candidates += [
-                EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
-                for s in summaries
-                if s.status == "evicted"
-            ]
-            out += assemble_evictions(session_id, aid, candidates, reductions, summaries, trigger=trigger, since=since)
+            if trigger is None:
+                with self._driver("evictions"):
+                    reply = self._d.read_evictions(keys, eviction_index.page_args(page, aid, since))
+                indexed = None if reply is None else eviction_index.decode_page(session_id, aid, reply, keys)
+                if indexed is not None:
+                    out += indexed
+                    continue
+            logger.debug(
+                "session_id=<%s>, agent_id=<%s> | evictions read whole: no complete index (db upgrade builds it)",
+                session_id,
+                aid,
+            )
+            out += self._whole_evictions(session_id, aid, keys, trigger=trigger, since=since)
         return paged(out, page)
+
+    def _whole_evictions(
+        self,
+        session_id: str,
+        agent_id: str,
+        keys: ConversationKeys,
+        *,
+        trigger: Trigger | None = None,
+        since: datetime | None = None,
+    ) -> list[Eviction]:
+        """Every eviction of one conversation, read whole and joined in Python."""
+        with self._driver("evictions"):
+            records, contents, mut_raw, sums, reds = self._snapshot(
+                [keys.msg, keys.content, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
+            )
+        mut = flat_hash(mut_raw)
+        reductions = {r.reduction_id: r for r in (reduction_from(raw, keys.red) for raw in reds)}
+        summaries = _by_creation(summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values())
+        evicted_records = {mid: rec for mid, rec in flat_hash(records).items() if f"e|{mid}" in mut}
+        candidates = [
+            EvictedCandidate(r.entry_id, "message", r.seq, r.message.role, r.message.plain_text, r.evicted_by)
+            for r in self._rows(evicted_records, flat_hash(contents), mut, keys.msg)
+        ]
+        candidates += [
+            EvictedCandidate(s.summary_id, "summary", s.seq, "user", s.content, s.evicted_by)
+            for s in summaries
+            if s.status == "evicted"
+        ]
+        return assemble_evictions(session_id, agent_id, candidates, reductions, summaries, trigger=trigger, since=since)
 
     def reductions(self, session_id: str, agent_id: str | None = None, *, page: Page | None = None) -> list[Reduction]:
         """Reductions in commit order (or one page: a range of each agent's list, see :mod:`.listing`)."""

@@ -15,7 +15,7 @@ arrays, escapes). Numbers they store arrive as decimal strings for the same reas
 
 from __future__ import annotations
 
-from contextledger.stores.redis.keys import CHANGESET_LOG_SIZE
+from contextledger.stores.redis.keys import CHANGESET_LOG_SIZE, SEQ_DIGITS
 
 __all__ = ["ALIGN_TTL", "COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
 
@@ -27,7 +27,7 @@ ERROR_PREFIXES = ("CLCONFLICT", "CLDELETED", "CLDUPLICATE", "CLNOTFOUND", "CLWRO
 
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev cs pins seq sumat [sessions [agents [owner]]]
+-- KEYS: state msg content mut active sum red rev cs pins seq sumat evat [sessions [agents [owner]]]
 --   sessions: the sorted set listing the session by last update -- the global one on a
 --   single server, on Cluster the one of the conversation's slot; agents: the session's
 --   agent set, owner: the hash naming its app and user, both only on a single server (on
@@ -59,12 +59,13 @@ COMMIT = r"""#!lua
 -- finds itself there and returns its version, changing nothing: it only writes its own
 -- log entry again, so that the write reaches the replication stream and a WAIT that
 -- follows on this connection counts the replicas holding the original commit too.
-local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ, K_SUMAT =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ, K_SUMAT, K_EVAT =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
+  KEYS[13]
 local LOG_SIZE = __LOG_SIZE__
 
 local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset',
-  'zset', 'zset', 'set', 'hash'}
+  'zset', 'zset', 'zset', 'set', 'hash'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -86,6 +87,8 @@ end
 if current ~= ARGV[1] then
   return redis.error_reply('CLCONFLICT ' .. current)
 end
+-- the eviction index (eviction_index.py) stays complete only if it was so at this version
+local indexed = current == '0' or redis.call('HGET', K_STATE, 'ev_v') == current
 
 local pos = 17
 local function take()
@@ -167,9 +170,26 @@ for _, p in ipairs(pins) do
   end
 end
 
+-- an evicted entry's member in the eviction index: seq in __SEQ__ digits, m|s, id (ordered as the listing)
+local function ev_member(view_score, kind, id)
+  return string.format('%0__SEQ__d', math.floor(tonumber(view_score) / 2)) .. kind .. id
+end
+local red_at = ARGV[#ARGV - 2]
+local red_exact = reduction ~= nil and red_at ~= '' and math.abs(tonumber(red_at)) < 9007199254740992
+local function index_eviction(view_score, kind, id)
+  local m = ev_member(view_score, kind, id)
+  if red_exact then
+    redis.call('ZADD', K_EVAT, red_at, m)
+  else
+    -- no reduction row: the listing shows no such eviction; a time a score cannot hold: read whole
+    redis.call('ZREM', K_EVAT, m)
+    if reduction then indexed = false end
+  end
+end
 -- apply, in the order the reference store does (restores first: a restored message may be revised)
 for _, r in ipairs(restore) do
   redis.call('ZADD', K_ACTIVE, r[3], r[2] .. ':' .. r[1])
+  redis.call('ZREM', K_EVAT, ev_member(r[3], r[2], r[1]))
   if r[2] == 'm' then
     redis.call('HDEL', K_MUT, 'e|' .. r[1])
   else
@@ -215,9 +235,11 @@ for _, r in ipairs(revisions) do
 end
 for _, id in ipairs(evicted) do
   if redis.call('HEXISTS', K_MSG, id) == 1 then
+    index_eviction(redis.call('ZSCORE', K_ACTIVE, 'm:' .. id), 'm', id)
     redis.call('ZREM', K_ACTIVE, 'm:' .. id)
     redis.call('HSET', K_MUT, 'e|' .. id, reduction_id)
   else
+    index_eviction(redis.call('ZSCORE', K_ACTIVE, 's:' .. id), 's', id)
     redis.call('ZREM', K_ACTIVE, 's:' .. id)
     redis.call('HSET', K_MUT, 'se|' .. id, reduction_id)
     if summary and replaced[id] then
@@ -236,6 +258,21 @@ if summary then
     redis.call('ZREM', K_SUMAT, summary[1])
   end
   redis.call('HDEL', K_MUT, 'se|' .. summary[1], 'ss|' .. summary[1])
+  -- rb|<id>: the summary that replaced id, the one created last (created_at, seq) as the listing finds it
+  if summary[5] == '' then
+    indexed = false
+  else
+    local at, seq = tonumber(summary[5]), math.floor(tonumber(summary[2]) / 2)
+    local value = summary[5] .. ':' .. seq .. ':' .. summary[1]
+    for id, _ in pairs(replaced) do
+      local prev = redis.call('HGET', K_MUT, 'rb|' .. id)
+      local p_at, p_seq = nil, nil
+      if prev then p_at, p_seq = string.match(prev, '^(%-?%d+):(%-?%d+):') end
+      if not p_at or at > tonumber(p_at) or (at == tonumber(p_at) and seq >= tonumber(p_seq)) then
+        redis.call('HSET', K_MUT, 'rb|' .. id, value)
+      end
+    end
+  end
   if summary[3] == '1' then
     redis.call('ZADD', K_ACTIVE, summary[2], 's:' .. summary[1])
   else
@@ -244,32 +281,35 @@ if summary then
 end
 if reduction then
   mark(K_RED, 'red_', ARGV[#ARGV - 2], 1)
+  -- rp|<id>: its position in the list (only ever appended to), for a page of evictions
+  redis.call('HSET', K_MUT, 'rp|' .. reduction_id, redis.call('LLEN', K_RED))
   redis.call('RPUSH', K_RED, reduction)
 end
 
 local version = redis.call('HINCRBY', K_STATE, 'version', 1)
 redis.call('HSET', K_CS, tostring(version), changeset_id)
 if version > LOG_SIZE then redis.call('HDEL', K_CS, tostring(version - LOG_SIZE)) end
+if indexed then redis.call('HSET', K_STATE, 'ev_v', version) else redis.call('HDEL', K_STATE, 'ev_v') end
 redis.call('HSET', K_STATE, 'updated_at', ARGV[2])
 redis.call('HSETNX', K_STATE, 'created_at', ARGV[2])
 local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
 for i, name in ipairs(fields) do
   if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
 end
-if #KEYS >= 13 then redis.call('ZADD', KEYS[13], 'GT', ARGV[3], ARGV[4]) end
-if #KEYS >= 14 then redis.call('SADD', KEYS[14], ARGV[5]) end
+if #KEYS >= 14 then redis.call('ZADD', KEYS[14], 'GT', ARGV[3], ARGV[4]) end
+if #KEYS >= 15 then redis.call('SADD', KEYS[15], ARGV[5]) end
 if ttl > 0 then
-  for i = 1, 12 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 14 then redis.call('PEXPIRE', KEYS[14], ttl) end
+  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
   if #KEYS >= 15 then redis.call('PEXPIRE', KEYS[15], ttl) end
-  if #KEYS >= 13 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[13], ttl)
+  if #KEYS >= 16 then redis.call('PEXPIRE', KEYS[16], ttl) end
+  if #KEYS >= 14 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[14], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[14], ttl)
   end
 end
 return version
 """
-COMMIT = COMMIT.replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE))
+COMMIT = COMMIT.replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE)).replace("__SEQ__", str(SEQ_DIGITS))
 
 HMGET = r"""-- HMGET in chunks: unpack() of a huge window would overflow the Lua C stack
 local function hmget(key, fields)

@@ -402,10 +402,13 @@ class RedisStore:
         Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
         every conversation whose index lacks a message gets it; the creation-time index of
         its summaries likewise (:mod:`~contextledger.stores.redis.summary_index`); and the
-        order marks of its reductions and pin events lists (:mod:`~contextledger.stores.redis.listing`).
-        Idempotent, safe while others write (each id is added only while its message or
-        summary exists); run once after upgrading the library (``contextledger db upgrade``
-        does). Until then such a conversation's pages are read whole.
+        order marks of its reductions and pin events lists (:mod:`~contextledger.stores.redis.listing`);
+        and its index of standing evictions, rebuilt where it is not marked complete
+        (:mod:`~contextledger.stores.redis.eviction_index`). Idempotent, safe while others
+        write (each id is added only while its message or summary exists; an eviction index
+        is written only while the conversation's version is the one it was planned at); run
+        once after upgrading the library (``contextledger db upgrade`` does). Until then such
+        a conversation's pages are read whole.
 
         Raises:
             CorruptRecord: A message record holds no readable ``seq``, or a summary no

@@ -17,6 +17,8 @@ from __future__ import annotations
 from contextledger.model.bundle import ConversationRecords
 from contextledger.model.messages import encode_blocks
 from contextledger.model.records import SummaryEntry, utcnow
+from contextledger.stores.base import EvictedCandidate
+from contextledger.stores.redis import eviction_index
 from contextledger.stores.redis.codec import dumps, epoch_micros, record_values, time_score
 from contextledger.stores.redis.erasure import tombstone_json
 from contextledger.stores.redis.events import pin_event_json
@@ -27,13 +29,14 @@ __all__ = ["IMPORT", "import_args"]
 
 IMPORT = r"""#!lua
 -- Create one conversation from its complete records, all at once; 0 if it exists.
--- KEYS: state msg content mut active sum red rev cs pins seq sumat [sessions [agents]]
+-- KEYS: state msg content mut active sum red rev cs pins seq sumat evat [sessions [agents]]
 -- ARGV: 1 updated_at (epoch us)  2 session_id  3 agent_id  4 ttl in ms (0 = none), then
 --   ten groups: state, msg, content, mut (hashes: #pairs, field value ...), active
 --   (#pairs, score member ...), red, rev, pins (lists: #values, value ...), seq
---   (#pairs, seq id ...), sumat (#pairs, created_at in epoch us, summary id ...)
+--   (#pairs, seq id ...), sumat (#pairs, created_at in epoch us, summary id ...), evat (#pairs,
+--   evicted_at in epoch us, member ...: see eviction_index.py)
 local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'zset', 'zset',
-  'set'}
+  'zset', 'set'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -64,18 +67,19 @@ group(KEYS[8], 'RPUSH', 1)
 group(KEYS[10], 'RPUSH', 1)
 group(KEYS[11], 'ZADD', 2)
 group(KEYS[12], 'ZADD', 2)
-if #KEYS >= 13 then redis.call('ZADD', KEYS[13], 'GT', ARGV[1], ARGV[2]) end
-if #KEYS >= 14 then redis.call('SADD', KEYS[14], ARGV[3]) end
+group(KEYS[13], 'ZADD', 2)
+if #KEYS >= 14 then redis.call('ZADD', KEYS[14], 'GT', ARGV[1], ARGV[2]) end
+if #KEYS >= 15 then redis.call('SADD', KEYS[15], ARGV[3]) end
 -- With a ttl the index keys expire as a commit makes them expire: the session's agent
 -- set (single server) and the sessions index, which drops sessions written more than
 -- ttl ago (ARGV[1] is this import's time when there is a ttl).
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
-  for i = 1, 12 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 14 then redis.call('PEXPIRE', KEYS[14], ttl) end
-  if #KEYS >= 13 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[13], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[13], ttl)
+  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  if #KEYS >= 15 then redis.call('PEXPIRE', KEYS[15], ttl) end
+  if #KEYS >= 14 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[14], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[14], ttl)
   end
 end
 return 1
@@ -170,6 +174,24 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         for r in records.revisions
     ]
     pins = [pin_event_json(p) for p in records.pins]
+    # the eviction index and its facts, complete at this version (see eviction_index.py)
+    index = eviction_index.plan(
+        [
+            EvictedCandidate(h.message.message_id, "message", h.seq, h.message.role, "", h.evicted_by)
+            for h in records.messages
+            if h.status == "evicted"
+        ]
+        + [
+            EvictedCandidate(s.summary_id, "summary", s.seq, "user", "", s.evicted_by)
+            for s in records.summaries
+            if s.evicted_by is not None
+        ],
+        records.reductions,
+        records.summaries,
+    )
+    mut += index.fields
+    if index.complete:
+        state_fields += ["ev_v", str(state.version)]
     # the lists' order marks, as the commit script would have left them (see listing.py)
     state_fields += mark_fields(REDUCTIONS, reductions, "reductions") + mark_fields(PINS, pins, "pin events")
     # With a ttl the sessions index must rank the conversation by when its keys were
@@ -182,4 +204,5 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
         args += [str(len(values)), *values]
     args += [str(len(by_seq) // 2), *by_seq]
     args += [str(len(by_time) // 2), *by_time]
+    args += [str(len(index.pairs) // 2), *index.pairs]
     return args

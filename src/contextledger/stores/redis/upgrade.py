@@ -10,8 +10,10 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import cast
 
-from contextledger.stores.redis import listing, paging, summary_index
-from contextledger.stores.redis.codec import text
+from contextledger.errors import CorruptRecord
+from contextledger.stores.base import EvictedCandidate
+from contextledger.stores.redis import eviction_index, listing, paging, summary_index
+from contextledger.stores.redis.codec import flat_hash, loads, reduction_from, summary_from, text
 from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.keys import ConversationKeys
 
@@ -22,9 +24,24 @@ Scored = Callable[[Iterable[tuple[bytes, bytes]], str], Iterator[list[str]]]
 
 logger = logging.getLogger("contextledger.stores.redis.store")
 
+_ATTEMPTS = 3
+"""Times an eviction index is planned again when a commit moved the conversation meanwhile."""
+
+
+def _seq(raw: bytes, message_id: str, where: str) -> int:
+    """The seq of a stored message record.
+
+    Raises:
+        CorruptRecord: The record holds no readable seq.
+    """
+    try:
+        return int(loads(raw)["seq"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecord(f"damaged message: {exc}", where=where, record_id=message_id) from exc
+
 
 class RedisUpgrade:
-    """Layout upgrades (today: the seq index of history, the creation-time index of summaries, list order marks)."""
+    """Layout upgrades: the seq index of history, the creation-time index of summaries, list order marks, evictions."""
 
     def __init__(self, data: RedisData) -> None:
         """Work on ``data``."""
@@ -35,8 +52,10 @@ class RedisUpgrade:
 
         Today that is the seq index of history (see :mod:`~contextledger.stores.redis.paging`):
         every conversation whose index lacks a message gets it; the same for its summaries'
-        creation-time index (see :mod:`~contextledger.stores.redis.summary_index`); and the order marks of its
-        reductions and pin events lists (see :mod:`~contextledger.stores.redis.listing`). Idempotent, safe while others
+        creation-time index (see :mod:`~contextledger.stores.redis.summary_index`); the order marks of its
+        reductions and pin events lists (see :mod:`~contextledger.stores.redis.listing`); and its index of
+        standing evictions where it is not marked complete (see :mod:`~contextledger.stores.redis.eviction_index`).
+        Idempotent, safe while others
         write (each id is added only while its message exists); run once after upgrading
         the library (``contextledger db upgrade`` does). Until then such a conversation's
         history pages are read whole.
@@ -53,7 +72,8 @@ class RedisUpgrade:
                 if not ConversationKeys.owns(self._d.key_prefix, stem):
                     continue
                 keys = ConversationKeys.at(stem)
-                if self._reindex(keys) + self._index_summaries(keys) + self._mark_lists(keys):
+                done = self._reindex(keys) + self._index_summaries(keys) + self._mark_lists(keys)
+                if self._index_evictions(keys) + done:
                     changed += 1
         logger.info("prefix=<%s>, conversations=<%d> | indexed history by seq", self._d.key_prefix, changed)
         return changed
@@ -75,6 +95,62 @@ class RedisUpgrade:
                 logger.info("list=<%s> | written while being marked; the next upgrade marks it", key)
             marked += max(done, 0)
         return marked
+
+    def _index_evictions(self, keys: ConversationKeys) -> int:
+        """Rebuild a conversation's index of standing evictions unless it is complete (see :mod:`.eviction_index`).
+
+        Reads the conversation whole (one script), plans the index as the whole read lists
+        the evictions, and writes it in chunks that each check the version is still the one
+        read (a commit in between: planned again, a few times). Returns 1 if it was rebuilt;
+        one holding a time a score cannot hold is left as it is (its pages are read whole).
+        """
+        for _ in range(_ATTEMPTS):
+            state_raw, records, mut_raw, sums, reds = self._d.snapshot(
+                [keys.state, keys.msg, keys.mut, keys.sum, keys.red], ["h", "h", "h", "h", "l"]
+            )
+            state = flat_hash(state_raw)
+            version = state.get("version")
+            if version is None or state.get("ev_v") == version:
+                return 0
+            mut = flat_hash(mut_raw)
+            candidates = [
+                EvictedCandidate(mid, "message", _seq(raw, mid, keys.msg), "", "", text(mut[f"e|{mid}"]))
+                for mid, raw in flat_hash(records).items()
+                if f"e|{mid}" in mut
+            ]
+            summaries = [summary_from(raw, mut, keys.sum) for raw in flat_hash(sums).values()]
+            candidates += [
+                EvictedCandidate(s.summary_id, "summary", s.seq, "", "", s.evicted_by)
+                for s in summaries
+                if s.evicted_by is not None
+            ]
+            planned = eviction_index.plan(candidates, [reduction_from(raw, keys.red) for raw in reds], summaries)
+            if not planned.complete:
+                return 0  # a time a score cannot hold: its pages stay read whole
+            fields = set(planned.fields[::2])
+            drop = [f for f in mut if f.startswith(("rb|", "rp|")) and f not in fields]
+            if self._fill_evictions(keys, text(version), planned, drop):
+                return 1
+        logger.info("key=<%s> | written while its evictions were indexed; the next upgrade indexes them", keys.state)
+        return 0
+
+    def _fill_evictions(
+        self, keys: ConversationKeys, version: str, planned: eviction_index.Plan, drop: list[str]
+    ) -> bool:
+        """Write ``planned`` in chunks; false if the version moved (nothing of it then marks the index complete)."""
+        step = 2 * paging.REINDEX_CHUNK
+        starts = list(range(0, len(planned.pairs), step)) or [0]
+        for n, start in enumerate(starts):
+            first, last = n == 0, n == len(starts) - 1
+            pairs = planned.pairs[start : start + step]
+            args = [version, "1" if first else "0", "1" if last and planned.complete else "0", str(len(pairs) // 2)]
+            args += pairs
+            fields = planned.fields if first else []
+            args += [str(len(fields) // 2), *fields, *(drop if first else [])]
+            done = int(cast(int, self._d.scripts.eviction_fill(keys=[keys.state, keys.mut, keys.evat], args=args)))
+            if done < 0:
+                return False
+        return True
 
     def _reindex(self, keys: ConversationKeys) -> int:
         """Make a conversation's seq index hold exactly its messages (scripts of a chunk each); how many changed."""

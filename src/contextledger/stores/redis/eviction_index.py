@@ -1,0 +1,280 @@
+"""Pages of a Redis conversation's evictions read through its index of standing evictions.
+
+Every standing eviction (an entry whose ``e|`` / ``se|`` fact names a reduction that has a
+row) is a member of the conversation's ``evat`` sorted set, scored by its reduction's
+``created_at`` in epoch µs; the member is :func:`member` -- the entry's seq in 20 digits,
+``m`` or ``s``, its id -- so members tied at one time sort by bytes exactly as the listing
+orders them, ``(seq, kind, entry_id)`` (a UTF-8 id's bytes sort as its code points do).
+Two facts in the ``mut`` hash let a page read only its rows:
+
+* ``rp|<reduction id>`` -- the reduction's position in the ``red`` list (which is only
+  ever appended to), so its row is one ``LINDEX``;
+* ``rb|<entry id>`` -- ``<at>:<seq>:<summary id>``, the summary that replaced the entry,
+  as the whole read finds it: of every summary listing the entry in ``replaces``, the
+  one created last (by ``(created_at, seq)``; on a tie the one committed last).
+
+The commit script keeps them (evictions add members, restores remove them, a summary
+updates ``rb|``, a reduction writes ``rp|``), the import writes them, prune removes the
+members of what it deletes, delete/expiry/ttl take the key with the others.
+
+Complete: the state field ``ev_v`` holds the version at which the index was last known
+complete. Every script that bumps the version and knows the index (commit, erase) moves
+it along when it matched; a writer without the index (an earlier version) bumps the
+version alone, so the mark no longer matches and pages are read whole -- as is a
+conversation written before the index, one whose eviction time a score cannot hold
+(before 1685 or after 2255), and a page filtered by ``trigger``. A read never writes:
+``RedisStore.upgrade()`` rebuilds the index (:func:`plan`, :data:`FILL`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from contextledger.model.paging import Page
+from contextledger.model.records import Eviction, Reduction, SummaryEntry
+from contextledger.model.trusted import trusted
+from contextledger.stores.base import EvictedCandidate, preview
+from contextledger.stores.redis.codec import MessageRow, epoch_micros, reduction_from, summary_from, text, time_score
+from contextledger.stores.redis.keys import SEQ_DIGITS, ConversationKeys
+from contextledger.stores.redis.listing import as_utc
+
+__all__ = ["FILL", "PAGE", "Plan", "decode_page", "member", "page_args", "plan", "replaced_field"]
+
+_KIND = {"message": "m", "summary": "s"}
+
+PAGE = r"""#!lua flags=no-writes
+-- One page of evictions. KEYS: state msg content mut sum red evat
+-- ARGV: 1-4 after: time (epoch us; '' = none), mode, bound member, inclusive ('1')
+--   mode: '-' every row at that time is after the cursor, '+' every one before it,
+--   '=' tied rows compare by bytes with the bound member  5-8 before: the same
+--   9 since (epoch us, '' = none)  10 count ('' = the whole range)  11 '1': the last count
+-- Returns false when the index is incomplete (or a member is stale: read whole), else
+--   {members, records, contents, reductions, replacing facts}, in order.
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version or redis.call('HGET', KEYS[1], 'ev_v') ~= version then return false end
+-- byte order (Lua's string < uses the server's collation locale; Redis orders members by bytes)
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local function rank(at, mode, bound, inclusive)
+  local below = redis.call('ZCOUNT', KEYS[7], '-inf', '(' .. at)
+  if mode == '-' then return below end
+  local tied = redis.call('ZRANGEBYSCORE', KEYS[7], at, at)
+  if mode == '+' then return below + #tied end
+  for _, m in ipairs(tied) do
+    if before(m, bound) or (inclusive == '1' and m == bound) then below = below + 1 end
+  end
+  return below
+end
+local lo, hi = 0, redis.call('ZCARD', KEYS[7])
+if ARGV[1] ~= '' then lo = rank(ARGV[1], ARGV[2], ARGV[3], ARGV[4]) end
+if ARGV[5] ~= '' then hi = rank(ARGV[5], ARGV[6], ARGV[7], ARGV[8]) end
+if ARGV[9] ~= '' then lo = math.max(lo, redis.call('ZCOUNT', KEYS[7], '-inf', '(' .. ARGV[9])) end
+local count = tonumber(ARGV[10])
+if count then
+  if ARGV[11] == '1' then lo = math.max(lo, hi - count) else hi = math.min(hi, lo + count) end
+end
+if hi <= lo then return {{}, {}, {}, {}, {}} end
+local members = redis.call('ZRANGE', KEYS[7], lo, hi - 1)
+local records, contents, reductions, replaced = {}, {}, {}, {}
+for i, m in ipairs(members) do
+  local kind, id = string.sub(m, __SEQ__ + 1, __SEQ__ + 1), string.sub(m, __SEQ__ + 2)
+  local by
+  if kind == 'm' then
+    records[i] = redis.call('HGET', KEYS[2], id)
+    contents[i] = redis.call('HGET', KEYS[3], id)
+    by = redis.call('HGET', KEYS[4], 'e|' .. id)
+  else
+    records[i] = redis.call('HGET', KEYS[5], id)
+    contents[i] = ''
+    by = redis.call('HGET', KEYS[4], 'se|' .. id)
+  end
+  if not records[i] or not contents[i] or not by then return false end
+  local at = redis.call('HGET', KEYS[4], 'rp|' .. by)
+  local row = at and redis.call('LINDEX', KEYS[6], tonumber(at))
+  if not row then return false end
+  reductions[i] = row
+  replaced[i] = redis.call('HGET', KEYS[4], 'rb|' .. id) or ''
+end
+return {members, records, contents, reductions, replaced}
+""".replace("__SEQ__", str(SEQ_DIGITS))
+
+FILL = r"""#!lua
+-- Rebuild a conversation's eviction index (one chunk). KEYS: state mut evat
+-- ARGV: 1 the version the plan was read at  2 '1': first chunk (drop the old index and
+--   the fields in 5..)  3 '1': last chunk (mark the index complete)  4 #pairs,
+--   then (score, member) pairs, then #fields, (field, value) pairs, then fields to drop.
+-- Returns -1 (nothing written) when the version moved since the plan was read.
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return -1 end
+local pos = 5
+local pairs_n = tonumber(ARGV[4])
+if ARGV[2] == '1' then redis.call('DEL', KEYS[3]) end
+for i = pos, pos + 2 * pairs_n - 1, 512 do
+  redis.call('ZADD', KEYS[3], unpack(ARGV, i, math.min(i + 511, pos + 2 * pairs_n - 1)))
+end
+pos = pos + 2 * pairs_n
+local fields_n = tonumber(ARGV[pos])
+pos = pos + 1
+for i = pos, pos + 2 * fields_n - 1, 512 do
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 511, pos + 2 * fields_n - 1)))
+end
+pos = pos + 2 * fields_n
+for i = pos, #ARGV, 256 do
+  redis.call('HDEL', KEYS[2], unpack(ARGV, i, math.min(i + 255, #ARGV)))
+end
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'ev_v', ARGV[1]) end
+local left = redis.call('PTTL', KEYS[1])
+if left > 0 then
+  if redis.call('PTTL', KEYS[3]) == -1 then redis.call('PEXPIRE', KEYS[3], left) end
+  if redis.call('PTTL', KEYS[2]) == -1 then redis.call('PEXPIRE', KEYS[2], left) end
+end
+return pairs_n
+"""
+
+
+def member(seq: int, kind: str, entry_id: str) -> str:
+    """The index member of an evicted entry: its seq (:data:`SEQ_DIGITS` digits), ``m``/``s``, its id."""
+    return f"{seq:0{SEQ_DIGITS}d}{_KIND[kind]}{entry_id}"
+
+
+def replaced_field(summary: SummaryEntry, at: str) -> str:
+    """The ``rb|`` value naming ``summary`` (``at``: its creation time as a score)."""
+    return f"{at}:{summary.seq}:{summary.summary_id}"
+
+
+def _bound(cursor: Any, agent_id: str, *, after: bool) -> list[str]:
+    """The bound of an evictions cursor ``(evicted_at, agent_id, seq, kind, entry_id)`` in one agent's index."""
+    if cursor is None:
+        return ["", "", "", ""]
+    at, other, seq, kind, entry_id = cursor
+    stamp = str(epoch_micros(as_utc(at)))
+    if other != agent_id:
+        return [stamp, "-" if other < agent_id else "+", "", "0"]
+    if seq < 0:
+        return [stamp, "-", "", "0"]  # every row of this agent at that time comes after
+    if seq >= 10**SEQ_DIGITS:
+        return [stamp, "+", "", "0"]
+    digits = f"{seq:0{SEQ_DIGITS}d}"
+    if kind in _KIND:
+        return [stamp, "=", member(seq, kind, entry_id), "1" if after else "0"]
+    # a kind no entry has: the bound falls between the kinds that are, whatever the id
+    if kind < "message":
+        return [stamp, "=", digits, "0"]
+    return [stamp, "=", digits + ("n" if kind < "summary" else "t"), "0"]
+
+
+def page_args(page: Page, agent_id: str, since: datetime | None) -> list[str]:
+    """The ARGV of :data:`PAGE` for ``page`` (checked eviction cursors) of one agent's index."""
+    count = page.limit if page.limit is not None else page.last
+    return [
+        *_bound(page.after, agent_id, after=True),
+        *_bound(page.before, agent_id, after=False),
+        "" if since is None else str(epoch_micros(as_utc(since))),
+        "" if count is None else str(count),
+        "1" if page.last is not None else "0",
+    ]
+
+
+@dataclass
+class Plan:
+    """What a conversation's eviction index holds, computed from its rows (upgrade, import).
+
+    Attributes:
+        pairs: ``(score, member)`` of each standing eviction, flat.
+        fields: ``(field, value)`` of the ``rp|`` and ``rb|`` facts, flat.
+        complete: Whether every standing eviction and replacing summary has a time a score holds.
+    """
+
+    pairs: list[str] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+    complete: bool = True
+
+
+def plan(
+    candidates: Iterable[EvictedCandidate], reductions: Sequence[Reduction], summaries: Iterable[SummaryEntry]
+) -> Plan:
+    """The index of the evictions the whole read would list from these rows.
+
+    ``candidates`` are the evicted entries (their ``evicted_by`` set), ``reductions`` the
+    reductions list in its stored order, ``summaries`` every summary.
+    """
+    out = Plan()
+    by_id: dict[str, Reduction] = {}
+    for position, red in enumerate(reductions):
+        by_id[red.reduction_id] = red
+        out.fields += [f"rp|{red.reduction_id}", str(position)]
+    for c in candidates:
+        evicting = by_id.get(c.evicted_by or "")
+        if evicting is None:
+            continue  # the listing shows no eviction without its reduction
+        at = time_score(evicting.created_at)
+        if not at:
+            out.complete = False
+            continue
+        out.pairs += [at, member(c.seq, c.kind, c.entry_id)]
+    replaced: dict[str, tuple[SummaryEntry, str]] = {}
+    for s in sorted(summaries, key=lambda s: (s.created_at, s.seq)):
+        at = time_score(s.created_at)
+        if not at:
+            out.complete = False
+            continue
+        for rid in s.replaces:
+            replaced[rid] = (s, at)
+    for rid, (s, at) in replaced.items():
+        out.fields += [f"rb|{rid}", replaced_field(s, at)]
+    return out
+
+
+def decode_page(session_id: str, agent_id: str, reply: list[Any], keys: ConversationKeys) -> list[Eviction] | None:
+    """The evictions of a :data:`.eviction_index.PAGE` reply, in its order; ``None`` if a member is stale.
+
+    Raises:
+        CorruptRecord: A stored entry, summary or reduction is damaged.
+    """
+    members, records, contents, rows, replaced = reply
+    out = []
+    reductions: dict[bytes, Reduction] = {}
+    digits = SEQ_DIGITS
+    for raw_member, record, content, row, by in zip(members, records, contents, rows, replaced, strict=True):
+        name = text(raw_member)
+        entry_id = name[digits + 1 :]
+        if name[digits] == "m":
+            entry = MessageRow.decode(entry_id, record, content, {}, keys.msg)
+            kind, seq, role, plain = "message", entry.seq, entry.message.role, entry.message.plain_text
+        else:
+            summary = summary_from(record, {}, keys.sum)
+            kind, seq, role, plain = "summary", summary.seq, "user", summary.content
+        red = reductions.get(row)
+        if red is None:  # a reduction evicts many: each row is decoded once
+            red = reductions[row] = reduction_from(row, keys.red)
+        if seq != int(name[:digits]):
+            return None  # the member no longer names this entry as it stands: read whole
+        replacing = text(by).split(":", 2)[2] if by else None
+        out.append(
+            trusted(
+                Eviction,
+                {
+                    "session_id": session_id,
+                    "agent_id": agent_id,
+                    "entry_id": entry_id,
+                    "kind": kind,
+                    "seq": seq,
+                    "role": role,
+                    "preview": preview(plain),
+                    "evicted_at": red.created_at,
+                    "trigger": red.trigger,
+                    "strategy": red.strategy,
+                    "reduction_id": red.reduction_id,
+                    "replaced_by_summary": replacing,
+                    "error": red.error,
+                },
+            )
+        )
+    return out
