@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from sqlalchemy.exc import SQLAlchemyError
 
     from contextledger.stores.sql.write.pg_append import EncodedAppend
+    from contextledger.stores.sql.write.pg_writer import HeldAppender
     from contextledger.stores.sql.write.sqlite_hot import HotChangeset
     from contextledger.stores.sql.write.sqlite_writer import HeldWriter
 
@@ -118,6 +119,7 @@ class SQLStore(SQLListings):
         self._source = ""
         self._engine_options: dict[str, Any] = {}
         self._writer: HeldWriter | None = None
+        self._appender: HeldAppender | None = None
 
     @classmethod
     def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:
@@ -317,15 +319,31 @@ class SQLStore(SQLListings):
         from sqlalchemy.exc import SQLAlchemyError
 
         from contextledger.stores.sql.write.apply import apply_changeset
-        from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append
+        from contextledger.stores.sql.write.guard import explain_missed_update
+        from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append, send_append
         from contextledger.stores.sql.write.sqlite_hot import apply_hot
 
         sent = False
         try:
             if isinstance(hot, EncodedAppend):
+                # On the held connection when it is free (nothing sent when it is not)...
+                applied: bool | None = None
+                try:
+                    with self._held_appender().statement() as held:
+                        if held is not None:
+                            sent = True
+                            applied = send_append(held, self.engine.dialect, changeset, utcnow(), hot)
+                except SQLAlchemyError as exc:
+                    raise self._translate(exc) from exc
+                if applied:
+                    return changeset.new_version
+                # ... else on a pooled connection, which also reads why the held one was refused.
                 with self._autocommit() as conn:
                     sent = True
-                    return apply_append(conn, changeset, utcnow(), hot)
+                    if applied is None:
+                        return apply_append(conn, changeset, utcnow(), hot)
+                    explain_missed_update(conn, changeset, hot.appended)
+                    return changeset.new_version
             if hot is not None:
                 try:
                     with self._held_writer().transaction() as tx:
@@ -357,6 +375,19 @@ class SQLStore(SQLListings):
                     self._writer = HeldWriter(engine)
                 writer = self._writer
         return writer
+
+    def _held_appender(self) -> HeldAppender:
+        """The connection the PostgreSQL one-statement appends are sent on (see ``HeldAppender``)."""
+        appender = self._appender
+        if appender is None:
+            from contextledger.stores.sql.write.pg_writer import HeldAppender
+
+            engine = self.engine
+            with self._engine_lock:
+                if self._appender is None:
+                    self._appender = HeldAppender(engine)
+                appender = self._appender
+        return appender
 
     def _read_back(self, changeset: Changeset) -> int | None:
         from contextledger.stores.sql.write.apply import read_back
@@ -539,6 +570,8 @@ class SQLStore(SQLListings):
     def _release(self) -> None:
         if self._writer is not None:
             self._writer.close()
+        if self._appender is not None:
+            self._appender.close()
         if self._reader is not None:
             self._reader.close()
         if self._owns_engine and self._engine is not None:
