@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired, StoreError, StoreUnavailable
@@ -49,7 +50,7 @@ from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Engine
+    from sqlalchemy import Connection, Dialect, Engine
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -61,6 +62,27 @@ if TYPE_CHECKING:
 __all__ = ["SQLStore"]
 
 logger = logging.getLogger(__name__)
+
+
+class _PgPath(NamedTuple):
+    """What PostgreSQL's append calls, imported once (import statements in every commit cost more than its dispatch)."""
+
+    error: type[SQLAlchemyError]
+    encoded_append: type[EncodedAppend]
+    is_append_only: Callable[[Changeset], bool]
+    send_append: Callable[[HeldAppender, Dialect, Changeset, datetime, EncodedAppend], bool]
+    apply_append: Callable[[Connection, Changeset, datetime, EncodedAppend | None], int]
+    explain_missed_update: Callable[[Connection, Changeset, Sequence[str]], None]
+
+
+@cache
+def _pg_path() -> _PgPath:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from contextledger.stores.sql.write.guard import explain_missed_update
+    from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append, is_append_only, send_append
+
+    return _PgPath(SQLAlchemyError, EncodedAppend, is_append_only, send_append, apply_append, explain_missed_update)
 
 
 class SQLStore(SQLListings):
@@ -307,48 +329,28 @@ class SQLStore(SQLListings):
         if not self._sqlite:
             if not self._one_statement_appends:
                 return None
-            from contextledger.stores.sql.write.pg_append import EncodedAppend, is_append_only
-
-            return EncodedAppend(changeset) if is_append_only(changeset) else None
+            pg = _pg_path()
+            return pg.encoded_append(changeset) if pg.is_append_only(changeset) else None
         from contextledger.stores.sql.write.sqlite_hot import HotChangeset, takes_hot_path
 
         return HotChangeset(changeset) if takes_hot_path(changeset) else None
 
     def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
+        if hot is not None and not self._sqlite:  # PostgreSQL's hot changesets are EncodedAppend
+            return self._send_append(changeset, cast("EncodedAppend", hot))
         from sqlalchemy.exc import SQLAlchemyError
 
         from contextledger.stores.sql.write.apply import apply_changeset
-        from contextledger.stores.sql.write.guard import explain_missed_update
-        from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append, send_append
         from contextledger.stores.sql.write.sqlite_hot import apply_hot
 
         sent = False
         try:
-            if isinstance(hot, EncodedAppend):
-                # On the held connection when it is free (nothing sent when it is not)...
-                applied: bool | None = None
-                try:
-                    with self._held_appender().statement() as held:
-                        if held is not None:
-                            sent = True
-                            applied = send_append(held, self.engine.dialect, changeset, utcnow(), hot)
-                except SQLAlchemyError as exc:
-                    raise self._translate(exc) from exc
-                if applied:
-                    return changeset.new_version
-                # ... else on a pooled connection, which also reads why the held one was refused.
-                with self._autocommit() as conn:
-                    sent = True
-                    if applied is None:
-                        return apply_append(conn, changeset, utcnow(), hot)
-                    explain_missed_update(conn, changeset, hot.appended)
-                    return changeset.new_version
             if hot is not None:
                 try:
                     with self._held_writer().transaction() as tx:
                         sent = True
-                        version = apply_hot(tx, hot, utcnow())
+                        version = apply_hot(tx, cast("HotChangeset", hot), utcnow())  # EncodedAppend went above
                         if version is not None:
                             tx.commit()
                             return version
@@ -358,6 +360,33 @@ class SQLStore(SQLListings):
             with self._transaction(write=True) as conn:
                 sent = True
                 return apply_changeset(conn, changeset, utcnow())
+        except StoreUnavailable as exc:
+            if sent:
+                raise ReplyLost(exc) from exc
+            raise
+
+    def _send_append(self, changeset: Changeset, hot: EncodedAppend) -> int:
+        """Send PostgreSQL's one statement: on the held connection when it is free, else on a pooled one."""
+        pg = _pg_path()
+        sent = False
+        try:
+            applied: bool | None = None  # None: not sent on the held connection
+            try:
+                with (self._appender or self._held_appender()).statement() as held:
+                    if held is not None:
+                        sent = True
+                        applied = pg.send_append(held, self.engine.dialect, changeset, utcnow(), hot)
+            except pg.error as exc:
+                raise self._translate(exc) from exc
+            if applied:
+                return changeset.new_version
+            # On a pooled connection, which also reads why the held one's statement was refused.
+            with self._autocommit() as conn:
+                sent = True
+                if applied is None:
+                    return pg.apply_append(conn, changeset, utcnow(), hot)
+                pg.explain_missed_update(conn, changeset, hot.appended)
+                return changeset.new_version
         except StoreUnavailable as exc:
             if sent:
                 raise ReplyLost(exc) from exc
