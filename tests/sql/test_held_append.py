@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -117,3 +118,24 @@ def test_close_closes_the_held_connection(postgres_ledger_url: str) -> None:
     assert not _alive(postgres_ledger_url, pid)
     with pytest.raises(LedgerClosed):
         conversation.append(Message.user("too late"))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_its_parents_held_connection_alone(postgres_store: SQLStore) -> None:
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(Message.user("first"))
+    conversation.append(Message.user("second"))
+    pid = _backend(postgres_store)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit status is the check
+        code = 1
+        try:
+            postgres_store.close()  # must not end the parent's session through the shared socket
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    conversation.append(Message.user("third"))
+    assert _backend(postgres_store) == pid  # the same session: the child did not close it
+    assert len(_ids(postgres_store)) == 3

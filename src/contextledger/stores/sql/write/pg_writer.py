@@ -148,7 +148,11 @@ class HeldAppender:
     def _drop(self, *, lost: bool = False) -> None:
         connection, self._connection, self._cursor = self._connection, None, None
         self._suspect = self._lost = False
-        if connection is not None:
+        if connection is not None and self._pid != os.getpid():
+            # A forked child's copy of its parent's connection: closing it would end the
+            # parent's session on the server (the socket is shared).
+            self._inherited.append(connection)
+        elif connection is not None:
             with suppress(Exception):  # closing a broken connection must not mask the error being raised
                 connection.close()
         if lost:
