@@ -6,7 +6,8 @@ listings of :mod:`~contextledger.stores.sql.read` and
 or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
 conversation that exists is a single statement
 (:mod:`~contextledger.stores.sql.write.pg_append`), run in autocommit mode, where the
-statement is the transaction -- one round trip instead of four. Driver errors are
+statement is the transaction -- one round trip instead of four -- on a connection the
+store holds for it (:mod:`~contextledger.stores.sql.write.pg_writer`). Driver errors are
 translated to the library's errors here.
 
 A SQLite file whose schema is current is opened by a
