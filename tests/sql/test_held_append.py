@@ -139,3 +139,21 @@ def test_a_forked_child_leaves_its_parents_held_connection_alone(postgres_store:
     conversation.append(Message.user("third"))
     assert _backend(postgres_store) == pid  # the same session: the child did not close it
     assert len(_ids(postgres_store)) == 3
+
+
+def test_an_invalidated_pooled_connection_replaces_the_held_one(postgres_store: SQLStore) -> None:
+    # What SQLAlchemy does when it sees a disconnect on a pooled connection (a restarted
+    # server): the idle held connection is replaced before its next statement, not found
+    # dead by it (which would spend one of that commit's two exactly-once attempts).
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(Message.user("first"))
+    conversation.append(Message.user("second"))
+    pid = _backend(postgres_store)
+    with postgres_store.engine.connect() as conn:
+        conn.invalidate()
+    conversation.append(Message.user("third"))
+    replaced = _backend(postgres_store)
+    assert replaced != pid
+    conversation.append(Message.user("fourth"))
+    assert _backend(postgres_store) == replaced  # replaced once, then kept
+    assert len(_ids(postgres_store)) == 4

@@ -22,7 +22,10 @@ A thread that finds the held connection busy gets ``None`` too (the pooled path,
 before); a driver error that may have left the connection unusable drops it (the next
 append connects again), and a lost connection also empties the engine's pool -- as
 SQLAlchemy does itself on a disconnect -- so the read that resolves the lost reply
-connects afresh; a forked child makes its own; :meth:`HeldAppender.close` closes it.
+connects afresh. The other way round too: when the pool invalidates a connection (a
+disconnect seen on a pooled one, a server restart), the held connection is replaced
+before its next statement instead of being found dead by it. A forked child makes its
+own; :meth:`HeldAppender.close` closes it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 __all__ = ["HeldAppender", "HeldStatement"]
@@ -59,6 +62,15 @@ class HeldAppender:
         # constraint: the connection may be unusable (a lost server, an interrupt mid-protocol).
         self._suspect = False
         self._lost = False
+        # Set when the pool invalidates a connection (SQLAlchemy saw a disconnect): the
+        # server may have dropped the idle held connection too, so it is replaced before
+        # its next statement rather than found dead by it (which would spend one of the
+        # exactly-once attempts of that commit).
+        self._stale = False
+        event.listen(engine, "invalidate", self._on_invalidate)
+
+    def _on_invalidate(self, dbapi_connection: Any, record: Any, exception: BaseException | None) -> None:
+        self._stale = True
 
     def statement(self) -> HeldStatement | nullcontext[None]:
         """A block that runs one statement on the held connection, or that gives ``None``.
@@ -89,6 +101,9 @@ class HeldAppender:
             # A forked child never uses (or closes) its parent's connection: it makes its own.
             self._inherited.append(self._connection)
             self._connection = self._cursor = None
+        if self._stale:
+            self._stale = False
+            self._drop()
         if self._cursor is None:
             self._pid = os.getpid()
             proxied = self._checkout()
@@ -165,6 +180,8 @@ class HeldAppender:
         with self._lock:
             self._closed = True
             self._drop()
+        with suppress(Exception):  # an engine already disposed of its listeners
+            event.remove(self._engine, "invalidate", self._on_invalidate)
 
 
 class HeldStatement:
