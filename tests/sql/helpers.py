@@ -171,32 +171,40 @@ class Wire:
         round_trips: Exchanges the server completed (each ends with its ReadyForQuery).
         sent: Names of the messages the client sent (``Parse``, ``Bind``, ``Query``...).
         queries: Texts sent as simple queries (psycopg's ``BEGIN`` / ``COMMIT``).
-        autocommit: For each connection checked out, whether it was in autocommit mode
-            when it went back to the pool.
+        parsed: Texts of the statements sent with ``Parse`` (not yet prepared).
+        autocommit: For each pooled connection checked out, whether it was in autocommit
+            mode when it went back to the pool (the held append connection is not pooled).
     """
 
     round_trips: int = 0
     sent: list[str] = field(default_factory=list)
     queries: list[str] = field(default_factory=list)
     autocommit: list[bool] = field(default_factory=list)
+    parsed: list[str] = field(default_factory=list)
 
 
 @contextmanager
-def wire(engine: Engine, trace_file: Path) -> Iterator[Wire]:
-    """Trace the protocol messages of every connection the engine checks out in the block."""
+def wire(store: SQLStore, trace_file: Path) -> Iterator[Wire]:
+    """Trace the protocol messages of the store's held append connection and of every connection checked out."""
     from psycopg import pq
 
     seen = Wire()
     trace_file.write_text("")
+    engine = store.engine
 
-    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    def trace(dbapi_connection: Any) -> None:
         dbapi_connection.pgconn.trace(os.open(trace_file, os.O_WRONLY | os.O_APPEND))
         dbapi_connection.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        trace(dbapi_connection)
 
     def checkin(dbapi_connection: Any, record: Any) -> None:
         dbapi_connection.pgconn.untrace()
         seen.autocommit.append(bool(dbapi_connection.autocommit))
 
+    with store._held_appender().driver_connection() as held:
+        trace(held)
     event.listen(engine, "checkout", checkout)
     event.listen(engine, "checkin", checkin)
     try:
@@ -204,6 +212,8 @@ def wire(engine: Engine, trace_file: Path) -> Iterator[Wire]:
     finally:
         event.remove(engine, "checkout", checkout)
         event.remove(engine, "checkin", checkin)
+        with store._held_appender().driver_connection() as held:
+            held.pgconn.untrace()
         # lines: direction, length, message name, payload (tab separated)
         for line in trace_file.read_text(errors="replace").splitlines():
             direction, _, rest = line.partition("\t")
@@ -214,3 +224,5 @@ def wire(engine: Engine, trace_file: Path) -> Iterator[Wire]:
                 seen.sent.append(name)
                 if name == "Query":
                     seen.queries.append(rest.split("\t", 2)[2].strip().strip('"'))
+                elif name == "Parse":
+                    seen.parsed.append(rest.split("\t", 2)[2])

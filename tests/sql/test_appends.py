@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.pool import QueuePool
 
 from contextledger import Changeset, Message, ReductionPlan, SummaryDraft, ViewEntry
@@ -15,7 +18,7 @@ from contextledger.errors import ConcurrencyConflict, ConfigurationError, Duplic
 from contextledger.model.records import utcnow
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write.pg_append import apply_append, is_append_only
-from tests.sql.helpers import capture
+from tests.sql.helpers import capture, wire
 
 
 def _entry(message: Message, seq: int, tokens: int = 3) -> ViewEntry:
@@ -28,12 +31,48 @@ def _state(store: SQLStore, session_id: str = "s") -> tuple[Any, ...]:
     return snap.state.version, snap.state.next_seq, snap.entries, tuple(store.history(session_id, "a"))
 
 
-def _one_statement(store: SQLStore, changeset: Changeset) -> int:
+@pytest.fixture(params=["held", "pooled"])
+def path(request: pytest.FixtureRequest, postgres_store: SQLStore) -> Iterator[str]:
+    """Where the one statement goes: the store's held connection, or a pooled one.
+
+    An engine with a statement listener sends it through SQLAlchemy (on a pooled
+    connection), where the listener sees it.
+    """
+    if request.param == "held":
+        yield "held"
+        return
+
+    def listener(*args: Any) -> None:
+        pass
+
+    event.listen(postgres_store.engine, "before_cursor_execute", listener)
+    try:
+        yield "pooled"
+    finally:
+        event.remove(postgres_store.engine, "before_cursor_execute", listener)
+
+
+@contextmanager
+def sent_as_one_statement(store: SQLStore, path: str, trace: Path) -> Iterator[None]:
+    """Check that what the block commits goes as the one statement, on the connection ``path`` names."""
+    if path == "pooled":
+        with capture(store.engine) as captured:  # a statement listener: the pooled path, where it sees it
+            yield
+        assert [s.sql.lstrip()[:15] for s in captured.statements] == ["WITH bumped AS "]
+        return
+    with wire(store, trace) as sent:
+        yield
+    assert sent.autocommit == []  # no pooled connection taken
+    assert sent.round_trips == 1, sent.sent
+    assert sent.queries == []  # no BEGIN, no COMMIT
+    assert sent.sent in (["Parse", "Bind", "Describe", "Execute", "Sync"], ["Bind", "Describe", "Execute", "Sync"])
+    assert all(' "WITH bumped AS ' in text for text in sent.parsed), sent.parsed  # (name, statement, types)
+
+
+def _one_statement(store: SQLStore, changeset: Changeset, path: str, trace: Path) -> int:
     """Commit ``changeset`` and check it went as the one statement."""
-    with capture(store.engine) as captured:
-        version = store.commit(changeset)
-    assert [s.sql.lstrip()[:15] for s in captured.statements] == ["WITH bumped AS "]
-    return version
+    with sent_as_one_statement(store, path, trace):
+        return store.commit(changeset)
 
 
 def test_which_changesets_take_the_one_statement_path() -> None:
@@ -51,7 +90,9 @@ def test_apply_append_refuses_other_changesets(postgres_store: SQLStore) -> None
         apply_append(conn, changeset, utcnow())
 
 
-def test_an_existing_message_id_is_a_duplicate_and_writes_nothing(postgres_store: SQLStore) -> None:
+def test_an_existing_message_id_is_a_duplicate_and_writes_nothing(
+    postgres_store: SQLStore, path: str, tmp_path: Path
+) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     first = Message.user("first")
     conversation.append(first, Message.user("second"))
@@ -70,11 +111,12 @@ def test_an_existing_message_id_is_a_duplicate_and_writes_nothing(postgres_store
         postgres_store.commit(changeset)
     assert _state(postgres_store) == before
     # the conversation goes on as if nothing happened
-    _one_statement(postgres_store, changeset.model_copy(update={"appends": (_entry(fresh, 2),)}))
+    fixed = changeset.model_copy(update={"appends": (_entry(fresh, 2),)})
+    _one_statement(postgres_store, fixed, path, tmp_path / "t")
     assert [h.message.message_id for h in postgres_store.history("s", "a")][-1] == fresh.message_id
 
 
-def test_a_summary_id_cannot_be_appended_as_a_message(postgres_store: SQLStore) -> None:
+def test_a_summary_id_cannot_be_appended_as_a_message(postgres_store: SQLStore, path: str) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("a"), Message.user("b"), Message.user("c"))
     conversation.apply_plan(
@@ -97,7 +139,7 @@ def test_a_summary_id_cannot_be_appended_as_a_message(postgres_store: SQLStore) 
     assert _state(postgres_store) == before
 
 
-def test_a_stale_version_is_a_conflict_and_writes_nothing(postgres_store: SQLStore) -> None:
+def test_a_stale_version_is_a_conflict_and_writes_nothing(postgres_store: SQLStore, path: str) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("a"))
     stale = conversation.version
@@ -118,7 +160,7 @@ def test_a_stale_version_is_a_conflict_and_writes_nothing(postgres_store: SQLSto
     assert _state(postgres_store) == before
 
 
-def test_a_deleted_conversation_is_not_recreated(postgres_store: SQLStore) -> None:
+def test_a_deleted_conversation_is_not_recreated(postgres_store: SQLStore, path: str) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("a"))
     assert postgres_store.delete_session("s")
@@ -134,14 +176,14 @@ def test_a_deleted_conversation_is_not_recreated(postgres_store: SQLStore) -> No
     assert postgres_store.load("s", "a") is None
 
 
-def test_nul_in_an_id_is_stored_exactly(postgres_store: SQLStore) -> None:
+def test_nul_in_an_id_is_stored_exactly(postgres_store: SQLStore, path: str) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("a"))
     conversation.append(Message.user("b", message_id="nul\x00id"))
     assert [e.entry_id for e in Conversation(postgres_store, "s", "a").view][1] == "nul\x00id"
 
 
-def test_an_id_too_long_as_stored_is_refused_not_cut(postgres_store: SQLStore) -> None:
+def test_an_id_too_long_as_stored_is_refused_not_cut(postgres_store: SQLStore, path: str) -> None:
     # 255 characters, but 257 as PostgreSQL stores them (a NUL counts twice, plus one):
     # the column refuses it, as on the general path; it was once cut to fit and stored.
     conversation = Conversation(postgres_store, "s", "a")
@@ -175,7 +217,7 @@ def _raw_rows(store: SQLStore, session_id: str) -> list[tuple[Any, ...]]:
         ]
 
 
-def test_stored_json_is_byte_for_byte_the_general_paths(postgres_store: SQLStore) -> None:
+def test_stored_json_is_byte_for_byte_the_general_paths(postgres_store: SQLStore, path: str, tmp_path: Path) -> None:
     def messages() -> list[Message]:
         out = [Message(role="user", content=[block]) for block in TRICKY]
         out.append(Message.assistant("pinned", metadata={"custom": {"pinned": True, "k": [{"x": 1}]}}))
@@ -186,9 +228,8 @@ def test_stored_json_is_byte_for_byte_the_general_paths(postgres_store: SQLStore
     general.append(Message.user("first"), *messages())
     fast = Conversation(postgres_store, "fast", "a")
     fast.append(Message.user("first"))
-    with capture(postgres_store.engine) as captured:
+    with sent_as_one_statement(postgres_store, path, tmp_path / "t"):
         fast.append(*messages())
-    assert [s.sql.lstrip()[:15] for s in captured.statements] == ["WITH bumped AS "]
     assert _raw_rows(postgres_store, "fast") == _raw_rows(postgres_store, "general")
     general_view = postgres_store.load("general", "a")
     fast_view = postgres_store.load("fast", "a")
@@ -200,7 +241,7 @@ def test_stored_json_is_byte_for_byte_the_general_paths(postgres_store: SQLStore
     assert fast_view.entries[3].message.content[0]["image"]["source"]["bytes"] == b"\x00\x01\xfe\xff raw"
 
 
-def test_state_fields_ride_along(postgres_store: SQLStore) -> None:
+def test_state_fields_ride_along(postgres_store: SQLStore, path: str, tmp_path: Path) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("first"))
     state = {"nested": {"list": [1, 2, {"x": "é"}], "empty": {}}, "n": 1.5}
@@ -216,6 +257,8 @@ def test_state_fields_ride_along(postgres_store: SQLStore) -> None:
             manager_state={"kind": "window", "state": state},
             agent_state=state,
         ),
+        path,
+        tmp_path / "t",
     )
     snap = postgres_store.load("s", "a")
     assert snap is not None
@@ -225,7 +268,7 @@ def test_state_fields_ride_along(postgres_store: SQLStore) -> None:
     assert snap.state.version == conversation.version + 1
 
 
-def test_a_large_append_is_one_statement_in_order(postgres_store: SQLStore) -> None:
+def test_a_large_append_is_one_statement_in_order(postgres_store: SQLStore, path: str, tmp_path: Path) -> None:
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("first"))
     # more rows than one IN list holds, all on one seq, ids against their order: only the
@@ -240,6 +283,8 @@ def test_a_large_append_is_one_statement_in_order(postgres_store: SQLStore) -> N
             appends=tuple(_entry(m, 1) for m in batch),
             next_seq=2,
         ),
+        path,
+        tmp_path / "t",
     )
     snap = postgres_store.load("s", "a")
     assert snap is not None
@@ -251,7 +296,8 @@ def test_pooled_connections_leave_autocommit_behind(postgres_store: SQLStore) ->
     postgres_store.engine.pool.dispose()
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(Message.user("first"))
-    conversation.append(Message.user("second"))  # the one statement, in autocommit
+    with postgres_store._held_appender().driver_connection():  # busy: the one statement goes on a pooled one
+        conversation.append(Message.user("second"))  # the one statement, in autocommit
     pool = postgres_store.engine.pool
     assert isinstance(pool, QueuePool)
     assert pool.checkedin() == 1  # the same connection serves every call

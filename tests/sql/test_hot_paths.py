@@ -65,28 +65,39 @@ def test_postgres_append_is_one_round_trip(postgres_store: SQLStore, tmp_path: P
         conversation.append(*_turn(n))
         conversation.before_model_call()  # a state-only changeset: model_call_count
     for n in range(WARM_UP, WARM_UP + 3):
-        with wire(postgres_store.engine, tmp_path / "append.trace") as turn:
+        with wire(postgres_store, tmp_path / "append.trace") as turn:
             conversation.append(*_turn(n))
         assert turn.round_trips == 1, turn.sent
         assert turn.queries == []  # no BEGIN, no COMMIT
         assert turn.sent == ["Bind", "Describe", "Execute", "Sync"]  # the prepared statement, once
-        assert turn.autocommit == [False]  # the pooled connection went back as it came
-        with wire(postgres_store.engine, tmp_path / "state.trace") as state:
+        assert turn.autocommit == []  # on the held connection: no pool checkout
+        with wire(postgres_store, tmp_path / "state.trace") as state:
             conversation.before_model_call()
         assert state.round_trips == 1, state.sent
         assert state.queries == []
+        assert state.autocommit == []
+        # With the held connection busy (another thread's append), a pooled one sends the same.
+        with (
+            wire(postgres_store, tmp_path / "pooled.trace") as pooled,
+            postgres_store._held_appender().driver_connection(),
+        ):
+            conversation.append(*_turn(100 + n))
+        assert pooled.round_trips == 1, pooled.sent
+        assert pooled.queries == []
+        assert pooled.sent[-4:] == ["Bind", "Describe", "Execute", "Sync"]
+        assert pooled.autocommit == [False]  # the pooled connection went back as it came
     snap = postgres_store.load("s", "a")
     assert snap is not None
-    assert len(snap.entries) == 1 + 3 * (WARM_UP + 3)
+    assert len(snap.entries) == 1 + 3 * (WARM_UP + 3) + 3 * 3
     assert snap.state.model_call_count == WARM_UP + 3
-    assert snap.state.version == conversation.version == 1 + 2 * (WARM_UP + 3)
+    assert snap.state.version == conversation.version == 1 + 2 * (WARM_UP + 3) + 3
 
 
 def test_postgres_transactions_still_send_begin_and_commit(postgres_store: SQLStore, tmp_path: Path) -> None:
     # The counter-check of the test above: the trace does see a transaction's control.
     conversation = Conversation(postgres_store, "s", "a")
     conversation.append(*_turn(0))
-    with wire(postgres_store.engine, tmp_path / "reduce.trace") as reduce:
+    with wire(postgres_store, tmp_path / "reduce.trace") as reduce:
         conversation.apply_plan(
             lambda v: ReductionPlan(strategy="w", evict=(v.ids[0],)), trigger="manual", as_given=True
         )

@@ -6,7 +6,8 @@ listings of :mod:`~contextledger.stores.sql.read` and
 or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
 conversation that exists is a single statement
 (:mod:`~contextledger.stores.sql.write.pg_append`), run in autocommit mode, where the
-statement is the transaction -- one round trip instead of four. Driver errors are
+statement is the transaction -- one round trip instead of four -- on a connection the
+store holds for it (:mod:`~contextledger.stores.sql.write.pg_writer`). Driver errors are
 translated to the library's errors here.
 
 A SQLite file whose schema is current is opened by a
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
@@ -51,17 +52,39 @@ from contextledger.stores.sql.reader import SQLiteReader
 from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Engine
+    from sqlalchemy import Connection, Dialect, Engine
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
     from contextledger.stores.sql.write.pg_append import EncodedAppend
+    from contextledger.stores.sql.write.pg_writer import HeldAppender
     from contextledger.stores.sql.write.sqlite_hot import HotChangeset
     from contextledger.stores.sql.write.sqlite_writer import HeldWriter
 
 __all__ = ["SQLStore"]
 
 logger = logging.getLogger(__name__)
+
+
+class _PgPath(NamedTuple):
+    """What PostgreSQL's append calls, imported once (import statements in every commit cost more than its dispatch)."""
+
+    error: type[SQLAlchemyError]
+    encoded_append: type[EncodedAppend]
+    is_append_only: Callable[[Changeset], bool]
+    send_append: Callable[[HeldAppender, Dialect, Changeset, datetime, EncodedAppend], bool]
+    apply_append: Callable[[Connection, Changeset, datetime, EncodedAppend | None], int]
+    explain_missed_update: Callable[[Connection, Changeset, Sequence[str]], None]
+
+
+@cache
+def _pg_path() -> _PgPath:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from contextledger.stores.sql.write.guard import explain_missed_update
+    from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append, is_append_only, send_append
+
+    return _PgPath(SQLAlchemyError, EncodedAppend, is_append_only, send_append, apply_append, explain_missed_update)
 
 
 class SQLStore(SQLListings):
@@ -120,6 +143,7 @@ class SQLStore(SQLListings):
         self._source = ""
         self._engine_options: dict[str, Any] = {}
         self._writer: HeldWriter | None = None
+        self._appender: HeldAppender | None = None
 
     @classmethod
     def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:
@@ -307,40 +331,62 @@ class SQLStore(SQLListings):
         if not self._sqlite:
             if not self._one_statement_appends:
                 return None
-            from contextledger.stores.sql.write.pg_append import EncodedAppend, is_append_only
-
-            return EncodedAppend(changeset) if is_append_only(changeset) else None
+            pg = _pg_path()
+            return pg.encoded_append(changeset) if pg.is_append_only(changeset) else None
         sqlite = _sqlite_writes()
         hot: HotChangeset | None = sqlite.hot.HotChangeset(changeset) if sqlite.hot.takes_hot_path(changeset) else None
         return hot
 
     def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:
         """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
+        if hot is not None and not self._sqlite:  # PostgreSQL's hot changesets are EncodedAppend
+            return self._send_append(changeset, cast("EncodedAppend", hot))
         sqlite = _sqlite_writes()  # imported once: import statements here cost each commit 3 us
         sent = False
         try:
-            if isinstance(hot, sqlite.hot.HotChangeset):
+            if hot is not None:
                 try:
                     with self._held_writer().transaction() as tx:
                         sent = True
-                        version: int | None = sqlite.hot.apply_hot(tx, hot, utcnow())
+                        version: int | None = sqlite.hot.apply_hot(tx, cast("HotChangeset", hot), utcnow())
                         if version is not None:
                             tx.commit()
                             return version
                 except sqlite.driver_error as exc:
                     raise self._translate(exc) from exc
                 sent = False  # rolled back, nothing written: the general path applies it or names the error
-            elif hot is not None:
-                from contextledger.stores.sql.write.pg_append import apply_append
-
-                with self._autocommit() as conn:
-                    sent = True
-                    return apply_append(conn, changeset, utcnow(), cast("EncodedAppend", hot))
             from contextledger.stores.sql.write.apply import apply_changeset
 
             with self._transaction(write=True) as conn:
                 sent = True
                 return apply_changeset(conn, changeset, utcnow())
+        except StoreUnavailable as exc:
+            if sent:
+                raise ReplyLost(exc) from exc
+            raise
+
+    def _send_append(self, changeset: Changeset, hot: EncodedAppend) -> int:
+        """Send PostgreSQL's one statement: on the held connection when it is free, else on a pooled one."""
+        pg = _pg_path()
+        sent = False
+        try:
+            applied: bool | None = None  # None: not sent on the held connection
+            try:
+                with (self._appender or self._held_appender()).statement() as held:
+                    if held is not None:
+                        sent = True
+                        applied = pg.send_append(held, self.engine.dialect, changeset, utcnow(), hot)
+            except pg.error as exc:
+                raise self._translate(exc) from exc
+            if applied:
+                return changeset.new_version
+            # On a pooled connection, which also reads why the held one's statement was refused.
+            with self._autocommit() as conn:
+                sent = True
+                if applied is None:
+                    return pg.apply_append(conn, changeset, utcnow(), hot)
+                pg.explain_missed_update(conn, changeset, hot.appended)
+                return changeset.new_version
         except StoreUnavailable as exc:
             if sent:
                 raise ReplyLost(exc) from exc
@@ -358,6 +404,19 @@ class SQLStore(SQLListings):
                     self._writer = HeldWriter(engine)
                 writer = self._writer
         return writer
+
+    def _held_appender(self) -> HeldAppender:
+        """The connection the PostgreSQL one-statement appends are sent on (see ``HeldAppender``)."""
+        appender = self._appender
+        if appender is None:
+            from contextledger.stores.sql.write.pg_writer import HeldAppender
+
+            engine = self.engine
+            with self._engine_lock:
+                if self._appender is None:
+                    self._appender = HeldAppender(engine)
+                appender = self._appender
+        return appender
 
     def _read_back(self, changeset: Changeset) -> int | None:
         from contextledger.stores.sql.write.apply import read_back
@@ -540,6 +599,8 @@ class SQLStore(SQLListings):
     def _release(self) -> None:
         if self._writer is not None:
             self._writer.close()
+        if self._appender is not None:
+            self._appender.close()
         if self._reader is not None:
             self._reader.close()
         if self._owns_engine and self._engine is not None:

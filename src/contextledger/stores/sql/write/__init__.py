@@ -7,6 +7,7 @@ commit exactly-once):
 
 * :mod:`.sqlite_hot` -- a turn (and a turn with an eviction) on SQLite: precompiled
   statements on the driver's own cursor, in ``BEGIN IMMEDIATE``, on a held connection;
-* :mod:`.pg_append` -- an append on PostgreSQL: one data-modifying statement, one round trip;
+* :mod:`.pg_append` -- an append on PostgreSQL: one data-modifying statement, one round trip,
+  on the connection the store holds for it (:mod:`.pg_writer`);
 * :mod:`.apply` -- every other changeset, on both engines: one transaction.
 """

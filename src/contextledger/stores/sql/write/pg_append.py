@@ -67,7 +67,6 @@ from sqlalchemy import (
     BigInteger,
     Connection,
     Dialect,
-    Row,
     Select,
     String,
     Text,
@@ -100,13 +99,17 @@ from contextledger.stores.sql.write.apply import (
     explain_missed_update,
 )
 from contextledger.stores.sql.write.guard import bump_fields, bump_params
+from contextledger.stores.sql.write.pg_writer import HeldAppender
 
 __all__ = [
     "EncodedAppend",
     "append_statement",
     "apply_append",
     "is_append_only",
+    "refused_duplicate",
+    "send_append",
     "state_statement",
+    "statement_values",
 ]
 
 _UNIQUE_VIOLATION = "23505"
@@ -289,11 +292,41 @@ def _driver_statement(dialect: Dialect, fields: tuple[str, ...], appends: bool) 
     return _DriverStatement(sql, processors, constants)
 
 
-def _execute(conn: Connection, statement: _DriverStatement, params: dict[str, Any]) -> Row[Any]:
+def statement_values(
+    dialect: Dialect, cs: Changeset, now: datetime, encoded: EncodedAppend
+) -> tuple[str, dict[str, Any]]:
+    """The one statement of the append-only changeset ``cs`` for ``dialect`` and its driver parameters.
+
+    The statement is compiled once per dialect and set of state fields; the values are
+    bound through their columns' types, as SQLAlchemy binds them.
+    """
+    params = bump_params(cs, now, encoded.fields)
+    params["p_new_version"] = cs.new_version
+    params["p_changeset_id"] = cs.changeset_id
+    if cs.appends:
+        params["e_rows"] = encoded.rows
+        for name, value in cs.stamps(now).items():
+            params[f"s_{name}"] = value
+    statement = _driver_statement(dialect, encoded.fields, bool(cs.appends))
     values = {**statement.constants, **params}
     for name, process in statement.processors.items():
         values[name] = process(values[name])
-    return conn.exec_driver_sql(statement.sql, values).one()
+    return statement.sql, values
+
+
+def refused_duplicate(cs: Changeset, exc: IntegrityError) -> Exception:
+    """What the one statement's ``exc`` means: ``DuplicateEntry`` for a unique key, else ``exc`` itself."""
+    if cs.appends and getattr(exc.orig, "sqlstate", None) == _UNIQUE_VIOLATION:
+        return duplicate_appends(cs)
+    return exc
+
+
+def _checked(cs: Changeset, encoded: EncodedAppend | None) -> EncodedAppend:
+    if not is_append_only(cs):
+        raise ConfigurationError("apply_append takes a changeset that only appends to an existing conversation")
+    if encoded is None or encoded.changeset is not cs:
+        encoded = EncodedAppend(cs)
+    return encoded
 
 
 def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: EncodedAppend | None = None) -> int:
@@ -302,7 +335,8 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: Encode
     ``conn`` must be a PostgreSQL connection in autocommit mode: the statement is the
     whole transaction. Only a changeset refused by the version check or by a summary
     id costs a second statement (the read that tells which). ``encoded`` is ``cs``
-    already checked and encoded (see :class:`EncodedAppend`).
+    already checked and encoded (see :class:`EncodedAppend`). The store sends the same
+    statement on its held connection with :func:`send_append`.
 
     Raises:
         ConfigurationError: ``cs`` is not append-only (see :func:`is_append_only`), or an
@@ -313,24 +347,34 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: Encode
         InvalidMessage: An appended id is longer than its column, or a value cannot be
             stored as JSON (nothing was sent).
     """
-    if not is_append_only(cs):
-        raise ConfigurationError("apply_append takes a changeset that only appends to an existing conversation")
-    if encoded is None or encoded.changeset is not cs:
-        encoded = EncodedAppend(cs)
-    params = bump_params(cs, now, encoded.fields)
-    params.update({"p_new_version": cs.new_version, "p_changeset_id": cs.changeset_id})
-    if not cs.appends:
-        if _execute(conn, _driver_statement(conn.dialect, encoded.fields, False), params).conversation_id is None:
-            explain_missed_update(conn, cs, encoded.appended)
-        return cs.new_version
-    params["e_rows"] = encoded.rows
-    params.update({f"s_{name}": value for name, value in cs.stamps(now).items()})
+    encoded = _checked(cs, encoded)
+    sql, values = statement_values(conn.dialect, cs, now, encoded)
     try:
-        row = _execute(conn, _driver_statement(conn.dialect, encoded.fields, True), params)
+        row = conn.exec_driver_sql(sql, values).one()
     except IntegrityError as exc:
-        if getattr(exc.orig, "sqlstate", None) == _UNIQUE_VIOLATION:
-            raise duplicate_appends(cs) from exc
-        raise
-    if row.conversation_id is None:
+        raise refused_duplicate(cs, exc) from exc
+    if row[0] is None:
         explain_missed_update(conn, cs, encoded.appended)
     return cs.new_version
+
+
+def send_append(held: HeldAppender, dialect: Dialect, cs: Changeset, now: datetime, encoded: EncodedAppend) -> bool:
+    """Send the one statement of ``cs`` on the store's held connection; whether it applied.
+
+    Call inside :meth:`HeldAppender.statement`'s block. ``False``: the version check or
+    a summary id refused it and nothing was written -- the caller reads why with
+    :func:`~contextledger.stores.sql.write.apply.explain_missed_update`, as
+    :func:`apply_append` does.
+
+    Raises:
+        ConfigurationError: As :func:`apply_append`.
+        DuplicateEntry: As :func:`apply_append`.
+        sqlalchemy.exc.DBAPIError: The driver's error (see :meth:`HeldAppender.run`).
+    """
+    encoded = _checked(cs, encoded)
+    sql, values = statement_values(dialect, cs, now, encoded)
+    try:
+        row = held.run(sql, values)
+    except IntegrityError as exc:
+        raise refused_duplicate(cs, exc) from exc
+    return row[0] is not None
