@@ -103,6 +103,22 @@ class View:
             self.__dict__["_entries"] = entries
         return entries
 
+    def built(self) -> View:
+        """This view with its restored entries built once and kept (``self`` when none is a row).
+
+        For a reader that asks each entry many times -- a reduction's plan and the view
+        rules holding it -- and then lets the view go: the same entries in the same order,
+        whose facts are computed afresh.
+        """
+        if not self._lazy:
+            return self
+        view = View.__new__(View)
+        view._items = list(self.entries)
+        view._count = self._count
+        view._owns_tail = True  # a list of its own
+        view._lazy = False
+        return view
+
     def _live(self) -> list[ViewEntry | Row]:
         """The items of this view (entries and rows), in order: what its facts are computed from."""
         return self._items[: self._count]
@@ -212,6 +228,17 @@ class View:
         index = self._positions.get(entry_id)
         # The index may be shared with views appended after this one (see _extended).
         return index if index is not None and index < self._count else None
+
+    def tool_result_ids_at(self, index: int) -> list[str]:
+        """``self[index].message.tool_result_ids``, answered without building a restored entry.
+
+        Raises:
+            IndexError: ``index`` is out of range.
+        """
+        count = self._count
+        if not -count <= index < count:
+            raise IndexError("view index out of range")
+        return _facts(self._items[index % count]).tool_result_ids
 
     @cached_property
     def tokens(self) -> int:
