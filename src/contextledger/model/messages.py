@@ -47,7 +47,6 @@ from contextledger.model.jsonvalues import (
 )
 from contextledger.model.pending import (
     PENDING,
-    TOOLS,
     decoded_fields,
     parsed_text,
     pending_tool_ids,
@@ -522,26 +521,17 @@ def restored_record_message(record: Mapping[str, Any], content: str | bytes) -> 
 
 def _holding_text(fields: dict[str, Any], text: str) -> Message:
     """The message of checked ``fields`` (all but the content) holding its content as ``text``."""
-    return holding_text(fields["message_id"], fields["role"], fields["metadata"], text, None)
+    return holding_text(fields["message_id"], fields["role"], fields["metadata"], text)
 
 
-def holding_text(
-    message_id: str, role: str, metadata: Mapping[str, Any], text: str, tools: tuple[Any, ...] | None
-) -> Message:
+def holding_text(message_id: str, role: str, metadata: Mapping[str, Any], text: str) -> Message:
     """The message of checked fields holding its content as ``text`` (see :func:`restored_message`).
 
-    ``tools`` are the text's tool ids when already known (as
-    :func:`~contextledger.model.pending.text_tool_ids` gives them), else ``None``. For
-    values a restore checked (or that such a message held): nothing is validated here.
+    For values a restore checked (or that such a message held): nothing is validated here.
     """
     message = trusted(Message, {"message_id": message_id, "role": role, "content": None, "metadata": metadata})
-    # A literal of four (or five) keys: the smallest dict (one built by unpacking is larger).
-    if tools is None:
-        set_raw_fields(message, {"message_id": message_id, "role": role, "metadata": metadata, PENDING: text})
-    else:
-        set_raw_fields(
-            message, {"message_id": message_id, "role": role, "metadata": metadata, PENDING: text, TOOLS: tools}
-        )
+    # A literal of four keys: the smallest dict (one built by unpacking ``fields`` is larger).
+    set_raw_fields(message, {"message_id": message_id, "role": role, "metadata": metadata, PENDING: text})
     return message
 
 

@@ -14,84 +14,78 @@ conversation nobody reads holds its rows only.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, Literal
 
 from contextledger.model.messages import Message, holding_text, links_in, pinned_in, usage_in
-from contextledger.model.pending import PENDING, TOOLS, raw_fields, text_tool_ids
+from contextledger.model.pending import PENDING, raw_fields, text_tool_ids
 from contextledger.model.records import ViewEntry
 from contextledger.model.trusted import trusted
 
 __all__ = ["Row", "compact", "entry_of"]
 
 
-class Row:
+class Row(tuple[str, int, int, str, Mapping[str, Any], str]):
     """A restored message entry whose content is still its stored JSON text (see the module docstring).
 
-    Immutable by convention: its values are those of the entry it was made from, and
-    only ``tools`` (the text's tool ids, found on first ask) is ever set afterwards.
+    A tuple of the entry id, seq, token count, role, metadata and text (made by
+    :func:`compact`; a tuple is built and held for less than an object of slots). The
+    tool ids are found in the text each time they are asked for: the view keeps what it
+    derives from them.
     """
 
-    __slots__ = ("entry_id", "metadata", "role", "seq", "text", "tokens", "tools")
+    __slots__ = ()
 
     kind: Literal["message"] = "message"
-
-    def __init__(
-        self,
-        entry_id: str,
-        seq: int,
-        tokens: int,
-        role: str,
-        metadata: Mapping[str, Any],
-        text: str,
-        tools: tuple[Any, ...] | None,
-    ) -> None:
-        """Hold the values of a restored entry (checked by the restore; nothing is validated here)."""
-        self.entry_id, self.seq, self.tokens, self.role = entry_id, seq, tokens, role
-        self.metadata, self.text, self.tools = metadata, text, tools
+    entry_id: str = property(itemgetter(0))  # type: ignore[assignment]
+    seq: int = property(itemgetter(1))  # type: ignore[assignment]
+    tokens: int = property(itemgetter(2))  # type: ignore[assignment]
+    role: str = property(itemgetter(3))  # type: ignore[assignment]
+    metadata: Mapping[str, Any] = property(itemgetter(4))  # type: ignore[assignment]
+    text: str = property(itemgetter(5))  # type: ignore[assignment]
 
     def entry(self) -> ViewEntry:
         """The view entry, built anew: equal to the one the row was made from."""
-        fields = {"entry_id": self.entry_id, "kind": "message", "seq": self.seq, "message": self.message}
-        fields["tokens"] = self.tokens  # in field order, as trusted() takes them
-        return trusted(ViewEntry, fields)
+        entry_id, seq, tokens, role, metadata, text = self
+        message = holding_text(entry_id, role, metadata, text)
+        return trusted(
+            ViewEntry, {"entry_id": entry_id, "kind": "message", "seq": seq, "message": message, "tokens": tokens}
+        )
 
     @property
     def message(self) -> Message:
         """The message, built anew and holding its content as the text until read."""
-        return holding_text(self.entry_id, self.role, self.metadata, self.text, self.tools)
+        return holding_text(self[0], self[3], self[4], self[5])
 
     @property
     def pinned(self) -> bool:
         """:attr:`Message.pinned` of the entry's message."""
-        return pinned_in(self.metadata)
+        return pinned_in(self[4])
 
     @property
     def usage(self) -> Mapping[str, Any] | None:
         """:attr:`Message.usage` of the entry's message."""
-        return usage_in(self.metadata)
-
-    def _tool_ids(self) -> tuple[Any, ...]:
-        tools = self.tools
-        if tools is None:
-            tools = self.tools = text_tool_ids(self.text)  # two threads find the same ids
-        return tools
+        return usage_in(self[4])
 
     @property
     def tool_use_ids(self) -> list[str]:
         """:attr:`Message.tool_use_ids` of the entry's message."""
-        tools = self._tool_ids()
+        tools = text_tool_ids(self[5])
         return list(tools[1 : 1 + tools[0]])
 
     @property
     def tool_result_ids(self) -> list[str]:
         """:attr:`Message.tool_result_ids` of the entry's message."""
-        tools = self._tool_ids()
+        tools = text_tool_ids(self[5])
         return list(tools[1 + tools[0] :])
 
     @property
     def tool_ids(self) -> set[str]:
         """:attr:`Message.tool_ids` of the entry's message."""
-        return set(self._tool_ids()[1:]) | links_in(self.metadata)
+        return set(text_tool_ids(self[5])[1:]) | links_in(self[4])
+
+
+_row = tuple.__new__
 
 
 def compact(entry: ViewEntry | Row) -> ViewEntry | Row:
@@ -111,7 +105,7 @@ def compact(entry: ViewEntry | Row) -> ViewEntry | Row:
     entry_id = fields["entry_id"]
     if text is None or raw["message_id"] != entry_id:
         return entry
-    return Row(entry_id, fields["seq"], fields["tokens"], raw["role"], raw["metadata"], text, raw.get(TOOLS))
+    return _row(Row, (entry_id, fields["seq"], fields["tokens"], raw["role"], raw["metadata"], text))
 
 
 def entry_of(item: ViewEntry | Row) -> ViewEntry:
