@@ -8,34 +8,11 @@ from functools import cached_property
 from itertools import chain
 from typing import Any, Protocol
 
+from contextledger.core.viewfacts import ToolFacts, facts_of, projected_after
 from contextledger.errors import PinError
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.model.rows import Row, compact, entry_of
-
-
-class _Facts(Protocol):
-    """What the view's rules read of an entry's message: a :class:`Message`, or the :class:`Row` answering for it."""
-
-    @property
-    def pinned(self) -> bool: ...
-
-    @property
-    def usage(self) -> Mapping[str, Any] | None: ...
-
-    @property
-    def tool_use_ids(self) -> list[str]: ...
-
-    @property
-    def tool_result_ids(self) -> list[str]: ...
-
-    @property
-    def tool_ids(self) -> set[str]: ...
-
-
-def _facts(item: ViewEntry | Row) -> _Facts:
-    # A row answers for its message without building it.
-    return item if isinstance(item, Row) else item.message
 
 
 class _Revision(Protocol):
@@ -168,12 +145,12 @@ class View:
             tools = self._tool_facts
             # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
             facts["_tool_facts"] = (
-                _ToolFacts.of(child._live())
+                ToolFacts.of(child._live())
                 if tools.grown and not in_place
                 else tools.extended(appends, in_place=in_place)
             )
         if "projected_input_tokens" in known:
-            facts["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
+            facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)
         if positions is not None:
             for i, e in enumerate(appends, count):
                 positions[e.entry_id] = i
@@ -238,7 +215,7 @@ class View:
         count = self._count
         if not -count <= index < count:
             raise IndexError("view index out of range")
-        return _facts(self._items[index % count]).tool_result_ids
+        return facts_of(self._items[index % count]).tool_result_ids
 
     @cached_property
     def tokens(self) -> int:
@@ -252,7 +229,7 @@ class View:
         Without any reported usage, the sum of the estimates (see
         :func:`contextledger.model.tokens.projected_input_tokens`).
         """
-        return _projected_after(None, self._live())
+        return projected_after(None, self._live())
 
     @cached_property
     def _group_ids(self) -> list[int]:
@@ -267,7 +244,7 @@ class View:
 
         first_seen: dict[str, int] = {}
         for index, entry in enumerate(items):
-            for tool_id in _facts(entry).tool_ids:
+            for tool_id in facts_of(entry).tool_ids:
                 if tool_id in first_seen:
                     parent[find(index)] = find(first_seen[tool_id])
                 else:
@@ -316,8 +293,8 @@ class View:
         return stored if all(map(_same_message, messages, stored)) else None
 
     @cached_property
-    def _tool_facts(self) -> _ToolFacts:
-        return _ToolFacts.of(self._live())
+    def _tool_facts(self) -> ToolFacts:
+        return ToolFacts.of(self._live())
 
     def dangling_tool_uses(self) -> list[str]:
         """Return the toolUseIds called in the view that have no result in it."""
@@ -326,85 +303,6 @@ class View:
     def orphan_results(self) -> list[str]:
         """Return the toolUseIds answered in the view whose call is not in it."""
         return list(self._tool_facts.orphans)
-
-
-class _ToolFacts:
-    """The tool ids of a view: every call and result, and the calls and results left unpaired.
-
-    ``dangling`` and ``orphans`` keep view order (their order is the order the
-    repair reports them in).
-    """
-
-    __slots__ = ("dangling", "grown", "orphans", "results", "uses")
-
-    def __init__(self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str]) -> None:
-        self.uses, self.results, self.dangling, self.orphans = uses, results, dangling, orphans
-        # Whether ``uses``/``results`` were grown in place for a later view (then they hold
-        # more than this object's views have, and only ``dangling``/``orphans`` stay true).
-        self.grown = False
-
-    @staticmethod
-    def _ids(entries: Sequence[ViewEntry | Row]) -> tuple[list[str], list[str]]:
-        uses: list[str] = []
-        results: list[str] = []
-        for entry in entries:
-            # Through the message's own accessors, or the row's: a restored message answers
-            # them from its stored text, without decoding its content.
-            message = _facts(entry)
-            uses += message.tool_use_ids
-            results += message.tool_result_ids
-        return uses, results
-
-    @classmethod
-    def of(cls, entries: Sequence[ViewEntry | Row]) -> _ToolFacts:
-        uses, results = cls._ids(entries)
-        use_set, result_set = set(uses), set(results)
-        return cls(
-            use_set,
-            result_set,
-            [t for t in uses if t not in result_set],
-            [t for t in results if t not in use_set],
-        )
-
-    def extended(self, appends: Sequence[ViewEntry], *, in_place: bool = False) -> _ToolFacts:
-        """The facts of the view with ``appends`` after it.
-
-        ``in_place`` adds to this object's id sets instead of copying them (and marks it
-        ``grown``), or returns this very object when ``appends`` hold no tool id: only for
-        the view that took its parent's tail. Otherwise the facts are a new object with
-        sets of its own.
-        """
-        uses, results = self._ids(appends)
-        if not uses and not results and in_place:
-            return self  # plain text turns: nothing to carry over but the facts themselves
-        # A copy never shares its sets: two views that each own a tail must never grow one set.
-        if in_place:
-            use_set, result_set = self.uses, self.results
-            self.grown = True
-            use_set.update(uses)
-            result_set.update(results)
-        else:
-            use_set, result_set = self.uses | set(uses), self.results | set(results)
-        return _ToolFacts(
-            use_set,
-            result_set,
-            [t for t in (*self.dangling, *uses) if t not in result_set],
-            [t for t in (*self.orphans, *results) if t not in use_set],
-        )
-
-
-def _projected_after(base: int | None, entries: Sequence[ViewEntry | Row]) -> int:
-    """Projected input tokens of a view ending in ``entries``; ``base`` is that of what precedes them.
-
-    The newest entry with reported usage resets the count; ``base`` is ``None`` when
-    nothing precedes ``entries``.
-    """
-    for index in range(len(entries) - 1, -1, -1):
-        usage = _facts(entries[index]).usage
-        if usage and isinstance(usage.get("inputTokens"), int):
-            reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
-            return reported + sum([e.tokens for e in entries[index + 1 :]])
-    return (base or 0) + sum([e.tokens for e in entries])
 
 
 def _same_message(new: Message, stored: Message) -> bool:
