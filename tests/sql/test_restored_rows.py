@@ -22,7 +22,7 @@ from contextledger.core.view import View
 from contextledger.errors import InvalidPlan
 from contextledger.model.records import ViewEntry
 from tests.soak import examples
-from tests.sql.test_restored_content import build
+from tests.sql.test_restored_content import build, decoded
 
 
 def records() -> Counter[str]:
@@ -63,6 +63,17 @@ def test_an_open_conversation_builds_no_record_until_read(ledger: Ledger) -> Non
     assert view.entries == entries
     del entries
     assert records() == before  # the view kept none of them
+
+
+def test_two_reads_of_a_restored_message_compare_without_decoding(ledger: Ledger) -> None:
+    sent = build(ledger, "s")
+    view = ledger.conversation("s", "agent").view
+    first, second = view.messages, view.messages
+    assert not any(a is b for a, b in zip(first, second, strict=True))  # built anew on each read
+    assert first == second
+    assert not any(decoded(m) for m in [*first, *second])  # the stored texts were compared
+    assert [m.with_pin(True) for m in first] != second  # a different message still differs
+    assert first == sent  # against a live message: compared by value, as before
 
 
 @settings(max_examples=examples(30), deadline=None)

@@ -175,6 +175,21 @@ class Message(BaseModel):
                 return decoded_fields(self)["content"]
             return super().__getattr__(item)
 
+        def __eq__(self, other: object) -> bool:
+            # Two restored messages holding the same stored text hold the same content: no
+            # decoding needed to tell (a restored view builds its messages anew on each
+            # read, so a host comparing what it rendered before meets this case each turn).
+            if type(self) is Message and type(other) is Message:
+                mine, theirs = raw_fields(self), raw_fields(other)
+                text = mine.get(PENDING)
+                if text is not None and text == theirs.get(PENDING):
+                    return bool(
+                        mine["message_id"] == theirs["message_id"]
+                        and mine["role"] == theirs["role"]
+                        and mine["metadata"] == theirs["metadata"]
+                    )
+            return super().__eq__(other)
+
     @field_validator("content", mode="before")
     @classmethod
     def _check_content(cls, value: Any) -> Any:
