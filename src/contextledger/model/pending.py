@@ -18,9 +18,7 @@ from pydantic import BaseModel
 from contextledger.model.stored import Unusual, load_json_text, parse_json_text, plain_json
 
 __all__ = [
-    "NO_TOOLS",
     "PENDING",
-    "TOOLS",
     "decoded_fields",
     "parsed_text",
     "pending_tool_ids",
@@ -58,9 +56,9 @@ def decoded_fields(message: BaseModel) -> dict[str, Any]:
 
 
 # The instance-dict key of the tool ids of content still held as text, found on first ask.
-TOOLS = "tool ids (of the stored JSON text)"
+_TOOLS = "tool ids (of the stored JSON text)"
 # The tool ids of content without any (see text_tool_ids).
-NO_TOOLS: tuple[Any, ...] = (0,)
+_NO_TOOLS: tuple[Any, ...] = (0,)
 
 
 def pending_tool_ids(message: BaseModel) -> tuple[Any, ...] | None:
@@ -75,9 +73,9 @@ def pending_tool_ids(message: BaseModel) -> tuple[Any, ...] | None:
     text = raw.get(PENDING)
     if text is None:
         return None
-    known: tuple[Any, ...] | None = raw.get(TOOLS)
+    known: tuple[Any, ...] | None = raw.get(_TOOLS)
     if known is None:
-        known = raw[TOOLS] = text_tool_ids(text)  # a raw dict a concurrent decode replaced is dropped with it
+        known = raw[_TOOLS] = text_tool_ids(text)  # a raw dict a concurrent decode replaced is dropped with it
     return known
 
 
@@ -91,7 +89,7 @@ def text_tool_ids(text: str) -> tuple[Any, ...]:
     block's key or id.
     """
     if '"toolUse"' not in text and '"toolResult"' not in text and "\\u" not in text:
-        return NO_TOOLS  # no such key, even escaped: no parse at all
+        return _NO_TOOLS  # no such key, even escaped: no parse at all
     blocks = parse_json_text(text)
     uses = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
     results = [b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b]

@@ -4,7 +4,7 @@ A restore reads each active message as its id, seq, token count, role, metadata 
 content text. Held as a :class:`~contextledger.model.records.ViewEntry` and a
 :class:`~contextledger.model.messages.Message`, that is two pydantic objects and two
 instance dicts per entry (528 bytes in CPython, more than the text of a typical
-message). A :class:`Row` holds the same values in one object of seven slots, sharing
+message). A :class:`Row` holds the same values in one tuple of six (88 bytes), sharing
 the strings, and answers what the view's rules ask of an entry -- id, seq, tokens,
 kind, pin, tool ids, usage -- from them. Its records are built, equal to the ones the
 restore read, each time they are asked for (:meth:`Row.entry`), and not kept: an open
