@@ -12,7 +12,7 @@ from contextledger.core.viewfacts import ToolFacts, facts_of, projected_after
 from contextledger.errors import PinError
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
-from contextledger.model.rows import Row, compact, entry_of
+from contextledger.model.rows import Row, compacted, entry_of
 
 
 class _Revision(Protocol):
@@ -49,10 +49,9 @@ class View:
 
     def __init__(self, entries: Sequence[ViewEntry]) -> None:
         """Wrap ``entries`` (already in view order)."""
-        self._items: list[ViewEntry | Row] = [compact(e) for e in entries]
+        # ``_lazy``: whether some entry is a row; then the entries are built on read, never kept.
+        self._items, self._lazy = compacted(entries)
         self._count = len(self._items)
-        # Whether some entry is a row: then the entries are built on read, never kept.
-        self._lazy = any(isinstance(e, Row) for e in self._items)
         # Whether this view may append to ``_items`` (and to the position and tool-id
         # indexes it shares) in place: only the newest view of a chain of appends does.
         self._owns_tail = True

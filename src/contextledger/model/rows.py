@@ -13,7 +13,7 @@ conversation nobody reads holds its rows only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ from contextledger.model.pending import PENDING, raw_fields, text_tool_ids
 from contextledger.model.records import ViewEntry
 from contextledger.model.trusted import trusted
 
-__all__ = ["Row", "compact", "entry_of"]
+__all__ = ["Row", "compact", "compacted", "entry_of"]
 
 
 class Row(tuple[str, int, int, str, Mapping[str, Any], str]):
@@ -106,6 +106,29 @@ def compact(entry: ViewEntry | Row) -> ViewEntry | Row:
     if text is None or raw["message_id"] != entry_id:
         return entry
     return _row(Row, (entry_id, fields["seq"], fields["tokens"], raw["role"], raw["metadata"], text))
+
+
+def compacted(entries: Iterable[ViewEntry | Row]) -> tuple[list[ViewEntry | Row], bool]:
+    """``[compact(e) for e in entries]`` in one loop (a restore's hot path), and whether any is a row."""
+    items: list[ViewEntry | Row] = []
+    append = items.append
+    rows = False
+    for entry in entries:
+        if type(entry) is ViewEntry:
+            fields = raw_fields(entry)
+            message = fields["message"]
+            if type(message) is Message and fields["kind"] == "message":
+                raw = raw_fields(message)
+                text = raw.get(PENDING)
+                entry_id = fields["entry_id"]
+                if text is not None and raw["message_id"] == entry_id:
+                    append(_row(Row, (entry_id, fields["seq"], fields["tokens"], raw["role"], raw["metadata"], text)))
+                    rows = True
+                    continue
+        elif type(entry) is Row:
+            rows = True
+        append(entry)
+    return items, rows
 
 
 def entry_of(item: ViewEntry | Row) -> ViewEntry:
