@@ -103,6 +103,7 @@ class Reducer:
         written: Written = []
 
         def build(view: View) -> tuple[Edit | None, dict[str, Any] | None]:
+            view = view.built()  # the plan and the view rules read each entry many times
             planned = plan_reduction(manager, view, request, counter)
             self.note = planned.note
             return reduction_edit(view, planned, request, written, counter)
@@ -130,7 +131,7 @@ class Reducer:
         transaction = self.transaction
         with transaction.lock:
             request = self.reader.request(trigger)
-            return plan_reduction(self.manager, transaction.view, request, transaction.token_counter).plan
+            return plan_reduction(self.manager, transaction.view.built(), request, transaction.token_counter).plan
 
     def apply_plan(
         self,

@@ -8,9 +8,11 @@ from functools import cached_property
 from itertools import chain
 from typing import Any, Protocol
 
+from contextledger.core.viewfacts import ToolFacts, facts_of, projected_after
 from contextledger.errors import PinError
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
+from contextledger.model.rows import Row, compacted, entry_of
 
 
 class _Revision(Protocol):
@@ -36,11 +38,19 @@ class View:
     Tool pairs are resolved once: :meth:`group_of` gives every index linked to an entry
     by a shared toolUseId (a call, all of its results, transitively), so a policy that
     evicts, pins or summarises whole groups can never split a pair.
+
+    A restored message whose content is still its stored text is held as a compact
+    :class:`~contextledger.model.rows.Row`, and its :class:`ViewEntry` (and message) is
+    built each time it is read -- equal every time, and equal to the entry restored --
+    while ids, seqs, token counts, pins and tool ids are answered from the row. So an
+    open conversation nobody reads holds about its text, and reading it holds nothing
+    more than what the reader keeps.
     """
 
     def __init__(self, entries: Sequence[ViewEntry]) -> None:
         """Wrap ``entries`` (already in view order)."""
-        self._items: list[ViewEntry] = list(entries)
+        # ``_lazy``: whether some entry is a row; then the entries are built on read, never kept.
+        self._items, self._lazy = compacted(entries)
         self._count = len(self._items)
         # Whether this view may append to ``_items`` (and to the position and tool-id
         # indexes it shares) in place: only the newest view of a chain of appends does.
@@ -58,10 +68,36 @@ class View:
     # projection) copies instead. So no view ever sees a change, and an open conversation
     # holds one list of its entries, not one per commit.
 
-    @cached_property
+    @property
     def entries(self) -> tuple[ViewEntry, ...]:
-        """The entries, in view order."""
-        return tuple(self._items[: self._count])
+        """The entries, in view order (restored ones built anew on each read; see the class docstring)."""
+        known: tuple[ViewEntry, ...] | None = self.__dict__.get("_entries")
+        if known is not None:
+            return known
+        entries = tuple(map(entry_of, self._items[: self._count]))
+        if not self._lazy:
+            self.__dict__["_entries"] = entries
+        return entries
+
+    def built(self) -> View:
+        """This view with its restored entries built once and kept (``self`` when none is a row).
+
+        For a reader that asks each entry many times -- a reduction's plan and the view
+        rules holding it -- and then lets the view go: the same entries in the same order,
+        whose facts are computed afresh.
+        """
+        if not self._lazy:
+            return self
+        view = View.__new__(View)
+        view._items = list(self.entries)
+        view._count = self._count
+        view._owns_tail = True  # a list of its own
+        view._lazy = False
+        return view
+
+    def _live(self) -> list[ViewEntry | Row]:
+        """The items of this view (entries and rows), in order: what its facts are computed from."""
+        return self._items[: self._count]
 
     def project(
         self,
@@ -74,9 +110,11 @@ class View:
         """The view after a changeset (see :func:`project_view`); ``self`` when it changes nothing."""
         if not (appends or removed or revised or pins or summary):
             return self  # a state-only commit (the model-call count) keeps every cached fact
-        if not (removed or revised or pins or summary) and (not self._count or appends[0].seq > self[-1].seq):
+        if not (removed or revised or pins or summary) and (
+            not self._count or appends[0].seq > self._items[self._count - 1].seq
+        ):
             return self._extended(tuple(appends))
-        return View(project_view(self, appends, removed, revised, pins, summary))
+        return View(_projected(self._live(), appends, removed, revised, pins, summary))  # type: ignore[arg-type]
 
     def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
         """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
@@ -100,17 +138,18 @@ class View:
                 positions = {k: i for k, i in positions.items() if i < count}
         child._count = count + len(appends)
         child._owns_tail = True
+        child._lazy = self._lazy
         facts = child.__dict__
         if "_tool_facts" in known:
             tools = self._tool_facts
             # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
             facts["_tool_facts"] = (
-                _ToolFacts.of(child.entries)
+                ToolFacts.of(child._live())
                 if tools.grown and not in_place
                 else tools.extended(appends, in_place=in_place)
             )
         if "projected_input_tokens" in known:
-            facts["projected_input_tokens"] = _projected_after(self.projected_input_tokens, appends)
+            facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)
         if positions is not None:
             for i, e in enumerate(appends, count):
                 positions[e.entry_id] = i
@@ -138,21 +177,27 @@ class View:
             index += count
         if not 0 <= index < count:
             raise IndexError("view index out of range")
-        return self._items[index]
+        return entry_of(self._items[index])
 
-    @cached_property
+    @property
     def messages(self) -> list[Message]:
-        """The messages in order (summaries rendered as user messages)."""
-        return [e.message for e in self.entries]
+        """The messages in order (summaries rendered as user messages; restored ones built anew on each read)."""
+        known: list[Message] | None = self.__dict__.get("_messages")
+        if known is not None:
+            return known
+        messages = [e.message for e in self._live()]
+        if not self._lazy:
+            self.__dict__["_messages"] = messages
+        return messages
 
     @cached_property
     def ids(self) -> list[str]:
         """Entry ids in order."""
-        return [e.entry_id for e in self.entries]
+        return [e.entry_id for e in self._live()]
 
     @cached_property
     def _positions(self) -> dict[str, int]:
-        return {e.entry_id: i for i, e in enumerate(self.entries)}
+        return {e.entry_id: i for i, e in enumerate(self._live())}
 
     def index_of(self, entry_id: str) -> int | None:
         """The index of ``entry_id`` or ``None`` when it is not active."""
@@ -160,10 +205,21 @@ class View:
         # The index may be shared with views appended after this one (see _extended).
         return index if index is not None and index < self._count else None
 
+    def tool_result_ids_at(self, index: int) -> list[str]:
+        """``self[index].message.tool_result_ids``, answered without building a restored entry.
+
+        Raises:
+            IndexError: ``index`` is out of range.
+        """
+        count = self._count
+        if not -count <= index < count:
+            raise IndexError("view index out of range")
+        return facts_of(self._items[index % count]).tool_result_ids
+
     @cached_property
     def tokens(self) -> int:
         """Sum of the stored token estimates."""
-        return sum(e.tokens for e in self.entries)
+        return sum(e.tokens for e in self._live())
 
     @cached_property
     def projected_input_tokens(self) -> int:
@@ -172,11 +228,12 @@ class View:
         Without any reported usage, the sum of the estimates (see
         :func:`contextledger.model.tokens.projected_input_tokens`).
         """
-        return _projected_after(None, self.entries)
+        return projected_after(None, self._live())
 
     @cached_property
     def _group_ids(self) -> list[int]:
-        parent = list(range(len(self.entries)))
+        items = self._live()
+        parent = list(range(len(items)))
 
         def find(i: int) -> int:
             while parent[i] != i:
@@ -185,13 +242,13 @@ class View:
             return i
 
         first_seen: dict[str, int] = {}
-        for index, entry in enumerate(self.entries):
-            for tool_id in entry.message.tool_ids:
+        for index, entry in enumerate(items):
+            for tool_id in facts_of(entry).tool_ids:
                 if tool_id in first_seen:
                     parent[find(index)] = find(first_seen[tool_id])
                 else:
                     first_seen[tool_id] = index
-        return [find(i) for i in range(len(self.entries))]
+        return [find(i) for i in range(len(items))]
 
     def group_of(self, index: int) -> list[int]:
         """Indexes tool-linked to ``index`` (itself included), ascending."""
@@ -208,7 +265,7 @@ class View:
 
     def is_pinned(self, index: int) -> bool:
         """Whether the entry or any tool-pair partner of it is pinned."""
-        return any(self.entries[i].pinned for i in self.group_of(index))
+        return any(self._items[i].pinned for i in self.group_of(index))
 
     def id_at(self, index: int) -> str:
         """The id of the entry at ``index`` (negative counts from the end).
@@ -220,7 +277,7 @@ class View:
             raise PinError(f"index must be an int, got {index!r}")
         if not -len(self) <= index < len(self):
             raise PinError(f"index {index} is out of range: the conversation has {len(self)} messages")
-        return self.entries[index].entry_id
+        return self._items[index % len(self)].entry_id
 
     def stored_as(self, messages: Sequence[Message]) -> list[Message] | None:
         """The active messages ``messages`` were committed as, or ``None`` when any is not.
@@ -235,8 +292,8 @@ class View:
         return stored if all(map(_same_message, messages, stored)) else None
 
     @cached_property
-    def _tool_facts(self) -> _ToolFacts:
-        return _ToolFacts.of(self.entries)
+    def _tool_facts(self) -> ToolFacts:
+        return ToolFacts.of(self._live())
 
     def dangling_tool_uses(self) -> list[str]:
         """Return the toolUseIds called in the view that have no result in it."""
@@ -245,85 +302,6 @@ class View:
     def orphan_results(self) -> list[str]:
         """Return the toolUseIds answered in the view whose call is not in it."""
         return list(self._tool_facts.orphans)
-
-
-class _ToolFacts:
-    """The tool ids of a view: every call and result, and the calls and results left unpaired.
-
-    ``dangling`` and ``orphans`` keep view order (their order is the order the
-    repair reports them in).
-    """
-
-    __slots__ = ("dangling", "grown", "orphans", "results", "uses")
-
-    def __init__(self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str]) -> None:
-        self.uses, self.results, self.dangling, self.orphans = uses, results, dangling, orphans
-        # Whether ``uses``/``results`` were grown in place for a later view (then they hold
-        # more than this object's views have, and only ``dangling``/``orphans`` stay true).
-        self.grown = False
-
-    @staticmethod
-    def _ids(entries: Sequence[ViewEntry]) -> tuple[list[str], list[str]]:
-        uses: list[str] = []
-        results: list[str] = []
-        for entry in entries:
-            # Through the message's own accessors: a restored message answers them from
-            # its stored text, without decoding its content.
-            message = entry.message
-            uses += message.tool_use_ids
-            results += message.tool_result_ids
-        return uses, results
-
-    @classmethod
-    def of(cls, entries: Sequence[ViewEntry]) -> _ToolFacts:
-        uses, results = cls._ids(entries)
-        use_set, result_set = set(uses), set(results)
-        return cls(
-            use_set,
-            result_set,
-            [t for t in uses if t not in result_set],
-            [t for t in results if t not in use_set],
-        )
-
-    def extended(self, appends: Sequence[ViewEntry], *, in_place: bool = False) -> _ToolFacts:
-        """The facts of the view with ``appends`` after it.
-
-        ``in_place`` adds to this object's id sets instead of copying them (and marks it
-        ``grown``), or returns this very object when ``appends`` hold no tool id: only for
-        the view that took its parent's tail. Otherwise the facts are a new object with
-        sets of its own.
-        """
-        uses, results = self._ids(appends)
-        if not uses and not results and in_place:
-            return self  # plain text turns: nothing to carry over but the facts themselves
-        # A copy never shares its sets: two views that each own a tail must never grow one set.
-        if in_place:
-            use_set, result_set = self.uses, self.results
-            self.grown = True
-            use_set.update(uses)
-            result_set.update(results)
-        else:
-            use_set, result_set = self.uses | set(uses), self.results | set(results)
-        return _ToolFacts(
-            use_set,
-            result_set,
-            [t for t in (*self.dangling, *uses) if t not in result_set],
-            [t for t in (*self.orphans, *results) if t not in use_set],
-        )
-
-
-def _projected_after(base: int | None, entries: Sequence[ViewEntry]) -> int:
-    """Projected input tokens of a view ending in ``entries``; ``base`` is that of what precedes them.
-
-    The newest entry with reported usage resets the count; ``base`` is ``None`` when
-    nothing precedes ``entries``.
-    """
-    for index in range(len(entries) - 1, -1, -1):
-        usage = entries[index].message.usage
-        if usage and isinstance(usage.get("inputTokens"), int):
-            reported = int(usage["inputTokens"]) + int(usage.get("outputTokens") or 0)
-            return reported + sum([e.tokens for e in entries[index + 1 :]])
-    return (base or 0) + sum([e.tokens for e in entries])
 
 
 def _same_message(new: Message, stored: Message) -> bool:
@@ -368,25 +346,39 @@ def project_view(
 
     Entries are ordered by seq; a summary sorts before a message of equal seq.
     """
-    in_order = not appends or not view.entries or appends[0].seq > view.entries[-1].seq
+    return [entry_of(e) for e in _projected(list(view.entries), appends, removed, revised, pins, summary)]
+
+
+def _projected(
+    items: list[ViewEntry | Row],
+    appends: Sequence[ViewEntry],
+    removed: set[str],
+    revised: Mapping[str, _Revision],
+    pins: Mapping[str, bool],
+    summary: SummaryEntry | None,
+) -> list[ViewEntry | Row]:
+    """:func:`project_view` of a view's items: a row nothing changes stays a row."""
+    in_order = not appends or not items or appends[0].seq > items[-1].seq
     if in_order and not (removed or revised or pins or summary):
         # Appends take seqs above every active entry, so the order holds without a sort
         # and the hot path (a turn appended) costs O(appended), not O(window log window).
-        return [*view.entries, *appends]
-    entries: list[ViewEntry] = []
-    for entry in chain(view.entries, appends):
-        if entry.entry_id in removed:
+        return [*items, *appends]
+    entries: list[ViewEntry | Row] = []
+    for item in chain(items, appends):
+        entry_id = item.entry_id
+        if entry_id in removed:
             continue
-        message = entry.message
-        if entry.entry_id in revised:
-            message = message.with_content(revised[entry.entry_id].content)
-        if entry.entry_id in pins:
-            message = message.with_pin(pins[entry.entry_id])
-        if message is not entry.message:
-            revision = revised.get(entry.entry_id)
+        if entry_id in revised or entry_id in pins:
+            entry = entry_of(item)
+            message = entry.message
+            if entry_id in revised:
+                message = message.with_content(revised[entry_id].content)
+            if entry_id in pins:
+                message = message.with_pin(pins[entry_id])
+            revision = revised.get(entry_id)
             tokens = revision.tokens if revision is not None and revision.tokens is not None else entry.tokens
-            entry = entry.model_copy(update={"message": message, "tokens": tokens})
-        entries.append(entry)
+            item = entry.model_copy(update={"message": message, "tokens": tokens})
+        entries.append(item)
     if summary is not None:
         entries.append(
             ViewEntry(

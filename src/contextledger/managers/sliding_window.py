@@ -107,7 +107,7 @@ class SlidingWindowConversationManager(PolicyManager):
 
     def _within_window(self, view: View) -> bool:
         # Within the window nothing is trimmed but a leading orphan result (see _trim).
-        return len(view) <= self.options.window_size and (not view or not view[0].message.tool_result_ids)
+        return len(view) <= self.options.window_size and (not view or not view.tool_result_ids_at(0))
 
     # -- planning --------------------------------------------------------------------------
 

@@ -79,13 +79,17 @@ __all__ = [
     "check_text",
     "decode_blocks",
     "encode_blocks",
+    "holding_text",
+    "links_in",
     "message_from_json",
     "message_from_stored_content",
     "new_message_id",
     "normalize_json",
+    "pinned_in",
     "restored_message",
     "restored_record_message",
     "thaw",
+    "usage_in",
 ]
 
 LINKS_KEY = "links"
@@ -170,6 +174,21 @@ class Message(BaseModel):
             if item == "content" and PENDING in raw_fields(self):
                 return decoded_fields(self)["content"]
             return super().__getattr__(item)
+
+        def __eq__(self, other: object) -> bool:
+            # Two restored messages holding the same stored text hold the same content: no
+            # decoding needed to tell (a restored view builds its messages anew on each
+            # read, so a host comparing what it rendered before meets this case each turn).
+            if type(self) is Message and type(other) is Message:
+                mine, theirs = raw_fields(self), raw_fields(other)
+                text = mine.get(PENDING)
+                if text is not None and text == theirs.get(PENDING):
+                    return bool(
+                        mine["message_id"] == theirs["message_id"]
+                        and mine["role"] == theirs["role"]
+                        and mine["metadata"] == theirs["metadata"]
+                    )
+            return super().__eq__(other)
 
     @field_validator("content", mode="before")
     @classmethod
@@ -358,10 +377,7 @@ class Message(BaseModel):
     @property
     def pinned(self) -> bool:
         """Whether ``metadata.custom.pinned`` is set."""
-        custom = self.metadata.get("custom")
-        if custom is None:  # the common case: asked of every entry by every manager and sync
-            return False
-        return isinstance(custom, Mapping) and custom.get("pinned") is True
+        return pinned_in(self.metadata)
 
     def with_pin(self, pinned: bool) -> Message:
         """Return a copy whose pin flag is ``pinned`` (unpinning removes the flag)."""
@@ -405,9 +421,7 @@ class Message(BaseModel):
         ``metadata[LINKS_KEY]`` (a reasoning item and the call it led to): the view groups
         it with them, so every manager keeps or evicts them together.
         """
-        linked = self.metadata.get(LINKS_KEY)
-        links = {t for t in linked if isinstance(t, str)} if isinstance(linked, list | tuple) else set()
-        return set(self.tool_use_ids) | set(self.tool_result_ids) | links
+        return set(self.tool_use_ids) | set(self.tool_result_ids) | links_in(self.metadata)
 
     @property
     def plain_text(self) -> str:
@@ -417,10 +431,29 @@ class Message(BaseModel):
     @property
     def usage(self) -> Mapping[str, Any] | None:
         """The model usage recorded on this message, if any."""
-        usage = self.metadata.get("usage")
-        if usage is None:  # most messages: no ABC check (every append asks each message)
-            return None
-        return usage if isinstance(usage, Mapping) else None
+        return usage_in(self.metadata)
+
+
+def pinned_in(metadata: Mapping[str, Any]) -> bool:
+    """:attr:`Message.pinned` of a message with ``metadata``: whether ``custom.pinned`` is set."""
+    custom = metadata.get("custom")
+    if custom is None:  # the common case: asked of every entry by every manager and sync
+        return False
+    return isinstance(custom, Mapping) and custom.get("pinned") is True
+
+
+def usage_in(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """:attr:`Message.usage` of a message with ``metadata``."""
+    usage = metadata.get("usage")
+    if usage is None:  # most messages: no ABC check (every append asks each message)
+        return None
+    return usage if isinstance(usage, Mapping) else None
+
+
+def links_in(metadata: Mapping[str, Any]) -> set[str]:
+    """The toolUseIds a message with ``metadata`` travels with (see :attr:`Message.tool_ids`)."""
+    linked = metadata.get(LINKS_KEY)
+    return {t for t in linked if isinstance(t, str)} if isinstance(linked, list | tuple) else set()
 
 
 def message_from_json(message_id: str, role: str, content: str | bytes, metadata: str | bytes | None = None) -> Message:
@@ -503,7 +536,14 @@ def restored_record_message(record: Mapping[str, Any], content: str | bytes) -> 
 
 def _holding_text(fields: dict[str, Any], text: str) -> Message:
     """The message of checked ``fields`` (all but the content) holding its content as ``text``."""
-    message_id, role, metadata = fields["message_id"], fields["role"], fields["metadata"]
+    return holding_text(fields["message_id"], fields["role"], fields["metadata"], text)
+
+
+def holding_text(message_id: str, role: str, metadata: Mapping[str, Any], text: str) -> Message:
+    """The message of checked fields holding its content as ``text`` (see :func:`restored_message`).
+
+    For values a restore checked (or that such a message held): nothing is validated here.
+    """
     message = trusted(Message, {"message_id": message_id, "role": role, "content": None, "metadata": metadata})
     # A literal of four keys: the smallest dict (one built by unpacking ``fields`` is larger).
     set_raw_fields(message, {"message_id": message_id, "role": role, "metadata": metadata, PENDING: text})

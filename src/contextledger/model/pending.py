@@ -17,7 +17,15 @@ from pydantic import BaseModel
 
 from contextledger.model.stored import Unusual, load_json_text, parse_json_text, plain_json
 
-__all__ = ["PENDING", "decoded_fields", "parsed_text", "pending_tool_ids", "raw_fields", "set_raw_fields"]
+__all__ = [
+    "PENDING",
+    "decoded_fields",
+    "parsed_text",
+    "pending_tool_ids",
+    "raw_fields",
+    "set_raw_fields",
+    "text_tool_ids",
+]
 
 # The instance-dict slot of every pydantic model, read and set beneath Message's __dict__ property.
 raw_fields = BaseModel.__dict__["__dict__"].__get__
@@ -49,18 +57,16 @@ def decoded_fields(message: BaseModel) -> dict[str, Any]:
 
 # The instance-dict key of the tool ids of content still held as text, found on first ask.
 _TOOLS = "tool ids (of the stored JSON text)"
-# Kept flat: the number of toolUse ids, then those ids, then the toolResult ids.
+# The tool ids of content without any (see text_tool_ids).
 _NO_TOOLS: tuple[Any, ...] = (0,)
 
 
 def pending_tool_ids(message: BaseModel) -> tuple[Any, ...] | None:
-    """The tool ids of a message whose content is still text, as :data:`_TOOLS` keeps them; ``None`` once decoded.
+    """The tool ids of a message whose content is still text (see :func:`text_tool_ids`); ``None`` once decoded.
 
-    They read the same from the parsed text as from the decoded content: decoding only
-    turns tagged bytes into ``bytes`` and restores escaped keys, and neither is a tool
-    block's key or id. Found once, they are kept beside the text (the views built after a
-    commit ask again): in CPython a dict of up to five keys has one size, so the raw dict
-    of a restored message holds them for the cost of one small tuple. (The ids are not
+    Found once, they are kept beside the text (the views built after a commit ask
+    again): in CPython a dict of up to five keys has one size, so the raw dict of a
+    restored message holds them for the cost of one small tuple. (The ids are not
     interned: a table of every id ever read would outgrow what it saves.)
     """
     raw = raw_fields(message)
@@ -69,15 +75,25 @@ def pending_tool_ids(message: BaseModel) -> tuple[Any, ...] | None:
         return None
     known: tuple[Any, ...] | None = raw.get(_TOOLS)
     if known is None:
-        if '"toolUse"' not in text and '"toolResult"' not in text and "\\u" not in text:
-            known = _NO_TOOLS  # no such key, even escaped: no parse at all
-        else:
-            blocks = parse_json_text(text)
-            uses = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
-            results = [b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b]
-            known = (len(uses), *uses, *results)
-        raw[_TOOLS] = known  # a raw dict a concurrent decode replaced is dropped with it
+        known = raw[_TOOLS] = text_tool_ids(text)  # a raw dict a concurrent decode replaced is dropped with it
     return known
+
+
+def text_tool_ids(text: str) -> tuple[Any, ...]:
+    """The tool ids of content held as its stored JSON ``text``.
+
+    Kept flat: the number of toolUse ids, then those ids, then the toolResult ids.
+
+    They read the same from the parsed text as from the decoded content: decoding only
+    turns tagged bytes into ``bytes`` and restores escaped keys, and neither is a tool
+    block's key or id.
+    """
+    if '"toolUse"' not in text and '"toolResult"' not in text and "\\u" not in text:
+        return _NO_TOOLS  # no such key, even escaped: no parse at all
+    blocks = parse_json_text(text)
+    uses = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
+    results = [b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b]
+    return (len(uses), *uses, *results)
 
 
 def parsed_text(message: BaseModel) -> list[Any] | None:
