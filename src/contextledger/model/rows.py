@@ -22,14 +22,14 @@ from contextledger.model.pending import PENDING, raw_fields, text_tool_ids
 from contextledger.model.records import ViewEntry
 from contextledger.model.trusted import trusted
 
-__all__ = ["Row", "compact", "compacted", "entry_of"]
+__all__ = ["Row", "compacted", "entry_of"]
 
 
 class Row(tuple[str, int, int, str, Mapping[str, Any], str]):
     """A restored message entry whose content is still its stored JSON text (see the module docstring).
 
     A tuple of the entry id, seq, token count, role, metadata and text (made by
-    :func:`compact`; a tuple is built and held for less than an object of slots). The
+    :func:`compacted`; a tuple is built and held for less than an object of slots). The
     tool ids are found in the text each time they are asked for: the view keeps what it
     derives from them.
     """
@@ -88,28 +88,13 @@ class Row(tuple[str, int, int, str, Mapping[str, Any], str]):
 _row = tuple.__new__
 
 
-def compact(entry: ViewEntry | Row) -> ViewEntry | Row:
-    """The row of ``entry`` when it is a restored message whose content is still text, else ``entry`` itself.
-
-    An entry whose content was read (or that was never restored) stays as it is: its
-    decoded content, or the caller's message it shares, is already held.
-    """
-    if type(entry) is not ViewEntry:
-        return entry
-    fields = raw_fields(entry)
-    message = fields["message"]
-    if fields["kind"] != "message" or type(message) is not Message:
-        return entry
-    raw = raw_fields(message)
-    text = raw.get(PENDING)
-    entry_id = fields["entry_id"]
-    if text is None or raw["message_id"] != entry_id:
-        return entry
-    return _row(Row, (entry_id, fields["seq"], fields["tokens"], raw["role"], raw["metadata"], text))
-
-
 def compacted(entries: Iterable[ViewEntry | Row]) -> tuple[list[ViewEntry | Row], bool]:
-    """``[compact(e) for e in entries]`` in one loop (a restore's hot path), and whether any is a row."""
+    """``entries`` with each restored message whose content is still text as its row, and whether any is a row.
+
+    One loop (a restore's hot path). An entry whose content was read (or that was never
+    restored) stays as it is: its decoded content, or the caller's message it shares, is
+    already held.
+    """
     items: list[ViewEntry | Row] = []
     append = items.append
     rows = False
