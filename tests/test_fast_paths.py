@@ -397,6 +397,48 @@ def test_views_sharing_a_tail_never_see_each_others_appends(branches: list[tuple
         assert all(view.index_of(e.entry_id) is None for other in expected for e in other if e not in entries)
 
 
+@settings(max_examples=examples(150), deadline=None)
+@given(st.lists(st.tuples(steps, st.lists(st.integers(0, 30), max_size=6)), min_size=1, max_size=6), st.booleans())
+def test_evicting_views_carry_the_facts_a_fresh_view_computes(
+    turns: list[tuple[list[Any], list[int]]], warm: bool
+) -> None:
+    """A view after removals (and appends in the same changeset) answers as a fresh view of its entries.
+
+    Tool ids repeat across entries and removals split pairs, so both the carried facts
+    and the cases that must be computed afresh are reached.
+    """
+    view = View(())
+    seq = 0
+    for specs, picks in turns:
+        if warm:
+            view.dangling_tool_uses()
+        entries = list(view)
+        removed = {entries[p % len(entries)].entry_id for p in picks} if entries else set()
+        appends = _entries(seq, specs)
+        seq += len(appends)
+        view = view.project(appends, removed, {}, {}, None)
+        fresh = View(view.entries)
+        assert [e.entry_id for e in view] == [e.entry_id for e in entries if e.entry_id not in removed] + [
+            e.entry_id for e in appends
+        ]
+        assert view.dangling_tool_uses() == fresh.dangling_tool_uses()
+        assert view.orphan_results() == fresh.orphan_results()
+
+
+def test_a_pair_safe_eviction_carries_the_tool_facts() -> None:
+    """Evicting whole tool pairs from a view whose facts are known hands them on (no recount over the window)."""
+    view = View(_entries(0, [("text", "q", 1), ("use", "a", 1), ("result", "a", 1), ("use", "b", 1), ("text", "q", 1)]))
+    assert view.dangling_tool_uses() == ["b"]
+    evicted = {e.entry_id for e in list(view)[:3]}  # the question and the pair a
+    child = view.project(_entries(5, [("result", "b", 1)]), evicted, {}, {}, None)
+    assert "_tool_facts" in child.__dict__  # carried, not left to be computed afresh
+    assert child.dangling_tool_uses() == []
+    assert child.orphan_results() == []
+    split = view.project((), {list(view)[2].entry_id}, {}, {}, None)  # the result of a, its call stays
+    assert "_tool_facts" not in split.__dict__
+    assert split.dangling_tool_uses() == ["a", "b"]
+
+
 def test_appending_to_a_view_copies_no_entry() -> None:
     """A chain of appends shares one list and one index: each view costs O(appended), not O(window)."""
     parent = View(())

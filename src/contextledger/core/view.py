@@ -114,7 +114,20 @@ class View:
             not self._count or appends[0].seq > self._items[self._count - 1].seq
         ):
             return self._extended(tuple(appends))
-        return View(_projected(self._live(), appends, removed, revised, pins, summary))  # type: ignore[arg-type]
+        live = self._live()
+        view = View(_projected(live, appends, removed, revised, pins, summary))  # type: ignore[arg-type]
+        if (
+            removed
+            and not (revised or summary)
+            and "_tool_facts" in self.__dict__
+            and not any([a.entry_id in removed for a in appends])
+        ):
+            # An eviction (a sliding window's, every turn): carry the tool facts over in
+            # O(removed + appended) instead of computing them over the whole window again.
+            facts = self._tool_facts.without([item for item in live if item.entry_id in removed])
+            if facts is not None:
+                view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
+        return view
 
     def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
         """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""

@@ -53,13 +53,18 @@ class ToolFacts:
     repair reports them in).
     """
 
-    __slots__ = ("dangling", "grown", "orphans", "results", "uses")
+    __slots__ = ("dangling", "grown", "orphans", "results", "unique", "uses")
 
-    def __init__(self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str]) -> None:
+    def __init__(
+        self, uses: set[str], results: set[str], dangling: list[str], orphans: list[str], unique: bool = False
+    ) -> None:
         self.uses, self.results, self.dangling, self.orphans = uses, results, dangling, orphans
         # Whether ``uses``/``results`` were grown in place for a later view (then they hold
         # more than this object's views have, and only ``dangling``/``orphans`` stay true).
         self.grown = False
+        # Whether no id is called, or answered, by two entries of the view: then the facts
+        # of the view without some entries are these sets minus theirs (see ``without``).
+        self.unique = unique
 
     @staticmethod
     def _ids(entries: Sequence[ViewEntry | Row]) -> tuple[list[str], list[str]]:
@@ -83,6 +88,7 @@ class ToolFacts:
             result_set,
             [t for t in uses if t not in result_set],
             [t for t in results if t not in use_set],
+            len(use_set) == len(uses) and len(result_set) == len(results),
         )
 
     def extended(self, appends: Sequence[ViewEntry], *, in_place: bool = False) -> ToolFacts:
@@ -96,6 +102,13 @@ class ToolFacts:
         uses, results = self._ids(appends)
         if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
+        unique = (
+            self.unique
+            and len(set(uses)) == len(uses)
+            and len(set(results)) == len(results)
+            and self.uses.isdisjoint(uses)
+            and self.results.isdisjoint(results)
+        )
         # A copy never shares its sets: two views that each own a tail must never grow one set.
         if in_place:
             use_set, result_set = self.uses, self.results
@@ -109,6 +122,32 @@ class ToolFacts:
             result_set,
             [t for t in (*self.dangling, *uses) if t not in result_set],
             [t for t in (*self.orphans, *results) if t not in use_set],
+            unique,
+        )
+
+    def without(self, removed: Sequence[ViewEntry | Row]) -> ToolFacts | None:
+        """The facts of the view without ``removed`` (some of its entries), or ``None`` to compute afresh.
+
+        An eviction keeps whole tool pairs, so the calls and results it removes leave
+        together and the unpaired ones keep their order: the facts are these minus the
+        removed ids, in O(removed). When that does not hold -- a removed result whose
+        call stays (the call would become unpaired at its place in the view), an id
+        held by two entries, sets grown for a later view -- ``None``.
+        """
+        if self.grown or not self.unique:
+            return None
+        gone_uses, gone_results = self._ids(removed)
+        used, answered = set(gone_uses), set(gone_results)
+        if any([t in self.uses and t not in used for t in answered]) or any(
+            [t in self.results and t not in answered for t in used]
+        ):
+            return None
+        return ToolFacts(
+            self.uses - used,
+            self.results - answered,
+            [t for t in self.dangling if t not in used],
+            [t for t in self.orphans if t not in answered],
+            True,
         )
 
 
