@@ -127,8 +127,8 @@ def postgres_partitioned_template(postgres_databases: Databases, postgres_url: s
 def postgres_partitioned_url(
     postgres_databases: Databases, postgres_url: str, postgres_partitioned_template: str
 ) -> Iterator[str]:
-    """A fresh database cloned from the partitioned template (few tests use it: cloned on demand)."""
-    name = postgres_databases.create(postgres_partitioned_template)
+    """A fresh database cloned from the partitioned template, ahead of the test, and dropped after it."""
+    name = postgres_databases.take(postgres_partitioned_template)
     yield _with_database(postgres_url, name)
     postgres_databases.give_back(name)
 
