@@ -40,10 +40,12 @@ class Databases:
 
     Args:
         admin: An ``AUTOCOMMIT`` engine on the server's maintenance database.
+        prefix: How the names of the databases it makes begin.
     """
 
-    def __init__(self, admin: Engine) -> None:
+    def __init__(self, admin: Engine, prefix: str = "cl_test_") -> None:
         self._admin = admin
+        self._prefix = prefix
         with admin.connect() as conn:
             version = int(conn.execute(text("SHOW server_version_num")).scalar_one())
         self._strategy = " STRATEGY = FILE_COPY" if version >= 150000 else ""
@@ -58,7 +60,7 @@ class Databases:
 
     def create(self, template: str | None = None) -> str:
         """Create a database now (from ``template``, else the server's default) and return its name."""
-        name = f"cl_test_{uuid.uuid4().hex[:12]}"
+        name = f"{self._prefix}{uuid.uuid4().hex[:12]}"
         clause = f" TEMPLATE {template}{self._strategy}" if template else ""
         with self._admin.connect() as conn:
             conn.execute(text(f"CREATE DATABASE {name}{clause}"))
