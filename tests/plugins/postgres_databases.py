@@ -23,6 +23,8 @@ import logging
 import threading
 import uuid
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
@@ -54,6 +56,8 @@ class Databases:
         self._drops: deque[str] = deque()
         self._error: BaseException | None = None
         self._stopping = False
+        self._paused = 0
+        self._busy = False
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="postgres-databases", daemon=True)
         self._thread.start()
@@ -81,7 +85,11 @@ class Databases:
         with self._cond:
             self._ahead[template] = max(ahead, self._ahead.get(template, 0))
             ready = self._ready.setdefault(template, deque())
+            made_here = self._paused and not ready
             self._cond.notify_all()
+        if made_here:  # the thread is held still: clone here rather than wait for it
+            return self.create(template)
+        with self._cond:
             if not self._cond.wait_for(lambda: ready or self._error is not None, timeout=TAKE_TIMEOUT):
                 raise RuntimeError(f"no clone of {template} within {TAKE_TIMEOUT:.0f} s")
             if self._error is not None:
@@ -89,6 +97,24 @@ class Databases:
             name = ready.popleft()
             self._cond.notify_all()
             return name
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the thread still (after its current statement) for a test that needs a quiet server.
+
+        A ``CREATE`` or ``DROP DATABASE`` elsewhere on the server is a transaction of its
+        own, and while it runs ``VACUUM`` keeps the dead row versions it might still see;
+        a test that inspects what ``VACUUM FULL`` left on disk runs inside this.
+        """
+        with self._cond:
+            self._paused += 1
+            self._cond.wait_for(lambda: not self._busy)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._paused -= 1
+                self._cond.notify_all()
 
     def give_back(self, name: str) -> None:
         """Have a database dropped later (``WITH (FORCE)``); it must not be used any more."""
@@ -119,12 +145,16 @@ class Databases:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._stopping or self._short() is not None or bool(self._drops))
+                self._cond.wait_for(
+                    lambda: self._stopping
+                    or (not self._paused and (self._short() is not None or bool(self._drops)))
+                )
                 if self._stopping:
                     return
                 # A test may be waiting for a clone; drops only free space, so they come second.
                 template = self._short()
                 dropping = None if template is not None else self._drops.popleft()
+                self._busy = True
             try:
                 if template is not None:
                     name = self.create(template)
@@ -133,9 +163,13 @@ class Databases:
                         self._cond.notify_all()
                 elif dropping is not None:
                     self.drop(dropping)
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
             except BaseException as exc:  # handed to the next take(); the thread's work ends here
                 logger.exception("template=<%s> | making or dropping a test database failed", template)
                 with self._cond:
+                    self._busy = False
                     self._error = exc
                     if dropping is not None:
                         self._drops.append(dropping)

@@ -158,6 +158,13 @@ def postgres_ledger_url(postgres_databases: Databases, postgres_url: str, postgr
 
 
 @pytest.fixture
+def postgres_quiet(postgres_databases: Databases) -> Iterator[None]:
+    """No database is made or dropped on the server during the test (see :meth:`Databases.paused`)."""
+    with postgres_databases.paused():
+        yield
+
+
+@pytest.fixture
 def postgres_store(postgres_ledger_url: str) -> Iterator[SQLStore]:
     store = SQLStore.from_url(postgres_ledger_url)
     yield store
