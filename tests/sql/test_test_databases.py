@@ -6,6 +6,8 @@ no other test touched; these tests hold the clone pool to that, on its own templ
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
@@ -81,3 +83,21 @@ def test_a_failed_clone_is_raised_by_the_next_take(postgres_admin: Engine) -> No
         assert "cl_test_no_such_template" in str(caught.value.__cause__)
     finally:
         databases.close()
+
+
+def test_a_held_pool_makes_and_drops_nothing_until_let_go(postgres_admin: Engine) -> None:
+    databases = Databases(postgres_admin, prefix=PREFIX)
+    try:
+        template = databases.create()
+        with databases.paused():
+            taken = databases.take(template)  # cloned by the caller: the thread is held
+            databases.give_back(taken)
+            time.sleep(0.5)  # time the thread would need to drop it and clone two ahead
+            assert _left(postgres_admin) == {template, taken}
+        again = databases.take(template)
+        assert again not in {template, taken}
+        databases.give_back(again)
+        databases.give_back(template)
+    finally:
+        databases.close()
+    assert _left(postgres_admin) == set()
