@@ -5,13 +5,12 @@ else a testcontainers server when a Docker engine answers, else a throwaway serv
 the local binaries (:mod:`tests.plugins.postgres_server`). If none can start the tests
 skip with the reason, or fail under ``CI=true``. Each test gets its own database:
 ``postgres_store`` one cloned from a template migrated once per session, the migration
-tests an empty one.
+tests an empty one; :mod:`tests.plugins.postgres_databases` clones ahead and drops behind.
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from contextledger.errors import StoreUnavailable
 from contextledger.stores.sql import SQLStore, upgrade
 from contextledger.stores.sql.engine import parse_url
 from tests.plugins import unavailable
+from tests.plugins.postgres_databases import Databases
 
 
 def _docker_answers() -> bool:
@@ -88,35 +88,30 @@ def postgres_admin(postgres_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-def _create_database(admin: Engine, template: str | None = None) -> str:
-    name = f"cl_test_{uuid.uuid4().hex[:12]}"
-    suffix = f" TEMPLATE {template}" if template else ""
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}{suffix}"))
-    return name
-
-
-def _drop_database(admin: Engine, name: str) -> None:
-    with admin.connect() as conn:
-        conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_admin: Engine) -> Iterator[Databases]:
+    """Makes and drops the per-test databases, clones ahead and drops behind on a thread of its own."""
+    databases = Databases(postgres_admin)
+    yield databases
+    databases.close()
 
 
 @pytest.fixture(scope="session")
-def postgres_template(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
+def postgres_template(postgres_databases: Databases, postgres_url: str) -> Iterator[str]:
     """A database migrated to head once per session, cloned for every test."""
-    name = _create_database(postgres_admin)
+    name = postgres_databases.create()
     upgrade(_with_database(postgres_url, name))
     yield name
-    _drop_database(postgres_admin, name)
+    postgres_databases.give_back(name)
 
 
 @pytest.fixture(scope="session")
-def postgres_partitioned_template(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
+def postgres_partitioned_template(postgres_databases: Databases, postgres_url: str) -> Iterator[str]:
     """A database at head whose entries table is hash-partitioned (``contextledger db partition``), once per session."""
     from contextledger.stores.sql.engine import build_engine
     from contextledger.stores.sql.partition import partition_entries
 
-    name = _create_database(postgres_admin)
+    name = postgres_databases.create()
     url = _with_database(postgres_url, name)
     upgrade(url)
     engine = build_engine(parse_url(url))
@@ -125,17 +120,17 @@ def postgres_partitioned_template(postgres_admin: Engine, postgres_url: str) -> 
     finally:
         engine.dispose()
     yield name
-    _drop_database(postgres_admin, name)
+    postgres_databases.give_back(name)
 
 
 @pytest.fixture
 def postgres_partitioned_url(
-    postgres_admin: Engine, postgres_url: str, postgres_partitioned_template: str
+    postgres_databases: Databases, postgres_url: str, postgres_partitioned_template: str
 ) -> Iterator[str]:
-    """A fresh database cloned from the partitioned template."""
-    name = _create_database(postgres_admin, template=postgres_partitioned_template)
+    """A fresh database cloned from the partitioned template, ahead of the test, and dropped after it."""
+    name = postgres_databases.take(postgres_partitioned_template)
     yield _with_database(postgres_url, name)
-    _drop_database(postgres_admin, name)
+    postgres_databases.give_back(name)
 
 
 @pytest.fixture
@@ -147,19 +142,26 @@ def postgres_partitioned_store(postgres_partitioned_url: str) -> Iterator[SQLSto
 
 
 @pytest.fixture
-def postgres_empty_url(postgres_admin: Engine, postgres_url: str) -> Iterator[str]:
+def postgres_empty_url(postgres_databases: Databases, postgres_url: str) -> Iterator[str]:
     """A fresh database without the ledger schema."""
-    name = _create_database(postgres_admin)
+    name = postgres_databases.create()
     yield _with_database(postgres_url, name)
-    _drop_database(postgres_admin, name)
+    postgres_databases.give_back(name)
 
 
 @pytest.fixture
-def postgres_ledger_url(postgres_admin: Engine, postgres_url: str, postgres_template: str) -> Iterator[str]:
-    """A fresh database already at the ledger's head revision."""
-    name = _create_database(postgres_admin, template=postgres_template)
+def postgres_ledger_url(postgres_databases: Databases, postgres_url: str, postgres_template: str) -> Iterator[str]:
+    """A fresh database already at the ledger's head revision, cloned ahead of the test and dropped after it."""
+    name = postgres_databases.take(postgres_template)
     yield _with_database(postgres_url, name)
-    _drop_database(postgres_admin, name)
+    postgres_databases.give_back(name)
+
+
+@pytest.fixture
+def postgres_quiet(postgres_databases: Databases) -> Iterator[None]:
+    """No database is made or dropped on the server during the test (see :meth:`Databases.paused`)."""
+    with postgres_databases.paused():
+        yield
 
 
 @pytest.fixture
