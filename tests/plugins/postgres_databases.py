@@ -146,8 +146,7 @@ class Databases:
         while True:
             with self._cond:
                 self._cond.wait_for(
-                    lambda: self._stopping
-                    or (not self._paused and (self._short() is not None or bool(self._drops)))
+                    lambda: self._stopping or (not self._paused and (self._short() is not None or bool(self._drops)))
                 )
                 if self._stopping:
                     return
