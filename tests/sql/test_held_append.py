@@ -157,3 +157,31 @@ def test_an_invalidated_pooled_connection_replaces_the_held_one(postgres_store: 
     conversation.append(Message.user("fourth"))
     assert _backend(postgres_store) == replaced  # replaced once, then kept
     assert len(_ids(postgres_store)) == 4
+
+
+def test_an_async_engines_sync_face_appends_on_its_pooled_connections(postgres_ledger_url: str) -> None:
+    """``create_async_engine(...).sync_engine`` (driven in a greenlet) holds nothing: appends go through SQLAlchemy."""
+    import asyncio
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.util import greenlet_spawn
+
+    async def run() -> list[str]:
+        engine = create_async_engine(make_url(postgres_ledger_url).set(drivername="postgresql+psycopg_async"))
+        store = SQLStore(engine.sync_engine)
+
+        def work() -> list[str]:
+            conversation = Conversation(store, "s", "a")
+            conversation.append(Message.user("first"), Message.assistant("second"))
+            conversation.append(Message.user("third"))
+            assert store._appender is None or store._appender._connection is None
+            return [m.plain_text for m in conversation.messages]
+
+        try:
+            return await greenlet_spawn(work)
+        finally:
+            await greenlet_spawn(store.close)
+            await engine.dispose()
+
+    assert asyncio.run(run()) == ["first", "second", "third"]

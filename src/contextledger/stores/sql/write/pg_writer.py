@@ -52,6 +52,10 @@ class HeldAppender:
         """Keep nothing yet: the connection is made by the first append."""
         self._engine = engine
         self._dbapi = engine.dialect.loaded_dbapi
+        # Only psycopg's own (sync) connection is held: an engine on another driver, or the
+        # sync face of an async engine (``create_async_engine(...).sync_engine``, whose
+        # connections are driven through greenlets), keeps SQLAlchemy's pooled path.
+        self._holds = engine.dialect.driver == "psycopg" and not engine.dialect.is_async
         self._lock = threading.Lock()
         self._connection: Any = None
         self._cursor: Any = None
@@ -76,13 +80,14 @@ class HeldAppender:
         """A block that runs one statement on the held connection, or that gives ``None``.
 
         ``None`` (nothing taken, nothing sent) when another thread is using the held
-        connection, when the appender is closed, or when the engine has statement events
+        connection, when the appender is closed, when the engine has statement events
         to honour (``echo``, ``before_cursor_execute`` / ``after_cursor_execute``
-        listeners): the caller sends the statement through SQLAlchemy instead.
+        listeners), or when its connections are not psycopg's sync ones: the caller
+        sends the statement through SQLAlchemy instead.
         """
         engine = self._engine
         dispatch = engine.dispatch
-        if engine.echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        if not self._holds or engine.echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
             return _NOT_HELD
         if not self._lock.acquire(blocking=False):
             return _NOT_HELD
