@@ -47,7 +47,7 @@ from redis import Redis
 from _servers import median, redis_url, versions
 from contextledger import Message, ViewEntry
 from contextledger.core.changeset import Changeset
-from contextledger.model.paging import Page, cursor
+from contextledger.model.paging import Cursor, Page, cursor
 from contextledger.model.records import Reduction, SummaryEntry
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.codec import MessageRow, reduction_from, summary_from, time_score
@@ -144,28 +144,7 @@ def summaries_table(store: RedisStore, raw: Redis, count: int, rounds: int) -> N
         return [summary_from(r, {}, keys.sum) for r in rows]
 
     assert [s.summary_id for s in store.summaries("sums-indexed", "a", page=Page(after=after, limit=100))] == page_ids
-    runs: dict[tuple[str, str], Callable[[], Any]] = {}
-    for session in ("sums-indexed", "sums-legacy"):
-        runs[("summaries(last=3)", session)] = partial(store.summaries, session, "a", page=Page(last=3))
-        runs[("summaries(after=middle, limit=100)", session)] = partial(
-            store.summaries, session, "a", page=Page(after=after, limit=100)
-        )
-    runs[("bare", "raw")] = bare
-    med = measure(runs, rounds)
-    print(f"Redis: {count:,} summaries, {rounds} rounds")
-    print("| read | index: wall ms | CPU ms | whole read: wall ms | CPU ms | wall ratio | CPU ratio |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name in ("summaries(last=3)", "summaries(after=middle, limit=100)"):
-        (iw, ic), (lw, lc) = med[(name, "sums-indexed")], med[(name, "sums-legacy")]
-        print(
-            f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
-            f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
-        )
-    (bw, bc), (mw, mc) = med[("bare", "raw")], med[("summaries(after=middle, limit=100)", "sums-indexed")]
-    print(
-        f"Bare read, raw HMGET of the same 100 summaries decoded: {bw * 1e3:,.2f} ms wall, {bc * 1e3:,.2f} ms CPU;"
-        f" the indexed page is {mw / bw:.2f}x its wall time, {mc / bc:.2f}x its CPU time."
-    )
+    compare("summaries", store.summaries, after, bare, count, rounds, "raw HMGET of the same 100 summaries decoded")
 
 
 def build_evictions(store: RedisStore, session: str, count: int) -> list[str]:
@@ -230,27 +209,51 @@ def evictions_table(store: RedisStore, raw: Redis, count: int, rounds: int) -> N
 
     got = store.evictions("ev-indexed", "a", page=Page(after=after, limit=100))
     assert [e.entry_id for e in got] == page_ids
+    compare(
+        "evictions",
+        store.evictions,
+        after,
+        bare,
+        count,
+        rounds,
+        "raw HMGET of the same 100 entries and LRANGE of their reductions, decoded",
+    )
+
+
+def compare(
+    listing: str,
+    read: Callable[..., Any],
+    after: Cursor,
+    bare: Callable[[], Any],
+    count: int,
+    rounds: int,
+    bare_is: str,
+) -> None:
+    """Time ``read`` (a listing of ``store``) through the index, read whole, and ``bare``; print the table.
+
+    The indexed conversation is ``<prefix>-indexed``, the one without its index ``<prefix>-legacy``.
+    """
+    prefix = {"summaries": "sums", "evictions": "ev"}[listing]
+    last, middle = f"{listing}(last=3)", f"{listing}(after=middle, limit=100)"
     runs: dict[tuple[str, str], Callable[[], Any]] = {}
-    for session in ("ev-indexed", "ev-legacy"):
-        runs[("evictions(last=3)", session)] = partial(store.evictions, session, "a", page=Page(last=3))
-        runs[("evictions(after=middle, limit=100)", session)] = partial(
-            store.evictions, session, "a", page=Page(after=after, limit=100)
-        )
+    for session in (f"{prefix}-indexed", f"{prefix}-legacy"):
+        runs[(last, session)] = partial(read, session, "a", page=Page(last=3))
+        runs[(middle, session)] = partial(read, session, "a", page=Page(after=after, limit=100))
     runs[("bare", "raw")] = bare
     med = measure(runs, rounds)
-    print(f"Redis: {count:,} evictions, {rounds} rounds")
+    print(f"Redis: {count:,} {listing}, {rounds} rounds")
     print("| read | index: wall ms | CPU ms | whole read: wall ms | CPU ms | wall ratio | CPU ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name in ("evictions(last=3)", "evictions(after=middle, limit=100)"):
-        (iw, ic), (lw, lc) = med[(name, "ev-indexed")], med[(name, "ev-legacy")]
+    for name in (last, middle):
+        (iw, ic), (lw, lc) = med[(name, f"{prefix}-indexed")], med[(name, f"{prefix}-legacy")]
         print(
             f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
             f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
         )
-    (bw, bc), (mw, mc) = med[("bare", "raw")], med[("evictions(after=middle, limit=100)", "ev-indexed")]
+    (bw, bc), (mw, mc) = med[("bare", "raw")], med[(middle, f"{prefix}-indexed")]
     print(
-        f"Bare read, raw HMGET of the same 100 entries and LRANGE of their reductions, decoded: {bw * 1e3:,.2f} ms"
-        f" wall, {bc * 1e3:,.2f} ms CPU; the indexed page is {mw / bw:.2f}x its wall time, {mc / bc:.2f}x its CPU time."
+        f"Bare read, {bare_is}: {bw * 1e3:,.2f} ms wall, {bc * 1e3:,.2f} ms CPU;"
+        f" the indexed page is {mw / bw:.2f}x its wall time, {mc / bc:.2f}x its CPU time."
     )
 
 

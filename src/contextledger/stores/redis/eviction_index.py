@@ -40,12 +40,14 @@ from contextledger.stores.base import EvictedCandidate, preview
 from contextledger.stores.redis.codec import MessageRow, epoch_micros, reduction_from, summary_from, text, time_score
 from contextledger.stores.redis.keys import SEQ_DIGITS, ConversationKeys
 from contextledger.stores.redis.listing import as_utc
+from contextledger.stores.redis.scripts import RANK
 
 __all__ = ["FILL", "PAGE", "Plan", "decode_page", "member", "page_args", "plan", "replaced_field"]
 
 _KIND = {"message": "m", "summary": "s"}
 
-PAGE = r"""#!lua flags=no-writes
+PAGE = (
+    r"""#!lua flags=no-writes
 -- One page of evictions. KEYS: state msg content mut sum red evat
 -- ARGV: 1-4 after: time (epoch us; '' = none), mode, bound member, inclusive ('1')
 --   mode: '-' every row at that time is after the cursor, '+' every one before it,
@@ -55,27 +57,12 @@ PAGE = r"""#!lua flags=no-writes
 --   {members, records, contents, reductions, replacing facts}, in order.
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version or redis.call('HGET', KEYS[1], 'ev_v') ~= version then return false end
--- byte order (Lua's string < uses the server's collation locale; Redis orders members by bytes)
-local function before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local function rank(at, mode, bound, inclusive)
-  local below = redis.call('ZCOUNT', KEYS[7], '-inf', '(' .. at)
-  if mode == '-' then return below end
-  local tied = redis.call('ZRANGEBYSCORE', KEYS[7], at, at)
-  if mode == '+' then return below + #tied end
-  for _, m in ipairs(tied) do
-    if before(m, bound) or (inclusive == '1' and m == bound) then below = below + 1 end
-  end
-  return below
-end
+"""
+    + RANK
+    + r"""
 local lo, hi = 0, redis.call('ZCARD', KEYS[7])
-if ARGV[1] ~= '' then lo = rank(ARGV[1], ARGV[2], ARGV[3], ARGV[4]) end
-if ARGV[5] ~= '' then hi = rank(ARGV[5], ARGV[6], ARGV[7], ARGV[8]) end
+if ARGV[1] ~= '' then lo = rank(KEYS[7], ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1') end
+if ARGV[5] ~= '' then hi = rank(KEYS[7], ARGV[5], ARGV[6], ARGV[7], ARGV[8] == '1') end
 if ARGV[9] ~= '' then lo = math.max(lo, redis.call('ZCOUNT', KEYS[7], '-inf', '(' .. ARGV[9])) end
 local count = tonumber(ARGV[10])
 if count then
@@ -104,7 +91,8 @@ for i, m in ipairs(members) do
   replaced[i] = redis.call('HGET', KEYS[4], 'rb|' .. id) or ''
 end
 return {members, records, contents, reductions, replaced}
-""".replace("__SEQ__", str(SEQ_DIGITS))
+"""
+).replace("__SEQ__", str(SEQ_DIGITS))
 
 FILL = r"""#!lua
 -- Rebuild a conversation's eviction index (one chunk). KEYS: state mut evat

@@ -324,6 +324,31 @@ end
 """``hmget(key, fields)`` for the read scripts: one definition, spliced into each that reads hashes by many fields."""
 
 
+RANK = r"""-- byte order (Lua's string < uses the server's collation locale; Redis orders members by bytes)
+local function before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+-- how many members of the sorted set ``key`` sort before a cursor: every one below its time
+-- ``at``; of those tied at it, none (mode '-'), all ('+'), or ('=') those whose bytes sort
+-- before ``bound`` (and, ``inclusive``, the member equal to it)
+local function rank(key, at, mode, bound, inclusive)
+  local below = redis.call('ZCOUNT', key, '-inf', '(' .. at)
+  if mode == '-' then return below end
+  local tied = redis.call('ZRANGEBYSCORE', key, at, at)
+  if mode == '+' then return below + #tied end
+  for _, member in ipairs(tied) do
+    if before(member, bound) or (inclusive and member == bound) then below = below + 1 end
+  end
+  return below
+end
+"""
+"""``rank(key, at, mode, bound, inclusive)`` for the scripts paging through a time-scored index."""
+
+
 LOAD = (
     r"""#!lua flags=no-writes
 -- Read the state and the active view of one conversation: O(window), never O(history).

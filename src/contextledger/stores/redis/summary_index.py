@@ -39,7 +39,7 @@ from contextledger.model.paging import Page
 from contextledger.stores.redis.codec import epoch_micros, time_score
 from contextledger.stores.redis.listing import as_utc
 from contextledger.stores.redis.paging import reindex_chunks
-from contextledger.stores.redis.scripts import HMGET
+from contextledger.stores.redis.scripts import HMGET, RANK
 
 __all__ = ["PAGE", "page_args", "reindex_args"]
 
@@ -54,29 +54,11 @@ PAGE = (
 if redis.call('ZCARD', KEYS[3]) ~= redis.call('HLEN', KEYS[1]) then return false end
 """
     + HMGET
+    + RANK
     + r"""
--- byte order (Lua's string < uses the server's collation locale; Redis orders members by bytes)
-local function before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
--- how many members sort before the bound (and, inclusive, the member equal to it)
-local function rank(at, mode, id, inclusive)
-  local below = redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. at)
-  if mode == '-' then return below end
-  local tied = redis.call('ZRANGEBYSCORE', KEYS[3], at, at)
-  if mode == '+' then return below + #tied end
-  for _, member in ipairs(tied) do
-    if before(member, id) or (inclusive and member == id) then below = below + 1 end
-  end
-  return below
-end
 local lo, hi = 0, redis.call('ZCARD', KEYS[3])
-if ARGV[1] ~= '' then lo = rank(ARGV[1], ARGV[2], ARGV[3], true) end
-if ARGV[4] ~= '' then hi = rank(ARGV[4], ARGV[5], ARGV[6], false) end
+if ARGV[1] ~= '' then lo = rank(KEYS[3], ARGV[1], ARGV[2], ARGV[3], true) end
+if ARGV[4] ~= '' then hi = rank(KEYS[3], ARGV[4], ARGV[5], ARGV[6], false) end
 local count = tonumber(ARGV[7])
 if count then
   if ARGV[8] == '1' then lo = math.max(lo, hi - count) else hi = math.min(hi, lo + count) end
