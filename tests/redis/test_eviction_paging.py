@@ -13,16 +13,13 @@ page equals the slice of the whole listing read without the index.
 from __future__ import annotations
 
 import math
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from contextledger import Ledger, Message
-from contextledger.cli import app
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Changeset, ReductionPlan, SummaryDraft
 from contextledger.model.paging import Page, cursor, paged
@@ -35,14 +32,11 @@ from contextledger.testing.required import reduction
 from tests.soak import examples
 
 from .conftest import Backend, RawClient, raw_client
-from .test_hot_path import _from_client, _from_scripts, monitored, monitored_cluster
+from .paged import assert_cli_last_3_reads_3, assert_expires_with_the_conversation, watch
+from .test_hot_path import _from_client, _from_scripts, monitored
 
 COUNT = 200
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _watch(backend: Backend) -> AbstractContextManager[list[dict[str, Any]]]:
-    return monitored_cluster(backend.url) if backend.cluster else monitored(backend.url)
 
 
 class _Writer:
@@ -159,14 +153,14 @@ def test_evictions_last_3_of_200_read_3(backend: Backend) -> None:
     assert_indexed(backend.client, keys, whole)
     store.evictions("s", "a", page=Page(last=1))  # the script is loaded from here on
 
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         got = store.evictions("s", "a", page=Page(last=3))
     assert got == whole[-3:]
     assert [c for c in _from_client(commands) if c != "PING"] == ["EVALSHA"]
     assert _read(commands, keys) == ids[-3:]
     assert sum(1 for c in _from_scripts(commands) if c.split(" ", 1)[0].strip('"').upper() == "LINDEX") == 3
 
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         after = store.evictions("s", "a", page=Page(after=cursor(whole[100]), limit=5))
     assert after == whole[101:106]
     assert _read(commands, keys) == ids[101:106]
@@ -174,27 +168,19 @@ def test_evictions_last_3_of_200_read_3(backend: Backend) -> None:
     assert len(rank_reads) <= 2 * math.ceil(math.log2(COUNT))  # a rank lookup, not a walk
 
     since = whole[150].evicted_at
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         assert store.evictions("s", "a", since=since, page=Page(limit=2)) == whole[150:152]
     assert _read(commands, keys) == ids[150:152]
 
 
 def test_evictions_last_3_from_the_cli_read_3(redis_url: str, redis_key_prefix: str) -> None:
-    session = f"cli-ev-{redis_key_prefix}"  # the CLI opens the default key prefix
-    with Ledger.connect(redis_url) as ledger:
-        store = ledger.store
-        assert isinstance(store, RedisStore)
-        ids = _two_hundred(store, session, "default")
-        keys = ConversationKeys.of(store.key_prefix, session, "default")
-        try:
-            with monitored(redis_url) as commands:
-                result = CliRunner().invoke(
-                    app, ["evictions", session, "--url", redis_url, "--last", "3", "--json"], catch_exceptions=False
-                )
-            assert result.exit_code == 0, result.output
-            assert _read(commands, keys) == ids[-3:]
-        finally:
-            ledger.delete_session(session)
+    assert_cli_last_3_reads_3(
+        redis_url,
+        "evictions",
+        f"cli-ev-{redis_key_prefix}",
+        lambda store, session: _two_hundred(store, session, "default"),
+        _read,
+    )
 
 
 def test_a_trigger_filter_reads_whole(redis_store: RedisStore, redis_url: str) -> None:
@@ -226,7 +212,7 @@ def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: 
     keys = ConversationKeys.of(backend.prefix, "old", "a")
     whole = store.evictions("old", "a")
     _old(backend, keys)
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         got = store.evictions("old", "a", page=Page(last=3))
     assert got == whole[-3:]
     assert _read(commands, keys) is None
@@ -235,7 +221,7 @@ def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: 
     assert store.upgrade() == 1
     assert_indexed(backend.client, keys, whole)
     assert store.upgrade() == 0
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         again = store.evictions("old", "a", page=Page(after=cursor(whole[9]), limit=2))
     assert again == whole[10:12]
     assert _read(commands, keys) == ids[10:12]
@@ -248,7 +234,7 @@ def test_a_commit_by_a_writer_without_the_index_is_noticed(backend: Backend) -> 
     keys = ConversationKeys.of(backend.prefix, "roll", "a")
     whole = store.evictions("roll", "a")
     backend.client.hincrby(keys.state, "version", 1)  # what an earlier version's commit leaves
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         assert store.evictions("roll", "a", page=Page(last=2)) == whole[-2:]
     assert _read(commands, keys) is None
     assert store.upgrade() == 1
@@ -305,12 +291,12 @@ def test_with_a_ttl_the_index_expires_with_the_conversation(redis_url: str, redi
         ids = writer.append(6)
         writer.evict(ids[:3], BASE)
         keys = ConversationKeys.of(redis_key_prefix, "ttl", "a")
-        assert 0 < client.pttl(keys.evat) <= client.pttl(keys.state) + 1000
+        assert_expires_with_the_conversation(client, keys.evat, keys)
         whole = store.evictions("ttl")
         client.delete(keys.evat)
         client.hdel(keys.state, "ev_v")
         assert store.upgrade() == 1
-        assert 0 < client.pttl(keys.evat) <= client.pttl(keys.state) + 1000
+        assert_expires_with_the_conversation(client, keys.evat, keys)
         assert_indexed(client, keys, whole)
     finally:
         store.close()
@@ -443,12 +429,12 @@ def test_pruning_the_summary_that_replaced_a_kept_entry_reads_whole_until_upgrad
     after = _hidden(backend.client, store, "pr")
     assert {e.entry_id: e.replaced_by_summary for e in after}[ids[0]] is None
     assert backend.client.hget(keys.state, "ev_v") is None
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         assert store.evictions("pr", page=Page(last=2)) == after[-2:]
     assert _read(commands, keys) is None  # read whole: still the listing's answer
 
     assert store.upgrade() == 1
     assert_indexed(backend.client, keys, after)
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         assert store.evictions("pr", page=Page(limit=2)) == after[:2]
     assert _read(commands, keys) == [e.entry_id for e in after[:2]]

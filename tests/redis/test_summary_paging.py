@@ -11,17 +11,14 @@ whole until ``upgrade()`` builds it; any page equals the slice of the whole list
 from __future__ import annotations
 
 import math
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from contextledger import Ledger, Message
-from contextledger.cli import app
 from contextledger.core.changeset import Changeset
 from contextledger.model.paging import Page, cursor, paged
 from contextledger.model.records import SummaryEntry, ViewEntry
@@ -32,14 +29,11 @@ from contextledger.testing.required import reduction
 from tests.soak import examples
 
 from .conftest import Backend, raw_client
-from .test_hot_path import _from_client, _from_scripts, monitored, monitored_cluster
+from .paged import assert_cli_last_3_reads_3, assert_expires_with_the_conversation, watch
+from .test_hot_path import _from_client, _from_scripts, monitored
 
 COUNT = 200
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _watch(backend: Backend) -> AbstractContextManager[list[dict[str, Any]]]:
-    return monitored_cluster(backend.url) if backend.cluster else monitored(backend.url)
 
 
 def _summarize(
@@ -110,13 +104,13 @@ def test_summaries_last_3_of_200_read_3(backend: Backend) -> None:
     assert whole[5].superseded_by == ids[6]
     store.summaries("s", "a", page=Page(last=1))  # the script is loaded from here on
 
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         got = store.summaries("s", "a", page=Page(last=3))
     assert got == whole[-3:]
     assert [c for c in _from_client(commands) if c != "PING"] == ["EVALSHA"]
     assert _summaries_read(commands, keys) == ids[-3:]
 
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         after = store.summaries("s", "a", page=Page(after=cursor(whole[100]), limit=5))
     assert after == whole[101:106]
     assert _summaries_read(commands, keys) == ids[101:106]
@@ -125,21 +119,13 @@ def test_summaries_last_3_of_200_read_3(backend: Backend) -> None:
 
 
 def test_summaries_last_3_from_the_cli_read_3(redis_url: str, redis_key_prefix: str) -> None:
-    session = f"cli-{redis_key_prefix}"  # the CLI opens the default key prefix
-    with Ledger.connect(redis_url) as ledger:
-        store = ledger.store
-        assert isinstance(store, RedisStore)
-        ids = _summarize(store, session, "default", [BASE + timedelta(seconds=i) for i in range(50)])
-        keys = ConversationKeys.of(store.key_prefix, session, "default")
-        try:
-            with monitored(redis_url) as commands:
-                result = CliRunner().invoke(
-                    app, ["summaries", session, "--url", redis_url, "--last", "3", "--json"], catch_exceptions=False
-                )
-            assert result.exit_code == 0, result.output
-            assert _summaries_read(commands, keys) == ids[-3:]
-        finally:
-            ledger.delete_session(session)
+    assert_cli_last_3_reads_3(
+        redis_url,
+        "summaries",
+        f"cli-{redis_key_prefix}",
+        lambda store, session: _summarize(store, session, "default", [BASE + timedelta(seconds=i) for i in range(50)]),
+        _summaries_read,
+    )
 
 
 def test_a_clock_going_back_still_pages_by_the_index(redis_store: RedisStore, redis_url: str) -> None:
@@ -183,7 +169,7 @@ def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: 
     keys = ConversationKeys.of(backend.prefix, "old", "a")
     whole = store.summaries("old", "a")
     backend.client.delete(keys.sumat)  # as written before the index existed
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         got = store.summaries("old", "a", page=Page(last=3))
     assert got == whole[-3:]
     assert _summaries_read(commands, keys) is None
@@ -192,7 +178,7 @@ def test_a_conversation_without_the_index_is_read_whole_until_upgraded(backend: 
     assert store.upgrade() == 1
     assert_indexed(backend.client, keys)
     assert store.upgrade() == 0
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         again = store.summaries("old", "a", page=Page(after=cursor(whole[9]), limit=2))
     assert again == whole[10:12]
     assert _summaries_read(commands, keys) == ids[10:12]
@@ -211,12 +197,12 @@ def test_a_summary_written_without_the_index_is_noticed(backend: Backend) -> Non
     backend.client.hset(keys.sum, older.summary_id, older.model_dump_json())
     whole = store.summaries("roll", "a")
     assert [s.summary_id for s in whole][5] == "older-writer"
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         assert store.summaries("roll", "a", page=Page(after=cursor(whole[3]), limit=3)) == whole[4:7]
     assert _summaries_read(commands, keys) is None  # the index lacks it: read whole
     assert store.upgrade() == 1
     assert_indexed(backend.client, keys)
-    with _watch(backend) as commands:
+    with watch(backend) as commands:
         assert store.summaries("roll", "a", page=Page(after=cursor(whole[3]), limit=3)) == whole[4:7]
     assert _summaries_read(commands, keys) == [s.summary_id for s in whole[4:7]]
 
@@ -270,10 +256,10 @@ def test_with_a_ttl_the_index_expires_with_the_conversation(redis_url: str, redi
     try:
         _summarize(store, "ttl", "a", [BASE + timedelta(seconds=i) for i in range(3)])
         keys = ConversationKeys.of(redis_key_prefix, "ttl", "a")
-        assert 0 < client.pttl(keys.sumat) <= client.pttl(keys.state) + 1000
+        assert_expires_with_the_conversation(client, keys.sumat, keys)
         client.delete(keys.sumat)
         assert store.upgrade() == 1
-        assert 0 < client.pttl(keys.sumat) <= client.pttl(keys.state) + 1000
+        assert_expires_with_the_conversation(client, keys.sumat, keys)
         assert_indexed(client, keys)
     finally:
         store.close()
