@@ -101,6 +101,7 @@ class RedisLifecycle:
                     keys.sumat,
                     keys.evat,
                     keys.state,
+                    keys.evtr,
                 ],
                 args=args,
             )
