@@ -232,7 +232,7 @@ def filtered_table(store: RedisStore, raw: Redis, ids: list[str], count: int, ro
         return
     rows = store.evictions("ev-indexed", "a", trigger="reactive")
     assert [e.entry_id for e in rows] == reactive
-    middle = len(rows) // 2
+    middle = len(rows) // 2 - 1
     after = cursor(rows[middle])
     keys = ConversationKeys.of(store.key_prefix, "ev-indexed", "a")
     page_ids = reactive[middle + 1 : middle + 101]

@@ -27,6 +27,7 @@ from contextledger.model.paging import Page, cursor, paged
 from contextledger.model.records import Eviction, SummaryEntry, ViewEntry
 from contextledger.stores.redis import RedisStore
 from contextledger.stores.redis.codec import epoch_micros
+from contextledger.stores.redis.erasure import PRUNE
 from contextledger.stores.redis.eviction_index import member, trigger_member
 from contextledger.stores.redis.keys import ConversationKeys
 from contextledger.testing.required import reduction
@@ -523,30 +524,64 @@ def test_any_page_is_the_slice_of_the_whole_listing(
     assert backend.store.evictions("prop", agent, trigger=trigger, since=floor, page=page) == paged(whole, page)
 
 
-def test_pruning_the_summary_that_replaced_a_kept_entry_reads_whole_until_upgraded(backend: Backend) -> None:
-    """The next replacing summary would have to be found among all: the index is marked incomplete instead."""
+def test_pruning_the_summary_that_replaced_a_kept_entry_keeps_the_index(backend: Backend) -> None:
+    """The next replacing summary is found when the summary goes: pages keep going through the index."""
     store = backend.store
     writer = _Writer(store, "pr", "a")
     ids = writer.append(10)
     first = writer.summarize(ids[0:2], BASE, seq=0)
     writer.summarize([first, ids[2]], BASE + timedelta(seconds=1), seq=0)  # first is evicted, superseded
+    writer.restore([ids[1]], BASE + timedelta(seconds=2))
+    again = writer.summarize([ids[1]], BASE + timedelta(seconds=3), seq=1)  # ids[1]: first, then again
+    writer.evict([again], BASE + timedelta(seconds=4), trigger="reactive")
     keys = ConversationKeys.of(backend.prefix, "pr", "a")
     before = store.evictions("pr")
-    assert {e.entry_id: e.replaced_by_summary for e in before}[ids[0]] == first
+    assert {e.entry_id: e.replaced_by_summary for e in before}[ids[1]] == again
 
-    assert store.prune("pr", "a", [first], []) == 1
+    assert store.prune("pr", "a", [again], []) == 1
+    after = _hidden(backend.client, store, "pr")
+    assert {e.entry_id: e.replaced_by_summary for e in after}[ids[1]] == first  # the next one
+    assert_indexed(backend.client, keys, after)
+    with watch(backend) as commands:
+        assert store.evictions("pr", page=Page(last=3)) == after[-3:]
+    assert _read(commands, keys) == [e.entry_id for e in after[-3:]]
+
+    assert store.prune("pr", "a", [first], []) == 1  # none left for ids[0] and ids[1]
     after = _hidden(backend.client, store, "pr")
     assert {e.entry_id: e.replaced_by_summary for e in after}[ids[0]] is None
-    assert backend.client.hget(keys.state, "ev_v") is None
-    with watch(backend) as commands:
-        assert store.evictions("pr", page=Page(last=2)) == after[-2:]
-    assert _read(commands, keys) is None  # read whole: still the listing's answer
-
-    assert store.upgrade() == 1
+    assert {e.entry_id: e.replaced_by_summary for e in after}[ids[1]] is None
     assert_indexed(backend.client, keys, after)
     with watch(backend) as commands:
         assert store.evictions("pr", page=Page(limit=2)) == after[:2]
     assert _read(commands, keys) == [e.entry_id for e in after[:2]]
+    assert store.upgrade() == 0
+
+
+def test_a_prune_that_cannot_know_the_next_replacing_summary_marks_the_index_incomplete(backend: Backend) -> None:
+    """A commit between the prune's read and its script (its version moved): read whole until upgraded."""
+    store = backend.store
+    writer = _Writer(store, "pr2", "a")
+    ids = writer.append(10)
+    first = writer.summarize(ids[0:2], BASE, seq=0)
+    writer.summarize([first, ids[2]], BASE + timedelta(seconds=1), seq=0)
+    keys = ConversationKeys.of(backend.prefix, "pr2", "a")
+    client: Any = backend.client
+    summary = SummaryEntry.model_validate_json(client.hget(keys.sum, first))
+    version = int(client.hget(keys.state, "version"))
+    # the prune script as the store sends it, with what was read one version ago
+    args = ["0", "1", first, "0", "0", "1", first, member(summary.seq, "summary", first)]
+    args += ["1", first, str(len(summary.replaces)), *summary.replaces, str(version - 1), "1", ids[0], ""]
+    prune = client.register_script(PRUNE)
+    order = [keys.msg, keys.content, keys.mut, keys.rev, keys.sum, keys.active, keys.seq, keys.sumat, keys.evat]
+    assert prune(keys=[*order, keys.state, keys.evtr], args=args) == 1
+    after = _hidden(backend.client, store, "pr2")
+    assert {e.entry_id: e.replaced_by_summary for e in after}[ids[0]] is None
+    assert backend.client.hget(keys.state, "ev_v") is None
+    with watch(backend) as commands:
+        assert store.evictions("pr2", page=Page(last=2)) == after[-2:]
+    assert _read(commands, keys) is None  # read whole: still the listing's answer
+    assert store.upgrade() == 1
+    assert_indexed(backend.client, keys, after)
 
 
 def test_every_cursor_of_a_trigger_pages_as_the_listing(backend: Backend) -> None:

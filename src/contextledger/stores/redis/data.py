@@ -34,6 +34,7 @@ from contextledger.stores.redis import (
     summary_index,
     transfer,
     travel,
+    trigger_index,
 )
 from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.connect import RedisClient, one_line, translated
@@ -86,7 +87,7 @@ class RedisScripts:
             page=client.register_script(paging.PAGE),
             summary_page=client.register_script(summary_index.PAGE),
             eviction_page=client.register_script(eviction_index.PAGE),
-            trigger_page=client.register_script(eviction_index.TRIGGER_PAGE),
+            trigger_page=client.register_script(trigger_index.PAGE),
             eviction_fill=client.register_script(eviction_index.FILL),
             reindex=client.register_script(paging.REINDEX),
             unstray=client.register_script(paging.UNSTRAY),
@@ -187,7 +188,7 @@ class RedisData:
     def read_evictions(self, keys: ConversationKeys, args: list[str], *, by_trigger: bool = False) -> list[Any] | None:
         """One page of evictions via their index, or (``by_trigger``) of one trigger's (see :mod:`.eviction_index`).
 
-        ``args`` are :func:`.eviction_index.page_args` (or ``trigger_page_args``). Returns
+        ``args`` are :func:`.eviction_index.page_args` (or :func:`.trigger_index.page_args`). Returns
         ``None`` if the index is incomplete, else ``[members, records, contents, reduction
         rows, rb| facts]`` (call it in :meth:`driver`).
         """

@@ -95,7 +95,10 @@ end
 -- Delete evicted entries. KEYS: msg content mut rev sum active seq sumat evat state evtr
 -- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
 --   #tombstones, (id, json) pairs, #members, (id, eviction index member) pairs,
---   #summaries, (summary id, #replaces, replaces...). Active entries are skipped; returns how many went.
+--   #summaries, (summary id, #replaces, replaces...), the version those were read at, #next,
+--   (entry id, rb| value or '' for none) pairs: the replacing summary of each entry the
+--   pruned summaries replaced, found among the others as read. Active entries are skipped;
+--   returns how many went.
 local pos = 0
 local function take() pos = pos + 1 return ARGV[pos] end
 local messages, summaries, positions, tombs = {}, {}, {}, {}
@@ -105,11 +108,15 @@ for _ = 1, tonumber(take()) do positions[#positions + 1] = tonumber(take()) end
 for _ = 1, tonumber(take()) do tombs[#tombs + 1] = {take(), take()} end
 local members, replaces = {}, {}
 for _ = 1, tonumber(take()) do local id = take() members[id] = take() end
+local asked = 0
 for _ = 1, tonumber(take()) do
   local id, list = take(), {}
   for _ = 1, tonumber(take()) do list[#list + 1] = take() end
   replaces[id] = list
+  asked = asked + 1
 end
+local read_at, nexts = take(), {}
+for _ = 1, tonumber(take()) do local id = take() nexts[id] = take() end
 local gone, by = {}, {}
 for _, id in ipairs(messages) do
   if redis.call('HEXISTS', KEYS[1], id) == 1 and redis.call('ZSCORE', KEYS[6], 'm:' .. id) == false then
@@ -150,8 +157,9 @@ end
 for _, t in ipairs(tombs) do
   if gone[t[1]] then keep_tombstone(KEYS[3], t[1], t[2]) end
 end
--- the eviction index: what went leaves it; an entry left whose replacing summary went
--- would need the next one found among all summaries: the index is marked incomplete
+-- the eviction index: what went leaves it; an entry left whose replacing summary went is
+-- now replaced by the next one, as read -- if nothing was committed since, every summary
+-- asked for went, and that one is still there; else the index is marked incomplete
 for id, _ in pairs(gone) do
   local m = members[id]
   local at = m and redis.call('ZSCORE', KEYS[9], m)
@@ -167,14 +175,30 @@ for id, _ in pairs(gone) do
   end
   redis.call('HDEL', KEYS[3], 'rb|' .. id)
 end
+local went = 0
+for id, _ in pairs(replaces) do
+  if gone[id] then went = went + 1 end
+end
+local current = went == asked and redis.call('HGET', KEYS[10], 'version') == read_at
+local function known(value)
+  if not current or value == nil then return false end
+  if value == '' then return true end
+  local sid = string.match(value, '^[^:]*:[^:]*:(.*)$')
+  return sid ~= nil and not gone[sid] and redis.call('HEXISTS', KEYS[5], sid) == 1
+end
 for id, list in pairs(replaces) do
   if gone[id] then
     local tail = ':' .. id
     for _, rid in ipairs(list) do
       local by = redis.call('HGET', KEYS[3], 'rb|' .. rid)
       if by and string.sub(by, -#tail) == tail then
-        redis.call('HDEL', KEYS[3], 'rb|' .. rid)
-        redis.call('HDEL', KEYS[10], 'ev_v')
+        local value = nexts[rid]
+        if known(value) and value ~= '' then
+          redis.call('HSET', KEYS[3], 'rb|' .. rid, value)
+        else
+          redis.call('HDEL', KEYS[3], 'rb|' .. rid)
+          if not known(value) then redis.call('HDEL', KEYS[10], 'ev_v') end
+        end
       end
     end
   end

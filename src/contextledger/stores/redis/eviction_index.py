@@ -18,7 +18,7 @@ ordered by bytes, each as ``<trigger>|<time code><evat member>`` (:func:`trigger
 :func:`time_code` writes the time in 17 bytes that sort as the times do). One trigger's
 evictions are then one contiguous range, in the listing's order, and ``ZLEXCOUNT`` of a
 cursor gives its rank: a page filtered by ``trigger`` reads only its rows however rare
-the trigger (:data:`TRIGGER_PAGE`). ``rt|<reduction id>`` holds each reduction's trigger,
+the trigger (:mod:`.trigger_index`). ``rt|<reduction id>`` holds each reduction's trigger,
 so a writer removing an eviction finds its member (its time is its ``evat`` score).
 
 The commit script keeps them (evictions add members, restores remove them, a summary
@@ -54,22 +54,23 @@ from contextledger.stores.redis.scripts import RANK
 __all__ = [
     "FILL",
     "PAGE",
-    "TRIGGER_PAGE",
+    "ROWS",
     "Plan",
+    "bound",
     "decode_page",
     "member",
     "page_args",
     "plan",
     "replaced_field",
+    "replacing",
     "time_code",
     "trigger_member",
-    "trigger_page_args",
 ]
 
 _KIND = {"message": "m", "summary": "s"}
 _EXACT = 2**53
 
-_ROWS = r"""
+ROWS = r"""
 local records, contents, reductions, replaced = {}, {}, {}, {}
 for i, m in ipairs(members) do
   local kind, id = string.sub(m, __SEQ__ + 1, __SEQ__ + 1), string.sub(m, __SEQ__ + 2)
@@ -92,7 +93,7 @@ for i, m in ipairs(members) do
 end
 return {members, records, contents, reductions, replaced}
 """
-# the rows of ``members`` (index members), shared by both page scripts
+"""The Lua reading the rows of ``members`` (``evat`` members): shared with :data:`.trigger_index.PAGE`."""
 
 PAGE = (
     r"""#!lua flags=no-writes
@@ -119,45 +120,8 @@ end
 if hi <= lo then return {{}, {}, {}, {}, {}} end
 local members = redis.call('ZRANGE', KEYS[7], lo, hi - 1)
 """
-    + _ROWS
+    + ROWS
 ).replace("__SEQ__", str(SEQ_DIGITS))
-
-TRIGGER_PAGE = (
-    (
-        r"""#!lua flags=no-writes
--- One page of one trigger's evictions. KEYS: state msg content mut sum red evtr
--- ARGV: 1 the trigger's prefix ('<trigger>|')  2 where its members end ('<trigger>}')
---   3-4 after: the greatest byte string before the page (evtr form; '' = none), '1': inclusive
---   5-6 before: the least one after it, '1': inclusive  7 since (evtr form, '' = none)
---   8 count ('' = the whole range)  9 '1': the last count
--- Returns false when either index is incomplete (or a member is stale: read whole), else
---   what PAGE returns (members in evat form).
-local version = redis.call('HGET', KEYS[1], 'version')
-if not version or redis.call('HGET', KEYS[1], 'ev_v') ~= version or redis.call('HGET', KEYS[1], 'et_v') ~= version then
-  return false
-end
--- every score is 0: ranks are byte order, and ZLEXCOUNT counts the members below a bound
-local function rank(bound, inclusive)
-  return redis.call('ZLEXCOUNT', KEYS[7], '-', (inclusive and '[' or '(') .. bound)
-end
-local lo, hi = rank(ARGV[1], false), rank(ARGV[2], false)
-if ARGV[3] ~= '' then lo = math.max(lo, rank(ARGV[3], ARGV[4] == '1')) end
-if ARGV[5] ~= '' then hi = math.min(hi, rank(ARGV[5], ARGV[6] == '1')) end
-if ARGV[7] ~= '' then lo = math.max(lo, rank(ARGV[7], false)) end
-local count = tonumber(ARGV[8])
-if count then
-  if ARGV[9] == '1' then lo = math.max(lo, hi - count) else hi = math.min(hi, lo + count) end
-end
-if hi <= lo then return {{}, {}, {}, {}, {}} end
-local members = redis.call('ZRANGE', KEYS[7], lo, hi - 1)
-local skip = #ARGV[1] + __CODE__ + 1
-for i, m in ipairs(members) do members[i] = string.sub(m, skip) end
-"""
-        + _ROWS
-    )
-    .replace("__SEQ__", str(SEQ_DIGITS))
-    .replace("__CODE__", "17")
-)
 
 FILL = r"""#!lua
 -- Rebuild a conversation's eviction indexes (one chunk). KEYS: state mut evat evtr
@@ -230,7 +194,7 @@ def replaced_field(summary: SummaryEntry, at: str) -> str:
     return f"{at}:{summary.seq}:{summary.summary_id}"
 
 
-def _bound(cursor: Any, agent_id: str, *, after: bool) -> list[str]:
+def bound(cursor: Any, agent_id: str, *, after: bool) -> list[str]:
     """The bound of an evictions cursor ``(evicted_at, agent_id, seq, kind, entry_id)`` in one agent's index."""
     if cursor is None:
         return ["", "", "", ""]
@@ -251,40 +215,12 @@ def _bound(cursor: Any, agent_id: str, *, after: bool) -> list[str]:
     return [stamp, "=", digits + ("n" if kind < "summary" else "t"), "0"]
 
 
-def _lex_bound(cursor: Any, agent_id: str, prefix: str, *, after: bool) -> list[str]:
-    """:func:`_bound` in the byte order of the trigger index: ``[bound, inclusive]``."""
-    if cursor is None:
-        return ["", "0"]
-    stamp, mode, bound, inclusive = _bound(cursor, agent_id, after=after)
-    code = prefix + time_code(int(stamp))
-    if mode == "-":
-        return [code, "0"]
-    if mode == "+":
-        return [code + ":", "0"]  # after every member at that time: its seq digits sort below ':'
-    return [code + bound, inclusive]
-
-
-def trigger_page_args(page: Page, agent_id: str, since: datetime | None, trigger: str) -> list[str]:
-    """The ARGV of :data:`TRIGGER_PAGE` for ``page`` (checked eviction cursors) of ``trigger``'s evictions."""
-    prefix = f"{trigger}|"
-    count = page.limit if page.limit is not None else page.last
-    return [
-        prefix,
-        f"{trigger}}}",  # '}' follows '|': the first byte string after every member of the trigger
-        *_lex_bound(page.after, agent_id, prefix, after=True),
-        *_lex_bound(page.before, agent_id, prefix, after=False),
-        "" if since is None else prefix + time_code(epoch_micros(as_utc(since))),
-        "" if count is None else str(count),
-        "1" if page.last is not None else "0",
-    ]
-
-
 def page_args(page: Page, agent_id: str, since: datetime | None) -> list[str]:
     """The ARGV of :data:`PAGE` for ``page`` (checked eviction cursors) of one agent's index."""
     count = page.limit if page.limit is not None else page.last
     return [
-        *_bound(page.after, agent_id, after=True),
-        *_bound(page.before, agent_id, after=False),
+        *bound(page.after, agent_id, after=True),
+        *bound(page.before, agent_id, after=False),
         "" if since is None else str(epoch_micros(as_utc(since))),
         "" if count is None else str(count),
         "1" if page.last is not None else "0",
@@ -317,6 +253,7 @@ def plan(
     reductions list in its stored order, ``summaries`` every summary.
     """
     out = Plan()
+    summaries = list(summaries)
     by_id: dict[str, Reduction] = {}
     for position, red in enumerate(reductions):
         by_id[red.reduction_id] = red
@@ -332,23 +269,35 @@ def plan(
         name = member(c.seq, c.kind, c.entry_id)
         out.pairs += [at, name]
         out.lex += ["0", trigger_member(evicting.trigger, at, name)]
-    replaced: dict[str, tuple[SummaryEntry, str]] = {}
+    replaced = replacing(summaries)
+    if replaced is None:
+        out.complete = False
+        replaced = replacing(s for s in summaries if time_score(s.created_at))
+    for rid, value in (replaced or {}).items():
+        out.fields += [f"rb|{rid}", value]
+    return out
+
+
+def replacing(summaries: Iterable[SummaryEntry]) -> dict[str, str] | None:
+    """The ``rb|`` value of each entry some of ``summaries`` replace; ``None`` if one's time is not a score.
+
+    Of the summaries listing an entry in ``replaces``, the one created last by
+    ``(created_at, seq)``, a tie going to the later in ``summaries``.
+    """
+    replaced: dict[str, str] = {}
     for s in sorted(summaries, key=lambda s: (s.created_at, s.seq)):
         at = time_score(s.created_at)
         if not at:
-            out.complete = False
-            continue
+            return None
         for rid in s.replaces:
-            replaced[rid] = (s, at)
-    for rid, (s, at) in replaced.items():
-        out.fields += [f"rb|{rid}", replaced_field(s, at)]
-    return out
+            replaced[rid] = replaced_field(s, at)
+    return replaced
 
 
 def decode_page(
     session_id: str, agent_id: str, reply: list[Any], keys: ConversationKeys, trigger: str | None = None
 ) -> list[Eviction] | None:
-    """The evictions of a :data:`PAGE` (or :data:`TRIGGER_PAGE`, ``trigger``) reply, in its order.
+    """The evictions of a :data:`PAGE` (or :data:`.trigger_index.PAGE`, ``trigger``) reply, in its order.
 
     ``None`` if a member is stale (it no longer names the entry as it stands, or one of
     ``trigger`` an eviction by another): the caller reads whole.

@@ -35,7 +35,7 @@ from contextledger.model.records import (
 )
 from contextledger.model.trusted import trusted
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
-from contextledger.stores.redis import eviction_index, summary_index, travel
+from contextledger.stores.redis import eviction_index, summary_index, travel, trigger_index
 from contextledger.stores.redis.codec import (
     MessageRow,
     decode_state,
@@ -198,7 +198,7 @@ class RedisQueries:
             if trigger is None:
                 args = eviction_index.page_args(page, aid, since)
             else:
-                args = eviction_index.trigger_page_args(page, aid, since, trigger)
+                args = trigger_index.page_args(page, aid, since, trigger)
             with self._driver("evictions"):
                 reply = self._d.read_evictions(keys, args, by_trigger=trigger is not None)
             indexed = None if reply is None else eviction_index.decode_page(session_id, aid, reply, keys, trigger)
