@@ -28,7 +28,11 @@ apart, each evicting 10), committed by the store; the second has its eviction in
 removed (what one written before 0.3 looks like: read whole). Then ``evictions(last=3)``
 and ``evictions(after=the middle one, limit=100)`` on each, and the bare read of those 100
 rows: one pipeline of raw ``HMGET`` of their records and contents and ``LRANGE`` of their
-10 reductions, plus the same decoding.
+10 reductions, plus the same decoding. One reduction in 100 is ``reactive`` (1% of the
+evictions, the others ``per_turn``): ``evictions(trigger="reactive", after=the middle
+reactive one, limit=100)`` on each, against the bare read of those rows (``HMGET`` of the
+entries, ``LINDEX`` of each of their reductions, decoded) -- what a walk of the whole
+index skipping other triggers would read 100 times over.
 """
 
 from __future__ import annotations
@@ -171,7 +175,7 @@ def build_evictions(store: RedisStore, session: str, count: int) -> list[str]:
         reduction = Reduction(
             session_id=session,
             agent_id="a",
-            trigger="per_turn",
+            trigger="reactive" if n % 100 == 50 else "per_turn",
             strategy="sliding_window",
             created_at=BASE + timedelta(seconds=n),
             messages_before=40,
@@ -217,6 +221,58 @@ def evictions_table(store: RedisStore, raw: Redis, count: int, rounds: int) -> N
         count,
         rounds,
         "raw HMGET of the same 100 entries and LRANGE of their reductions, decoded",
+    )
+    filtered_table(store, raw, ids, count, rounds)
+
+
+def filtered_table(store: RedisStore, raw: Redis, ids: list[str], count: int, rounds: int) -> None:
+    """Time and print a middle page of the 1% ``reactive`` evictions (see the module docstring)."""
+    reactive = [i for n, i in enumerate(ids) if n // 10 % 100 == 50]
+    if len(reactive) < 2:
+        return
+    rows = store.evictions("ev-indexed", "a", trigger="reactive")
+    assert [e.entry_id for e in rows] == reactive
+    middle = len(rows) // 2 - 1
+    after = cursor(rows[middle])
+    keys = ConversationKeys.of(store.key_prefix, "ev-indexed", "a")
+    page_ids = reactive[middle + 1 : middle + 101]
+    where = {i: n // 10 for n, i in enumerate(ids)}  # the list holds one row per reduction, in order
+    positions = sorted({where[i] for i in page_ids})
+
+    def bare() -> Any:
+        pipe = raw.pipeline(transaction=False)
+        pipe.hmget(keys.msg, page_ids)
+        pipe.hmget(keys.content, page_ids)
+        for p in positions:
+            pipe.lindex(keys.red, p)
+        records, contents, *reds = pipe.execute()
+        decoded = [
+            MessageRow.decode(i, r, c, {}, keys.msg) for i, r, c in zip(page_ids, records, contents, strict=True)
+        ]
+        return decoded, [reduction_from(r, keys.red) for r in reds]
+
+    name = "evictions(trigger=1%, after=middle, limit=100)"
+    page = Page(after=after, limit=100)
+    got = store.evictions("ev-indexed", "a", trigger="reactive", page=page)
+    assert [e.entry_id for e in got] == page_ids
+    runs: dict[tuple[str, str], Callable[[], Any]] = {
+        (name, session): partial(store.evictions, session, "a", trigger="reactive", page=page)
+        for session in ("ev-indexed", "ev-legacy")
+    }
+    runs[("bare", "raw")] = bare
+    med = measure(runs, rounds)
+    (iw, ic), (lw, lc), (bw, bc) = med[(name, "ev-indexed")], med[(name, "ev-legacy")], med[("bare", "raw")]
+    print(f"Redis: {count:,} evictions, {len(reactive):,} of them reactive, {rounds} rounds")
+    print("| read | index: wall ms | CPU ms | whole read: wall ms | CPU ms | wall ratio | CPU ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        f"| {name} | {iw * 1e3:,.2f} | {ic * 1e3:,.2f} | {lw * 1e3:,.1f} | {lc * 1e3:,.1f}"
+        f" | {iw / lw:.4f}x | {ic / lc:.4f}x |"
+    )
+    print(
+        f"Bare read, raw HMGET of the same {len(page_ids)} entries and LINDEX of their {len(positions)} reductions,"
+        f" decoded: {bw * 1e3:,.2f} ms wall, {bc * 1e3:,.2f} ms CPU;"
+        f" the indexed page is {iw / bw:.2f}x its wall time, {ic / bc:.2f}x its CPU time."
     )
 
 

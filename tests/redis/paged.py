@@ -30,8 +30,12 @@ def assert_cli_last_3_reads_3(
     session: str,
     build: Callable[[RedisStore, str], list[str]],
     read: Callable[[Commands, ConversationKeys], list[str] | None],
+    options: tuple[str, ...] = (),
 ) -> None:
-    """``contextledger LISTING SESSION --last 3`` reads the last 3 rows ``build`` wrote, as ``read`` finds them sent."""
+    """``contextledger LISTING SESSION [OPTIONS] --last 3`` reads the last 3 rows ``build`` returns.
+
+    The rows read are what ``read`` finds sent to the server.
+    """
     with Ledger.connect(redis_url) as ledger:  # the CLI opens the default key prefix and agent
         store = ledger.store
         assert isinstance(store, RedisStore)
@@ -40,7 +44,9 @@ def assert_cli_last_3_reads_3(
         try:
             with monitored(redis_url) as commands:
                 result = CliRunner().invoke(
-                    app, [listing, session, "--url", redis_url, "--last", "3", "--json"], catch_exceptions=False
+                    app,
+                    [listing, session, "--url", redis_url, *options, "--last", "3", "--json"],
+                    catch_exceptions=False,
                 )
             assert result.exit_code == 0, result.output
             assert read(commands, keys) == ids[-3:]

@@ -83,8 +83,8 @@ def test_written_keys_of_a_conversation_live_in_one_slot(backend: Backend) -> No
         # the server agrees with the client-side slot computation
         for key in conversation_keys:
             assert cast(RedisCluster, backend.client).cluster_keyslot(key) == key_slot(key.encode())
-    # state, msg, content, mut, active, sum, red, cs, pins, seq, sumat, evat per conversation (no revisions made)
-    assert len(conversation_keys) == 3 * 12
+    # state, msg, content, mut, active, sum, red, cs, pins, seq, sumat, evat, evtr per conversation (no revisions)
+    assert len(conversation_keys) == 3 * 13
 
 
 @pytest.mark.parametrize("session_id", NASTY_IDS)

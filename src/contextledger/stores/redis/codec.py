@@ -264,7 +264,7 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             *(_check_id("entry id", r) for r in summary.replaces),
         ]
     if cs.reduction is not None:
-        args.append(cs.reduction.model_dump_json())
+        args += [cs.reduction.model_dump_json(), cs.reduction.trigger]
     args.append(str(len(cs.restore)))
     for entry in cs.restore:
         is_summary = entry.kind == "summary"

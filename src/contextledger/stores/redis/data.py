@@ -34,6 +34,7 @@ from contextledger.stores.redis import (
     summary_index,
     transfer,
     travel,
+    trigger_index,
 )
 from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.connect import RedisClient, one_line, translated
@@ -59,6 +60,7 @@ class RedisScripts:
     page: Script
     summary_page: Script
     eviction_page: Script
+    trigger_page: Script
     eviction_fill: Script
     reindex: Script
     unstray: Script
@@ -85,6 +87,7 @@ class RedisScripts:
             page=client.register_script(paging.PAGE),
             summary_page=client.register_script(summary_index.PAGE),
             eviction_page=client.register_script(eviction_index.PAGE),
+            trigger_page=client.register_script(trigger_index.PAGE),
             eviction_fill=client.register_script(eviction_index.FILL),
             reindex=client.register_script(paging.REINDEX),
             unstray=client.register_script(paging.UNSTRAY),
@@ -182,15 +185,16 @@ class RedisData:
         reply = self.scripts.summary_page(keys=[keys.sum, keys.mut, keys.sumat], args=args)
         return None if reply is None else cast(list[Any], reply)
 
-    def read_evictions(self, keys: ConversationKeys, args: list[str]) -> list[Any] | None:
-        """One page of evictions via their index (see :mod:`.eviction_index`).
+    def read_evictions(self, keys: ConversationKeys, args: list[str], *, by_trigger: bool = False) -> list[Any] | None:
+        """One page of evictions via their index, or (``by_trigger``) of one trigger's (see :mod:`.eviction_index`).
 
-        Returns ``None`` if the index is incomplete, else ``[members, records, contents,
-        reduction rows, rb| facts]`` (call it in :meth:`driver`).
+        ``args`` are :func:`.eviction_index.page_args` (or :func:`.trigger_index.page_args`). Returns
+        ``None`` if the index is incomplete, else ``[members, records, contents, reduction
+        rows, rb| facts]`` (call it in :meth:`driver`).
         """
-        reply = self.scripts.eviction_page(
-            keys=[keys.state, keys.msg, keys.content, keys.mut, keys.sum, keys.red, keys.evat], args=args
-        )
+        script = self.scripts.trigger_page if by_trigger else self.scripts.eviction_page
+        index = keys.evtr if by_trigger else keys.evat
+        reply = script(keys=[keys.state, keys.msg, keys.content, keys.mut, keys.sum, keys.red, index], args=args)
         return None if reply is None else cast(list[Any], reply)
 
     def read_range(self, keys: ConversationKeys, key: str, args: list[str]) -> tuple[bool, list[bytes]]:

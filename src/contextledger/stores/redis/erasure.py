@@ -15,6 +15,7 @@ from typing import Any
 
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, Tombstone
+from contextledger.stores.redis.scripts import TCODE
 
 __all__ = ["ERASE", "PRUNE", "erase_args", "tombstone_from", "tombstone_json"]
 
@@ -66,14 +67,18 @@ for _, s in ipairs(summaries) do redis.call('HSET', KEYS[5], s[1], s[2]) end
 keep_tombstone(KEYS[3], id, ARGV[4])
 -- a new version: a conversation opened before the erase conflicts at its next commit and
 -- re-reads, instead of planning (summarizing) the erased text it holds
--- (the eviction index is untouched: it stays complete if it was)
-local complete = redis.call('HGET', KEYS[6], 'ev_v') == redis.call('HGET', KEYS[6], 'version')
+-- (the eviction indexes are untouched: each stays complete if it was)
+local was = redis.call('HGET', KEYS[6], 'version')
+local complete = redis.call('HGET', KEYS[6], 'ev_v') == was
+local tcomplete = redis.call('HGET', KEYS[6], 'et_v') == was
 local version = redis.call('HINCRBY', KEYS[6], 'version', 1)
 if complete then redis.call('HSET', KEYS[6], 'ev_v', version) end
+if tcomplete then redis.call('HSET', KEYS[6], 'et_v', version) end
 return 1
 """
 
 PRUNE = r"""#!lua
+__TCODE__
 -- The newest tombstone of an entry takes x|<id>; one already there moves to the first free
 -- x|<id>\31<n> (an id cannot hold a control character), so an entry erased and later
 -- pruned keeps both, as the SQL stores and an import keep them.
@@ -87,10 +92,13 @@ local function keep_tombstone(mut, id, json)
   end
   redis.call('HSET', mut, field, json)
 end
--- Delete evicted entries. KEYS: msg content mut rev sum active seq sumat evat state
+-- Delete evicted entries. KEYS: msg content mut rev sum active seq sumat evat state evtr
 -- ARGV: #messages, ids..., #summaries, ids..., #revision positions, positions...,
 --   #tombstones, (id, json) pairs, #members, (id, eviction index member) pairs,
---   #summaries, (summary id, #replaces, replaces...). Active entries are skipped; returns how many went.
+--   #summaries, (summary id, #replaces, replaces...), the version those were read at, #next,
+--   (entry id, rb| value or '' for none) pairs: the replacing summary of each entry the
+--   pruned summaries replaced, found among the others as read. Active entries are skipped;
+--   returns how many went.
 local pos = 0
 local function take() pos = pos + 1 return ARGV[pos] end
 local messages, summaries, positions, tombs = {}, {}, {}, {}
@@ -100,15 +108,20 @@ for _ = 1, tonumber(take()) do positions[#positions + 1] = tonumber(take()) end
 for _ = 1, tonumber(take()) do tombs[#tombs + 1] = {take(), take()} end
 local members, replaces = {}, {}
 for _ = 1, tonumber(take()) do local id = take() members[id] = take() end
+local asked = 0
 for _ = 1, tonumber(take()) do
   local id, list = take(), {}
   for _ = 1, tonumber(take()) do list[#list + 1] = take() end
   replaces[id] = list
+  asked = asked + 1
 end
-local gone = {}
+local read_at, nexts = take(), {}
+for _ = 1, tonumber(take()) do local id = take() nexts[id] = take() end
+local gone, by = {}, {}
 for _, id in ipairs(messages) do
   if redis.call('HEXISTS', KEYS[1], id) == 1 and redis.call('ZSCORE', KEYS[6], 'm:' .. id) == false then
     gone[id] = true
+    by[id] = redis.call('HGET', KEYS[3], 'e|' .. id)
   end
 end
 for _, p in ipairs(positions) do
@@ -133,6 +146,7 @@ for _, p in ipairs(positions) do redis.call('LSET', KEYS[4], p, '__pruned__') en
 if #positions > 0 then redis.call('LREM', KEYS[4], 0, '__pruned__') end
 for _, id in ipairs(summaries) do
   if redis.call('HEXISTS', KEYS[5], id) == 1 and redis.call('ZSCORE', KEYS[6], 's:' .. id) == false then
+    by[id] = redis.call('HGET', KEYS[3], 'se|' .. id)
     redis.call('HDEL', KEYS[5], id)
     redis.call('ZREM', KEYS[8], id)
     redis.call('HDEL', KEYS[3], 'se|' .. id, 'ss|' .. id)
@@ -143,11 +157,34 @@ end
 for _, t in ipairs(tombs) do
   if gone[t[1]] then keep_tombstone(KEYS[3], t[1], t[2]) end
 end
--- the eviction index: what went leaves it; an entry left whose replacing summary went
--- would need the next one found among all summaries: the index is marked incomplete
+-- the eviction index: what went leaves it; an entry left whose replacing summary went is
+-- now replaced by the next one, as read -- if nothing was committed since, every summary
+-- asked for went, and that one is still there; else the index is marked incomplete
 for id, _ in pairs(gone) do
-  if members[id] then redis.call('ZREM', KEYS[9], members[id]) end
+  local m = members[id]
+  local at = m and redis.call('ZSCORE', KEYS[9], m)
+  if at then
+    -- its member of the trigger index: the trigger of the reduction that evicted it
+    local trig = by[id] and redis.call('HGET', KEYS[3], 'rt|' .. by[id])
+    if trig then
+      redis.call('ZREM', KEYS[11], trig .. '|' .. tcode(at) .. m)
+    else
+      redis.call('HDEL', KEYS[10], 'et_v')
+    end
+    redis.call('ZREM', KEYS[9], m)
+  end
   redis.call('HDEL', KEYS[3], 'rb|' .. id)
+end
+local went = 0
+for id, _ in pairs(replaces) do
+  if gone[id] then went = went + 1 end
+end
+local current = went == asked and redis.call('HGET', KEYS[10], 'version') == read_at
+local function known(value)
+  if not current or value == nil then return false end
+  if value == '' then return true end
+  local sid = string.match(value, '^[^:]*:[^:]*:(.*)$')
+  return sid ~= nil and not gone[sid] and redis.call('HEXISTS', KEYS[5], sid) == 1
 end
 for id, list in pairs(replaces) do
   if gone[id] then
@@ -155,14 +192,19 @@ for id, list in pairs(replaces) do
     for _, rid in ipairs(list) do
       local by = redis.call('HGET', KEYS[3], 'rb|' .. rid)
       if by and string.sub(by, -#tail) == tail then
-        redis.call('HDEL', KEYS[3], 'rb|' .. rid)
-        redis.call('HDEL', KEYS[10], 'ev_v')
+        local value = nexts[rid]
+        if known(value) and value ~= '' then
+          redis.call('HSET', KEYS[3], 'rb|' .. rid, value)
+        else
+          redis.call('HDEL', KEYS[3], 'rb|' .. rid)
+          if not known(value) then redis.call('HDEL', KEYS[10], 'ev_v') end
+        end
       end
     end
   end
 end
 return count
-"""
+""".replace("__TCODE__", TCODE.rstrip("\n"))
 
 
 def tombstone_json(tombstone: Tombstone) -> str:

@@ -13,17 +13,26 @@ Two facts in the ``mut`` hash let a page read only its rows:
   as the whole read finds it: of every summary listing the entry in ``replaces``, the
   one created last (by ``(created_at, seq)``; on a tie the one committed last).
 
+By trigger: the ``evtr`` sorted set holds the same evictions, every score 0 so that it is
+ordered by bytes, each as ``<trigger>|<time code><evat member>`` (:func:`trigger_member`;
+:func:`time_code` writes the time in 17 bytes that sort as the times do). One trigger's
+evictions are then one contiguous range, in the listing's order, and ``ZLEXCOUNT`` of a
+cursor gives its rank: a page filtered by ``trigger`` reads only its rows however rare
+the trigger (:mod:`.trigger_index`). ``rt|<reduction id>`` holds each reduction's trigger,
+so a writer removing an eviction finds its member (its time is its ``evat`` score).
+
 The commit script keeps them (evictions add members, restores remove them, a summary
-updates ``rb|``, a reduction writes ``rp|``), the import writes them, prune removes the
-members of what it deletes, delete/expiry/ttl take the key with the others.
+updates ``rb|``, a reduction writes ``rp|`` and ``rt|``), the import writes them, prune
+removes the members of what it deletes, delete/expiry/ttl take the keys with the others.
 
 Complete: the state field ``ev_v`` holds the version at which the index was last known
-complete. Every script that bumps the version and knows the index (commit, erase) moves
-it along when it matched; a writer without the index (an earlier version) bumps the
-version alone, so the mark no longer matches and pages are read whole -- as is a
-conversation written before the index, one whose eviction time a score cannot hold
-(before 1685 or after 2255), and a page filtered by ``trigger``. A read never writes:
-``RedisStore.upgrade()`` rebuilds the index (:func:`plan`, :data:`FILL`).
+complete, ``et_v`` the same for the trigger index (a page by trigger needs both: it reads
+the ``rb|`` facts too). Every script that bumps the version and knows an index (commit,
+erase) moves its mark along when it matched; a writer without it (an earlier version)
+bumps the version alone, so the mark no longer matches and pages are read whole -- as is
+a conversation written before the index, one whose eviction time a score cannot hold
+(before 1685 or after 2255). A read never writes: ``RedisStore.upgrade()`` rebuilds both
+(:func:`plan`, :data:`FILL`).
 """
 
 from __future__ import annotations
@@ -42,9 +51,49 @@ from contextledger.stores.redis.keys import SEQ_DIGITS, ConversationKeys
 from contextledger.stores.redis.listing import as_utc
 from contextledger.stores.redis.scripts import RANK
 
-__all__ = ["FILL", "PAGE", "Plan", "decode_page", "member", "page_args", "plan", "replaced_field"]
+__all__ = [
+    "FILL",
+    "PAGE",
+    "ROWS",
+    "Plan",
+    "bound",
+    "decode_page",
+    "member",
+    "page_args",
+    "plan",
+    "replaced_field",
+    "replacing",
+    "time_code",
+    "trigger_member",
+]
 
 _KIND = {"message": "m", "summary": "s"}
+_EXACT = 2**53
+
+ROWS = r"""
+local records, contents, reductions, replaced = {}, {}, {}, {}
+for i, m in ipairs(members) do
+  local kind, id = string.sub(m, __SEQ__ + 1, __SEQ__ + 1), string.sub(m, __SEQ__ + 2)
+  local by
+  if kind == 'm' then
+    records[i] = redis.call('HGET', KEYS[2], id)
+    contents[i] = redis.call('HGET', KEYS[3], id)
+    by = redis.call('HGET', KEYS[4], 'e|' .. id)
+  else
+    records[i] = redis.call('HGET', KEYS[5], id)
+    contents[i] = ''
+    by = redis.call('HGET', KEYS[4], 'se|' .. id)
+  end
+  if not records[i] or not contents[i] or not by then return false end
+  local at = redis.call('HGET', KEYS[4], 'rp|' .. by)
+  local row = at and redis.call('LINDEX', KEYS[6], tonumber(at))
+  if not row then return false end
+  reductions[i] = row
+  replaced[i] = redis.call('HGET', KEYS[4], 'rb|' .. id) or ''
+end
+return {members, records, contents, reductions, replaced}
+"""
+"""The Lua reading the rows of ``members`` (``evat`` members): shared with :data:`.trigger_index.PAGE`."""
 
 PAGE = (
     r"""#!lua flags=no-writes
@@ -70,44 +119,30 @@ if count then
 end
 if hi <= lo then return {{}, {}, {}, {}, {}} end
 local members = redis.call('ZRANGE', KEYS[7], lo, hi - 1)
-local records, contents, reductions, replaced = {}, {}, {}, {}
-for i, m in ipairs(members) do
-  local kind, id = string.sub(m, __SEQ__ + 1, __SEQ__ + 1), string.sub(m, __SEQ__ + 2)
-  local by
-  if kind == 'm' then
-    records[i] = redis.call('HGET', KEYS[2], id)
-    contents[i] = redis.call('HGET', KEYS[3], id)
-    by = redis.call('HGET', KEYS[4], 'e|' .. id)
-  else
-    records[i] = redis.call('HGET', KEYS[5], id)
-    contents[i] = ''
-    by = redis.call('HGET', KEYS[4], 'se|' .. id)
-  end
-  if not records[i] or not contents[i] or not by then return false end
-  local at = redis.call('HGET', KEYS[4], 'rp|' .. by)
-  local row = at and redis.call('LINDEX', KEYS[6], tonumber(at))
-  if not row then return false end
-  reductions[i] = row
-  replaced[i] = redis.call('HGET', KEYS[4], 'rb|' .. id) or ''
-end
-return {members, records, contents, reductions, replaced}
 """
+    + ROWS
 ).replace("__SEQ__", str(SEQ_DIGITS))
 
 FILL = r"""#!lua
--- Rebuild a conversation's eviction index (one chunk). KEYS: state mut evat
--- ARGV: 1 the version the plan was read at  2 '1': first chunk (drop the old index and
---   the fields in 5..)  3 '1': last chunk (mark the index complete)  4 #pairs,
---   then (score, member) pairs, then #fields, (field, value) pairs, then fields to drop.
+-- Rebuild a conversation's eviction indexes (one chunk). KEYS: state mut evat evtr
+-- ARGV: 1 the version the plan was read at  2 '1': first chunk (drop the old indexes and
+--   the fields to drop)  3 '1': last chunk (mark both complete)  4 #pairs, then (score,
+--   member) pairs of evat, then #pairs, (0, member) pairs of evtr, then #fields, (field,
+--   value) pairs, then fields to drop.
 -- Returns -1 (nothing written) when the version moved since the plan was read.
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return -1 end
-local pos = 5
-local pairs_n = tonumber(ARGV[4])
-if ARGV[2] == '1' then redis.call('DEL', KEYS[3]) end
-for i = pos, pos + 2 * pairs_n - 1, 512 do
-  redis.call('ZADD', KEYS[3], unpack(ARGV, i, math.min(i + 511, pos + 2 * pairs_n - 1)))
+if ARGV[2] == '1' then redis.call('DEL', KEYS[3], KEYS[4]) end
+local pos = 4
+local pairs_n = 0
+for _, key in ipairs({KEYS[3], KEYS[4]}) do
+  local n = tonumber(ARGV[pos])
+  pos = pos + 1
+  for i = pos, pos + 2 * n - 1, 512 do
+    redis.call('ZADD', key, unpack(ARGV, i, math.min(i + 511, pos + 2 * n - 1)))
+  end
+  pos = pos + 2 * n
+  pairs_n = pairs_n + n
 end
-pos = pos + 2 * pairs_n
 local fields_n = tonumber(ARGV[pos])
 pos = pos + 1
 for i = pos, pos + 2 * fields_n - 1, 512 do
@@ -117,11 +152,12 @@ pos = pos + 2 * fields_n
 for i = pos, #ARGV, 256 do
   redis.call('HDEL', KEYS[2], unpack(ARGV, i, math.min(i + 255, #ARGV)))
 end
-if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'ev_v', ARGV[1]) end
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'ev_v', ARGV[1], 'et_v', ARGV[1]) end
 local left = redis.call('PTTL', KEYS[1])
 if left > 0 then
-  if redis.call('PTTL', KEYS[3]) == -1 then redis.call('PEXPIRE', KEYS[3], left) end
-  if redis.call('PTTL', KEYS[2]) == -1 then redis.call('PEXPIRE', KEYS[2], left) end
+  for i = 2, 4 do
+    if redis.call('PTTL', KEYS[i]) == -1 then redis.call('PEXPIRE', KEYS[i], left) end
+  end
 end
 return pairs_n
 """
@@ -132,12 +168,33 @@ def member(seq: int, kind: str, entry_id: str) -> str:
     return f"{seq:0{SEQ_DIGITS}d}{_KIND[kind]}{entry_id}"
 
 
+def time_code(micros: int) -> str:
+    """An eviction time (epoch µs) as bytes that sort as the times do (:data:`~.scripts.TCODE` in Lua).
+
+    ``p`` and 16 digits from 0 up, ``n`` and 16 digits of ``2**53 + micros`` below 0: 17
+    bytes for any time a score holds exactly. A bound beyond those (a cursor's time) is one
+    byte, ``m`` below every code or ``q`` above.
+    """
+    if micros >= 10**16:
+        return "q"
+    if micros >= 0:
+        return f"p{micros:016d}"
+    if micros > -_EXACT:
+        return f"n{_EXACT + micros:016d}"
+    return "m"
+
+
+def trigger_member(trigger: str, at: str, evat_member: str) -> str:
+    """The ``evtr`` member of an eviction: its trigger, ``|``, the code of ``at`` (its score), its ``evat`` member."""
+    return f"{trigger}|{time_code(int(at))}{evat_member}"
+
+
 def replaced_field(summary: SummaryEntry, at: str) -> str:
     """The ``rb|`` value naming ``summary`` (``at``: its creation time as a score)."""
     return f"{at}:{summary.seq}:{summary.summary_id}"
 
 
-def _bound(cursor: Any, agent_id: str, *, after: bool) -> list[str]:
+def bound(cursor: Any, agent_id: str, *, after: bool) -> list[str]:
     """The bound of an evictions cursor ``(evicted_at, agent_id, seq, kind, entry_id)`` in one agent's index."""
     if cursor is None:
         return ["", "", "", ""]
@@ -162,8 +219,8 @@ def page_args(page: Page, agent_id: str, since: datetime | None) -> list[str]:
     """The ARGV of :data:`PAGE` for ``page`` (checked eviction cursors) of one agent's index."""
     count = page.limit if page.limit is not None else page.last
     return [
-        *_bound(page.after, agent_id, after=True),
-        *_bound(page.before, agent_id, after=False),
+        *bound(page.after, agent_id, after=True),
+        *bound(page.before, agent_id, after=False),
         "" if since is None else str(epoch_micros(as_utc(since))),
         "" if count is None else str(count),
         "1" if page.last is not None else "0",
@@ -176,11 +233,13 @@ class Plan:
 
     Attributes:
         pairs: ``(score, member)`` of each standing eviction, flat.
-        fields: ``(field, value)`` of the ``rp|`` and ``rb|`` facts, flat.
+        lex: ``(0, member)`` of each in the trigger index, flat.
+        fields: ``(field, value)`` of the ``rp|``, ``rt|`` and ``rb|`` facts, flat.
         complete: Whether every standing eviction and replacing summary has a time a score holds.
     """
 
     pairs: list[str] = field(default_factory=list)
+    lex: list[str] = field(default_factory=list)
     fields: list[str] = field(default_factory=list)
     complete: bool = True
 
@@ -194,10 +253,11 @@ def plan(
     reductions list in its stored order, ``summaries`` every summary.
     """
     out = Plan()
+    summaries = list(summaries)
     by_id: dict[str, Reduction] = {}
     for position, red in enumerate(reductions):
         by_id[red.reduction_id] = red
-        out.fields += [f"rp|{red.reduction_id}", str(position)]
+        out.fields += [f"rp|{red.reduction_id}", str(position), f"rt|{red.reduction_id}", red.trigger]
     for c in candidates:
         evicting = by_id.get(c.evicted_by or "")
         if evicting is None:
@@ -206,22 +266,41 @@ def plan(
         if not at:
             out.complete = False
             continue
-        out.pairs += [at, member(c.seq, c.kind, c.entry_id)]
-    replaced: dict[str, tuple[SummaryEntry, str]] = {}
-    for s in sorted(summaries, key=lambda s: (s.created_at, s.seq)):
-        at = time_score(s.created_at)
-        if not at:
-            out.complete = False
-            continue
-        for rid in s.replaces:
-            replaced[rid] = (s, at)
-    for rid, (s, at) in replaced.items():
-        out.fields += [f"rb|{rid}", replaced_field(s, at)]
+        name = member(c.seq, c.kind, c.entry_id)
+        out.pairs += [at, name]
+        out.lex += ["0", trigger_member(evicting.trigger, at, name)]
+    replaced = replacing(summaries)
+    if replaced is None:
+        out.complete = False
+        replaced = replacing(s for s in summaries if time_score(s.created_at))
+    for rid, value in (replaced or {}).items():
+        out.fields += [f"rb|{rid}", value]
     return out
 
 
-def decode_page(session_id: str, agent_id: str, reply: list[Any], keys: ConversationKeys) -> list[Eviction] | None:
-    """The evictions of a :data:`.eviction_index.PAGE` reply, in its order; ``None`` if a member is stale.
+def replacing(summaries: Iterable[SummaryEntry]) -> dict[str, str] | None:
+    """The ``rb|`` value of each entry some of ``summaries`` replace; ``None`` if one's time is not a score.
+
+    Of the summaries listing an entry in ``replaces``, the one created last by
+    ``(created_at, seq)``, a tie going to the later in ``summaries``.
+    """
+    replaced: dict[str, str] = {}
+    for s in sorted(summaries, key=lambda s: (s.created_at, s.seq)):
+        at = time_score(s.created_at)
+        if not at:
+            return None
+        for rid in s.replaces:
+            replaced[rid] = replaced_field(s, at)
+    return replaced
+
+
+def decode_page(
+    session_id: str, agent_id: str, reply: list[Any], keys: ConversationKeys, trigger: str | None = None
+) -> list[Eviction] | None:
+    """The evictions of a :data:`PAGE` (or :data:`.trigger_index.PAGE`, ``trigger``) reply, in its order.
+
+    ``None`` if a member is stale (it no longer names the entry as it stands, or one of
+    ``trigger`` an eviction by another): the caller reads whole.
 
     Raises:
         CorruptRecord: A stored entry, summary or reduction is damaged.
@@ -242,7 +321,7 @@ def decode_page(session_id: str, agent_id: str, reply: list[Any], keys: Conversa
         red = reductions.get(row)
         if red is None:  # a reduction evicts many: each row is decoded once
             red = reductions[row] = reduction_from(row, keys.red)
-        if seq != int(name[:digits]):
+        if seq != int(name[:digits]) or (trigger is not None and red.trigger != trigger):
             return None  # the member no longer names this entry as it stands: read whole
         replacing = text(by).split(":", 2)[2] if by else None
         out.append(

@@ -40,6 +40,9 @@ Per conversation (``T`` = the tagged stem):
   scored by its reduction's ``created_at`` in epoch µs, beside the ``rp|`` / ``rb|`` facts
   in ``T:mut`` and the ``ev_v`` mark in ``T:state``, so a page of evictions reads a range of
   it (see :mod:`contextledger.stores.redis.eviction_index`).
+* ``T:evtr`` -- sorted set, every score 0 (ordered by bytes): the same evictions, each as
+  ``<trigger>|<time code><evat member>``, beside the ``rt|`` facts in ``T:mut`` and the
+  ``et_v`` mark in ``T:state``, so a page of one trigger's evictions reads a range of it.
 
 Indexes (who writes them when: :mod:`~contextledger.stores.redis.writes`, :mod:`~contextledger.stores.redis.index`):
 
@@ -110,6 +113,7 @@ _CONVERSATION_PARTS = (
     "seq",
     "sumat",
     "evat",
+    "evtr",
 )
 
 SEQ_DIGITS = 20
@@ -190,6 +194,7 @@ class ConversationKeys:
     seq: str
     sumat: str
     evat: str
+    evtr: str
 
     @classmethod
     def of(cls, prefix: str, session_id: str, agent_id: str) -> ConversationKeys:

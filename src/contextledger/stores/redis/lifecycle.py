@@ -66,6 +66,7 @@ class RedisLifecycle:
         keys = self._d.conversation(session_id, agent_id)
         wanted = set(entry_ids)
         with self._d.driver("prune"):
+            read_at = self._d.client.hget(keys.state, "version")
             revisions = cast(list[bytes], self._d.client.lrange(keys.rev, 0, -1))
             records = dict(zip(sorted(wanted), self._d.client.hmget(keys.msg, sorted(wanted)), strict=True))
             messages = [i for i, known in records.items() if known]
@@ -88,6 +89,8 @@ class RedisLifecycle:
         for t in tombstones:
             args += [t.entry_id, erasure.tombstone_json(t)]
         args += [str(len(members) // 2), *members, str(sum(1 for raw in stored if raw is not None)), *replaced]
+        nexts = self._next_replacing(keys, set(summaries), replaced) if replaced else []
+        args += ["" if read_at is None else text(read_at), str(len(nexts) // 2), *nexts]
         with self._d.driver("prune"), script_errors():
             count = self._d.scripts.prune(
                 keys=[
@@ -101,11 +104,32 @@ class RedisLifecycle:
                     keys.sumat,
                     keys.evat,
                     keys.state,
+                    keys.evtr,
                 ],
                 args=args,
             )
         self._align_ttl(keys)
         return int(count)
+
+    def _next_replacing(self, keys: ConversationKeys, pruned: set[str], replaced: list[str]) -> list[str]:
+        """``(entry id, rb| value)`` of each entry the pruned summaries replaced, found among the others.
+
+        Read when a summary goes (prune is not a hot path): the script sets them only if
+        nothing was committed since, so a page of evictions keeps going through the index.
+        """
+        entries: set[str] = set()
+        i = 0
+        while i < len(replaced):  # (summary id, #replaces, replaces...) per summary
+            n = int(replaced[i + 1])
+            entries.update(replaced[i + 2 : i + 2 + n])
+            i += 2 + n
+        with self._d.driver("prune"):
+            raws = cast(dict[bytes, bytes], self._d.client.hgetall(keys.sum))
+        others = [SummaryEntry.model_validate_json(raw) for sid, raw in raws.items() if text(sid) not in pruned]
+        found = eviction_index.replacing(s for s in others if entries.intersection(s.replaces))
+        if found is None:
+            return []  # a time a score cannot hold: the script marks the index incomplete
+        return [part for rid in sorted(entries) for part in (rid, found.get(rid, ""))]
 
     def _align_ttl(self, keys: ConversationKeys) -> None:
         """With a ttl: a key an erase or prune created gets the conversation's expiry."""

@@ -35,7 +35,7 @@ from contextledger.model.records import (
 )
 from contextledger.model.trusted import trusted
 from contextledger.stores.base import AppendedBy, EvictedCandidate, assemble_evictions
-from contextledger.stores.redis import eviction_index, summary_index, travel
+from contextledger.stores.redis import eviction_index, summary_index, travel, trigger_index
 from contextledger.stores.redis.codec import (
     MessageRow,
     decode_state,
@@ -185,9 +185,10 @@ class RedisQueries:
 
         One read-only script per agent reads the page's range of the conversation's index
         of standing evictions and those entries, their reductions and replacing summaries
-        only (see :mod:`.eviction_index`). A conversation whose index is incomplete (written
-        before it, or by a version without it, and not upgraded since), and a page filtered
-        by ``trigger``, is read whole and joined in Python
+        only (see :mod:`.eviction_index`); a page filtered by ``trigger`` reads a range of
+        the trigger index (that trigger's evictions alone) the same way. A conversation whose
+        index is incomplete (written before it, or by a version without it, and not upgraded
+        since) is read whole and joined in Python
         (:func:`~contextledger.stores.base.assemble_evictions`), the page kept: a read never writes.
         """
         page = page or WHOLE
@@ -195,12 +196,15 @@ class RedisQueries:
         for aid in self._agent_ids(session_id, agent_id):
             keys = self._conversation(session_id, aid)
             if trigger is None:
-                with self._driver("evictions"):
-                    reply = self._d.read_evictions(keys, eviction_index.page_args(page, aid, since))
-                indexed = None if reply is None else eviction_index.decode_page(session_id, aid, reply, keys)
-                if indexed is not None:
-                    out += indexed
-                    continue
+                args = eviction_index.page_args(page, aid, since)
+            else:
+                args = trigger_index.page_args(page, aid, since, trigger)
+            with self._driver("evictions"):
+                reply = self._d.read_evictions(keys, args, by_trigger=trigger is not None)
+            indexed = None if reply is None else eviction_index.decode_page(session_id, aid, reply, keys, trigger)
+            if indexed is not None:
+                out += indexed
+                continue
             logger.debug(
                 "session_id=<%s>, agent_id=<%s> | evictions read whole: no complete index (db upgrade builds it)",
                 session_id,

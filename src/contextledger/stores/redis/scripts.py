@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from contextledger.stores.redis.keys import CHANGESET_LOG_SIZE, SEQ_DIGITS
 
-__all__ = ["ALIGN_TTL", "COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT"]
+__all__ = ["ALIGN_TTL", "COMMIT", "COMMIT_FIXED_ARGS", "ERROR_PREFIXES", "LOAD", "READ_BACK", "SNAPSHOT", "TCODE"]
 
 COMMIT_FIXED_ARGS = 16
 """ARGV slots before the variable part of :data:`COMMIT` (see its header comment)."""
@@ -25,9 +25,19 @@ COMMIT_FIXED_ARGS = 16
 ERROR_PREFIXES = ("CLCONFLICT", "CLDELETED", "CLDUPLICATE", "CLNOTFOUND", "CLWRONGTYPE")
 """Error replies :data:`COMMIT` raises; the store maps them to typed errors."""
 
+TCODE = r"""-- an eviction time (epoch us, |at| < 2^53) as 17 bytes that sort as the times do: 'p' and
+-- 16 digits from 0 up, 'n' and 16 digits of 2^53 + at below 0 (eviction_index.time_code)
+local function tcode(at)
+  local x = tonumber(at)
+  if x >= 0 then return 'p' .. string.format('%016d', x) end
+  return 'n' .. string.format('%016d', 9007199254740992 + x)
+end
+"""
+"""``tcode(at)`` for the scripts keeping the trigger index of evictions (see :mod:`.eviction_index`)."""
+
 COMMIT = r"""#!lua
 -- Apply one changeset to one conversation, all or nothing.
--- KEYS: state msg content mut active sum red rev cs pins seq sumat evat [sessions [agents [owner]]]
+-- KEYS: state msg content mut active sum red rev cs pins seq sumat evat evtr [sessions [agents [owner]]]
 --   sessions: the sorted set listing the session by last update -- the global one on a
 --   single server, on Cluster the one of the conversation's slot; agents: the session's
 --   agent set, owner: the hash naming its app and user, both only on a single server (on
@@ -42,7 +52,7 @@ COMMIT = r"""#!lua
 --   revisions: id tokens|'' content row
 --   summary:   id score active json at #replaces replaces...  (at: its created_at in epoch us,
 --              '' = not indexed: see summary_index.py)
---   reduction: json
+--   reduction: json trigger
 --   restore:   #restore, then id kind(m|s) score   (per entry made active again; always sent)
 --   and last (read from the end): one pin event row (JSON) per pin, the reduction's
 --   created_at in epoch us ('' = none), the ttl in ms ('0' = none), the changeset id.
@@ -59,13 +69,13 @@ COMMIT = r"""#!lua
 -- finds itself there and returns its version, changing nothing: it only writes its own
 -- log entry again, so that the write reaches the replication stream and a WAIT that
 -- follows on this connection counts the replicas holding the original commit too.
-local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ, K_SUMAT, K_EVAT =
+local K_STATE, K_MSG, K_CONTENT, K_MUT, K_ACTIVE, K_SUM, K_RED, K_REV, K_CS, K_PINS, K_SEQ, K_SUMAT, K_EVAT, K_EVTR =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12],
-  KEYS[13]
+  KEYS[13], KEYS[14]
 local LOG_SIZE = __LOG_SIZE__
 
 local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset',
-  'zset', 'zset', 'zset', 'set', 'hash'}
+  'zset', 'zset', 'zset', 'zset', 'set', 'hash'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -89,6 +99,8 @@ if current ~= ARGV[1] then
 end
 -- the eviction index (eviction_index.py) stays complete only if it was so at this version
 local indexed = current == '0' or redis.call('HGET', K_STATE, 'ev_v') == current
+-- and its by-trigger twin (evtr) only if that was complete too (mark et_v)
+local tindexed = current == '0' or redis.call('HGET', K_STATE, 'et_v') == current
 
 local pos = 17
 local function take()
@@ -121,8 +133,8 @@ if ARGV[15] == '1' then
     evict[#evict + 1] = id
   end
 end
-local reduction = nil
-if ARGV[16] == '1' then reduction = take() end
+local reduction, trigger = nil, nil
+if ARGV[16] == '1' then reduction, trigger = take(), take() end
 local reduction_id = ARGV[6]
 local restore, restored = {}, {}
 for _ = 1, tonumber(take()) do
@@ -170,6 +182,7 @@ for _, p in ipairs(pins) do
   end
 end
 
+__TCODE__
 -- an evicted entry's member in the eviction index: seq in __SEQ__ digits, m|s, id (ordered as the listing)
 local function ev_member(view_score, kind, id)
   return string.format('%0__SEQ__d', math.floor(tonumber(view_score) / 2)) .. kind .. id
@@ -180,6 +193,7 @@ local function index_eviction(view_score, kind, id)
   local m = ev_member(view_score, kind, id)
   if red_exact then
     redis.call('ZADD', K_EVAT, red_at, m)
+    if tindexed then redis.call('ZADD', K_EVTR, 0, trigger .. '|' .. tcode(red_at) .. m) end
   else
     -- no reduction row: the listing shows no such eviction; a time a score cannot hold: read whole
     redis.call('ZREM', K_EVAT, m)
@@ -189,7 +203,16 @@ end
 -- apply, in the order the reference store does (restores first: a restored message may be revised)
 for _, r in ipairs(restore) do
   redis.call('ZADD', K_ACTIVE, r[3], r[2] .. ':' .. r[1])
-  redis.call('ZREM', K_EVAT, ev_member(r[3], r[2], r[1]))
+  local m = ev_member(r[3], r[2], r[1])
+  if tindexed then
+    local at = redis.call('ZSCORE', K_EVAT, m)
+    if at then
+      local by = redis.call('HGET', K_MUT, (r[2] == 'm' and 'e|' or 'se|') .. r[1])
+      local trig = by and redis.call('HGET', K_MUT, 'rt|' .. by)
+      if trig then redis.call('ZREM', K_EVTR, trig .. '|' .. tcode(at) .. m) else tindexed = false end
+    end
+  end
+  redis.call('ZREM', K_EVAT, m)
   if r[2] == 'm' then
     redis.call('HDEL', K_MUT, 'e|' .. r[1])
   else
@@ -283,6 +306,8 @@ if reduction then
   mark(K_RED, 'red_', ARGV[#ARGV - 2], 1)
   -- rp|<id>: its position in the list (only ever appended to), for a page of evictions
   redis.call('HSET', K_MUT, 'rp|' .. reduction_id, redis.call('LLEN', K_RED))
+  -- rt|<id>: its trigger, to find an eviction's member of the trigger index when it goes
+  redis.call('HSET', K_MUT, 'rt|' .. reduction_id, trigger)
   redis.call('RPUSH', K_RED, reduction)
 end
 
@@ -290,26 +315,35 @@ local version = redis.call('HINCRBY', K_STATE, 'version', 1)
 redis.call('HSET', K_CS, tostring(version), changeset_id)
 if version > LOG_SIZE then redis.call('HDEL', K_CS, tostring(version - LOG_SIZE)) end
 if indexed then redis.call('HSET', K_STATE, 'ev_v', version) else redis.call('HDEL', K_STATE, 'ev_v') end
+if indexed and tindexed then
+  redis.call('HSET', K_STATE, 'et_v', version)
+else
+  redis.call('HDEL', K_STATE, 'et_v')
+end
 redis.call('HSET', K_STATE, 'updated_at', ARGV[2])
 redis.call('HSETNX', K_STATE, 'created_at', ARGV[2])
 local fields = {'model_call_count', 'next_seq', 'manager_state', 'agent_state'}
 for i, name in ipairs(fields) do
   if ARGV[6 + i] ~= '' then redis.call('HSET', K_STATE, name, ARGV[6 + i]) end
 end
-if #KEYS >= 14 then redis.call('ZADD', KEYS[14], 'GT', ARGV[3], ARGV[4]) end
-if #KEYS >= 15 then redis.call('SADD', KEYS[15], ARGV[5]) end
+if #KEYS >= 15 then redis.call('ZADD', KEYS[15], 'GT', ARGV[3], ARGV[4]) end
+if #KEYS >= 16 then redis.call('SADD', KEYS[16], ARGV[5]) end
 if ttl > 0 then
-  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 15 then redis.call('PEXPIRE', KEYS[15], ttl) end
+  for i = 1, 14 do redis.call('PEXPIRE', KEYS[i], ttl) end
   if #KEYS >= 16 then redis.call('PEXPIRE', KEYS[16], ttl) end
-  if #KEYS >= 14 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[14], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[14], ttl)
+  if #KEYS >= 17 then redis.call('PEXPIRE', KEYS[17], ttl) end
+  if #KEYS >= 15 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[15], '-inf', '(' .. string.format('%d', tonumber(ARGV[3]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[15], ttl)
   end
 end
 return version
 """
-COMMIT = COMMIT.replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE)).replace("__SEQ__", str(SEQ_DIGITS))
+COMMIT = (
+    COMMIT.replace("__TCODE__", TCODE.rstrip("\n"))
+    .replace("__LOG_SIZE__", str(CHANGESET_LOG_SIZE))
+    .replace("__SEQ__", str(SEQ_DIGITS))
+)
 
 HMGET = r"""-- HMGET in chunks: unpack() of a huge window would overflow the Lua C stack
 local function hmget(key, fields)

@@ -29,14 +29,14 @@ __all__ = ["IMPORT", "import_args"]
 
 IMPORT = r"""#!lua
 -- Create one conversation from its complete records, all at once; 0 if it exists.
--- KEYS: state msg content mut active sum red rev cs pins seq sumat evat [sessions [agents]]
+-- KEYS: state msg content mut active sum red rev cs pins seq sumat evat evtr [sessions [agents]]
 -- ARGV: 1 updated_at (epoch us)  2 session_id  3 agent_id  4 ttl in ms (0 = none), then
 --   ten groups: state, msg, content, mut (hashes: #pairs, field value ...), active
 --   (#pairs, score member ...), red, rev, pins (lists: #values, value ...), seq
 --   (#pairs, seq id ...), sumat (#pairs, created_at in epoch us, summary id ...), evat (#pairs,
---   evicted_at in epoch us, member ...: see eviction_index.py)
+--   evicted_at in epoch us, member ...: see eviction_index.py), evtr (#pairs, 0, member ...)
 local types = {'hash', 'hash', 'hash', 'hash', 'zset', 'hash', 'list', 'list', 'hash', 'list', 'zset', 'zset', 'zset',
-  'zset', 'set'}
+  'zset', 'zset', 'set'}
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'none' and t ~= types[i] then
@@ -68,18 +68,19 @@ group(KEYS[10], 'RPUSH', 1)
 group(KEYS[11], 'ZADD', 2)
 group(KEYS[12], 'ZADD', 2)
 group(KEYS[13], 'ZADD', 2)
-if #KEYS >= 14 then redis.call('ZADD', KEYS[14], 'GT', ARGV[1], ARGV[2]) end
-if #KEYS >= 15 then redis.call('SADD', KEYS[15], ARGV[3]) end
+group(KEYS[14], 'ZADD', 2)
+if #KEYS >= 15 then redis.call('ZADD', KEYS[15], 'GT', ARGV[1], ARGV[2]) end
+if #KEYS >= 16 then redis.call('SADD', KEYS[16], ARGV[3]) end
 -- With a ttl the index keys expire as a commit makes them expire: the session's agent
 -- set (single server) and the sessions index, which drops sessions written more than
 -- ttl ago (ARGV[1] is this import's time when there is a ttl).
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
-  for i = 1, 13 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  if #KEYS >= 15 then redis.call('PEXPIRE', KEYS[15], ttl) end
-  if #KEYS >= 14 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[14], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
-    redis.call('PEXPIRE', KEYS[14], ttl)
+  for i = 1, 14 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  if #KEYS >= 16 then redis.call('PEXPIRE', KEYS[16], ttl) end
+  if #KEYS >= 15 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[15], '-inf', '(' .. string.format('%d', tonumber(ARGV[1]) - ttl * 1000))
+    redis.call('PEXPIRE', KEYS[15], ttl)
   end
 end
 return 1
@@ -191,7 +192,7 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
     )
     mut += index.fields
     if index.complete:
-        state_fields += ["ev_v", str(state.version)]
+        state_fields += ["ev_v", str(state.version), "et_v", str(state.version)]
     # the lists' order marks, as the commit script would have left them (see listing.py)
     state_fields += mark_fields(REDUCTIONS, reductions, "reductions") + mark_fields(PINS, pins, "pin events")
     # With a ttl the sessions index must rank the conversation by when its keys were
@@ -205,4 +206,5 @@ def import_args(records: ConversationRecords, ttl_ms: int = 0) -> list[str]:
     args += [str(len(by_seq) // 2), *by_seq]
     args += [str(len(by_time) // 2), *by_time]
     args += [str(len(index.pairs) // 2), *index.pairs]
+    args += [str(len(index.lex) // 2), *index.lex]
     return args

@@ -110,7 +110,7 @@ class RedisUpgrade:
             )
             state = flat_hash(state_raw)
             version = state.get("version")
-            if version is None or state.get("ev_v") == version:
+            if version is None or (state.get("ev_v") == version and state.get("et_v") == version):
                 return 0
             mut = flat_hash(mut_raw)
             candidates = [
@@ -128,7 +128,7 @@ class RedisUpgrade:
             if not planned.complete:
                 return 0  # a time a score cannot hold: its pages stay read whole
             fields = set(planned.fields[::2])
-            drop = [f for f in mut if f.startswith(("rb|", "rp|")) and f not in fields]
+            drop = [f for f in mut if f.startswith(("rb|", "rp|", "rt|")) and f not in fields]
             if self._fill_evictions(keys, text(version), planned, drop):
                 return 1
         logger.info("key=<%s> | written while its evictions were indexed; the next upgrade indexes them", keys.state)
@@ -142,12 +142,14 @@ class RedisUpgrade:
         starts = list(range(0, len(planned.pairs), step)) or [0]
         for n, start in enumerate(starts):
             first, last = n == 0, n == len(starts) - 1
-            pairs = planned.pairs[start : start + step]
+            pairs, lex = planned.pairs[start : start + step], planned.lex[start : start + step]
             args = [version, "1" if first else "0", "1" if last and planned.complete else "0", str(len(pairs) // 2)]
-            args += pairs
+            args += [*pairs, str(len(lex) // 2), *lex]
             fields = planned.fields if first else []
             args += [str(len(fields) // 2), *fields, *(drop if first else [])]
-            done = int(cast(int, self._d.scripts.eviction_fill(keys=[keys.state, keys.mut, keys.evat], args=args)))
+            done = int(
+                cast(int, self._d.scripts.eviction_fill(keys=[keys.state, keys.mut, keys.evat, keys.evtr], args=args))
+            )
             if done < 0:
                 return False
         return True
