@@ -26,6 +26,7 @@ _SHAPE = f"typeof({{c}}) || ':' || ({{c}} GLOB '{_DIGITS * 2}-{_DIGITS}-{_DIGITS
 _ENTRIES = (
     "seq, message_id, role, content, metadata, pinned, tokens, status, evicted_by, revision_count, from_call, version, "
     + _SHAPE.format(c="t.created_at")
+    + ", typeof(t.pinned)"
 )
 _REDUCTIONS = (
     'reduction_id, "trigger", strategy, messages_before, messages_after, tokens_before, tokens_after, evicted, '
@@ -67,6 +68,7 @@ def _script(conversation: Conversation) -> None:
             Message.user(f"q{n} \x00 ünïcode", message_id=f"u{n}"),
             _named(Message.tool_use(f"t{n}", "f", {"n": n, "x": [1.5, None, True]}), f"c{n}"),
             _named(Message.tool_result(f"t{n}", f"r{n}"), f"r{n}"),
+            *([Message.user(f"p{n}", message_id=f"p{n}", metadata={"custom": {"pinned": True}})] if n == 5 else []),
         )
         if n == 3:
             conversation.pin(f"u{n}")

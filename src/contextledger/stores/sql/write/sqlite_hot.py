@@ -78,6 +78,10 @@ _JSON_ENTRY = frozenset({"content", "metadata"})
 # Parameters holding the commit's time, given as the text sqlite3 writes for it (see _stamp).
 _STAMPED = frozenset({"p_now", "created_at"})
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
+_ENTRY_INSERT_ORDER = (*(c for c in ENTRY_INSERT_COLUMNS if c not in ENTRY_COLUMNS), *ENTRY_COLUMNS)
+# Parameters sqlite3 stores as the column's processor would: a bool binds as the integer
+# 0 or 1 that the Boolean type's int() gives (``Message.pinned`` is always a bool).
+_NATIVE = frozenset({"pinned"})
 _REDUCTION_COLUMNS = tuple(c.name for c in ReductionRow.__table__.columns if c.name != "id")
 
 
@@ -91,7 +95,17 @@ class _Prepared:
     type has a bind processor are processed after that: on SQLite few columns have one.
     """
 
-    __slots__ = ("_common", "_common_processed", "_gather", "_processed", "_row", "_row_processed", "constants", "sql")
+    __slots__ = (
+        "_common",
+        "_common_processed",
+        "_gather",
+        "_processed",
+        "_row",
+        "_row_processed",
+        "constants",
+        "names",
+        "sql",
+    )
 
     def __init__(
         self,
@@ -104,7 +118,7 @@ class _Prepared:
         compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
         assert isinstance(compiled, SQLCompiler)
         self.sql = compiled.string
-        names = tuple(compiled.positiontup or ())
+        self.names = names = tuple(compiled.positiontup or ())
         if any(name not in names for name in row_fields):
             raise ValueError(f"row fields {row_fields} are not all parameters of {self.sql}")
         processors = {
@@ -123,12 +137,20 @@ class _Prepared:
         common = [name for name in names if name not in row_fields]
         self._common = _getter(common)
         self._common_processed = tuple((j, processors[name]) for j, name in enumerate(common) if name in processors)
-        self._row = _getter([common.index(n) if n in common else len(common) + row_fields.index(n) for n in names])
+        order = [common.index(n) if n in common else len(common) + row_fields.index(n) for n in names]
+        # None when a row's values are already in the statement's order (the entries' INSERT
+        # is compiled so): each row is then one tuple concatenation, not two tuples.
+        self._row = None if order == list(range(len(names))) else _getter(order)
         self._row_processed = tuple((j, processors[name]) for j, name in enumerate(row_fields) if name in processors)
 
     def bind(self, params: dict[str, Any]) -> tuple[Any, ...]:
-        """The positional parameters for ``params``, each processed by its column type."""
-        return _processed(self._gather({**self.constants, **params} if self.constants else params), self._processed)
+        """The positional parameters for ``params``, each processed by its column type.
+
+        The statement's own constants are added to ``params`` (a commit's own dict, not copied).
+        """
+        if self.constants:
+            params.update(self.constants)
+        return _processed(self._gather(params), self._processed)
 
     def bind_common(self, params: dict[str, Any]) -> tuple[Any, ...]:
         """The processed values every row of an ``executemany`` shares: every parameter not a row field."""
@@ -137,6 +159,10 @@ class _Prepared:
     def bind_rows(self, common: tuple[Any, ...], rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Each row's parameters: ``common`` (see :meth:`bind_common`) with its ``row_fields`` values processed in."""
         order, processed = self._row, self._row_processed
+        if order is None:
+            if not processed:
+                return [common + values for values in rows]
+            return [common + _processed(values, processed) for values in rows]
         if not processed:
             return [order(common + values) for values in rows]
         return [order(common + _processed(values, processed)) for values in rows]
@@ -179,10 +205,18 @@ def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared
 
 @lru_cache(maxsize=64)
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
+    log = _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS, encoded=_STAMPED)
+    if log.names != _LOG_COLUMNS or log.bind_common(dict(zip(_LOG_COLUMNS, _LOG_COLUMNS, strict=True))) != _LOG_COLUMNS:
+        raise RuntimeError(f"the commit log's INSERT does not take {_LOG_COLUMNS} as they are: {log.sql}")
     return (
-        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS, encoded=_STAMPED),
+        log,
+        # The shared columns first, then the row's own: a row's values are then in order as they come.
         _Prepared(
-            insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY | _STAMPED, row_fields=ENTRY_COLUMNS
+            insert(EntryRow),
+            dialect,
+            _ENTRY_INSERT_ORDER,
+            encoded=_JSON_ENTRY | _STAMPED | _NATIVE,
+            row_fields=ENTRY_COLUMNS,
         ),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
@@ -302,9 +336,7 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
     if row is None:
         return None  # the general path re-runs the check and explains the miss
     conversation_id = row[0]
-    logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    logged["created_at"] = stamp
-    tx.run(log.sql, log.bind(logged))
+    tx.run(log.sql, (conversation_id, cs.new_version, cs.changeset_id, stamp))  # _LOG_COLUMNS, none processed
     if hot.entries:
         common = entries.bind_common(appended_values(conversation_id, cs, stamp))  # as the general path writes them
         try:
