@@ -115,6 +115,7 @@ class SQLStore(SQLWrites, SQLListings):
         self._source = ""
         self._engine_options: dict[str, Any] = {}
         self._writer: HeldWriter | None = None
+        self._conversation_ids: dict[tuple[str, str], int] = {}
         self._appender: HeldAppender | None = None
 
     @classmethod

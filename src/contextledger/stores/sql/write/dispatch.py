@@ -97,6 +97,9 @@ class SQLWrites:
     _one_statement_appends: bool
     _engine_lock: threading.Lock
     _writer: HeldWriter | None
+    # (session_id, agent_id) -> the conversation's id, for the SQLite hot path's version bump
+    # (see sqlite_hot.apply_hot: a cached id is re-checked by the statement itself).
+    _conversation_ids: dict[tuple[str, str], int]
     _appender: HeldAppender | None
 
     @property
@@ -171,7 +174,9 @@ class SQLWrites:
                 try:
                     with self._held_writer().transaction() as tx:
                         sent = True
-                        version: int | None = sqlite.hot.apply_hot(tx, cast("HotChangeset", hot), utcnow())
+                        version: int | None = sqlite.hot.apply_hot(
+                            tx, cast("HotChangeset", hot), utcnow(), self._conversation_ids
+                        )
                         if version is not None:
                             tx.commit()
                             return version

@@ -240,7 +240,9 @@ STATE_FIELDS = ("model_call_count", "next_seq", "manager_state", "agent_state")
 """Conversation columns a changeset sets when its field is not ``None``."""
 
 
-def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] | None = None) -> Update:
+def bump_statement(
+    fields: tuple[str, ...], summary_clash: ColumnElement[bool] | None = None, *, known_id: bool = False
+) -> Update:
     """The version-checked ``UPDATE`` of a conversation, returning its id.
 
     Args:
@@ -249,6 +251,10 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
             appended id; when given, a summary already holding such an id makes the
             update match no row, so the clash costs no extra statement (the caller
             tells it apart from a version conflict afterwards).
+        known_id: The caller knows the conversation's id (``p_conversation_id``): the row
+            is found by its primary key (and still by its session and agent, so a reused
+            id never matches another conversation) and nothing is returned -- the caller
+            reads the row count, one matched row or none.
     """
     values: dict[str, Any] = {
         "version": ConversationRow.version + 1,
@@ -256,14 +262,18 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
     }
     for name in fields:
         values[name] = bindparam(f"p_{name}", type_=ConversationRow.__table__.c[name].type)
-    stmt = update(ConversationRow).where(
+    stmt = update(ConversationRow)
+    if known_id:
+        stmt = stmt.where(ConversationRow.id == bindparam("p_conversation_id", type_=BigInteger()))
+    stmt = stmt.where(
         ConversationRow.session_id == bindparam("p_session_id", type_=String()),
         ConversationRow.agent_id == bindparam("p_agent_id", type_=String()),
         ConversationRow.version == bindparam("p_expected", type_=BigInteger()),
     )
     if summary_clash is not None:
         stmt = stmt.where(~exists().where(SummaryRow.conversation_id == ConversationRow.id, summary_clash))
-    return stmt.values(**values).returning(ConversationRow.id)
+    stmt = stmt.values(**values)
+    return stmt if known_id else stmt.returning(ConversationRow.id)
 
 
 def bump_fields(cs: Changeset) -> tuple[str, ...]:

@@ -62,6 +62,7 @@ from contextledger.stores.sql.write.guard import bump_fields, bump_params
 from contextledger.stores.sql.write.sqlite_writer import HotTransaction
 
 __all__ = [
+    "KNOWN_IDS",
     "SQLITE_MAX_APPENDS",
     "HotChangeset",
     "apply_hot",
@@ -198,9 +199,13 @@ _APPENDED = tuple(f"p_appended_{i}" for i in range(SQLITE_MAX_APPENDS))
 
 # Per dialect (its JSON serializer is the engine's): bounded, as engines come and go.
 @lru_cache(maxsize=1024)
-def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared:
+def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int, known_id: bool) -> _Prepared:
     clash = SummaryRow.summary_id.in_(_ids("p_appended_", appended)) if appended else None
-    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE | _STAMPED)
+    return _Prepared(bump_statement(fields, clash, known_id=known_id), dialect, encoded=_JSON_STATE | _STAMPED)
+
+
+KNOWN_IDS = 4096
+"""Conversation ids a store remembers for its hot path (see :func:`apply_hot`); more start the memory afresh."""
 
 
 @lru_cache(maxsize=64)
@@ -307,8 +312,18 @@ def _entry(entry: ViewEntry) -> tuple[Any, ...]:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
 
 
-def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | None:
+def apply_hot(
+    tx: HotTransaction, hot: HotChangeset, now: datetime, known: dict[tuple[str, str], int] | None = None
+) -> int | None:
     """Send the statements of ``hot`` (see the module docstring) in ``tx``; the new version, or ``None``.
+
+    ``known`` maps ``(session_id, agent_id)`` to the conversation's id, as this store's
+    earlier commits found it: the version bump then finds the row by its primary key and
+    returns nothing (``RETURNING`` costs SQLite a tenth of an append's statements), and
+    reads the row count. The session and agent are still matched, so an id SQLite reused
+    for another conversation never matches it; a miss forgets the id (the conversation may
+    have been deleted and made again under a new one) and takes the general path, as a
+    miss of the returning form does. Ids learned by the returning form are remembered here.
 
     ``None`` when the changeset needs the general path after all -- an id to evict is not
     an active message of this conversation, or the version check matched no row (a
@@ -330,12 +345,24 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         if len(tx.run(check.sql, check.bind(params)).fetchall()) != len(hot.evict):
             return None  # a summary, an entry this changeset appends, or a missing id: the general path says which
     params.update(zip(_APPENDED, hot.appended, strict=False))  # the first len(appended) names
-    bump = _bump(dialect, hot.fields, len(hot.appended))
     log, entries, reduction = _inserts(dialect)
-    row = tx.run(bump.sql, bump.bind(params)).fetchone()
-    if row is None:
-        return None  # the general path re-runs the check and explains the miss
-    conversation_id = row[0]
+    key = (cs.session_id, cs.agent_id)
+    if known is not None and (conversation_id := known.get(key)) is not None:
+        params["p_conversation_id"] = conversation_id
+        bump = _bump(dialect, hot.fields, len(hot.appended), True)
+        if tx.run(bump.sql, bump.bind(params)).rowcount != 1:
+            known.pop(key, None)
+            return None  # as below; the next commit learns the id afresh
+    else:
+        bump = _bump(dialect, hot.fields, len(hot.appended), False)
+        row = tx.run(bump.sql, bump.bind(params)).fetchone()
+        if row is None:
+            return None  # the general path re-runs the check and explains the miss
+        conversation_id = row[0]
+        if known is not None:
+            if len(known) >= KNOWN_IDS:
+                known.clear()
+            known[key] = conversation_id
     tx.run(log.sql, (conversation_id, cs.new_version, cs.changeset_id, stamp))  # _LOG_COLUMNS, none processed
     if hot.entries:
         common = entries.bind_common(appended_values(conversation_id, cs, stamp))  # as the general path writes them
