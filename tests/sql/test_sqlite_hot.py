@@ -210,7 +210,8 @@ def test_a_conversation_made_again_is_found_again(sqlite_store: SQLStore) -> Non
         (new_id,) = conn.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's'")).one()
     assert sqlite_store._conversation_ids[("s", "a")] == new_id
     snapshot = sqlite_store.load("s", "a")
-    assert snapshot is not None and snapshot.state.version == again.version
+    assert snapshot is not None
+    assert snapshot.state.version == again.version
 
 
 def test_other_changesets_take_the_general_path_and_fail_the_same_way(sqlite_store: SQLStore) -> None:

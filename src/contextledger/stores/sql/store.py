@@ -51,9 +51,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
 
-    from contextledger.stores.sql.write.pg_writer import HeldAppender
-    from contextledger.stores.sql.write.sqlite_writer import HeldWriter
-
 __all__ = ["SQLStore"]
 
 logger = logging.getLogger(__name__)
@@ -114,9 +111,7 @@ class SQLStore(SQLWrites, SQLListings):
         self._reader: SQLiteReader | None = None
         self._source = ""
         self._engine_options: dict[str, Any] = {}
-        self._writer: HeldWriter | None = None
-        self._conversation_ids: dict[tuple[str, str], int] = {}
-        self._appender: HeldAppender | None = None
+        self._prepare_writes()
 
     @classmethod
     def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:

@@ -116,6 +116,12 @@ class SQLWrites:
     def _autocommit(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError  # SQLStore's one-statement unit of work
 
+    def _prepare_writes(self) -> None:
+        """No held connection yet, no conversation id known (part of the store's construction)."""
+        self._writer = None
+        self._appender = None
+        self._conversation_ids = {}
+
     def _commit(self, changeset: Changeset) -> int:
         """:meth:`~contextledger.stores.sql.SQLStore.commit`: check, send once, name an expired conversation."""
         hot = self._hot(changeset)
