@@ -14,9 +14,10 @@ from sqlalchemy import text
 
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation.conversation import Conversation
-from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage
+from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage, SessionDeleted
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import sqlite_hot
+from contextledger.stores.sql.write.sqlite_writer import HotTransaction
 from tests.sql.helpers import trace_sqlite
 
 # The form a clock is stored in (its value is each commit's own): its type and text shape.
@@ -26,6 +27,7 @@ _SHAPE = f"typeof({{c}}) || ':' || ({{c}} GLOB '{_DIGITS * 2}-{_DIGITS}-{_DIGITS
 _ENTRIES = (
     "seq, message_id, role, content, metadata, pinned, tokens, status, evicted_by, revision_count, from_call, version, "
     + _SHAPE.format(c="t.created_at")
+    + ", typeof(t.pinned)"
 )
 _REDUCTIONS = (
     'reduction_id, "trigger", strategy, messages_before, messages_after, tokens_before, tokens_after, evicted, '
@@ -67,6 +69,7 @@ def _script(conversation: Conversation) -> None:
             Message.user(f"q{n} \x00 ünïcode", message_id=f"u{n}"),
             _named(Message.tool_use(f"t{n}", "f", {"n": n, "x": [1.5, None, True]}), f"c{n}"),
             _named(Message.tool_result(f"t{n}", f"r{n}"), f"r{n}"),
+            *([Message.user(f"p{n}", message_id=f"p{n}", metadata={"custom": {"pinned": True}})] if n == 5 else []),
         )
         if n == 3:
             conversation.pin(f"u{n}")
@@ -129,6 +132,86 @@ def test_an_eviction_commit_is_one_read_and_five_writes(sqlite_store: SQLStore) 
     (reduction,) = sqlite_store.reductions("s", "a")
     assert set(reduction.evicted) == {e.message.message_id for e in history[:2]}
     assert all(h.evicted_by == reduction.reduction_id for h in history[:2])
+
+
+def test_turns_of_one_shape_send_the_same_sql_text_so_the_drivers_statement_cache_serves_them(
+    sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sqlite3 prepares a statement once per distinct text (its cache, cached_statements=128
+    # by default) and reuses it: a text made per commit would be compiled by SQLite every time.
+    sent: list[str] = []
+    run, run_many = HotTransaction.run, HotTransaction.run_many
+
+    def traced_run(self: HotTransaction, sql: str, params: tuple[Any, ...]) -> Any:
+        sent.append(sql)
+        return run(self, sql, params)
+
+    def traced_many(self: HotTransaction, sql: str, params: list[tuple[Any, ...]]) -> None:
+        sent.append(sql)
+        run_many(self, sql, params)
+
+    monkeypatch.setattr(HotTransaction, "run", traced_run)
+    monkeypatch.setattr(HotTransaction, "run_many", traced_many)
+    conversation = Conversation(sqlite_store, "s", "a")
+    conversation.append(Message.user("first"))  # creates the conversation (the general path)
+    conversation.append(Message.user("second"))  # the first hot commit: its bump returns the id
+    assert "RETURNING" in sent[1], sent
+    sent.clear()
+    turns = 12
+    for n in range(turns):
+        conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"), Message.user(f"r{n}"))
+    assert len(sent) == 4 * turns, sent[:8]  # BEGIN IMMEDIATE, the version bump, the commit log, the entries
+    assert len(set(sent)) == 4, sorted(set(sent))
+    assert "RETURNING" not in sent[1]  # the id is known: found by its key, nothing returned
+    assert [" ".join(sql.split()[:3]) for sql in sent[:4]] == [
+        "BEGIN IMMEDIATE",
+        "UPDATE cl_conversations SET",
+        "INSERT INTO cl_changesets",
+        "INSERT INTO cl_entries",
+    ]
+
+
+def test_a_remembered_conversation_id_never_bumps_another_conversation(sqlite_store: SQLStore) -> None:
+    # SQLite gives a new row the largest id plus one: the id of a conversation deleted
+    # last goes to the next one made. A stale changeset of the deleted one must not apply.
+    stale = Conversation(sqlite_store, "s1", "a")
+    for n in range(3):
+        stale.append(Message.user(f"s1-{n}"))  # the hot commits remember s1's id
+    with sqlite_store.engine.connect() as conn:
+        (old_id,) = conn.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's1'")).one()
+    assert sqlite_store.delete_session("s1")
+    other = Conversation(sqlite_store, "s2", "a")
+    for n in range(3):  # the same version as the stale one expects
+        other.append(Message.user(f"s2-{n}"))
+    with sqlite_store.engine.connect() as conn:
+        (new_id,) = conn.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's2'")).one()
+    assert new_id == old_id  # the id was reused: the case this test is about
+    with pytest.raises(SessionDeleted):
+        stale.append(Message.user("late"))
+    assert [h.message.message_id for h in sqlite_store.history("s2", "a")] == [
+        m.message_id for m in other.view.messages
+    ]
+    other.append(Message.user("s2-3"))  # s2's own commits still take the hot path and apply
+    assert len(sqlite_store.history("s2", "a")) == 4
+
+
+def test_a_conversation_made_again_is_found_again(sqlite_store: SQLStore) -> None:
+    first = Conversation(sqlite_store, "s", "a")
+    for n in range(3):
+        first.append(Message.user(f"old-{n}"))
+    Conversation(sqlite_store, "x", "a").append(Message.user("keeps the old id from being reused"))
+    sqlite_store.delete_session("s")
+    again = Conversation(sqlite_store, "s", "a")
+    for n in range(4):  # made anew (general path), then a miss of the remembered id, then hot again
+        again.append(Message.user(f"new-{n}"))
+    assert [h.message.message_id for h in sqlite_store.history("s", "a")] == [m.message_id for m in again.view.messages]
+    assert len(again.view.messages) == 4
+    with sqlite_store.engine.connect() as conn:
+        (new_id,) = conn.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's'")).one()
+    assert sqlite_store._conversation_ids[("s", "a")] == new_id
+    snapshot = sqlite_store.load("s", "a")
+    assert snapshot is not None
+    assert snapshot.state.version == again.version
 
 
 def test_other_changesets_take_the_general_path_and_fail_the_same_way(sqlite_store: SQLStore) -> None:

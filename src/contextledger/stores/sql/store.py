@@ -3,12 +3,10 @@
 The store is the unit of work: each call opens one transaction, runs the
 listings of :mod:`~contextledger.stores.sql.read` and
 :mod:`~contextledger.stores.sql.write.apply` inside it (they never commit), and commits
-or rolls back. One exception, on PostgreSQL: a changeset that only appends to a
-conversation that exists is a single statement
-(:mod:`~contextledger.stores.sql.write.pg_append`), run in autocommit mode, where the
-statement is the transaction -- one round trip instead of four -- on a connection the
-store holds for it (:mod:`~contextledger.stores.sql.write.pg_writer`). Driver errors are
-translated to the library's errors here.
+or rolls back; driver errors are translated to the library's errors here. A commit is
+sent by :class:`~contextledger.stores.sql.write.dispatch.SQLWrites`, on a hot path
+where it has one (a turn on SQLite, an append on PostgreSQL, on a connection the store
+holds for it).
 
 A SQLite file whose schema is current is opened by a
 :class:`~contextledger.stores.sql.reader.SQLiteReader` on the standard library's driver,
@@ -24,15 +22,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from functools import cache
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 from contextledger.core.changeset import Changeset
-from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired, StoreError, StoreUnavailable
+from contextledger.errors import ConfigurationError, StoreError
 from contextledger.model.bundle import ConversationRecords, check_records
 from contextledger.model.messages import Message
 from contextledger.model.records import (
@@ -42,52 +38,25 @@ from contextledger.model.records import (
     Tombstone,
     utcnow,
 )
-from contextledger.stores.base import check_storable
 from contextledger.stores.capabilities import Swap
-from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
 from contextledger.stores.sql.defaults import EngineOptions
 from contextledger.stores.sql.read.store import SQLListings
 from contextledger.stores.sql.reader import SQLiteReader
+from contextledger.stores.sql.write.dispatch import SQLWrites
 from contextledger.stores.urls import plain_sqlite_file, plain_sqlite_masked
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Dialect, Engine
+    from sqlalchemy import Connection, Engine
     from sqlalchemy.engine import URL
     from sqlalchemy.exc import SQLAlchemyError
-
-    from contextledger.stores.sql.write.pg_append import EncodedAppend
-    from contextledger.stores.sql.write.pg_writer import HeldAppender
-    from contextledger.stores.sql.write.sqlite_hot import HotChangeset
-    from contextledger.stores.sql.write.sqlite_writer import HeldWriter
 
 __all__ = ["SQLStore"]
 
 logger = logging.getLogger(__name__)
 
 
-class _PgPath(NamedTuple):
-    """What PostgreSQL's append calls, imported once (import statements in every commit cost more than its dispatch)."""
-
-    error: type[SQLAlchemyError]
-    encoded_append: type[EncodedAppend]
-    is_append_only: Callable[[Changeset], bool]
-    send_append: Callable[[HeldAppender, Dialect, Changeset, datetime, EncodedAppend], bool]
-    apply_append: Callable[[Connection, Changeset, datetime, EncodedAppend | None], int]
-    explain_missed_update: Callable[[Connection, Changeset, Sequence[str]], None]
-
-
-@cache
-def _pg_path() -> _PgPath:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from contextledger.stores.sql.write.guard import explain_missed_update
-    from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append, is_append_only, send_append
-
-    return _PgPath(SQLAlchemyError, EncodedAppend, is_append_only, send_append, apply_append, explain_missed_update)
-
-
-class SQLStore(SQLListings):
+class SQLStore(SQLWrites, SQLListings):
     """A :class:`~contextledger.stores.base.LedgerStore` on SQLAlchemy 2.
 
     Open one with :meth:`from_url` (what ``Ledger.connect("sqlite:///…")`` and
@@ -142,8 +111,7 @@ class SQLStore(SQLListings):
         self._reader: SQLiteReader | None = None
         self._source = ""
         self._engine_options: dict[str, Any] = {}
-        self._writer: HeldWriter | None = None
-        self._appender: HeldAppender | None = None
+        self._prepare_writes()
 
     @classmethod
     def _on_reader(cls, reader: SQLiteReader, url: str, engine_options: dict[str, Any]) -> Self:
@@ -305,128 +273,7 @@ class SQLStore(SQLListings):
                 stayed unreachable, so the outcome could not be read back.
             LedgerClosed: The store was closed.
         """
-        hot = self._hot(changeset)
-        if hot is None:
-            check_storable(changeset)
-        with self._gate.call():
-            try:
-                version = commit_exactly_once(changeset, lambda cs: self._send(cs, hot), self._read_back)
-            except SessionDeleted as exc:
-                if isinstance(exc, SessionExpired):
-                    raise
-                expiry = self._expired(changeset.session_id, changeset.agent_id)
-                if expiry is None:
-                    raise
-                raise SessionExpired(f"{exc} (it expired: {expiry.reason})") from exc
-        logger.debug(
-            "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset",
-            changeset.session_id,
-            changeset.agent_id,
-            version,
-        )
-        return version
-
-    def _hot(self, changeset: Changeset) -> HotChangeset | EncodedAppend | None:
-        """``changeset`` checked and encoded for a hot path (SQLite, PostgreSQL), or ``None`` for the general path."""
-        if not self._sqlite:
-            if not self._one_statement_appends:
-                return None
-            pg = _pg_path()
-            return pg.encoded_append(changeset) if pg.is_append_only(changeset) else None
-        sqlite = _sqlite_writes()
-        hot: HotChangeset | None = sqlite.hot.HotChangeset(changeset) if sqlite.hot.takes_hot_path(changeset) else None
-        return hot
-
-    def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:
-        """Apply ``changeset`` once; a connection lost after it was acquired makes the outcome unknown."""
-        if hot is not None and not self._sqlite:  # PostgreSQL's hot changesets are EncodedAppend
-            return self._send_append(changeset, cast("EncodedAppend", hot))
-        sqlite = _sqlite_writes()  # imported once: import statements here cost each commit 3 us
-        sent = False
-        try:
-            if hot is not None:
-                try:
-                    with self._held_writer().transaction() as tx:
-                        sent = True
-                        version: int | None = sqlite.hot.apply_hot(tx, cast("HotChangeset", hot), utcnow())
-                        if version is not None:
-                            tx.commit()
-                            return version
-                except sqlite.driver_error as exc:
-                    raise self._translate(exc) from exc
-                sent = False  # rolled back, nothing written: the general path applies it or names the error
-            from contextledger.stores.sql.write.apply import apply_changeset
-
-            with self._transaction(write=True) as conn:
-                sent = True
-                return apply_changeset(conn, changeset, utcnow())
-        except StoreUnavailable as exc:
-            if sent:
-                raise ReplyLost(exc) from exc
-            raise
-
-    def _send_append(self, changeset: Changeset, hot: EncodedAppend) -> int:
-        """Send PostgreSQL's one statement: on the held connection when it is free, else on a pooled one."""
-        pg = _pg_path()
-        sent = False
-        try:
-            applied: bool | None = None  # None: not sent on the held connection
-            try:
-                with (self._appender or self._held_appender()).statement() as held:
-                    if held is not None:
-                        sent = True
-                        applied = pg.send_append(held, self.engine.dialect, changeset, utcnow(), hot)
-            except pg.error as exc:
-                raise self._translate(exc) from exc
-            if applied:
-                return changeset.new_version
-            # On a pooled connection, which also reads why the held one's statement was refused.
-            with self._autocommit() as conn:
-                sent = True
-                if applied is None:
-                    return pg.apply_append(conn, changeset, utcnow(), hot)
-                pg.explain_missed_update(conn, changeset, hot.appended)
-                return changeset.new_version
-        except StoreUnavailable as exc:
-            if sent:
-                raise ReplyLost(exc) from exc
-            raise
-
-    def _held_writer(self) -> HeldWriter:
-        """The connection the SQLite hot path commits on (see ``HeldWriter``)."""
-        writer = self._writer
-        if writer is None:
-            from contextledger.stores.sql.write.sqlite_writer import HeldWriter
-
-            engine = self.engine  # built under _engine_lock itself, so not inside it
-            with self._engine_lock:
-                if self._writer is None:
-                    self._writer = HeldWriter(engine)
-                writer = self._writer
-        return writer
-
-    def _held_appender(self) -> HeldAppender:
-        """The connection the PostgreSQL one-statement appends are sent on (see ``HeldAppender``)."""
-        appender = self._appender
-        if appender is None:
-            from contextledger.stores.sql.write.pg_writer import HeldAppender
-
-            engine = self.engine
-            with self._engine_lock:
-                if self._appender is None:
-                    self._appender = HeldAppender(engine)
-                appender = self._appender
-        return appender
-
-    def _read_back(self, changeset: Changeset) -> int | None:
-        from contextledger.stores.sql.write.apply import read_back
-
-        if self._sqlite:
-            with self._transaction() as conn:
-                return read_back(conn, changeset)
-        # Autocommit: the lock wait and the read are two statements, the read a fresh snapshot.
-        with self._autocommit() as conn:
-            return read_back(conn, changeset)
+        return self._commit(changeset)
 
     def delete_session(self, session_id: str) -> bool:
         """Remove every row of the session (rows cascade from the session row)."""
@@ -586,21 +433,12 @@ class SQLStore(SQLListings):
             erasure.secure(conn)
             return reseal.reseal(conn, session_id, agent_id, swaps)
 
-    def _expired(self, session_id: str, agent_id: str) -> Expiry | None:
-        from contextledger.stores.sql import lineage
-
-        with self._transaction() as conn:
-            return lineage.expired(conn, session_id, agent_id)
-
     def close(self) -> None:
         """Refuse further calls, let running ones finish, then dispose the engine (when this store created it)."""
         self._gate.close(self._release)
 
     def _release(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        if self._appender is not None:
-            self._appender.close()
+        self._close_held()
         if self._reader is not None:
             self._reader.close()
         if self._owns_engine and self._engine is not None:
@@ -609,20 +447,3 @@ class SQLStore(SQLListings):
     def __repr__(self) -> str:
         """The masked URL."""
         return f"SQLStore({self.url!r})"
-
-
-class _SQLiteWrites(NamedTuple):
-    """What a commit on SQLite uses of the modules built on SQLAlchemy (see :func:`_sqlite_writes`)."""
-
-    driver_error: type[SQLAlchemyError]
-    hot: ModuleType  # sqlite_hot: its names are looked up on each call (a test may replace one)
-
-
-@cache
-def _sqlite_writes() -> _SQLiteWrites:
-    """The SQLite hot path's modules, imported on the first commit (not with this module, see its docstring)."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from contextledger.stores.sql.write import sqlite_hot
-
-    return _SQLiteWrites(SQLAlchemyError, sqlite_hot)

@@ -102,26 +102,27 @@ def check_changeset(cs: Changeset) -> list[str]:
 
 def _check_lengths(cs: Changeset) -> None:
     """Reject ids longer than their columns up front, the same way on every engine."""
-
-    def check(kind: str, value: str | None, error: type[Exception]) -> None:
-        if value is not None and len(value) > ID_LENGTH:
-            raise error(f"{kind} is {len(value)} characters long; the SQL ledger stores at most {ID_LENGTH}")
-
-    check("session_id", cs.session_id, ConfigurationError)
-    check("agent_id", cs.agent_id, ConfigurationError)
-    check("app", cs.app, ConfigurationError)
-    check("user", cs.user, ConfigurationError)
+    _check("session_id", cs.session_id, ConfigurationError)
+    _check("agent_id", cs.agent_id, ConfigurationError)
+    _check("app", cs.app, ConfigurationError)
+    _check("user", cs.user, ConfigurationError)
     for entry in cs.appends:
         if len(entry.entry_id) > ID_LENGTH:  # named only when refused: a turn's ids are checked on every commit
-            check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
+            _check(f"message id {entry.entry_id[:20]}...", entry.entry_id, InvalidMessage)
     for rev in cs.revisions:
-        check("revision reason", rev.reason, ConfigurationError)
+        _check("revision reason", rev.reason, ConfigurationError)
     if cs.summary is not None:
-        check("summary id", cs.summary.summary_id, InvalidMessage)
-        check("summarizer", cs.summary.summarizer, ConfigurationError)
+        _check("summary id", cs.summary.summary_id, InvalidMessage)
+        _check("summarizer", cs.summary.summarizer, ConfigurationError)
     if cs.reduction is not None:
-        check("reduction id", cs.reduction.reduction_id, ConfigurationError)
-        check("strategy", cs.reduction.strategy, ConfigurationError)
+        _check("reduction id", cs.reduction.reduction_id, ConfigurationError)
+        _check("strategy", cs.reduction.strategy, ConfigurationError)
+
+
+def _check(kind: str, value: str | None, error: type[Exception]) -> None:
+    # A module function: a closure made on every commit cost more than the checks.
+    if value is not None and len(value) > ID_LENGTH:
+        raise error(f"{kind} is {len(value)} characters long; the SQL ledger stores at most {ID_LENGTH}")
 
 
 def log_values(conversation_id: int, cs: Changeset, now: datetime) -> dict[str, Any]:
@@ -239,7 +240,9 @@ STATE_FIELDS = ("model_call_count", "next_seq", "manager_state", "agent_state")
 """Conversation columns a changeset sets when its field is not ``None``."""
 
 
-def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] | None = None) -> Update:
+def bump_statement(
+    fields: tuple[str, ...], summary_clash: ColumnElement[bool] | None = None, *, known_id: bool = False
+) -> Update:
     """The version-checked ``UPDATE`` of a conversation, returning its id.
 
     Args:
@@ -248,6 +251,10 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
             appended id; when given, a summary already holding such an id makes the
             update match no row, so the clash costs no extra statement (the caller
             tells it apart from a version conflict afterwards).
+        known_id: The caller knows the conversation's id (``p_conversation_id``): the row
+            is found by its primary key (and still by its session and agent, so a reused
+            id never matches another conversation) and nothing is returned -- the caller
+            reads the row count, one matched row or none.
     """
     values: dict[str, Any] = {
         "version": ConversationRow.version + 1,
@@ -255,14 +262,18 @@ def bump_statement(fields: tuple[str, ...], summary_clash: ColumnElement[bool] |
     }
     for name in fields:
         values[name] = bindparam(f"p_{name}", type_=ConversationRow.__table__.c[name].type)
-    stmt = update(ConversationRow).where(
+    stmt = update(ConversationRow)
+    if known_id:
+        stmt = stmt.where(ConversationRow.id == bindparam("p_conversation_id", type_=BigInteger()))
+    stmt = stmt.where(
         ConversationRow.session_id == bindparam("p_session_id", type_=String()),
         ConversationRow.agent_id == bindparam("p_agent_id", type_=String()),
         ConversationRow.version == bindparam("p_expected", type_=BigInteger()),
     )
     if summary_clash is not None:
         stmt = stmt.where(~exists().where(SummaryRow.conversation_id == ConversationRow.id, summary_clash))
-    return stmt.values(**values).returning(ConversationRow.id)
+    stmt = stmt.values(**values)
+    return stmt if known_id else stmt.returning(ConversationRow.id)
 
 
 def bump_fields(cs: Changeset) -> tuple[str, ...]:

@@ -62,6 +62,7 @@ from contextledger.stores.sql.write.guard import bump_fields, bump_params
 from contextledger.stores.sql.write.sqlite_writer import HotTransaction
 
 __all__ = [
+    "KNOWN_IDS",
     "SQLITE_MAX_APPENDS",
     "HotChangeset",
     "apply_hot",
@@ -78,6 +79,10 @@ _JSON_ENTRY = frozenset({"content", "metadata"})
 # Parameters holding the commit's time, given as the text sqlite3 writes for it (see _stamp).
 _STAMPED = frozenset({"p_now", "created_at"})
 _LOG_COLUMNS = ("conversation_id", "version", "changeset_id", "created_at")
+_ENTRY_INSERT_ORDER = (*(c for c in ENTRY_INSERT_COLUMNS if c not in ENTRY_COLUMNS), *ENTRY_COLUMNS)
+# Parameters sqlite3 stores as the column's processor would: a bool binds as the integer
+# 0 or 1 that the Boolean type's int() gives (``Message.pinned`` is always a bool).
+_NATIVE = frozenset({"pinned"})
 _REDUCTION_COLUMNS = tuple(c.name for c in ReductionRow.__table__.columns if c.name != "id")
 
 
@@ -91,7 +96,17 @@ class _Prepared:
     type has a bind processor are processed after that: on SQLite few columns have one.
     """
 
-    __slots__ = ("_common", "_common_processed", "_gather", "_processed", "_row", "_row_processed", "constants", "sql")
+    __slots__ = (
+        "_common",
+        "_common_processed",
+        "_gather",
+        "_processed",
+        "_row",
+        "_row_processed",
+        "constants",
+        "names",
+        "sql",
+    )
 
     def __init__(
         self,
@@ -104,7 +119,7 @@ class _Prepared:
         compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
         assert isinstance(compiled, SQLCompiler)
         self.sql = compiled.string
-        names = tuple(compiled.positiontup or ())
+        self.names = names = tuple(compiled.positiontup or ())
         if any(name not in names for name in row_fields):
             raise ValueError(f"row fields {row_fields} are not all parameters of {self.sql}")
         processors = {
@@ -123,12 +138,20 @@ class _Prepared:
         common = [name for name in names if name not in row_fields]
         self._common = _getter(common)
         self._common_processed = tuple((j, processors[name]) for j, name in enumerate(common) if name in processors)
-        self._row = _getter([common.index(n) if n in common else len(common) + row_fields.index(n) for n in names])
+        order = [common.index(n) if n in common else len(common) + row_fields.index(n) for n in names]
+        # None when a row's values are already in the statement's order (the entries' INSERT
+        # is compiled so): each row is then one tuple concatenation, not two tuples.
+        self._row = None if order == list(range(len(names))) else _getter(order)
         self._row_processed = tuple((j, processors[name]) for j, name in enumerate(row_fields) if name in processors)
 
     def bind(self, params: dict[str, Any]) -> tuple[Any, ...]:
-        """The positional parameters for ``params``, each processed by its column type."""
-        return _processed(self._gather({**self.constants, **params} if self.constants else params), self._processed)
+        """The positional parameters for ``params``, each processed by its column type.
+
+        The statement's own constants are added to ``params`` (a commit's own dict, not copied).
+        """
+        if self.constants:
+            params.update(self.constants)
+        return _processed(self._gather(params), self._processed)
 
     def bind_common(self, params: dict[str, Any]) -> tuple[Any, ...]:
         """The processed values every row of an ``executemany`` shares: every parameter not a row field."""
@@ -137,6 +160,10 @@ class _Prepared:
     def bind_rows(self, common: tuple[Any, ...], rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Each row's parameters: ``common`` (see :meth:`bind_common`) with its ``row_fields`` values processed in."""
         order, processed = self._row, self._row_processed
+        if order is None:
+            if not processed:
+                return [common + values for values in rows]
+            return [common + _processed(values, processed) for values in rows]
         if not processed:
             return [order(common + values) for values in rows]
         return [order(common + _processed(values, processed)) for values in rows]
@@ -172,17 +199,29 @@ _APPENDED = tuple(f"p_appended_{i}" for i in range(SQLITE_MAX_APPENDS))
 
 # Per dialect (its JSON serializer is the engine's): bounded, as engines come and go.
 @lru_cache(maxsize=1024)
-def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int) -> _Prepared:
+def _bump(dialect: Dialect, fields: tuple[str, ...], appended: int, known_id: bool) -> _Prepared:
     clash = SummaryRow.summary_id.in_(_ids("p_appended_", appended)) if appended else None
-    return _Prepared(bump_statement(fields, clash), dialect, encoded=_JSON_STATE | _STAMPED)
+    return _Prepared(bump_statement(fields, clash, known_id=known_id), dialect, encoded=_JSON_STATE | _STAMPED)
+
+
+KNOWN_IDS = 4096
+"""Conversation ids a store remembers for its hot path (see :func:`apply_hot`); more start the memory afresh."""
 
 
 @lru_cache(maxsize=64)
 def _inserts(dialect: Dialect) -> tuple[_Prepared, _Prepared, _Prepared]:
+    log = _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS, encoded=_STAMPED)
+    if log.names != _LOG_COLUMNS or log.bind_common(dict(zip(_LOG_COLUMNS, _LOG_COLUMNS, strict=True))) != _LOG_COLUMNS:
+        raise RuntimeError(f"the commit log's INSERT does not take {_LOG_COLUMNS} as they are: {log.sql}")
     return (
-        _Prepared(insert(ChangesetRow), dialect, _LOG_COLUMNS, encoded=_STAMPED),
+        log,
+        # The shared columns first, then the row's own: a row's values are then in order as they come.
         _Prepared(
-            insert(EntryRow), dialect, ENTRY_INSERT_COLUMNS, encoded=_JSON_ENTRY | _STAMPED, row_fields=ENTRY_COLUMNS
+            insert(EntryRow),
+            dialect,
+            _ENTRY_INSERT_ORDER,
+            encoded=_JSON_ENTRY | _STAMPED | _NATIVE,
+            row_fields=ENTRY_COLUMNS,
         ),
         _Prepared(insert(ReductionRow), dialect, _REDUCTION_COLUMNS),
     )
@@ -273,8 +312,18 @@ def _entry(entry: ViewEntry) -> tuple[Any, ...]:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
 
 
-def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | None:
+def apply_hot(
+    tx: HotTransaction, hot: HotChangeset, now: datetime, known: dict[tuple[str, str], int] | None = None
+) -> int | None:
     """Send the statements of ``hot`` (see the module docstring) in ``tx``; the new version, or ``None``.
+
+    ``known`` maps ``(session_id, agent_id)`` to the conversation's id, as this store's
+    earlier commits found it: the version bump then finds the row by its primary key and
+    returns nothing (``RETURNING`` costs SQLite a tenth of an append's statements), and
+    reads the row count. The session and agent are still matched, so an id SQLite reused
+    for another conversation never matches it; a miss forgets the id (the conversation may
+    have been deleted and made again under a new one) and takes the general path, as a
+    miss of the returning form does. Ids learned by the returning form are remembered here.
 
     ``None`` when the changeset needs the general path after all -- an id to evict is not
     an active message of this conversation, or the version check matched no row (a
@@ -296,15 +345,25 @@ def apply_hot(tx: HotTransaction, hot: HotChangeset, now: datetime) -> int | Non
         if len(tx.run(check.sql, check.bind(params)).fetchall()) != len(hot.evict):
             return None  # a summary, an entry this changeset appends, or a missing id: the general path says which
     params.update(zip(_APPENDED, hot.appended, strict=False))  # the first len(appended) names
-    bump = _bump(dialect, hot.fields, len(hot.appended))
     log, entries, reduction = _inserts(dialect)
-    row = tx.run(bump.sql, bump.bind(params)).fetchone()
-    if row is None:
-        return None  # the general path re-runs the check and explains the miss
-    conversation_id = row[0]
-    logged = {"conversation_id": conversation_id, "version": cs.new_version, "changeset_id": cs.changeset_id}
-    logged["created_at"] = stamp
-    tx.run(log.sql, log.bind(logged))
+    key = (cs.session_id, cs.agent_id)
+    if known is not None and (conversation_id := known.get(key)) is not None:
+        params["p_conversation_id"] = conversation_id
+        bump = _bump(dialect, hot.fields, len(hot.appended), True)
+        if tx.run(bump.sql, bump.bind(params)).rowcount != 1:
+            known.pop(key, None)
+            return None  # as below; the next commit learns the id afresh
+    else:
+        bump = _bump(dialect, hot.fields, len(hot.appended), False)
+        row = tx.run(bump.sql, bump.bind(params)).fetchone()
+        if row is None:
+            return None  # the general path re-runs the check and explains the miss
+        conversation_id = row[0]
+        if known is not None:
+            if len(known) >= KNOWN_IDS:
+                known.clear()
+            known[key] = conversation_id
+    tx.run(log.sql, (conversation_id, cs.new_version, cs.changeset_id, stamp))  # _LOG_COLUMNS, none processed
     if hot.entries:
         common = entries.bind_common(appended_values(conversation_id, cs, stamp))  # as the general path writes them
         try:
