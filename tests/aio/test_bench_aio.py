@@ -33,5 +33,7 @@ def test_the_async_benchmark_runs_and_counts_one_hop_per_append(tmp_path: Path) 
     assert set(payload) == {"memory", "sqlite"}
     for backend in ("memory", "sqlite"):
         assert payload[backend]["append async hops"] == 1.0
+        assert payload[backend]["append inline hops"] == 0.0  # inline=True: no hand-over at all
         assert payload[backend]["append sync cpu"] > 0
     assert payload["sqlite"]["many async tasks msg/s"] > 0
+    assert payload["sqlite"]["many inline tasks msg/s"] > 0

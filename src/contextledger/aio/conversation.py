@@ -9,12 +9,14 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Mapping
 from typing import Any
 
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
-from contextledger.core.hooks import HookRegistry
+from contextledger.core.hooks import HookRegistry, MessageAddedEvent
 from contextledger.core.view import View
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message
@@ -31,11 +33,25 @@ class AsyncConversation(ShellBase[Conversation]):
     Open one with ``await ledger.conversation(...)`` on an
     :class:`~contextledger.aio.AsyncLedger` (or :meth:`open` on any store). The managers, hook providers, rules
     and errors are the sync conversation's own: this class holds no logic of its own.
+
+    On a ledger opened with ``inline=True`` (SQLite and in-memory stores only),
+    :meth:`append` runs on the calling thread, blocking its loop for the commit, when no
+    other call of this conversation is running or waiting and no
+    :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
+    to run off the loop); otherwise it is one job on a worker thread like every other
+    call. Either way it runs in a copy of the caller's context, in this conversation's
+    order of calls, and a cancellation never stops it half-way.
     """
 
-    def __init__(self, conversation: Conversation, runner: Runner | None = None) -> None:
-        """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one)."""
+    def __init__(self, conversation: Conversation, runner: Runner | None = None, *, inline: bool = False) -> None:
+        """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one).
+
+        With ``inline``, :meth:`append` runs on the calling thread when it can (see
+        :meth:`append`); the caller (:class:`~contextledger.aio.AsyncLedger`) checked that the
+        store is one whose commit does not wait on a network.
+        """
         super().__init__(conversation, runner, Lane())
+        self._inline = inline
 
     @classmethod
     async def open(
@@ -45,18 +61,19 @@ class AsyncConversation(ShellBase[Conversation]):
         agent_id: str = "default",
         *,
         runner: Runner | None = None,
+        inline: bool = False,
         **options: Any,
     ) -> AsyncConversation:
         """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
 
         Its calls run on ``runner`` (an :class:`~contextledger.aio.AsyncLedger` passes its own;
-        default: the process-wide one).
+        default: the process-wide one); ``inline``: see :meth:`append`.
 
         Raises:
             ConfigurationError: An option is invalid.
         """
         runner = runner if runner is not None else default_runner()
-        return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner)
+        return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner, inline=inline)
 
     # -- the last committed state, as the sync conversation's attributes and properties --------
 
@@ -84,7 +101,28 @@ class AsyncConversation(ShellBase[Conversation]):
     # -- every method of Conversation, as a coroutine ---------------------------------------
 
     refresh = coroutine_of(Conversation.refresh)
-    append = coroutine_of(Conversation.append)
+    _append = coroutine_of(Conversation.append)
+
+    async def append(self, *messages: Message | Mapping[str, Any]) -> list[Message]:
+        """:meth:`Conversation.append`'s (the docstring is replaced by it below; inline: see the class)."""
+        if self._inline:
+            sync = self._sync
+            runner = self._runner
+            lane = self._lane
+            if (
+                lane is not None
+                and not runner.closed
+                and not sync.hooks.has_callbacks(MessageAddedEvent)
+                and lane.take()
+            ):
+                try:
+                    return contextvars.copy_context().run(sync.append, *messages)
+                finally:
+                    runner.leave(lane)
+        return await self._append(*messages)
+
+    append.__doc__ = Conversation.append.__doc__  # the shell states the sync method's contract, as every other
+
     pin = coroutine_of(Conversation.pin)
     unpin = coroutine_of(Conversation.unpin)
     pin_index = coroutine_of(Conversation.pin_index)

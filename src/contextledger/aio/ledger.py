@@ -9,6 +9,7 @@ from typing import Any
 from contextledger.aio.conversation import AsyncConversation
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
+from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.model.paging import Pages
 from contextledger.model.records import HistoryEntry
@@ -16,6 +17,26 @@ from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import HISTORY
 
 __all__ = ["AsyncLedger"]
+
+_INLINE_SCHEMES = ("sqlite", "memory")
+"""Stores whose append commits without waiting on a network: ``inline=True`` is taken for these only."""
+
+
+def _inline(store: LedgerStore, inline: bool) -> bool:
+    """``inline`` checked against ``store`` (see :meth:`AsyncLedger.connect`).
+
+    Raises:
+        ConfigurationError: ``inline`` is not a bool, or is true for a store that is not
+            SQLite or in-memory.
+    """
+    if not isinstance(inline, bool):
+        raise ConfigurationError(f"inline must be a bool, got {inline!r}")
+    if inline and not str(store.url).startswith(_INLINE_SCHEMES):
+        raise ConfigurationError(
+            f"inline=True runs appends on the event loop's thread, which only SQLite and in-memory stores allow;"
+            f" {store.url} waits on a network"
+        )
+    return inline
 
 
 class AsyncLedger(ShellBase[Ledger]):
@@ -29,34 +50,47 @@ class AsyncLedger(ShellBase[Ledger]):
     same databases: a conversation written by one is restored exactly by the other.
     """
 
-    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS) -> None:
+    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool = False) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
+        ``inline``: see :meth:`connect`.
+
         Raises:
-            ConfigurationError: ``store`` is not a :class:`LedgerStore`, or ``workers`` is
-                not a positive int.
+            ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
+                not a positive int, or ``inline`` is not a bool or is true for a store
+                other than SQLite or in-memory.
         """
         ledger = Ledger(store)
+        self._inline = _inline(store, inline)
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
-    async def connect(cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, **options: Any) -> AsyncLedger:
+    async def connect(
+        cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, inline: bool = False, **options: Any
+    ) -> AsyncLedger:
         """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
 
         Args:
             url: The ledger URL.
             workers: The most worker threads that call the store at once (see
                 :class:`~contextledger.aio.runner.Runner`).
+            inline: SQLite and in-memory stores only: a conversation's ``append`` runs on
+                the calling thread, blocking its loop for the commit, instead of as a job
+                on a worker (see :meth:`AsyncConversation.append
+                <contextledger.aio.AsyncConversation.append>`); the other calls still run on workers.
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
-            ConfigurationError: An option is not one the backend takes, or ``workers`` is
-                not a positive int.
+            ConfigurationError: An option is not one the backend takes, ``workers`` is
+                not a positive int, or ``inline`` is not a bool or is true for a store other
+                than SQLite or in-memory.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library.
         """
+        if not isinstance(inline, bool):
+            raise ConfigurationError(f"inline must be a bool, got {inline!r}")
         runner = Runner(workers, name="a ledger being opened")
         opened: list[LedgerStore] = []
 
@@ -72,7 +106,14 @@ class AsyncLedger(ShellBase[Ledger]):
             runner.close()
             raise
         runner.name = store.url  # masked by the store
+        try:
+            checked = _inline(store, inline)
+        except ConfigurationError:
+            await runner.run(store.close)
+            runner.close()
+            raise
         ledger = cls.__new__(cls)
+        ledger._inline = checked
         ShellBase.__init__(ledger, Ledger(store), runner)
         return ledger
 
@@ -90,7 +131,9 @@ class AsyncLedger(ShellBase[Ledger]):
         Raises:
             ConfigurationError: An option is invalid.
         """
-        return await AsyncConversation.open(self.store, session_id, agent_id, runner=self._runner, **options)
+        return await AsyncConversation.open(
+            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, **options
+        )
 
     history = coroutine_of(Ledger.history)
 

@@ -130,6 +130,8 @@ class Runner:
         self._closed = False
         self.calls = 0
         """How many calls were handed to a worker (one per coroutine of the async API)."""
+        self.inline = 0
+        """Calls run on their caller's own thread instead (see :meth:`leave`): no hand-over."""
         self.cancelled_waiting = 0
         """Calls cancelled before they started (they never ran)."""
         self.cancelled_running = 0
@@ -200,6 +202,18 @@ class Runner:
         with self._lock:
             self.cancelled_running += 1
         raise asyncio.CancelledError
+
+    def leave(self, lane: Lane) -> None:
+        """End a call its caller ran on its own thread in ``lane`` (taken with :meth:`Lane.take`).
+
+        The calls made in the lane meanwhile (from other threads or loops) go on, in
+        order, on a worker.
+        """
+        with self._lock:
+            self.inline += 1
+        following = lane.next()
+        if following is not None:
+            self._submit(following)
 
     def _submit(self, job: Job) -> None:
         """Hand ``job`` to an idle worker, or start a thread when every running one is busy, or queue it."""

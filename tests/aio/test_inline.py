@@ -1,0 +1,158 @@
+"""``inline=True``: appends on SQLite and in-memory stores run on the caller's thread, in the conversation's order."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from contextledger import Ledger, Message
+from contextledger.aio import AsyncLedger
+from contextledger.core.hooks import MessageAddedEvent
+from contextledger.errors import ConfigurationError, DuplicateEntry, InvalidMessage, LedgerClosed
+from contextledger.stores.sql import SQLStore
+from tests.aio.test_runner import statement_threads
+
+Options = dict[str, Any]
+INLINE_BACKENDS = ("memory", "sqlite")
+
+
+def _inline_capable(request: pytest.FixtureRequest) -> bool:
+    return str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+
+
+def test_an_inline_append_runs_on_the_loop_thread_with_no_hand_over_and_the_sync_api_restores_it(
+    backend_url: tuple[str, Options], request: pytest.FixtureRequest
+) -> None:
+    url, options = backend_url
+    if not _inline_capable(request):
+        pytest.skip("inline is taken by SQLite and in-memory stores only (refusal tested below)")
+
+    async def main() -> list[Message]:
+        ledger = await AsyncLedger.connect(url, inline=True, **options)
+        try:
+            conversation = await ledger.conversation("inline")
+            await conversation.append(Message.user("warm up"))
+            loop_thread = threading.get_ident()
+            for n in range(5):
+                calls, inline = ledger.runner.calls, ledger.runner.inline
+                if isinstance(ledger.store, SQLStore):
+                    with statement_threads(ledger.store) as threads:
+                        await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+                    assert threads == {loop_thread}  # every statement of the commit on the caller's thread
+                else:
+                    await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+                assert (ledger.runner.calls, ledger.runner.inline) == (calls, inline + 1)  # no hand-over
+            calls = ledger.runner.calls
+            await conversation.before_model_call()  # not an append: a job on a worker, as before
+            assert ledger.runner.calls == calls + 1
+            return conversation.messages
+        finally:
+            await ledger.close()
+
+    written = asyncio.run(main())
+    if url == "memory://":
+        return  # a second memory:// is another, empty store
+    with Ledger.connect(url, **options) as sync:
+        assert sync.conversation("inline").messages == written
+    assert [m.plain_text for m in written] == ["warm up"] + [t for n in range(5) for t in (f"q{n}", f"a{n}")]
+
+
+def test_inline_is_refused_for_stores_that_wait_on_a_network_and_when_not_a_bool(
+    backend_url: tuple[str, Options], request: pytest.FixtureRequest
+) -> None:
+    url, options = backend_url
+
+    async def main() -> None:
+        with pytest.raises(ConfigurationError, match="inline must be a bool"):
+            await AsyncLedger.connect(url, inline=1, **options)  # type: ignore[arg-type]
+        if _inline_capable(request):
+            return
+        with pytest.raises(ConfigurationError, match="only SQLite and in-memory"):
+            await AsyncLedger.connect(url, inline=True, **options)
+        async with await AsyncLedger.connect(url, **options) as ledger:  # the store was closed, nothing leaked
+            with pytest.raises(ConfigurationError, match="only SQLite and in-memory"):
+                AsyncLedger(ledger.store, inline=True)
+
+    asyncio.run(main())
+
+
+def test_an_inline_append_waits_its_turn_behind_calls_running_in_its_conversation(tmp_path: Any) -> None:
+    started, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def slow(_conversation: Any) -> None:
+        started.set()
+        release.wait(10)
+        order.append("slow")
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'turn.db'}", inline=True) as ledger:
+            conversation = await ledger.conversation("turn")
+            running = asyncio.ensure_future(conversation.run_sync(slow))
+            while not started.is_set():
+                await asyncio.sleep(0.001)
+            calls = ledger.runner.calls
+            appending = asyncio.ensure_future(conversation.append(Message.user("after the slow call")))
+            await asyncio.sleep(0.05)
+            assert not appending.done()  # queued in the lane: a worker runs it once the slow call ended
+            release.set()
+            await running
+            await appending
+            order.append("append")
+            assert ledger.runner.calls == calls + 1
+            assert [m.plain_text for m in conversation.messages] == ["after the slow call"]
+
+    asyncio.run(main())
+    assert order == ["slow", "append"]
+
+
+def test_with_a_message_added_callback_an_append_runs_on_a_worker(tmp_path: Any) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'hooked.db'}", inline=True) as ledger:
+            conversation = await ledger.conversation("hooked")
+            loop_thread = threading.get_ident()
+            conversation.hooks.add_callback(
+                MessageAddedEvent,
+                lambda event: seen.append((event.message.plain_text, threading.get_ident() == loop_thread)),
+            )
+            calls = ledger.runner.calls
+            await conversation.append(Message.user("hello"))
+            assert ledger.runner.calls == calls + 1
+
+    asyncio.run(main())
+    assert seen == [("hello", False)]  # the callback ran off the loop
+
+
+def test_inline_errors_come_back_as_they_were_and_lose_nothing(tmp_path: Any) -> None:
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'errors.db'}", inline=True) as ledger:
+            conversation = await ledger.conversation("errors")
+            first = Message.user("first")
+            await conversation.append(first)
+            with pytest.raises(InvalidMessage):
+                await conversation.append({"role": "user", "content": [{"text": float("nan")}]})
+            with pytest.raises(DuplicateEntry):
+                await conversation.append(first.model_copy(update={"content": [{"text": "another"}]}))
+            # the lane was left after each failure: the next append still runs inline
+            inline = ledger.runner.inline
+            await conversation.append(Message.user("second"))
+            assert ledger.runner.inline == inline + 1
+            assert [m.plain_text for m in conversation.messages] == ["first", "second"]
+
+    asyncio.run(main())
+
+
+def test_after_close_an_inline_append_raises_ledger_closed(tmp_path: Any) -> None:
+    async def main() -> None:
+        ledger = await AsyncLedger.connect(f"sqlite:///{tmp_path / 'closed.db'}", inline=True)
+        conversation = await ledger.conversation("closed")
+        await ledger.close()
+        with pytest.raises(LedgerClosed):
+            await conversation.append(Message.user("too late"))
+
+    asyncio.run(main())
