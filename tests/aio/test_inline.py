@@ -1,9 +1,11 @@
-"""``inline=True``: appends on SQLite and in-memory stores run on the caller's thread, in the conversation's order."""
+"""Inline appends (the default on SQLite and in-memory stores): on the caller's thread, in order, never waiting."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -31,7 +33,7 @@ def test_an_inline_append_runs_on_the_loop_thread_with_no_hand_over_and_the_sync
         pytest.skip("inline is taken by SQLite and in-memory stores only (refusal tested below)")
 
     async def main() -> list[Message]:
-        ledger = await AsyncLedger.connect(url, inline=True, **options)
+        ledger = await AsyncLedger.connect(url, **options)  # inline is the default on these stores
         try:
             conversation = await ledger.conversation("inline")
             await conversation.append(Message.user("warm up"))
@@ -66,7 +68,7 @@ def test_inline_is_refused_for_stores_that_wait_on_a_network_and_when_not_a_bool
     url, options = backend_url
 
     async def main() -> None:
-        with pytest.raises(ConfigurationError, match="inline must be a bool"):
+        with pytest.raises(ConfigurationError, match="inline must be a bool or None"):
             await AsyncLedger.connect(url, inline=1, **options)  # type: ignore[arg-type]
         if _inline_capable(request):
             return
@@ -154,5 +156,77 @@ def test_after_close_an_inline_append_raises_ledger_closed(tmp_path: Any) -> Non
         await ledger.close()
         with pytest.raises(LedgerClosed):
             await conversation.append(Message.user("too late"))
+
+    asyncio.run(main())
+
+
+def test_inline_is_off_by_default_for_stores_that_wait_on_a_network_and_off_when_asked(
+    backend_url: tuple[str, Options], request: pytest.FixtureRequest
+) -> None:
+    url, options = backend_url
+
+    async def main() -> None:
+        for inline in (None, False):
+            async with await AsyncLedger.connect(url, inline=inline, **options) as ledger:
+                conversation = await ledger.conversation(f"hops-{inline}")
+                await conversation.append(Message.user("warm up"))
+                calls = ledger.runner.calls
+                await conversation.append(Message.user("hello"))
+                expected = 0 if inline is None and _inline_capable(request) else 1
+                assert ledger.runner.calls == calls + expected
+
+    asyncio.run(main())
+
+
+def test_an_inline_append_never_waits_for_a_write_lock_held_elsewhere(tmp_path: Any) -> None:
+    """Another connection holds SQLite's write lock: the append waits on a worker, the loop keeps beating."""
+    path = tmp_path / "locked.db"
+    lags: list[float] = []
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{path}") as ledger:
+            conversation = await ledger.conversation("locked")
+            await conversation.append(Message.user("first"))  # the conversation exists: appends take the hot path
+            await conversation.append(Message.user("second"))
+            holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")
+            threading.Timer(0.3, holder.commit).start()  # the lock is released 0.3 s later
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+
+            async def heartbeat() -> None:
+                while True:
+                    start = time.perf_counter()
+                    await asyncio.sleep(0.01)
+                    lags.append(time.perf_counter() - start - 0.01)
+
+            beat = asyncio.create_task(heartbeat())
+            await asyncio.sleep(0.02)
+            await conversation.append(Message.user("while locked"))
+            beat.cancel()
+            holder.close()
+            assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)  # it ran on a worker
+            assert [m.plain_text for m in conversation.messages] == ["first", "second", "while locked"]
+
+    asyncio.run(main())
+    assert len(lags) >= 10  # the loop beat all through the 0.3 s the append waited
+    assert max(lags) < 0.25
+    with Ledger.connect(f"sqlite:///{path}") as sync:
+        assert [m.plain_text for m in sync.conversation("locked").messages] == ["first", "second", "while locked"]
+
+
+def test_an_inline_append_that_meets_a_conflict_retries_on_a_worker_and_loses_nothing(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'conflict.db'}"
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(url) as ledger:
+            conversation = await ledger.conversation("conflict")
+            await conversation.append(Message.user("first"))
+            with Ledger.connect(url) as other:
+                other.conversation("conflict").append(Message.user("from elsewhere"))  # ours is now stale
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+            await conversation.append(Message.user("ours"))
+            # the stale commit was refused, and the retry would have slept on the loop: a worker retried it
+            assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
+            assert [m.plain_text for m in conversation.messages] == ["first", "from elsewhere", "ours"]
 
     asyncio.run(main())

@@ -9,6 +9,7 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.hooks import HookRegistry, MessageAddedEvent
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.core.view import View
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message
@@ -39,8 +41,12 @@ class AsyncConversation(ShellBase[Conversation]):
     other call of this conversation is running or waiting and no
     :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
     to run off the loop); otherwise it is one job on a worker thread like every other
-    call. Either way it runs in a copy of the caller's context, in this conversation's
-    order of calls, and a cancellation never stops it half-way.
+    call. Inline, nothing waits: where the append would wait -- SQLite's write lock held
+    by another connection or thread, a retry's sleep after a conflict, a changeset off
+    the one-transaction hot path -- nothing has been committed, and it runs again as a job
+    on a worker (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a copy of
+    the caller's context, in this conversation's order of calls, and a cancellation never
+    stops it half-way.
     """
 
     def __init__(self, conversation: Conversation, runner: Runner | None = None, *, inline: bool = False) -> None:
@@ -115,10 +121,25 @@ class AsyncConversation(ShellBase[Conversation]):
                 and not sync.hooks.has_callbacks(MessageAddedEvent)
                 and lane.take()
             ):
+                context = contextvars.copy_context()
+                context.run(INLINE.set, True)
                 try:
-                    return contextvars.copy_context().run(sync.append, *messages)
-                finally:
+                    appended: list[Message] = context.run(sync.append, *messages)
+                except WouldWait:
+                    # Nothing was committed: the append runs again on a worker, still holding the lane.
+                    job = runner.resume(lane, sync.append, messages, {})
+                except BaseException:
                     runner.leave(lane)
+                    raise
+                else:
+                    runner.leave(lane)
+                    return appended
+                try:
+                    await job.future
+                except asyncio.CancelledError:
+                    await runner.cancelled(job)
+                result: list[Message] = job.outcome()
+                return result
         return await self._append(*messages)
 
     append.__doc__ = Conversation.append.__doc__  # the shell states the sync method's contract, as every other

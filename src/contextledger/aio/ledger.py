@@ -22,21 +22,28 @@ _INLINE_SCHEMES = ("sqlite", "memory")
 """Stores whose append commits without waiting on a network: ``inline=True`` is taken for these only."""
 
 
-def _inline(store: LedgerStore, inline: bool) -> bool:
-    """``inline`` checked against ``store`` (see :meth:`AsyncLedger.connect`).
+def _inline(store: LedgerStore, inline: bool | None) -> bool:
+    """``inline`` checked against ``store`` (see :meth:`AsyncLedger.connect`); ``None``: where the store takes it.
 
     Raises:
-        ConfigurationError: ``inline`` is not a bool, or is true for a store that is not
-            SQLite or in-memory.
+        ConfigurationError: ``inline`` is not a bool or ``None``, or is true for a store
+            that is not SQLite or in-memory.
     """
-    if not isinstance(inline, bool):
-        raise ConfigurationError(f"inline must be a bool, got {inline!r}")
-    if inline and not str(store.url).startswith(_INLINE_SCHEMES):
+    _check_inline(inline)
+    takes = str(store.url).startswith(_INLINE_SCHEMES)
+    if inline is None:
+        return takes
+    if inline and not takes:
         raise ConfigurationError(
             f"inline=True runs appends on the event loop's thread, which only SQLite and in-memory stores allow;"
             f" {store.url} waits on a network"
         )
     return inline
+
+
+def _check_inline(inline: object) -> None:
+    if inline is not None and not isinstance(inline, bool):
+        raise ConfigurationError(f"inline must be a bool or None, got {inline!r}")
 
 
 class AsyncLedger(ShellBase[Ledger]):
@@ -50,15 +57,15 @@ class AsyncLedger(ShellBase[Ledger]):
     same databases: a conversation written by one is restored exactly by the other.
     """
 
-    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool = False) -> None:
+    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
         ``inline``: see :meth:`connect`.
 
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
-                not a positive int, or ``inline`` is not a bool or is true for a store
-                other than SQLite or in-memory.
+                not a positive int, or ``inline`` is not a bool or ``None`` or is true for
+                a store other than SQLite or in-memory.
         """
         ledger = Ledger(store)
         self._inline = _inline(store, inline)
@@ -66,7 +73,7 @@ class AsyncLedger(ShellBase[Ledger]):
 
     @classmethod
     async def connect(
-        cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, inline: bool = False, **options: Any
+        cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None, **options: Any
     ) -> AsyncLedger:
         """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
 
@@ -74,23 +81,24 @@ class AsyncLedger(ShellBase[Ledger]):
             url: The ledger URL.
             workers: The most worker threads that call the store at once (see
                 :class:`~contextledger.aio.runner.Runner`).
-            inline: SQLite and in-memory stores only: a conversation's ``append`` runs on
-                the calling thread, blocking its loop for the commit, instead of as a job
-                on a worker (see :meth:`AsyncConversation.append
-                <contextledger.aio.AsyncConversation.append>`); the other calls still run on workers.
+            inline: Whether a conversation's ``append`` runs on the calling thread,
+                blocking its loop for the commit but never waiting for a lock (it falls
+                back to a worker then), instead of as a job on a worker; the other calls
+                always run on workers (see :class:`~contextledger.aio.AsyncConversation`).
+                ``None`` (the default): on SQLite and in-memory stores, whose commit waits
+                on no network; ``True`` is refused for other stores.
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
             ConfigurationError: An option is not one the backend takes, ``workers`` is
-                not a positive int, or ``inline`` is not a bool or is true for a store other
-                than SQLite or in-memory.
+                not a positive int, or ``inline`` is not a bool or ``None`` or is true for a
+                store other than SQLite or in-memory.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library.
         """
-        if not isinstance(inline, bool):
-            raise ConfigurationError(f"inline must be a bool, got {inline!r}")
+        _check_inline(inline)
         runner = Runner(workers, name="a ledger being opened")
         opened: list[LedgerStore] = []
 

@@ -215,6 +215,16 @@ class Runner:
         if following is not None:
             self._submit(following)
 
+    def resume(self, lane: Lane, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
+        """Hand ``fn(*args, **kwargs)`` to a worker as the call its caller holds ``lane`` for.
+
+        For a call begun on its caller's thread (:meth:`Lane.take`) that must wait after
+        all: it keeps its place in the lane. Awaited as :meth:`start`'s job is.
+        """
+        job = Job(fn, args, kwargs, asyncio.get_running_loop(), lane)
+        self._submit(job)
+        return job
+
     def _submit(self, job: Job) -> None:
         """Hand ``job`` to an idle worker, or start a thread when every running one is busy, or queue it."""
         worker: _Worker | None = None

@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 from contextledger.core.changeset import Changeset
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.errors import ConfigurationError, SessionDeleted, SessionExpired, StoreError, StoreUnavailable
 from contextledger.model.bundle import ConversationRecords, check_records
 from contextledger.model.messages import Message
@@ -355,6 +356,8 @@ class SQLStore(SQLListings):
                 except sqlite.driver_error as exc:
                     raise self._translate(exc) from exc
                 sent = False  # rolled back, nothing written: the general path applies it or names the error
+            if INLINE.get():  # the general path's pooled transaction would wait on the busy timeout
+                raise WouldWait("not a hot SQLite changeset")
             from contextledger.stores.sql.write.apply import apply_changeset
 
             with self._transaction(write=True) as conn:
