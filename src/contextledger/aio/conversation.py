@@ -118,6 +118,7 @@ class AsyncConversation(ShellBase[Conversation]):
             if (
                 lane is not None
                 and not runner.closed
+                and sync.version  # a conversation's first commit is not a one-transaction append
                 and not sync.hooks.has_callbacks(MessageAddedEvent)
                 and lane.take()
             ):
