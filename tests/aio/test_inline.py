@@ -6,16 +6,21 @@ import asyncio
 import sqlite3
 import threading
 import time
+import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from contextledger import Ledger, Message
+from contextledger import Conversation, Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.core.hooks import MessageAddedEvent
 from contextledger.errors import ConfigurationError, DuplicateEntry, InvalidMessage, LedgerClosed
 from contextledger.stores.sql import SQLStore
 from tests.aio.test_runner import statement_threads
+from tests.soak import examples
 
 Options = dict[str, Any]
 INLINE_BACKENDS = ("memory", "sqlite")
@@ -230,3 +235,41 @@ def test_an_inline_append_that_meets_a_conflict_retries_on_a_worker_and_loses_no
             assert [m.plain_text for m in conversation.messages] == ["first", "from elsewhere", "ours"]
 
     asyncio.run(main())
+
+
+def _append_text(conversation: Conversation, text: str) -> None:
+    conversation.append(Message.user(text))
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(st.sampled_from(["append", "worker", "refresh"]), min_size=1, max_size=12))
+def test_inline_and_worker_calls_made_at_once_on_one_conversation_keep_their_order(
+    tmp_path: Any, kinds: list[str]
+) -> None:
+    """Calls started together, some inline, some on workers: messages are stored in the order the calls were made."""
+    session = f"order-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> tuple[list[str], list[str], int]:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'order.db'}") as ledger:
+            conversation = await ledger.conversation(session)
+            await conversation.append(Message.user("start"))
+            inline = ledger.runner.inline
+            calls: list[Awaitable[Any]] = []
+            for n, kind in enumerate(kinds):
+                if kind == "append":
+                    calls.append(conversation.append(Message.user(f"{n}")))
+                elif kind == "worker":  # an append that is a job on a worker
+                    calls.append(conversation.run_sync(_append_text, f"{n}"))
+                else:
+                    calls.append(conversation.refresh())
+            await asyncio.gather(*calls)
+            texts = [m.plain_text for m in conversation.messages][1:]
+            with Ledger.connect(f"sqlite:///{tmp_path / 'order.db'}") as sync:
+                stored = [m.plain_text for m in sync.conversation(session).messages][1:]
+            return texts, stored, ledger.runner.inline - inline
+
+    texts, stored, inline = asyncio.run(main())
+    expected = [f"{n}" for n, kind in enumerate(kinds) if kind != "refresh"]
+    assert texts == stored == expected
+    # the first call always finds the lane idle: an append there runs inline
+    assert inline >= (1 if kinds[0] == "append" else 0)
