@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextledger import Conversation, Ledger, Message
-from contextledger.aio import AsyncLedger
+from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.core.hooks import MessageAddedEvent
 from contextledger.errors import ConfigurationError, DuplicateEntry, InvalidMessage, LedgerClosed
 from contextledger.stores.sql import SQLStore
@@ -82,6 +82,8 @@ def test_inline_is_refused_for_stores_that_wait_on_a_network_and_when_not_a_bool
         async with await AsyncLedger.connect(url, **options) as ledger:  # the store was closed, nothing leaked
             with pytest.raises(ConfigurationError, match="only SQLite and in-memory"):
                 AsyncLedger(ledger.store, inline=True)
+            with pytest.raises(ConfigurationError, match="only SQLite and in-memory"):
+                await AsyncConversation.open(ledger.store, "refused", inline=True, runner=ledger.runner)
 
     asyncio.run(main())
 

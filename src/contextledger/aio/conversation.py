@@ -20,6 +20,7 @@ from contextledger.conversation.conversation import Conversation
 from contextledger.core.hooks import HookRegistry, MessageAddedEvent
 from contextledger.core.seam import INLINE, WouldWait
 from contextledger.core.view import View
+from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState
@@ -27,6 +28,39 @@ from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
 
 __all__ = ["AsyncConversation"]
+
+
+_INLINE_SCHEMES = ("sqlite", "memory")
+"""Stores whose append commits without waiting on a network: ``inline=True`` is taken for these only."""
+
+
+def inline_for(store: LedgerStore, inline: bool | None) -> bool:
+    """``inline`` checked against ``store`` (see :meth:`AsyncLedger.connect`); ``None``: where the store takes it.
+
+    Raises:
+        ConfigurationError: ``inline`` is not a bool or ``None``, or is true for a store
+            that is not SQLite or in-memory.
+    """
+    check_inline(inline)
+    takes = str(store.url).startswith(_INLINE_SCHEMES)
+    if inline is None:
+        return takes
+    if inline and not takes:
+        raise ConfigurationError(
+            f"inline=True runs appends on the event loop's thread, which only SQLite and in-memory stores allow;"
+            f" {store.url} waits on a network"
+        )
+    return inline
+
+
+def check_inline(inline: object) -> None:
+    """Refuse an ``inline`` that is not a bool or ``None``.
+
+    Raises:
+        ConfigurationError: It is not.
+    """
+    if inline is not None and not isinstance(inline, bool):
+        raise ConfigurationError(f"inline must be a bool or None, got {inline!r}")
 
 
 class AsyncConversation(ShellBase[Conversation]):
@@ -67,17 +101,19 @@ class AsyncConversation(ShellBase[Conversation]):
         agent_id: str = "default",
         *,
         runner: Runner | None = None,
-        inline: bool = False,
+        inline: bool | None = False,
         **options: Any,
     ) -> AsyncConversation:
         """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
 
         Its calls run on ``runner`` (an :class:`~contextledger.aio.AsyncLedger` passes its own;
-        default: the process-wide one); ``inline``: see :meth:`append`.
+        default: the process-wide one); ``inline``: see :meth:`AsyncLedger.connect
+        <contextledger.aio.AsyncLedger.connect>` (here ``False`` by default).
 
         Raises:
             ConfigurationError: An option is invalid.
         """
+        inline = inline_for(store, inline)
         runner = runner if runner is not None else default_runner()
         return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner, inline=inline)
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
-from contextledger.aio.conversation import AsyncConversation
+from contextledger.aio.conversation import AsyncConversation, check_inline, inline_for
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.errors import ConfigurationError
@@ -17,33 +17,6 @@ from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import HISTORY
 
 __all__ = ["AsyncLedger"]
-
-_INLINE_SCHEMES = ("sqlite", "memory")
-"""Stores whose append commits without waiting on a network: ``inline=True`` is taken for these only."""
-
-
-def _inline(store: LedgerStore, inline: bool | None) -> bool:
-    """``inline`` checked against ``store`` (see :meth:`AsyncLedger.connect`); ``None``: where the store takes it.
-
-    Raises:
-        ConfigurationError: ``inline`` is not a bool or ``None``, or is true for a store
-            that is not SQLite or in-memory.
-    """
-    _check_inline(inline)
-    takes = str(store.url).startswith(_INLINE_SCHEMES)
-    if inline is None:
-        return takes
-    if inline and not takes:
-        raise ConfigurationError(
-            f"inline=True runs appends on the event loop's thread, which only SQLite and in-memory stores allow;"
-            f" {store.url} waits on a network"
-        )
-    return inline
-
-
-def _check_inline(inline: object) -> None:
-    if inline is not None and not isinstance(inline, bool):
-        raise ConfigurationError(f"inline must be a bool or None, got {inline!r}")
 
 
 class AsyncLedger(ShellBase[Ledger]):
@@ -68,7 +41,7 @@ class AsyncLedger(ShellBase[Ledger]):
                 a store other than SQLite or in-memory.
         """
         ledger = Ledger(store)
-        self._inline = _inline(store, inline)
+        self._inline = inline_for(store, inline)
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
@@ -98,7 +71,7 @@ class AsyncLedger(ShellBase[Ledger]):
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library.
         """
-        _check_inline(inline)
+        check_inline(inline)
         runner = Runner(workers, name="a ledger being opened")
         opened: list[LedgerStore] = []
 
@@ -115,7 +88,7 @@ class AsyncLedger(ShellBase[Ledger]):
             raise
         runner.name = store.url  # masked by the store
         try:
-            checked = _inline(store, inline)
+            checked = inline_for(store, inline)
         except ConfigurationError:
             await runner.run(store.close)
             runner.close()
