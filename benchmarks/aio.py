@@ -4,7 +4,10 @@ Three ways to reach one database from Python, in one process:
 
 * ``sync``: ``Ledger.connect(url)``, the sync API on the sync drivers;
 * ``async``: ``AsyncLedger.connect(url)``, each call one hop to a worker thread of the
-  ledger (the sync drivers; :mod:`contextledger.aio.runner`);
+  ledger (the sync drivers; :mod:`contextledger.aio.runner`) -- except an append on
+  SQLite and memory, which runs on the loop's own thread (``inline``, the default there);
+* ``worker``: ``AsyncLedger.connect(url, inline=False)`` (SQLite and memory only), every
+  call one hop, appends too;
 * ``bridge``: 0.2's async API, the sync core in a greenlet on the loop over aiosqlite,
   psycopg async and redis.asyncio (rebuilt in ``_greenlet_bridge.py``).
 
@@ -57,7 +60,8 @@ from contextledger.aio.runner import DEFAULT_WORKERS
 from contextledger.stores.memory import MemoryStore
 
 SECTION = "## Async API vs sync API (`benchmarks/aio.py`)"
-APIS = ("sync", "async", "bridge")
+APIS = ("sync", "async", "worker", "bridge")
+INLINE = ("memory", "sqlite")
 
 
 @dataclass
@@ -98,6 +102,7 @@ class Apis:
     sync: Ledger
     aio: AsyncLedger
     bridged: Ledger | None  # None for memory: the bridge had no memory store of its own
+    worker: AsyncLedger | None = None  # inline=False, where the default is inline
     sized: dict[int, AsyncLedger] = field(default_factory=dict)  # more AsyncLedgers, by worker count
 
     @classmethod
@@ -106,18 +111,22 @@ class Apis:
     ) -> Apis:
         if name == "memory":
             shared = MemoryStore()
-            return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None)
+            return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None, AsyncLedger(shared, inline=False))
         sync = Ledger.connect(url, **options)  # creates the schema
         aio = await AsyncLedger.connect(url, workers=workers, **options)
         sized = {n: await AsyncLedger.connect(url, workers=n, **options) for n in sweep if n != workers}
-        return cls(sync, aio, await bridge.open_ledger(url, **options), sized)
+        worker = await AsyncLedger.connect(url, workers=workers, inline=False, **options) if name in INLINE else None
+        return cls(sync, aio, await bridge.open_ledger(url, **options), worker, sized)
 
     def names(self) -> list[str]:
-        return [api for api in APIS if api != "bridge" or self.bridged is not None]
+        present = {"bridge": self.bridged is not None, "worker": self.worker is not None}
+        return [api for api in APIS if present.get(api, True)]
 
     async def close(self) -> None:
         self.sync.close()
         await self.aio.close()
+        if self.worker is not None:
+            await self.worker.close()
         for ledger in self.sized.values():
             await ledger.close()
         if self.bridged is not None:
@@ -130,6 +139,7 @@ async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, wind
     tag = uuid.uuid4().hex[:6]
     sync_conv = apis.sync.conversation(f"append-sync-{tag}")
     async_conv = await apis.aio.conversation(f"append-async-{tag}")
+    worker_conv = await apis.worker.conversation(f"append-worker-{tag}") if apis.worker else None
     bridged_conv = await bridge.call(apis.bridged.conversation, f"append-bridge-{tag}") if apis.bridged else None
 
     async def append(api: str, message: Message) -> None:
@@ -137,6 +147,9 @@ async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, wind
             sync_conv.append(message)
         elif api == "async":
             await async_conv.append(message)
+        elif api == "worker":
+            assert worker_conv is not None
+            await worker_conv.append(message)
         else:
             assert bridged_conv is not None
             await bridge.call(bridged_conv.append, message)
@@ -145,8 +158,11 @@ async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, wind
         for n in range(20):
             await append(api, Message.user(f"warm up {n}"))
     calls = apis.aio.runner.calls
+    worker_calls = apis.worker.runner.calls if apis.worker else 0
     await timed_rounds(figures, "append", names, appends, lambda api, n: append(api, Message.user(f"{api} msg {n}")))
     figures.add("append async hops", (apis.aio.runner.calls - calls) / appends)
+    if apis.worker is not None:
+        figures.add("append worker hops", (apis.worker.runner.calls - worker_calls) / appends)
 
     async def hand_over(api: str, _n: int) -> None:  # the async API's cost alone: a call that does nothing
         if api == "async":
@@ -160,8 +176,10 @@ async def one_at_a_time(name: str, apis: Apis, appends: int, restores: int, wind
     async def restore(api: str, _n: int) -> None:
         if api == "sync":
             view = apis.sync.conversation(f"restore-{tag}").view
-        elif api == "async":
-            view = (await apis.aio.conversation(f"restore-{tag}")).view
+        elif api in ("async", "worker"):  # a restore is a job on a worker either way
+            aio = apis.aio if api == "async" else apis.worker
+            assert aio is not None
+            view = (await aio.conversation(f"restore-{tag}")).view
         else:
             assert apis.bridged is not None
             view = (await bridge.call(apis.bridged.conversation, f"restore-{tag}")).view
@@ -233,8 +251,11 @@ async def run_lane(lane: str, apis: Apis, sessions: list[str], turns: int) -> tu
         for thread in threads:
             thread.join()
         return time.perf_counter() - wall, time.process_time() - cpu
-    if lane.startswith("async tasks"):
+    if lane.startswith(("async tasks", "worker tasks")):
         aio = apis.sized[int(lane.split(", ")[1].split()[0])] if ", " in lane else apis.aio
+        if lane.startswith("worker"):
+            assert apis.worker is not None
+            aio = apis.worker
         aconvs = [await aio.conversation(s) for s in sessions]
 
         async def agent(conv: Any, session: str) -> None:
@@ -280,7 +301,8 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
                 base_wall, base_cpu = f.median(f"{op} sync wall"), f.median(f"{op} sync cpu")
                 cells += [ms(wall), f"{wall / base_wall:.2f}x", us(cpu), f"{cpu / base_cpu:.2f}x"]
                 if op == "append":
-                    hops = f"{f.mean('append async hops'):.0f}" if api == "async" else ("0" if api == "sync" else "-")
+                    hopped = api in ("async", "worker")
+                    hops = f"{f.mean(f'append {api} hops'):.0f}" if hopped else ("0" if api == "sync" else "-")
                     cells += [hops, f"{f.mean('append ' + api + ' switches'):.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
     for f in rows:
@@ -304,7 +326,7 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
         if not lanes:
             continue
         base = f.median("many sync threads msg/s")
-        order = ["sync threads", "sync one thread", "async tasks", "bridge tasks"]
+        order = ["sync threads", "sync one thread", "async tasks", "worker tasks", "bridge tasks"]
         for lane in sorted(lanes, key=lambda lane: (order.index(lane.split(",")[0]), len(lane), lane)):
             rates, cpu = f.samples[f"many {lane} msg/s"], f.median(f"many {lane} cpu")
             rate = median(rates)

@@ -65,7 +65,8 @@ def test_one_hop_per_call_and_every_statement_of_a_commit_on_that_one_worker(
     url, options = backend_url
 
     async def main() -> None:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        # inline=False: every call a job on a worker (tests/aio/test_inline.py holds inline appends to no hop at all)
+        async with await AsyncLedger.connect(url, inline=False, **options) as ledger:
             conversation = await ledger.conversation("hops")
             await conversation.append(Message.user("warm up"))  # the engine is built, the schema read
             loop_thread = threading.get_ident()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+from pathlib import Path
+
 import pytest
 
 from contextledger import Conversation, Message
+from contextledger.aio import AsyncLedger
 from contextledger.errors import CommitOutcomeUnknown
 from contextledger.managers import SlidingWindowConversationManager
 from contextledger.stores.capabilities import CompleteStore
@@ -98,3 +103,26 @@ def test_a_lost_reply_read_back_is_noted_on_its_commit_span(otel: Recorded) -> N
     chat.append(Message.user("twice sent"))
     assert attrs(otel.spans("contextledger.commit")[-1])["contextledger.commit.reply_lost"] == "not_applied"
     assert [m.content[0]["text"] for m in chat.messages] == ["once", "twice sent"]
+
+
+def test_an_inline_async_append_that_would_wait_is_its_own_outcome_not_an_error(otel: Recorded, tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{path}") as ledger:  # inline appends: the default here
+            chat = await ledger.conversation("s")
+            await chat.append(Message.user("first"))
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            task = asyncio.ensure_future(chat.append(Message.user("second")))  # inline: finds the lock taken
+            await asyncio.sleep(0.1)
+            holder.commit()
+            holder.close()
+            await task
+            assert [m.plain_text for m in chat.messages] == ["first", "second"]
+
+    asyncio.run(main())
+    outcomes = [attrs(s)["contextledger.commit.outcome"] for s in otel.spans("contextledger.commit")]
+    assert outcomes == ["committed", "would_wait", "committed"]
+    waited = otel.spans("contextledger.commit")[1]
+    assert waited.status.status_code.name != "ERROR"

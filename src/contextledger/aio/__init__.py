@@ -9,7 +9,10 @@ summarize, commit, retry -- as one job on a worker thread of the ledger's
 redis-py), and the caller's task awaits it without blocking its loop:
 
 * one hand-over per call, whatever the call does inside (a commit's statements run on
-  that worker's connection, one after the other, as in the sync API);
+  that worker's connection, one after the other, as in the sync API) -- except an
+  append on a SQLite or in-memory store, which runs on the caller's thread with no
+  hand-over when it can commit without waiting (``inline``, see
+  :class:`~contextledger.aio.AsyncConversation`), and on a worker otherwise;
 * nothing is bound to an event loop: an ``AsyncLedger``, its conversations and the
   OpenAI ``LedgerSession`` serve tasks of any loop in any thread;
 * a cancelled task leaves each commit applied once or not at all and holds no lock or

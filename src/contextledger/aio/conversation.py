@@ -9,13 +9,18 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+from collections.abc import Mapping
 from typing import Any
 
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
-from contextledger.core.hooks import HookRegistry
+from contextledger.core.hooks import HookRegistry, MessageAddedEvent
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.core.view import View
+from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState
@@ -25,17 +30,68 @@ from contextledger.stores.base import LedgerStore
 __all__ = ["AsyncConversation"]
 
 
+_INLINE_SCHEMES = ("sqlite", "memory")
+"""Stores whose append commits without waiting on a network: ``inline=True`` is taken for these only."""
+
+
+def inline_for(store: LedgerStore, inline: bool | None) -> bool:
+    """``inline`` checked against ``store`` (see :meth:`AsyncLedger.connect`); ``None``: where the store takes it.
+
+    Raises:
+        ConfigurationError: ``inline`` is not a bool or ``None``, or is true for a store
+            that is not SQLite or in-memory.
+    """
+    check_inline(inline)
+    takes = str(store.url).startswith(_INLINE_SCHEMES)
+    if inline is None:
+        return takes
+    if inline and not takes:
+        raise ConfigurationError(
+            f"inline=True runs appends on the event loop's thread, which only SQLite and in-memory stores allow;"
+            f" {store.url} waits on a network"
+        )
+    return inline
+
+
+def check_inline(inline: object) -> None:
+    """Refuse an ``inline`` that is not a bool or ``None``.
+
+    Raises:
+        ConfigurationError: It is not.
+    """
+    if inline is not None and not isinstance(inline, bool):
+        raise ConfigurationError(f"inline must be a bool or None, got {inline!r}")
+
+
 class AsyncConversation(ShellBase[Conversation]):
     """One conversation's active view on the async API; every I/O method is a coroutine.
 
     Open one with ``await ledger.conversation(...)`` on an
     :class:`~contextledger.aio.AsyncLedger` (or :meth:`open` on any store). The managers, hook providers, rules
     and errors are the sync conversation's own: this class holds no logic of its own.
+
+    On a ledger opened with ``inline=True`` (SQLite and in-memory stores only),
+    :meth:`append` runs on the calling thread, blocking its loop for the commit, when no
+    other call of this conversation is running or waiting and no
+    :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
+    to run off the loop); otherwise it is one job on a worker thread like every other
+    call. Inline, nothing waits: where the append would wait -- SQLite's write lock held
+    by another connection or thread, a retry's sleep after a conflict, a changeset off
+    the one-transaction hot path -- nothing has been committed, and it runs again as a job
+    on a worker (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a copy of
+    the caller's context, in this conversation's order of calls, and a cancellation never
+    stops it half-way.
     """
 
-    def __init__(self, conversation: Conversation, runner: Runner | None = None) -> None:
-        """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one)."""
+    def __init__(self, conversation: Conversation, runner: Runner | None = None, *, inline: bool = False) -> None:
+        """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one).
+
+        With ``inline``, :meth:`append` runs on the calling thread when it can (see
+        :meth:`append`); the caller (:class:`~contextledger.aio.AsyncLedger`) checked that the
+        store is one whose commit does not wait on a network.
+        """
         super().__init__(conversation, runner, Lane())
+        self._inline = inline
 
     @classmethod
     async def open(
@@ -45,18 +101,21 @@ class AsyncConversation(ShellBase[Conversation]):
         agent_id: str = "default",
         *,
         runner: Runner | None = None,
+        inline: bool | None = False,
         **options: Any,
     ) -> AsyncConversation:
         """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
 
         Its calls run on ``runner`` (an :class:`~contextledger.aio.AsyncLedger` passes its own;
-        default: the process-wide one).
+        default: the process-wide one); ``inline``: see :meth:`AsyncLedger.connect
+        <contextledger.aio.AsyncLedger.connect>` (here ``False`` by default).
 
         Raises:
             ConfigurationError: An option is invalid.
         """
+        inline = inline_for(store, inline)
         runner = runner if runner is not None else default_runner()
-        return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner)
+        return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner, inline=inline)
 
     # -- the last committed state, as the sync conversation's attributes and properties --------
 
@@ -84,7 +143,44 @@ class AsyncConversation(ShellBase[Conversation]):
     # -- every method of Conversation, as a coroutine ---------------------------------------
 
     refresh = coroutine_of(Conversation.refresh)
-    append = coroutine_of(Conversation.append)
+    _append = coroutine_of(Conversation.append)
+
+    async def append(self, *messages: Message | Mapping[str, Any]) -> list[Message]:
+        """:meth:`Conversation.append`'s (the docstring is replaced by it below; inline: see the class)."""
+        if self._inline:
+            sync = self._sync
+            runner = self._runner
+            lane = self._lane
+            if (
+                lane is not None
+                and not runner.closed
+                and sync.version  # a conversation's first commit is not a one-transaction append
+                and not sync.hooks.has_callbacks(MessageAddedEvent)
+                and lane.take()
+            ):
+                context = contextvars.copy_context()
+                context.run(INLINE.set, True)
+                try:
+                    appended: list[Message] = context.run(sync.append, *messages)
+                except WouldWait:
+                    # Nothing was committed: the append runs again on a worker, still holding the lane.
+                    job = runner.resume(lane, sync.append, messages, {})
+                except BaseException:
+                    runner.leave(lane)
+                    raise
+                else:
+                    runner.leave(lane)
+                    return appended
+                try:
+                    await job.future
+                except asyncio.CancelledError:
+                    await runner.cancelled(job)
+                result: list[Message] = job.outcome()
+                return result
+        return await self._append(*messages)
+
+    append.__doc__ = Conversation.append.__doc__  # the shell states the sync method's contract, as every other
+
     pin = coroutine_of(Conversation.pin)
     unpin = coroutine_of(Conversation.unpin)
     pin_index = coroutine_of(Conversation.pin_index)

@@ -171,6 +171,14 @@ class Lane:
             self._busy = True
             return True
 
+    def take(self) -> bool:
+        """Whether the lane was idle, and is now busy with a call its caller runs itself (then :meth:`next`)."""
+        with self._lock:
+            if self._busy:
+                return False
+            self._busy = True
+            return True
+
     def next(self) -> Job | None:
         """The next call still wanted once the running one ended (``None``: the lane is idle)."""
         with self._lock:

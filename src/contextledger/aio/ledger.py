@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
-from contextledger.aio.conversation import AsyncConversation
+from contextledger.aio.conversation import AsyncConversation, check_inline, inline_for
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
+from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.model.paging import Pages
 from contextledger.model.records import HistoryEntry
@@ -29,34 +30,48 @@ class AsyncLedger(ShellBase[Ledger]):
     same databases: a conversation written by one is restored exactly by the other.
     """
 
-    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS) -> None:
+    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
+        ``inline``: see :meth:`connect`.
+
         Raises:
-            ConfigurationError: ``store`` is not a :class:`LedgerStore`, or ``workers`` is
-                not a positive int.
+            ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
+                not a positive int, or ``inline`` is not a bool or ``None`` or is true for
+                a store other than SQLite or in-memory.
         """
         ledger = Ledger(store)
+        self._inline = inline_for(store, inline)
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
-    async def connect(cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, **options: Any) -> AsyncLedger:
+    async def connect(
+        cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None, **options: Any
+    ) -> AsyncLedger:
         """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
 
         Args:
             url: The ledger URL.
             workers: The most worker threads that call the store at once (see
                 :class:`~contextledger.aio.runner.Runner`).
+            inline: Whether a conversation's ``append`` runs on the calling thread,
+                blocking its loop for the commit but never waiting for a lock (it falls
+                back to a worker then), instead of as a job on a worker; the other calls
+                always run on workers (see :class:`~contextledger.aio.AsyncConversation`).
+                ``None`` (the default): on SQLite and in-memory stores, whose commit waits
+                on no network; ``True`` is refused for other stores.
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
-            ConfigurationError: An option is not one the backend takes, or ``workers`` is
-                not a positive int.
+            ConfigurationError: An option is not one the backend takes, ``workers`` is
+                not a positive int, or ``inline`` is not a bool or ``None`` or is true for a
+                store other than SQLite or in-memory.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library.
         """
+        check_inline(inline)
         runner = Runner(workers, name="a ledger being opened")
         opened: list[LedgerStore] = []
 
@@ -72,7 +87,14 @@ class AsyncLedger(ShellBase[Ledger]):
             runner.close()
             raise
         runner.name = store.url  # masked by the store
+        try:
+            checked = inline_for(store, inline)
+        except ConfigurationError:
+            await runner.run(store.close)
+            runner.close()
+            raise
         ledger = cls.__new__(cls)
+        ledger._inline = checked
         ShellBase.__init__(ledger, Ledger(store), runner)
         return ledger
 
@@ -90,7 +112,9 @@ class AsyncLedger(ShellBase[Ledger]):
         Raises:
             ConfigurationError: An option is invalid.
         """
-        return await AsyncConversation.open(self.store, session_id, agent_id, runner=self._runner, **options)
+        return await AsyncConversation.open(
+            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, **options
+        )
 
     history = coroutine_of(Ledger.history)
 

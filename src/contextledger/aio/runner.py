@@ -130,6 +130,8 @@ class Runner:
         self._closed = False
         self.calls = 0
         """How many calls were handed to a worker (one per coroutine of the async API)."""
+        self.inline = 0
+        """Calls run on their caller's own thread instead (see :meth:`leave`): no hand-over."""
         self.cancelled_waiting = 0
         """Calls cancelled before they started (they never ran)."""
         self.cancelled_running = 0
@@ -200,6 +202,28 @@ class Runner:
         with self._lock:
             self.cancelled_running += 1
         raise asyncio.CancelledError
+
+    def leave(self, lane: Lane) -> None:
+        """End a call its caller ran on its own thread in ``lane`` (taken with :meth:`Lane.take`).
+
+        The calls made in the lane meanwhile (from other threads or loops) go on, in
+        order, on a worker.
+        """
+        with self._lock:
+            self.inline += 1
+        following = lane.next()
+        if following is not None:
+            self._submit(following)
+
+    def resume(self, lane: Lane, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
+        """Hand ``fn(*args, **kwargs)`` to a worker as the call its caller holds ``lane`` for.
+
+        For a call begun on its caller's thread (:meth:`Lane.take`) that must wait after
+        all: it keeps its place in the lane. Awaited as :meth:`start`'s job is.
+        """
+        job = Job(fn, args, kwargs, asyncio.get_running_loop(), lane)
+        self._submit(job)
+        return job
 
     def _submit(self, job: Job) -> None:
         """Hand ``job`` to an idle worker, or start a thread when every running one is busy, or queue it."""

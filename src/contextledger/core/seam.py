@@ -6,6 +6,11 @@ worker thread while its caller's task awaits it: the sleep blocks only that work
 and a coroutine summarizer is handed back to the caller's event loop through
 :data:`CALLER`, which the async API sets for each call it runs. Everywhere else there is
 no loop to hand it to. Nothing else in the conversation knows which API it serves.
+
+An append the async API runs on its caller's own thread (``inline``) must not wait at
+all: :data:`INLINE` is set for it, a retry's sleep raises :class:`WouldWait` instead,
+and so does a store that would wait for a lock (SQLite's write lock); nothing was
+committed then, and the async API runs the call again on a worker thread.
 """
 
 from __future__ import annotations
@@ -18,14 +23,32 @@ from typing import Any
 
 from contextledger.errors import ConfigurationError
 
-__all__ = ["CALLER", "pause", "settle"]
+__all__ = ["CALLER", "INLINE", "WouldWait", "pause", "settle"]
 
 CALLER: ContextVar[Callable[[Any], Any] | None] = ContextVar("contextledger_caller", default=None)
 """Under the async API: awaits an awaitable on the calling task's loop and returns its result."""
 
 
+INLINE: ContextVar[bool] = ContextVar("contextledger_inline", default=False)
+"""Under the async API: the call runs on its caller's event-loop thread and must not wait."""
+
+
+class WouldWait(Exception):  # a signal to the async API, never seen by a caller
+    """Raised, while :data:`INLINE` is set, where the call would wait; nothing was committed.
+
+    Not a :class:`~contextledger.errors.ContextLedgerError`: it never leaves the async
+    API, which runs the call again on a worker thread.
+    """
+
+
 def pause(seconds: float) -> None:
-    """Wait ``seconds`` (under the async API this blocks the worker thread, never a loop)."""
+    """Wait ``seconds`` (under the async API this blocks the worker thread, never a loop).
+
+    Raises:
+        WouldWait: The call runs inline (:data:`INLINE`): it must not sleep on the loop.
+    """
+    if INLINE.get():
+        raise WouldWait(f"a retry would sleep {seconds:.3f} s")
     time.sleep(seconds)
 
 

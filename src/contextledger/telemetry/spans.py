@@ -21,6 +21,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from contextledger.core.seam import WouldWait
 from contextledger.errors import CommitOutcomeUnknown, ConcurrencyConflict
 from contextledger.telemetry import names
 from contextledger.telemetry.state import Telemetry, active
@@ -131,6 +132,9 @@ def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: i
             if settling:  # it never applied, and others wrote since
                 span.set_attribute(names.COMMIT_SETTLED, "not_applied")
             span.add_event("conflict", {"exception.message": str(exc)})
+            raise
+        except WouldWait:
+            outcome = "would_wait"  # an inline async append that must wait: nothing was committed, a worker sends it
             raise
         except CommitOutcomeUnknown as exc:
             outcome = "outcome_unknown"

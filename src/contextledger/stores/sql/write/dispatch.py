@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from contextledger.core.changeset import Changeset
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.errors import SessionDeleted, SessionExpired, StoreError, StoreUnavailable
 from contextledger.model.records import Expiry, utcnow
 from contextledger.stores.base import check_storable
@@ -189,6 +190,8 @@ class SQLWrites:
                 except sqlite.driver_error as exc:
                     raise self._translate(exc) from exc
                 sent = False  # rolled back, nothing written: the general path applies it or names the error
+            if INLINE.get():  # the general path's pooled transaction would wait on the busy timeout
+                raise WouldWait("not a hot SQLite changeset")
             from contextledger.stores.sql.write.apply import apply_changeset
 
             with self._transaction(write=True) as conn:

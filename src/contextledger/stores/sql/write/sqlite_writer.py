@@ -22,6 +22,8 @@ from sqlalchemy import Dialect, Engine, PoolProxiedConnection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
+from contextledger.core.seam import INLINE, WouldWait
+
 __all__ = ["HeldWriter", "HotTransaction", "hot_transaction"]
 
 
@@ -93,10 +95,17 @@ class HeldWriter:
         cursor too), begun on entering and ended on leaving the block; a busy or closed
         writer gives a pooled connection's, as before.
 
+        Under :data:`~contextledger.core.seam.INLINE` (an append the async API runs on its
+        loop's thread) nothing waits: a busy writer, or a write lock another connection
+        holds, raises :class:`~contextledger.core.seam.WouldWait` (on entering).
+
         Raises:
             sqlalchemy.exc.DBAPIError: The driver failed to connect or to begin (on entering).
+            WouldWait: Under ``INLINE``, the write lock is not free.
         """
         if not self._lock.acquire(blocking=False):
+            if INLINE.get():  # another thread is committing: its write lock would be waited for
+                raise WouldWait("the held SQLite writer is busy")
             return hot_transaction(self._engine)
         if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
             self._lock.release()
@@ -167,7 +176,10 @@ class _HeldTransaction:
         writer = self._writer
         try:
             tx = writer._held_tx()
-            tx.begin()
+            if INLINE.get():
+                tx.begin_at_once()
+            else:
+                tx.begin()
         except BaseException as exc:
             if isinstance(exc, DBAPIError):
                 writer._drop()
@@ -192,7 +204,7 @@ class _HeldTransaction:
 class HotTransaction:
     """The driver's own cursor on a pooled connection inside ``BEGIN``; driver errors come out as SQLAlchemy's."""
 
-    __slots__ = ("_connection", "_cursor", "_dbapi", "committed", "dialect")
+    __slots__ = ("_busy_ms", "_connection", "_cursor", "_dbapi", "committed", "dialect")
 
     def __init__(self, connection: Any, dbapi: Any, dialect: Dialect) -> None:
         self._dbapi = dbapi
@@ -200,6 +212,7 @@ class HotTransaction:
         self._cursor = connection.cursor()
         self.dialect = dialect
         self.committed = False
+        self._busy_ms: int | None = None  # the connection's busy timeout, read at the first begin_at_once
 
     def run(self, sql: str, params: tuple[Any, ...]) -> Any:
         """Execute one statement; return the cursor for its rows."""
@@ -228,6 +241,25 @@ class HotTransaction:
         """Begin a write transaction on this object's connection (``BEGIN IMMEDIATE``), to end with :meth:`end`."""
         self.committed = False
         self.run("BEGIN IMMEDIATE", ())
+
+    def begin_at_once(self) -> None:
+        """:meth:`begin`, without waiting for a write lock another connection holds.
+
+        Raises:
+            WouldWait: The lock is held (nothing begun; the busy timeout is restored).
+        """
+        if self._busy_ms is None:
+            self._busy_ms = int(self.run("PRAGMA busy_timeout", ()).fetchone()[0])
+        self.committed = False
+        self.run("PRAGMA busy_timeout = 0", ())
+        try:
+            self.run("BEGIN IMMEDIATE", ())
+        except DBAPIError as exc:
+            if not isinstance(exc.orig, self._dbapi.OperationalError) or "locked" not in str(exc.orig):
+                raise
+            raise WouldWait("the SQLite write lock is held by another connection") from exc
+        finally:
+            self.run(f"PRAGMA busy_timeout = {self._busy_ms}", ())
 
     def end(self) -> None:
         """Roll back unless committed; the cursor stays open for the next transaction (errors never mask another)."""
