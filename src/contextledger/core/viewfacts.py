@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from contextledger.model.pending import raw_fields
 from contextledger.model.records import ViewEntry
 from contextledger.model.rows import Row
 
@@ -71,6 +72,17 @@ class ToolFacts:
         uses: list[str] = []
         results: list[str] = []
         for entry in entries:
+            if type(entry) is ViewEntry:
+                # A message whose content is decoded (every appended one): its blocks are
+                # read once for both lists, as its two accessors would read them.
+                content = raw_fields(entry.message).get("content")
+                if content is not None:
+                    for block in content:
+                        if "toolUse" in block:
+                            uses.append(block["toolUse"]["toolUseId"])
+                        if "toolResult" in block:
+                            results.append(block["toolResult"]["toolUseId"])
+                    continue
             # Through the message's own accessors, or the row's: a restored message answers
             # them from its stored text, without decoding its content.
             message = facts_of(entry)
