@@ -114,13 +114,7 @@ class ToolFacts:
         uses, results = self._ids(appends)
         if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
-        unique = (
-            self.unique
-            and len(set(uses)) == len(uses)
-            and len(set(results)) == len(results)
-            and self.uses.isdisjoint(uses)
-            and self.results.isdisjoint(results)
-        )
+        had_uses, had_results = len(self.uses), len(self.results)
         # A copy never shares its sets: two views that each own a tail must never grow one set.
         if in_place:
             use_set, result_set = self.uses, self.results
@@ -129,6 +123,8 @@ class ToolFacts:
             result_set.update(results)
         else:
             use_set, result_set = self.uses | set(uses), self.results | set(results)
+        # Each set grew by every id appended only if none repeats and none was there already.
+        unique = self.unique and len(use_set) == had_uses + len(uses) and len(result_set) == had_results + len(results)
         return ToolFacts(
             use_set,
             result_set,
