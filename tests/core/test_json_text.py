@@ -63,3 +63,19 @@ def test_a_message_with_an_image_is_written_tagged() -> None:
     text = dumps_encoded(message.content)
     assert TAG in text
     assert json.loads(text) == encode_value(message.content)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_frozen_value_refuses_what_the_encoder_refuses(bad: float) -> None:
+    # A message's own containers take the prebuilt encoder first; its refusal must still be json.dumps'.
+    frozen = freeze_value([{"json": {"x": [1, bad]}}], "value")
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        dumps_encoded(frozen)
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        dumps_encoded(frozen, compact=True)
+
+
+def test_a_frozen_value_holding_bytes_is_tagged() -> None:
+    frozen = freeze_value({"image": {"bytes": b"\x00\xff"}}, "value")
+    assert dumps_encoded(frozen) == json.dumps(encode_value(frozen), allow_nan=False)
+    assert TAG in dumps_encoded(frozen)

@@ -131,7 +131,7 @@ def build_changeset(
     if edit.plan is None and edit.strategy is None and not (edit.pins or edit.restore) and _plain(edit, manager_state):
         # The hot path (a turn appended, perhaps with state): nothing to evict, revise,
         # summarize or pin, so the view only grows; see _trusted_changeset.
-        entries = view.project(appends, set(), {}, {}, None) if appends else view
+        entries = view.appended(appends) if appends else view
         return _trusted_changeset(
             state, edit, appends, from_call, model_call_count, count_changed, manager_state
         ), entries
@@ -252,7 +252,7 @@ def _appended(message: Message, seq: int, tokens: Any) -> ViewEntry:
                 "entry_id": message.message_id,
                 "kind": "message",
                 "seq": seq,
-                "message": message.stored_copy(),
+                "message": message if type(message) is Message else message.stored_copy(),
                 "tokens": tokens,
             },
         )

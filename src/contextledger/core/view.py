@@ -129,6 +129,12 @@ class View:
                 view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
         return view
 
+    def appended(self, appends: tuple[ViewEntry, ...]) -> View:
+        """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's)."""
+        if appends and (not self._count or appends[0].seq > self._items[self._count - 1].seq):
+            return self._extended(appends)
+        return self.project(appends, set(), {}, {}, None)
+
     def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
         """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
         with _TAIL_LOCK:  # one hand-over of the tail, and no index read while another grows it
@@ -298,10 +304,14 @@ class View:
         A message counts as committed when its id is active with the same role, content
         and metadata (pins may have changed since): appending it again is a retry.
         """
-        found = [self.index_of(m.message_id) for m in messages]
-        if any(i is None for i in found):
-            return None
-        stored = [self[i].message for i in found if i is not None]
+        index_of = self.index_of
+        found: list[int] = []
+        for m in messages:
+            i = index_of(m.message_id)
+            if i is None:  # a new message (every append but a retry): stop at the first
+                return None
+            found.append(i)
+        stored = [self[i].message for i in found]
         return stored if all(map(_same_message, messages, stored)) else None
 
     @cached_property

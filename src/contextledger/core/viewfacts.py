@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from contextledger.model.pending import raw_fields
 from contextledger.model.records import ViewEntry
 from contextledger.model.rows import Row
 
@@ -71,6 +72,17 @@ class ToolFacts:
         uses: list[str] = []
         results: list[str] = []
         for entry in entries:
+            if type(entry) is ViewEntry:
+                # A message whose content is decoded (every appended one): its blocks are
+                # read once for both lists, as its two accessors would read them.
+                content = raw_fields(entry.message).get("content")
+                if content is not None:
+                    for block in content:
+                        if "toolUse" in block:
+                            uses.append(block["toolUse"]["toolUseId"])
+                        if "toolResult" in block:
+                            results.append(block["toolResult"]["toolUseId"])
+                    continue
             # Through the message's own accessors, or the row's: a restored message answers
             # them from its stored text, without decoding its content.
             message = facts_of(entry)
@@ -102,13 +114,7 @@ class ToolFacts:
         uses, results = self._ids(appends)
         if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
-        unique = (
-            self.unique
-            and len(set(uses)) == len(uses)
-            and len(set(results)) == len(results)
-            and self.uses.isdisjoint(uses)
-            and self.results.isdisjoint(results)
-        )
+        had_uses, had_results = len(self.uses), len(self.results)
         # A copy never shares its sets: two views that each own a tail must never grow one set.
         if in_place:
             use_set, result_set = self.uses, self.results
@@ -117,6 +123,8 @@ class ToolFacts:
             result_set.update(results)
         else:
             use_set, result_set = self.uses | set(uses), self.results | set(results)
+        # Each set grew by every id appended only if none repeats and none was there already.
+        unique = self.unique and len(use_set) == had_uses + len(uses) and len(result_set) == had_results + len(results)
         return ToolFacts(
             use_set,
             result_set,

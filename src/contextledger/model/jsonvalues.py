@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextledger.errors import ConfigurationError, CorruptRecord, InvalidMessage
+from contextledger.model.jsontext import frozen_text
 
 __all__ = [
     "MAX_DEPTH",
@@ -380,8 +381,15 @@ def dumps_encoded(value: Any, *, compact: bool = False) -> str:
         TypeError, ValueError: ``value`` holds something JSON has no form for, as
             ``json.dumps`` raises them.
     """
-    if not value and type(value) in _EMPTY_TEXT:  # the metadata of most messages: no encoder call
-        return _EMPTY_TEXT[type(value)]
+    kind = type(value)
+    if kind is FrozenList or kind is FrozenDict:  # a message's content or metadata: acyclic
+        if not value:  # the metadata of most messages: no encoder call
+            return _EMPTY_TEXT[kind]
+        text = frozen_text(value, compact=compact)
+        if text is not None and _BYTES_TAG not in text:
+            return text
+    elif not value and kind in _EMPTY_TEXT:
+        return _EMPTY_TEXT[kind]
     encoder = _COMPACT if compact else _SPACED
     try:
         text = encoder.encode(value)
