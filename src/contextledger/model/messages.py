@@ -115,7 +115,7 @@ class ToolResultBlock(TypedDict):
 
 
 def new_message_id() -> str:
-    """Return a fresh message id (a canonical UUID v4, as Strands uses)."""
+    """Return a fresh message id: a canonical dashed UUID, time-ordered (version 7)."""
     return random_uuid()
 
 

@@ -69,7 +69,7 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh opaque id for summaries and reductions."""
+    """A fresh opaque id for summaries, reductions and commits: a time-ordered UUID (version 7) as hex."""
     return random_uuid_hex()
 
 
