@@ -1,0 +1,37 @@
+"""Names moved to modules of their own stay importable, as the same objects, from where they were."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+# (old module, new module, names that moved)
+MOVED = [
+    ("contextledger.model.messages", "contextledger.model.message", ["Message", "Role", "new_message_id"]),
+    (
+        "contextledger.model.messages",
+        "contextledger.model.restored",
+        [
+            "holding_text",
+            "message_from_json",
+            "message_from_stored_content",
+            "restored_message",
+            "restored_record_message",
+        ],
+    ),
+    (
+        "contextledger.model.messages",
+        "contextledger.model.metadata",
+        ["LINKS_KEY", "links_in", "pinned_in", "usage_in"],
+    ),
+    ("contextledger.model.messages", "contextledger.model.blocks", ["ToolResultBlock", "ToolUseBlock"]),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "names"), MOVED)
+def test_moved_names_stay_importable_from_their_old_module(old: str, new: str, names: list[str]) -> None:
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    for name in names:
+        assert getattr(before, name) is getattr(after, name), name
+        assert name in before.__all__, name
