@@ -26,6 +26,27 @@ MOVED = [
         ["LINKS_KEY", "links_in", "pinned_in", "usage_in"],
     ),
     ("contextledger.model.messages", "contextledger.model.blocks", ["ToolResultBlock", "ToolUseBlock"]),
+    (
+        "contextledger.model.records",
+        "contextledger.model.kinds",
+        ["TRIGGERS", "EntryKind", "Trigger", "new_id", "utcnow"],
+    ),
+    (
+        "contextledger.model.records",
+        "contextledger.model.view",
+        ["ConversationState", "Snapshot", "ViewEntry", "view_entry"],
+    ),
+    ("contextledger.model.records", "contextledger.model.entries", ["HistoryEntry", "SummaryEntry", "history_entry"]),
+    (
+        "contextledger.model.records",
+        "contextledger.model.changes",
+        ["Eviction", "PinEvent", "Reduction", "Revision", "in_commit_order", "pin_positions"],
+    ),
+    (
+        "contextledger.model.records",
+        "contextledger.model.sessions",
+        ["Expiry", "LineageLink", "SessionInfo", "SessionOwner", "Tombstone"],
+    ),
 ]
 
 
