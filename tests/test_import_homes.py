@@ -47,6 +47,17 @@ MOVED = [
         "contextledger.model.sessions",
         ["Expiry", "LineageLink", "SessionInfo", "SessionOwner", "Tombstone"],
     ),
+    (
+        "contextledger.history.lifecycle",
+        "contextledger.history.erasure",
+        ["DEFAULT_SETTLE_TIMEOUT", "Erasure", "catch_up", "erase", "settle_erasure"],
+    ),
+    ("contextledger.history.lifecycle", "contextledger.history.pruning", ["prune"]),
+    (
+        "contextledger.history.lifecycle",
+        "contextledger.history.redaction",
+        ["ERASED_TEXT", "PRUNE_REASON", "REDACTED_TEXT", "erase_blocks", "summaries_covering"],
+    ),
 ]
 
 

@@ -144,7 +144,7 @@ def rotate(
                     "session_id=<%s>, agent_id=<%s>, resealed=<%d>, key_id=<%s> | rotated", sid, aid, done, key_id
                 )
     if resealed:
-        from contextledger.history.lifecycle import settle_erasure
+        from contextledger.history.erasure import settle_erasure
 
         settle_erasure(store)  # the old tokens leave the files as erased bytes do
     return Rotation(key_id=key_id, conversations=conversations, resealed=resealed, skipped=skipped)
