@@ -58,6 +58,22 @@ MOVED = [
         "contextledger.history.redaction",
         ["ERASED_TEXT", "PRUNE_REASON", "REDACTED_TEXT", "erase_blocks", "summaries_covering"],
     ),
+    (
+        "contextledger.stores.capabilities",
+        "contextledger.stores.protocols",
+        [
+            "ErasingStore",
+            "ExpiringStore",
+            "HistoryStore",
+            "ImportingStore",
+            "LineageStore",
+            "ResealingStore",
+            "ScopedStore",
+            "SessionStore",
+            "SettlesErasure",
+            "TimeTravelStore",
+        ],
+    ),
 ]
 
 
