@@ -74,6 +74,7 @@ MOVED = [
             "TimeTravelStore",
         ],
     ),
+    ("contextledger.stores.encrypted", "contextledger.stores.sealing", ["place"]),
 ]
 
 

@@ -25,7 +25,8 @@ from contextledger.history.transfer import list_sessions
 from contextledger.model.stored import sealed_values_allowed
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import HISTORY, Swap, resealing
-from contextledger.stores.encrypted import EncryptedStore, place
+from contextledger.stores.encrypted import EncryptedStore
+from contextledger.stores.sealing import place
 
 __all__ = ["CLEAR", "DEFAULT_BATCH", "Rotation", "key_census", "rotate", "stale_swaps"]
 
