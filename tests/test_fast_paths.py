@@ -25,16 +25,7 @@ from pydantic import ValidationError
 from contextledger.core.view import View
 from contextledger.errors import CorruptRecord, InvalidMessage
 from contextledger.model.jsonvalues import MAX_DEPTH, decode_shared
-from contextledger.model.messages import (
-    FrozenDict,
-    FrozenList,
-    Message,
-    decode_blocks,
-    message_from_json,
-    message_from_stored_content,
-    restored_message,
-    restored_record_message,
-)
+from contextledger.model.messages import FrozenDict, FrozenList, Message, decode_blocks
 from contextledger.model.records import (
     ConversationState,
     HistoryEntry,
@@ -42,6 +33,12 @@ from contextledger.model.records import (
     ViewEntry,
     history_entry,
     view_entry,
+)
+from contextledger.model.restored import (
+    message_from_json,
+    message_from_stored_content,
+    restored_message,
+    restored_record_message,
 )
 from contextledger.model.stored import Unusual, load_frozen, load_json_text
 from contextledger.model.trusted import trusted

@@ -66,7 +66,7 @@ def fork(
         raise SessionNotFound(f"no session {session_id!r}" + (f" with agent {agent_id!r}" if agent_id else ""))
     if HISTORY.of(store, "fork").agents(new_session_id):
         raise SessionExists(f"session {new_session_id!r} already exists; a fork creates a new session")
-    from contextledger.history.lifecycle import catch_up
+    from contextledger.history.erasure import catch_up
     from contextledger.history.lineage import ancestors, fork_links
 
     lineage = with_lineage(store)

@@ -25,7 +25,8 @@ from contextledger.history.transfer import list_sessions
 from contextledger.model.stored import sealed_values_allowed
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import HISTORY, Swap, resealing
-from contextledger.stores.encrypted import EncryptedStore, place
+from contextledger.stores.encrypted import EncryptedStore
+from contextledger.stores.sealing import place
 
 __all__ = ["CLEAR", "DEFAULT_BATCH", "Rotation", "key_census", "rotate", "stale_swaps"]
 
@@ -144,7 +145,7 @@ def rotate(
                     "session_id=<%s>, agent_id=<%s>, resealed=<%d>, key_id=<%s> | rotated", sid, aid, done, key_id
                 )
     if resealed:
-        from contextledger.history.lifecycle import settle_erasure
+        from contextledger.history.erasure import settle_erasure
 
         settle_erasure(store)  # the old tokens leave the files as erased bytes do
     return Rotation(key_id=key_id, conversations=conversations, resealed=resealed, skipped=skipped)

@@ -1,6 +1,6 @@
 """Erase a user: every session of a user of an app, on the ledger's own erase path.
 
-:func:`erase_user` is :func:`contextledger.history.lifecycle.erase` applied to every message of
+:func:`erase_user` is :func:`contextledger.history.erasure.erase` applied to every message of
 every conversation of every session the user has in the app (so each leaves a tombstone
 with the reason, and the summaries covering it are redacted), then the host state of
 those conversations is emptied (one commit each: it may hold what the user said, as ADK's
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConfigurationError
-from contextledger.history.lifecycle import erase, settle_erasure
+from contextledger.history.erasure import erase, settle_erasure
 from contextledger.model.records import LineageLink, Tombstone
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.capabilities import ERASURE, HISTORY, SCOPES, SESSIONS

@@ -1,7 +1,7 @@
 """Content a restored message still holds as its stored JSON text: the raw fields beneath ``Message.__dict__``.
 
 A restore keeps each message's content as the text it was read from (see
-:func:`~contextledger.model.messages.restored_message`); the message's instance dict
+:func:`~contextledger.model.restored.restored_message`); the message's instance dict
 then holds that text under :data:`PENDING` instead of ``content``. The functions here
 read and replace that dict beneath the ``__dict__`` property of
 :class:`~contextledger.model.messages.Message`: decode the text once, answer tool ids

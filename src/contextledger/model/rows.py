@@ -17,9 +17,11 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any, Literal
 
-from contextledger.model.messages import Message, holding_text, links_in, pinned_in, usage_in
+from contextledger.model.messages import Message
+from contextledger.model.metadata import links_in, pinned_in, usage_in
 from contextledger.model.pending import PENDING, raw_fields, text_tool_ids
 from contextledger.model.records import ViewEntry
+from contextledger.model.restored import holding_text
 from contextledger.model.trusted import trusted
 
 __all__ = ["Row", "compacted", "entry_of"]

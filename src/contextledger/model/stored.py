@@ -6,7 +6,7 @@ store holds and freeze it exactly as the constructor would (see
 :mod:`contextledger.model.jsonvalues`), check the shape the ledger relies on (id, role,
 blocks, tool ids), and give the message's fields for
 :meth:`~contextledger.model.messages.Message.from_record` and
-:func:`~contextledger.model.messages.message_from_json` to build it with. Anything else
+:func:`~contextledger.model.restored.message_from_json` to build it with. Anything else
 raises -- :class:`Unusual` or the error the value provokes -- and the caller takes the
 validating path, which reports it as it always has.
 """

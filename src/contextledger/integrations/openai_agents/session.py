@@ -59,7 +59,8 @@ from contextledger.integrations.openai_agents.items import (
 from contextledger.integrations.openai_agents.modelinput import mirror_filter, unsaved_items
 from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
-from contextledger.model.messages import LINKS_KEY, Message
+from contextledger.model.messages import Message
+from contextledger.model.metadata import LINKS_KEY
 
 __all__ = ["LedgerSession"]
 
