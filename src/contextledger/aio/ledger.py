@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from contextledger.aio.conversation import AsyncConversation, check_inline, inline_for
+from contextledger.aio.native import native_for
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.errors import ConfigurationError
@@ -42,6 +43,7 @@ class AsyncLedger(ShellBase[Ledger]):
         """
         ledger = Ledger(store)
         self._inline = inline_for(store, inline)
+        self._native = native_for(store) if inline is None else None
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
@@ -95,6 +97,7 @@ class AsyncLedger(ShellBase[Ledger]):
             raise
         ledger = cls.__new__(cls)
         ledger._inline = checked
+        ledger._native = native_for(store) if inline is None else None
         ShellBase.__init__(ledger, Ledger(store), runner)
         return ledger
 
@@ -113,7 +116,7 @@ class AsyncLedger(ShellBase[Ledger]):
             ConfigurationError: An option is invalid.
         """
         return await AsyncConversation.open(
-            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, **options
+            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, native=self._native, **options
         )
 
     history = coroutine_of(Ledger.history)
@@ -174,6 +177,8 @@ class AsyncLedger(ShellBase[Ledger]):
     async def close(self) -> None:
         """Close the store, then the worker threads: calls already running finish, later ones raise ``LedgerClosed``."""
         try:
+            if self._native is not None:
+                await self._native.aclose()
             await self._call(self._sync.close)
         finally:
             self._runner.close()

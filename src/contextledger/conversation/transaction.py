@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +33,7 @@ from contextledger.core.viewrules import fit_edit
 from contextledger.errors import CommitOutcomeUnknown, ConcurrencyConflict
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import log_repair, needs_repair, plan_repair, with_repair
+from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
@@ -157,6 +158,18 @@ class Transaction:
             if self.manager is not None:
                 self.manager.restore_state(self._state.manager_state)
 
+    def converted(self, messages: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], list[Message] | None]:
+        """``messages`` as :class:`Message` objects, and the stored ones if all are stored already (an append's retry).
+
+        Raises:
+            InvalidMessage: A Strands message dict is malformed.
+        """
+        converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
+        if not converted:
+            return converted, None
+        with self.lock:
+            return converted, self._view.stored_as(converted)
+
     def announce_call(self, *, defer: bool) -> None:
         """Count a model call being prepared (once: a call prepared again before it was handed is the same call)."""
         with self.lock:
@@ -241,8 +254,8 @@ class Transaction:
             pause(backoff_delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def prepare(self, build: Build) -> Prepared | None:
-        """The changeset of one write built for the current view, to be sent by the caller (no retry).
+    def prepare(self, build: Planner) -> Prepared | None:
+        """The changeset of :meth:`edit`'s ``build(view)`` for the current view, to be sent by the caller (no retry).
 
         The first of the three steps of :meth:`run` (prepare -> send -> :meth:`finish`) for a
         caller with a send of its own (the async API's native driver). Call it holding
@@ -256,7 +269,7 @@ class Transaction:
                 reply to settle, a host's riding write, or a repair to commit first. Nothing
                 was committed; :meth:`run` does it.
         """
-        prepared = self._prepare(build, True, nested=False)
+        prepared = self._prepare(lambda view: (fit_edit(view, build(view)), None), True, nested=False)
         if prepared is _AGAIN:  # pragma: no cover  # nested=False never commits
             raise AssertionError("unreachable")
         return prepared
