@@ -61,7 +61,10 @@ class AsyncLedger(ShellBase[Ledger]):
                 back to a worker then), instead of as a job on a worker; the other calls
                 always run on workers (see :class:`~contextledger.aio.AsyncConversation`).
                 ``None`` (the default): on SQLite and in-memory stores, whose commit waits
-                on no network; ``True`` is refused for other stores.
+                on no network; ``True`` is refused for other stores. On Redis, ``None``
+                sends an append's one commit script with ``redis.asyncio`` from the calling
+                loop instead of a worker (:mod:`contextledger.aio.native`); ``False`` keeps
+                every call a job on a worker.
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
