@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
-from contextledger.errors import SessionDeleted
+from contextledger.errors import ConfigurationError, SessionDeleted
 from contextledger.model.records import HistoryEntry
 from contextledger.stores.redis.asend import NativeSend
 from tests.plugins.redis import purge
@@ -37,7 +37,7 @@ def test_a_native_append_sends_one_script_and_makes_no_hop(redis_ledger: tuple[s
     url, options = redis_ledger
 
     async def main() -> list[Message]:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation("native")
             await conversation.append(Message.user("first"))  # creating the conversation: on a worker
             send = _sender(ledger)
@@ -53,11 +53,11 @@ def test_a_native_append_sends_one_script_and_makes_no_hop(redis_ledger: tuple[s
         assert len(messages) == 11
 
 
-def test_inline_false_keeps_every_append_on_a_worker(redis_ledger: tuple[str, dict[str, Any]]) -> None:
+def test_without_native_every_append_is_a_job_on_a_worker(redis_ledger: tuple[str, dict[str, Any]]) -> None:
     url, options = redis_ledger
 
     async def main() -> None:
-        async with await AsyncLedger.connect(url, inline=False, **options) as ledger:
+        async with await AsyncLedger.connect(url, **options) as ledger:  # native is off by default
             assert ledger._native is None
             conversation = await ledger.conversation("hops")
             await conversation.append(Message.user("first"))
@@ -72,7 +72,7 @@ def test_concurrent_appends_keep_their_order(redis_ledger: tuple[str, dict[str, 
     url, options = redis_ledger
 
     async def main() -> list[str]:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation("order")
             await conversation.append(Message.user("m-start"))
             await asyncio.gather(*(conversation.append(Message.user(f"m{n}")) for n in range(30)))
@@ -88,7 +88,7 @@ def test_a_conflict_from_another_writer_resolves_once_on_the_worker(redis_ledger
     url, options = redis_ledger
 
     async def main() -> tuple[list[str], int]:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation("conflict")
             await conversation.append(Message.user("one"))
             with Ledger.connect(url, **options) as other:  # another process's writer moves the conversation on
@@ -112,7 +112,7 @@ def test_a_deleted_conversation_is_not_recreated(redis_ledger: tuple[str, dict[s
     url, options = redis_ledger
 
     async def main() -> None:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation("gone")
             await conversation.append(Message.user("one"))
             with Ledger.connect(url, **options) as other:
@@ -123,16 +123,14 @@ def test_a_deleted_conversation_is_not_recreated(redis_ledger: tuple[str, dict[s
     asyncio.run(main())
 
 
-def _kill_clients(url: str, name: str) -> int:
-    admin = redis.Redis.from_url(url)
-    try:
-        killed = 0
-        for client in admin.client_list():
-            if client.get("name") == name:
-                killed += int(admin.client_kill_filter(_id=client["id"]))
-        return killed
-    finally:
-        admin.close()
+def test_native_is_refused_where_there_is_no_native_send(tmp_path: Any) -> None:
+    async def main() -> None:
+        with pytest.raises(ConfigurationError, match="native=True"):
+            await AsyncLedger.connect(f"sqlite:///{tmp_path / 'n.db'}", native=True)
+        with pytest.raises(ConfigurationError, match="native must be a bool"):
+            await AsyncLedger.connect("memory://", native="yes")  # type: ignore[arg-type]
+
+    asyncio.run(main())
 
 
 def test_a_connection_killed_mid_append_resolves_exactly_once(redis_ledger: tuple[str, dict[str, Any]]) -> None:
@@ -141,7 +139,7 @@ def test_a_connection_killed_mid_append_resolves_exactly_once(redis_ledger: tupl
     name = f"native-{uuid.uuid4().hex[:8]}"
 
     async def main() -> tuple[list[str], int]:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation("killed")
             await conversation.append(Message.user("one"))
             send = _sender(ledger)
@@ -183,7 +181,7 @@ def test_a_cancelled_native_append_is_settled_before_the_cancellation(
     url, options = redis_ledger
 
     async def main() -> tuple[list[str], list[str]]:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation("cancel")
             await conversation.append(Message.user("one"))
             admin = redis.asyncio.Redis.from_url(url)
@@ -215,7 +213,7 @@ def test_native_rows_equal_the_sync_apis(redis_ledger: tuple[str, dict[str, Any]
         return [Message.user(text, message_id=f"{prefix}-{n}-{k}") for k, text in enumerate(texts)]
 
     async def native() -> None:
-        async with await AsyncLedger.connect(url, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
             conversation = await ledger.conversation(f"a-{tag}")
             for n, texts in enumerate(turns):
                 await conversation.append(*turn_messages("m", n, texts))

@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from contextledger.aio.conversation import AsyncConversation, check_inline, inline_for
-from contextledger.aio.native import native_for
+from contextledger.aio.native import native_send
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.errors import ConfigurationError
@@ -31,24 +31,33 @@ class AsyncLedger(ShellBase[Ledger]):
     same databases: a conversation written by one is restored exactly by the other.
     """
 
-    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None) -> None:
+    def __init__(
+        self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None, native: bool = False
+    ) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
-        ``inline``: see :meth:`connect`.
+        ``inline``, ``native``: see :meth:`connect`.
 
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
                 not a positive int, or ``inline`` is not a bool or ``None`` or is true for
-                a store other than SQLite or in-memory.
+                a store other than SQLite or in-memory, or ``native`` is true for a store
+                without a native send.
         """
         ledger = Ledger(store)
         self._inline = inline_for(store, inline)
-        self._native = native_for(store) if inline is None else None
+        self._native = native_send(store, native)
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
     async def connect(
-        cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None, **options: Any
+        cls,
+        url: str = DEFAULT_URL,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        inline: bool | None = None,
+        native: bool = False,
+        **options: Any,
     ) -> AsyncLedger:
         """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
 
@@ -61,10 +70,11 @@ class AsyncLedger(ShellBase[Ledger]):
                 back to a worker then), instead of as a job on a worker; the other calls
                 always run on workers (see :class:`~contextledger.aio.AsyncConversation`).
                 ``None`` (the default): on SQLite and in-memory stores, whose commit waits
-                on no network; ``True`` is refused for other stores. On Redis, ``None``
-                sends an append's one commit script with ``redis.asyncio`` from the calling
-                loop instead of a worker (:mod:`contextledger.aio.native`); ``False`` keeps
-                every call a job on a worker.
+                on no network; ``True`` is refused for other stores.
+            native: On a Redis store (one server, plain TCP), send an append's one
+                commit script with ``redis.asyncio`` from the calling loop instead of a
+                worker (:mod:`contextledger.aio.native`). Off by default: measured, it
+                costs more client CPU than the hop it saves (see docs/async.md).
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
@@ -94,13 +104,14 @@ class AsyncLedger(ShellBase[Ledger]):
         runner.name = store.url  # masked by the store
         try:
             checked = inline_for(store, inline)
+            sender = native_send(store, native)
         except ConfigurationError:
             await runner.run(store.close)
             runner.close()
             raise
         ledger = cls.__new__(cls)
         ledger._inline = checked
-        ledger._native = native_for(store) if inline is None else None
+        ledger._native = sender
         ShellBase.__init__(ledger, Ledger(store), runner)
         return ledger
 

@@ -25,13 +25,33 @@ from contextledger.aio.runner import Lane, Runner, outlast
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Edit
 from contextledger.core.seam import Lost, Refused, WouldWait
+from contextledger.errors import ConfigurationError
 from contextledger.model.messages import Message
 from contextledger.stores.base import LedgerStore
 
 if TYPE_CHECKING:
     from contextledger.stores.redis.asend import NativeSend
 
-__all__ = ["append_native", "native_for"]
+__all__ = ["append_native", "native_for", "native_send"]
+
+
+def native_send(store: LedgerStore, native: bool) -> NativeSend | None:
+    """``store``'s native sender when ``native`` asks for it (see :meth:`AsyncLedger.connect`).
+
+    Raises:
+        ConfigurationError: ``native`` is not a bool, or is true for a store without a native send.
+    """
+    if not isinstance(native, bool):
+        raise ConfigurationError(f"native must be a bool, got {native!r}")
+    if not native:
+        return None
+    send = native_for(store)
+    if send is None:
+        raise ConfigurationError(
+            f"native=True sends appends with redis.asyncio, which a Redis store on one server over plain TCP"
+            f" takes; {store.url} does not"
+        )
+    return send
 
 
 def native_for(store: LedgerStore) -> NativeSend | None:
