@@ -19,7 +19,7 @@ import weakref
 from typing import Any
 
 from redis import Redis
-from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio import Connection as AsyncConnection
 from redis.connection import Connection
 from redis.exceptions import RedisError, ResponseError
 
@@ -46,7 +46,9 @@ class NativeSend:
         """Send for ``store``, connecting with ``options`` (see :meth:`of`)."""
         self.store = store
         self._options = options
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedis] = weakref.WeakKeyDictionary()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[AsyncConnection]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.sent = 0  # scripts sent natively (tests count them)
 
     @classmethod
@@ -65,13 +67,6 @@ class NativeSend:
         options = {name: kwargs[name] for name in _OPTIONS if kwargs.get(name) is not None}
         return cls(store, options)
 
-    def _client(self) -> AsyncRedis:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = AsyncRedis(decode_responses=False, **self._options)
-        return client
-
     async def send(self, sha: str, keys: list[str], args: list[str]) -> int:
         """Run the script ``sha`` once with ``keys`` and ``args``; its reply, the new version.
 
@@ -79,19 +74,31 @@ class NativeSend:
             Refused: The server replied with an error; nothing was applied.
             Lost: The connection failed; the script applied at most once.
         """
-        client = self._client()
+        loop = asyncio.get_running_loop()
+        idle = self._clients.get(loop)
+        if idle is None:
+            idle = self._clients[loop] = []
+        # A connection of this loop's own, one command at a time on it, no pool: redis-py's
+        # pool and command wrappers cost more per append than the worker hop this replaces.
+        connection = idle.pop() if idle else AsyncConnection(**self._options)
         self.sent += 1
         try:
-            reply = await client.evalsha(sha, len(keys), *keys, *args)
+            await connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+            reply = await connection.read_response()
         except ResponseError as exc:
+            idle.append(connection)  # the reply was read whole: the connection stays usable
             raise Refused(str(exc)) from exc
         except (RedisError, OSError) as exc:
+            await connection.disconnect()
             raise Lost(str(exc)) from exc
+        except BaseException:  # cancelled mid-command: what the connection holds next is unknown
+            await asyncio.shield(connection.disconnect())
+            raise
+        idle.append(connection)
         return int(reply)
 
     async def aclose(self) -> None:
         """Close the calling loop's client (others go with their loops)."""
         loop = asyncio.get_running_loop()
-        client = self._clients.pop(loop, None)
-        if client is not None:
-            await client.aclose()
+        for connection in self._clients.pop(loop, []):
+            await connection.disconnect()
