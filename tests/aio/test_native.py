@@ -33,11 +33,14 @@ def _sender(ledger: AsyncLedger) -> NativeSend:
     return send
 
 
-def test_a_native_append_sends_one_script_and_makes_no_hop(redis_ledger: tuple[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize("native", [True, None])  # None: the default, native where the store takes it
+def test_a_native_append_sends_one_script_and_makes_no_hop(
+    redis_ledger: tuple[str, dict[str, Any]], native: bool | None
+) -> None:
     url, options = redis_ledger
 
     async def main() -> list[Message]:
-        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
+        async with await AsyncLedger.connect(url, native=native, **options) as ledger:
             conversation = await ledger.conversation("native")
             await conversation.append(Message.user("first"))  # creating the conversation: on a worker
             send = _sender(ledger)
@@ -53,11 +56,14 @@ def test_a_native_append_sends_one_script_and_makes_no_hop(redis_ledger: tuple[s
         assert len(messages) == 11
 
 
-def test_without_native_every_append_is_a_job_on_a_worker(redis_ledger: tuple[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize("off", [{"native": False}, {"inline": False}])
+def test_without_native_every_append_is_a_job_on_a_worker(
+    redis_ledger: tuple[str, dict[str, Any]], off: dict[str, bool]
+) -> None:
     url, options = redis_ledger
 
     async def main() -> None:
-        async with await AsyncLedger.connect(url, **options) as ledger:  # native is off by default
+        async with await AsyncLedger.connect(url, **off, **options) as ledger:
             assert ledger._native is None
             conversation = await ledger.conversation("hops")
             await conversation.append(Message.user("first"))
@@ -127,7 +133,7 @@ def test_native_is_refused_where_there_is_no_native_send(tmp_path: Any) -> None:
     async def main() -> None:
         with pytest.raises(ConfigurationError, match="native=True"):
             await AsyncLedger.connect(f"sqlite:///{tmp_path / 'n.db'}", native=True)
-        with pytest.raises(ConfigurationError, match="native must be a bool"):
+        with pytest.raises(ConfigurationError, match="native must be a bool or None"):
             await AsyncLedger.connect("memory://", native="yes")  # type: ignore[arg-type]
 
     asyncio.run(main())

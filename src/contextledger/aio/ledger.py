@@ -32,7 +32,12 @@ class AsyncLedger(ShellBase[Ledger]):
     """
 
     def __init__(
-        self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None, native: bool = False
+        self,
+        store: LedgerStore,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        inline: bool | None = None,
+        native: bool | None = None,
     ) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
@@ -41,12 +46,12 @@ class AsyncLedger(ShellBase[Ledger]):
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
                 not a positive int, or ``inline`` is not a bool or ``None`` or is true for
-                a store other than SQLite or in-memory, or ``native`` is true for a store
-                without a native send.
+                a store other than SQLite or in-memory, or ``native`` is not a bool or ``None``
+                or is true for a store without a native send.
         """
         ledger = Ledger(store)
         self._inline = inline_for(store, inline)
-        self._native = native_send(store, native)
+        self._native = native_send(store, native, inline)
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
@@ -56,7 +61,7 @@ class AsyncLedger(ShellBase[Ledger]):
         *,
         workers: int = DEFAULT_WORKERS,
         inline: bool | None = None,
-        native: bool = False,
+        native: bool | None = None,
         **options: Any,
     ) -> AsyncLedger:
         """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
@@ -73,8 +78,9 @@ class AsyncLedger(ShellBase[Ledger]):
                 on no network; ``True`` is refused for other stores.
             native: On a Redis store (one server, plain TCP), send an append's one
                 commit script with ``redis.asyncio`` from the calling loop instead of a
-                worker (:mod:`contextledger.aio.native`). Off by default: measured, it
-                costs more client CPU than the hop it saves (see docs/async.md).
+                worker (:mod:`contextledger.aio.native`). ``None`` (the default): where the
+                store takes it, unless ``inline`` is ``False``; ``True`` is refused for
+                other stores.
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
@@ -104,7 +110,7 @@ class AsyncLedger(ShellBase[Ledger]):
         runner.name = store.url  # masked by the store
         try:
             checked = inline_for(store, inline)
-            sender = native_send(store, native)
+            sender = native_send(store, native, inline)
         except ConfigurationError:
             await runner.run(store.close)
             runner.close()

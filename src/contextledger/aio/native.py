@@ -35,18 +35,22 @@ if TYPE_CHECKING:
 __all__ = ["append_native", "native_for", "native_send"]
 
 
-def native_send(store: LedgerStore, native: bool) -> NativeSend | None:
-    """``store``'s native sender when ``native`` asks for it (see :meth:`AsyncLedger.connect`).
+def native_send(store: LedgerStore, native: bool | None, inline: bool | None) -> NativeSend | None:
+    """``store``'s native sender as ``native`` asks (see :meth:`AsyncLedger.connect`).
+
+    ``None``: where the store has one, unless ``inline`` is ``False`` (every call a job
+    on a worker).
 
     Raises:
-        ConfigurationError: ``native`` is not a bool, or is true for a store without a native send.
+        ConfigurationError: ``native`` is not a bool or ``None``, or is true for a store
+            without a native send.
     """
-    if not isinstance(native, bool):
-        raise ConfigurationError(f"native must be a bool, got {native!r}")
-    if not native:
+    if native is not None and not isinstance(native, bool):
+        raise ConfigurationError(f"native must be a bool or None, got {native!r}")
+    if native is False or (native is None and inline is False):
         return None
     send = native_for(store)
-    if send is None:
+    if send is None and native:
         raise ConfigurationError(
             f"native=True sends appends with redis.asyncio, which a Redis store on one server over plain TCP"
             f" takes; {store.url} does not"
