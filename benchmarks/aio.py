@@ -5,7 +5,8 @@ Three ways to reach one database from Python, in one process:
 * ``sync``: ``Ledger.connect(url)``, the sync API on the sync drivers;
 * ``async``: ``AsyncLedger.connect(url)``, each call one hop to a worker thread of the
   ledger (the sync drivers; :mod:`contextledger.aio.runner`) -- except an append on
-  SQLite and memory, which runs on the loop's own thread (``inline``, the default there);
+  SQLite and memory, which runs on the loop's own thread (``inline``, the default there),
+  and on Redis, whose one commit script is sent from the loop (``native``, the default there);
 * ``worker``: ``AsyncLedger.connect(url, inline=False)`` (SQLite and memory only), every
   call one hop, appends too;
 * ``bridge``: 0.2's async API, the sync core in a greenlet on the loop over aiosqlite,
