@@ -28,7 +28,7 @@ Two measurements per backend:
     python benchmarks/aio.py                               # every backend that is available
     python benchmarks/aio.py --backends memory,sqlite      # no servers
     python benchmarks/aio.py --appends 400 --conversations 50 --turns 10
-    python benchmarks/aio.py --backends redis --native      # async: Redis appends sent from the loop
+    python benchmarks/aio.py --backends redis --no-native   # async: Redis appends hop to a worker too
     python benchmarks/aio.py --quick                       # small counts (what scripts/bench --quick runs)
     python benchmarks/aio.py --json figures.json           # also write the medians as JSON (scripts/bench does)
     python benchmarks/aio.py --write-results               # also rewrite its section of DETAILS.md
@@ -115,14 +115,14 @@ class Apis:
         options: dict[str, Any],
         workers: int,
         sweep: tuple[int, ...] = (),
-        native: bool = False,
+        native: bool = True,
     ) -> Apis:
         if name == "memory":
             shared = MemoryStore()
             return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None, AsyncLedger(shared, inline=False))
         sync = Ledger.connect(url, **options)  # creates the schema
-        native = native and name == "redis"  # sent from the loop: a Redis store only (docs/async.md)
-        aio = await AsyncLedger.connect(url, workers=workers, native=native, **options)
+        # None: the default (Redis appends sent from the loop, docs/async.md); False: every call one hop
+        aio = await AsyncLedger.connect(url, workers=workers, native=None if native else False, **options)
         sized = {n: await AsyncLedger.connect(url, workers=n, **options) for n in sweep if n != workers}
         worker = await AsyncLedger.connect(url, workers=workers, inline=False, **options) if name in INLINE else None
         return cls(sync, aio, await bridge.open_ledger(url, **options), worker, sized)
@@ -349,7 +349,7 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
 
 async def measure(name: str, url: str, options: dict[str, Any], args: argparse.Namespace) -> Figures:
     sweep = args.workers_sweep if name != "memory" else ()
-    apis = await Apis.open(name, url, options, args.workers, sweep, native=args.native)
+    apis = await Apis.open(name, url, options, args.workers, sweep, native=not args.no_native)
     try:
         figures = await one_at_a_time(name, apis, args.appends, args.restores, args.window)
         if name != "memory" and args.conversations:
@@ -381,7 +381,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5, help="turns each of them commits")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the many-at-once lanes")
     parser.add_argument(
-        "--native", action="store_true", help="the async API with native=True (Redis appends sent from the loop)"
+        "--no-native", action="store_true", help="the async API with native=False (Redis appends hop to a worker too)"
     )
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker threads of the AsyncLedger")
     parser.add_argument(
