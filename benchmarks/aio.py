@@ -5,7 +5,8 @@ Three ways to reach one database from Python, in one process:
 * ``sync``: ``Ledger.connect(url)``, the sync API on the sync drivers;
 * ``async``: ``AsyncLedger.connect(url)``, each call one hop to a worker thread of the
   ledger (the sync drivers; :mod:`contextledger.aio.runner`) -- except an append on
-  SQLite and memory, which runs on the loop's own thread (``inline``, the default there);
+  SQLite and memory, which runs on the loop's own thread (``inline``, the default there),
+  and on Redis, whose one commit script is sent from the loop (``native``, the default there);
 * ``worker``: ``AsyncLedger.connect(url, inline=False)`` (SQLite and memory only), every
   call one hop, appends too;
 * ``bridge``: 0.2's async API, the sync core in a greenlet on the loop over aiosqlite,
@@ -27,6 +28,7 @@ Two measurements per backend:
     python benchmarks/aio.py                               # every backend that is available
     python benchmarks/aio.py --backends memory,sqlite      # no servers
     python benchmarks/aio.py --appends 400 --conversations 50 --turns 10
+    python benchmarks/aio.py --backends redis --no-native   # async: Redis appends hop to a worker too
     python benchmarks/aio.py --quick                       # small counts (what scripts/bench --quick runs)
     python benchmarks/aio.py --json figures.json           # also write the medians as JSON (scripts/bench does)
     python benchmarks/aio.py --write-results               # also rewrite its section of DETAILS.md
@@ -107,13 +109,20 @@ class Apis:
 
     @classmethod
     async def open(
-        cls, name: str, url: str, options: dict[str, Any], workers: int, sweep: tuple[int, ...] = ()
+        cls,
+        name: str,
+        url: str,
+        options: dict[str, Any],
+        workers: int,
+        sweep: tuple[int, ...] = (),
+        native: bool = True,
     ) -> Apis:
         if name == "memory":
             shared = MemoryStore()
             return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None, AsyncLedger(shared, inline=False))
         sync = Ledger.connect(url, **options)  # creates the schema
-        aio = await AsyncLedger.connect(url, workers=workers, **options)
+        # None: the default (Redis appends sent from the loop, docs/async.md); False: every call one hop
+        aio = await AsyncLedger.connect(url, workers=workers, native=None if native else False, **options)
         sized = {n: await AsyncLedger.connect(url, workers=n, **options) for n in sweep if n != workers}
         worker = await AsyncLedger.connect(url, workers=workers, inline=False, **options) if name in INLINE else None
         return cls(sync, aio, await bridge.open_ledger(url, **options), worker, sized)
@@ -339,7 +348,8 @@ def tables(rows: list[Figures], window: int, conversations: int, turns: int) -> 
 
 
 async def measure(name: str, url: str, options: dict[str, Any], args: argparse.Namespace) -> Figures:
-    apis = await Apis.open(name, url, options, args.workers, args.workers_sweep if name != "memory" else ())
+    sweep = args.workers_sweep if name != "memory" else ()
+    apis = await Apis.open(name, url, options, args.workers, sweep, native=not args.no_native)
     try:
         figures = await one_at_a_time(name, apis, args.appends, args.restores, args.window)
         if name != "memory" and args.conversations:
@@ -370,6 +380,9 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=100, help="conversations committing at once (0: skip)")
     parser.add_argument("--turns", type=int, default=5, help="turns each of them commits")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the many-at-once lanes")
+    parser.add_argument(
+        "--no-native", action="store_true", help="the async API with native=False (Redis appends hop to a worker too)"
+    )
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker threads of the AsyncLedger")
     parser.add_argument(
         "--workers-sweep",

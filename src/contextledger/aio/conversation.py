@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from contextledger.aio.native import append_native
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
@@ -26,6 +27,9 @@ from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
+
+if TYPE_CHECKING:
+    from contextledger.stores.redis.asend import NativeSend
 
 __all__ = ["AsyncConversation"]
 
@@ -83,15 +87,25 @@ class AsyncConversation(ShellBase[Conversation]):
     stops it half-way.
     """
 
-    def __init__(self, conversation: Conversation, runner: Runner | None = None, *, inline: bool = False) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        runner: Runner | None = None,
+        *,
+        inline: bool = False,
+        native: NativeSend | None = None,
+    ) -> None:
         """Wrap an open sync ``conversation``; its calls run on ``runner`` (default: the process-wide one).
 
         With ``inline``, :meth:`append` runs on the calling thread when it can (see
         :meth:`append`); the caller (:class:`~contextledger.aio.AsyncLedger`) checked that the
-        store is one whose commit does not wait on a network.
+        store is one whose commit does not wait on a network. With ``native`` (a Redis
+        store's, from :func:`~contextledger.aio.native.native_for`), :meth:`append` sends
+        its one script from the calling loop when it can (see :mod:`contextledger.aio.native`).
         """
         super().__init__(conversation, runner, Lane())
         self._inline = inline
+        self._native = native
 
     @classmethod
     async def open(
@@ -102,20 +116,23 @@ class AsyncConversation(ShellBase[Conversation]):
         *,
         runner: Runner | None = None,
         inline: bool | None = False,
+        native: NativeSend | None = None,
         **options: Any,
     ) -> AsyncConversation:
         """Open the conversation on ``store`` (reads only), with the arguments of :class:`Conversation`.
 
         Its calls run on ``runner`` (an :class:`~contextledger.aio.AsyncLedger` passes its own;
         default: the process-wide one); ``inline``: see :meth:`AsyncLedger.connect
-        <contextledger.aio.AsyncLedger.connect>` (here ``False`` by default).
+        <contextledger.aio.AsyncLedger.connect>` (here ``False`` by default); ``native``: see
+        :meth:`__init__` (an :class:`~contextledger.aio.AsyncLedger` passes its own).
 
         Raises:
             ConfigurationError: An option is invalid.
         """
         inline = inline_for(store, inline)
         runner = runner if runner is not None else default_runner()
-        return cls(await runner.run(Conversation, store, session_id, agent_id, **options), runner, inline=inline)
+        opened = await runner.run(Conversation, store, session_id, agent_id, **options)
+        return cls(opened, runner, inline=inline, native=native)
 
     # -- the last committed state, as the sync conversation's attributes and properties --------
 
@@ -177,6 +194,19 @@ class AsyncConversation(ShellBase[Conversation]):
                     await runner.cancelled(job)
                 result: list[Message] = job.outcome()
                 return result
+        native = self._native
+        if native is not None:
+            sync = self._sync
+            runner = self._runner
+            lane = self._lane
+            if (
+                lane is not None
+                and not runner.closed
+                and sync.version  # a conversation's first commit claims and lists it: more than one script
+                and not sync.hooks.has_callbacks(MessageAddedEvent)
+                and lane.take()
+            ):
+                return await append_native(sync, runner, lane, native, messages)
         return await self._append(*messages)
 
     append.__doc__ = Conversation.append.__doc__  # the shell states the sync method's contract, as every other

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from contextledger.aio.conversation import AsyncConversation, check_inline, inline_for
+from contextledger.aio.native import native_send
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.errors import ConfigurationError
@@ -30,23 +31,38 @@ class AsyncLedger(ShellBase[Ledger]):
     same databases: a conversation written by one is restored exactly by the other.
     """
 
-    def __init__(self, store: LedgerStore, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        inline: bool | None = None,
+        native: bool | None = None,
+    ) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
-        ``inline``: see :meth:`connect`.
+        ``inline``, ``native``: see :meth:`connect`.
 
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
                 not a positive int, or ``inline`` is not a bool or ``None`` or is true for
-                a store other than SQLite or in-memory.
+                a store other than SQLite or in-memory, or ``native`` is not a bool or ``None``
+                or is true for a store without a native send.
         """
         ledger = Ledger(store)
         self._inline = inline_for(store, inline)
+        self._native = native_send(store, native, inline)
         super().__init__(ledger, Runner(workers, name=ledger.url))
 
     @classmethod
     async def connect(
-        cls, url: str = DEFAULT_URL, *, workers: int = DEFAULT_WORKERS, inline: bool | None = None, **options: Any
+        cls,
+        url: str = DEFAULT_URL,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        inline: bool | None = None,
+        native: bool | None = None,
+        **options: Any,
     ) -> AsyncLedger:
         """Open the ledger at ``url`` (the URLs and options of :meth:`Ledger.connect`).
 
@@ -60,6 +76,11 @@ class AsyncLedger(ShellBase[Ledger]):
                 always run on workers (see :class:`~contextledger.aio.AsyncConversation`).
                 ``None`` (the default): on SQLite and in-memory stores, whose commit waits
                 on no network; ``True`` is refused for other stores.
+            native: On a Redis store (one server, plain TCP), send an append's one
+                commit script with ``redis.asyncio`` from the calling loop instead of a
+                worker (:mod:`contextledger.aio.native`). ``None`` (the default): where the
+                store takes it, unless ``inline`` is ``False``; ``True`` is refused for
+                other stores.
             **options: The backend's options, as for :meth:`Ledger.connect`.
 
         Raises:
@@ -89,12 +110,14 @@ class AsyncLedger(ShellBase[Ledger]):
         runner.name = store.url  # masked by the store
         try:
             checked = inline_for(store, inline)
+            sender = native_send(store, native, inline)
         except ConfigurationError:
             await runner.run(store.close)
             runner.close()
             raise
         ledger = cls.__new__(cls)
         ledger._inline = checked
+        ledger._native = sender
         ShellBase.__init__(ledger, Ledger(store), runner)
         return ledger
 
@@ -113,7 +136,7 @@ class AsyncLedger(ShellBase[Ledger]):
             ConfigurationError: An option is invalid.
         """
         return await AsyncConversation.open(
-            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, **options
+            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, native=self._native, **options
         )
 
     history = coroutine_of(Ledger.history)
@@ -174,6 +197,8 @@ class AsyncLedger(ShellBase[Ledger]):
     async def close(self) -> None:
         """Close the store, then the worker threads: calls already running finish, later ones raise ``LedgerClosed``."""
         try:
+            if self._native is not None:
+                await self._native.aclose()
             await self._call(self._sync.close)
         finally:
             self._runner.close()

@@ -53,7 +53,7 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 from contextledger.aio.job import Job, Lane
 from contextledger.errors import ConfigurationError, LedgerClosed
 
-__all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner"]
+__all__ = ["DEFAULT_WORKERS", "Lane", "Runner", "default_runner", "outlast"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -198,7 +198,7 @@ class Runner:
                 self.cancelled_waiting += 1
             raise asyncio.CancelledError  # it had not started: it never will
         job.cancel()
-        await _outlast(job)
+        await outlast(job)
         with self._lock:
             self.cancelled_running += 1
         raise asyncio.CancelledError
@@ -325,7 +325,7 @@ class Runner:
         return f"Runner({self.name!r}, workers={self.workers})"
 
 
-async def _outlast(job: Job) -> None:
+async def outlast(job: Job) -> None:
     """Wait for a started call to end, whatever further cancellations arrive (its end is bounded)."""
     loop = job.loop
     while not job.finished:

@@ -310,14 +310,10 @@ class Conversation:
             DuplicateEntry: A message id is already in the conversation as another
                 message; nothing is appended.
         """
-        converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
-        if not converted:
-            return []
+        converted, stored = self.transaction.converted(messages)
+        if stored is not None or not converted:
+            return stored if stored is not None else []
         transaction = self.transaction
-        with transaction.lock:
-            stored = transaction.view.stored_as(converted)
-        if stored is not None:
-            return stored
         try:
             transaction.edit(lambda _view: Edit.appending(converted))
         except DuplicateEntry:

@@ -16,33 +16,52 @@ build function (see :mod:`contextledger.conversation.reducer`).
 
 from __future__ import annotations
 
+import enum
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from contextledger.core.building import build_changeset, projected, ride_with
 from contextledger.core.changeset import Changeset, Edit
 from contextledger.core.reduction import log_committed
 from contextledger.core.retry import backoff_delay, log_conflict
-from contextledger.core.seam import pause
+from contextledger.core.seam import WouldWait, pause
 from contextledger.core.view import View
 from contextledger.core.viewrules import fit_edit
 from contextledger.errors import CommitOutcomeUnknown, ConcurrencyConflict
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import log_repair, needs_repair, plan_repair, with_repair
+from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
 from contextledger.telemetry import spans as telemetry
 
-__all__ = ["Build", "CallCount", "Planner", "Transaction"]
+__all__ = ["Build", "CallCount", "Planner", "Prepared", "Transaction"]
 
 Planner = Callable[[View], Edit | None]
 """Builds the edit for a view (``None`` or an empty edit: nothing to do)."""
 Build = Callable[[View], tuple[Edit | None, dict[str, Any] | None]]
 """Builds the edit for a view and the manager state that goes with it (``None``: the manager's own)."""
+
+
+class _Again(enum.Enum):
+    """From :meth:`Transaction._prepare`: a write that had to go first was committed; build again."""
+
+    AGAIN = 0
+
+
+_AGAIN = _Again.AGAIN
+
+
+@dataclass(slots=True, frozen=True)
+class Prepared:
+    """One write's changeset and the active view it leaves once committed (see :meth:`Transaction.prepare`)."""
+
+    changeset: Changeset
+    view: View
 
 
 @dataclass(slots=True)
@@ -139,6 +158,18 @@ class Transaction:
             if self.manager is not None:
                 self.manager.restore_state(self._state.manager_state)
 
+    def converted(self, messages: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], list[Message] | None]:
+        """``messages`` as :class:`Message` objects, and the stored ones if all are stored already (an append's retry).
+
+        Raises:
+            InvalidMessage: A Strands message dict is malformed.
+        """
+        converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
+        if not converted:
+            return converted, None
+        with self.lock:
+            return converted, self._view.stored_as(converted)
+
     def announce_call(self, *, defer: bool) -> None:
         """Count a model call being prepared (once: a call prepared again before it was handed is the same call)."""
         with self.lock:
@@ -203,63 +234,110 @@ class Transaction:
         """
         for attempt in range(self.max_retries + 1):
             with self.lock:
-                if self._unknown is not None:
-                    self._settle(self._unknown)
-                riding = self._riding
-                if riding is None:  # no host write pending (every plain append): the view as it is
-                    ride = None
-                    edit, manager_state = build(self._view)
-                else:
-                    ride = fit_edit(self._view, riding(self._view))
-                    edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
-                if riding is not None and ride is not None and not ride.is_empty:
-                    merged = ride_with(ride, edit)
-                    if merged is None:  # they cannot share a changeset: the host's write commits first
-                        self._riding = None
-                        self.edit(riding)
-                        continue
-                    edit = merged
-                if (edit is None or edit.is_empty) and (not self.calls.pending or self.calls.defer):
+                prepared = self._prepare(build, repair, nested=True)
+                if prepared is _AGAIN:  # a write that had to commit first did: build again on its view
+                    continue
+                if prepared is None:
                     return None
-                edit = edit or Edit()
-                real_write = bool(edit.appends or self.calls.pending)
-                if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
-                    if edit.plan is not None or edit.strategy is not None:
-                        # One reduction row per changeset: the repair commits first, alone.
-                        self.repair_interrupted_tools()
-                        continue
-                    log_repair(self.session_id, self.agent_id)
-                    edit = with_repair(self._view, edit, self._state.next_seq)
-                if manager_state is None and self.manager is not None:
-                    manager_state = self.manager.export_state()
-                changeset, entries = build_changeset(
-                    self._state,
-                    self._view,
-                    edit,
-                    counter=self.token_counter,
-                    model_call_count=self.model_call_count,
-                    count_changed=bool(self.calls.pending),
-                    manager_state=manager_state,
-                    before_call=self.calls.preparing,
-                )
-                if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
-                    # Only the commit that creates the conversation names the session's owner.
-                    changeset = changeset.model_copy(update={"app": self.app, "user": self.user})
                 try:
-                    version = telemetry.commit(self.store, changeset, attempt)
+                    version = telemetry.commit(self.store, prepared.changeset, attempt)
                 except ConcurrencyConflict:
                     if attempt == self.max_retries:
                         raise
                     self.refresh()
                 except CommitOutcomeUnknown:
-                    self._unknown = changeset  # settled by the next write
+                    self._unknown = prepared.changeset  # settled by the next write
                     raise
                 else:
-                    self._committed(changeset, entries, version)
-                    return changeset.reduction
+                    return self.finish(prepared, version)
             log_conflict(self.session_id, self.agent_id, attempt)
             pause(backoff_delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def prepare(self, build: Planner) -> Prepared | None:
+        """The changeset of :meth:`edit`'s ``build(view)`` for the current view, to be sent by the caller (no retry).
+
+        The first of the three steps of :meth:`run` (prepare -> send -> :meth:`finish`) for a
+        caller with a send of its own (the async API's native driver). Call it holding
+        :attr:`lock`, and hold it until :meth:`finish`.
+
+        Returns:
+            What to send, or ``None`` when there is nothing to commit.
+
+        Raises:
+            WouldWait: The write is not one changeset built from the view as it is: a lost
+                reply to settle, a host's riding write, or a repair to commit first. Nothing
+                was committed; :meth:`run` does it.
+        """
+        prepared = self._prepare(lambda view: (fit_edit(view, build(view)), None), True, nested=False)
+        if prepared is _AGAIN:  # pragma: no cover  # nested=False never commits
+            raise AssertionError("unreachable")
+        return prepared
+
+    def lost(self, changeset: Changeset) -> None:
+        """The reply to ``changeset``, sent by the caller, was lost: the next write settles it (as in :meth:`run`)."""
+        self._unknown = changeset
+
+    def finish(self, prepared: Prepared, version: int) -> Reduction | None:
+        """Take ``prepared`` as committed at ``version`` (the last step of :meth:`run`); its reduction row, if any."""
+        self._committed(prepared.changeset, prepared.view, version)
+        return prepared.changeset.reduction
+
+    def _prepare(self, build: Build, repair: bool, *, nested: bool) -> Prepared | Literal[_Again.AGAIN] | None:
+        """Build one changeset for the current view; ``_AGAIN`` after committing a write that must go first.
+
+        With ``nested`` false nothing is committed here: where :meth:`run` would settle or
+        commit first, :class:`WouldWait` is raised instead.
+        """
+        if self._unknown is not None:
+            if not nested:
+                raise WouldWait("a lost reply is settled first")
+            self._settle(self._unknown)
+        riding = self._riding
+        if riding is None:  # no host write pending (every plain append): the view as it is
+            ride = None
+            edit, manager_state = build(self._view)
+        else:
+            if not nested:
+                raise WouldWait("a host's write rides with this one")
+            ride = fit_edit(self._view, riding(self._view))
+            edit, manager_state = build(projected(self._state, self._view, ride, self.token_counter))
+        if riding is not None and ride is not None and not ride.is_empty:
+            merged = ride_with(ride, edit)
+            if merged is None:  # they cannot share a changeset: the host's write commits first
+                self._riding = None
+                self.edit(riding)
+                return _AGAIN
+            edit = merged
+        if (edit is None or edit.is_empty) and (not self.calls.pending or self.calls.defer):
+            return None
+        edit = edit or Edit()
+        real_write = bool(edit.appends or self.calls.pending)
+        if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
+            if not nested:
+                raise WouldWait("a view left mid-tool is repaired with this write")
+            if edit.plan is not None or edit.strategy is not None:
+                # One reduction row per changeset: the repair commits first, alone.
+                self.repair_interrupted_tools()
+                return _AGAIN
+            log_repair(self.session_id, self.agent_id)
+            edit = with_repair(self._view, edit, self._state.next_seq)
+        if manager_state is None and self.manager is not None:
+            manager_state = self.manager.export_state()
+        changeset, entries = build_changeset(
+            self._state,
+            self._view,
+            edit,
+            counter=self.token_counter,
+            model_call_count=self.model_call_count,
+            count_changed=bool(self.calls.pending),
+            manager_state=manager_state,
+            before_call=self.calls.preparing,
+        )
+        if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
+            # Only the commit that creates the conversation names the session's owner.
+            changeset = changeset.model_copy(update={"app": self.app, "user": self.user})
+        return Prepared(changeset, entries)
 
     def _settle(self, changeset: Changeset) -> None:
         """Learn the outcome of a commit whose reply was lost: sent again under its id, it applies once at most."""

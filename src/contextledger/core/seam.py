@@ -23,7 +23,7 @@ from typing import Any
 
 from contextledger.errors import ConfigurationError
 
-__all__ = ["CALLER", "INLINE", "WouldWait", "pause", "settle"]
+__all__ = ["CALLER", "INLINE", "Lost", "Refused", "WouldWait", "pause", "settle"]
 
 CALLER: ContextVar[Callable[[Any], Any] | None] = ContextVar("contextledger_caller", default=None)
 """Under the async API: awaits an awaitable on the calling task's loop and returns its result."""
@@ -39,6 +39,14 @@ class WouldWait(Exception):  # a signal to the async API, never seen by a caller
     Not a :class:`~contextledger.errors.ContextLedgerError`: it never leaves the async
     API, which runs the call again on a worker thread.
     """
+
+
+class Refused(Exception):  # a signal to the async API, never seen by a caller
+    """A native async send got an error reply (a conflict, a deleted conversation): nothing was applied."""
+
+
+class Lost(Exception):  # a signal to the async API, never seen by a caller
+    """A native async send's connection failed after sending may have begun: applied at most once."""
 
 
 def pause(seconds: float) -> None:

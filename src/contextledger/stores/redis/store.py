@@ -195,6 +195,11 @@ class RedisStore:
         return f"RedisStore(url={self.url!r}, key_prefix={self.key_prefix!r})"
 
     @property
+    def client(self) -> RedisClient:
+        """The redis-py client every command goes through."""
+        return self._data.client
+
+    @property
     def key_prefix(self) -> str:
         """The namespace of every key."""
         return self._data.key_prefix
@@ -325,6 +330,10 @@ class RedisStore:
             LedgerClosed: The store was closed.
         """
         return self._writes.commit(changeset)
+
+    def one_script(self, changeset: Changeset) -> tuple[str, list[str], list[str]] | None:
+        """``changeset``'s commit as one ``EVALSHA`` (SHA, keys, args), or ``None`` (see :class:`RedisWrites`)."""
+        return self._writes.one_script(changeset)
 
     def erase(self, tombstone: Tombstone, erased: Message, summaries: Mapping[str, str]) -> None:
         """Overwrite an entry, delete its revisions, rewrite ``summaries``, keep ``tombstone``: one script.

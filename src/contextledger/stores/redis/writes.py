@@ -64,10 +64,35 @@ class RedisWrites:
             StoreError: Any other failure; nothing was applied.
             LedgerClosed: The store was closed.
         """
-        now = utcnow()
-        args = [*commit_args(changeset, now), *tail_args(changeset, now, self._d.ttl_ms)]
+        args = self._args(changeset)
         with self._d.gate.call():
             return commit_exactly_once(changeset, lambda cs: self._send(cs, args), lambda cs: self._settle(cs, args))
+
+    def one_script(self, changeset: Changeset) -> tuple[str, list[str], list[str]] | None:
+        """The commit of ``changeset`` as the SHA, keys and args of its one ``EVALSHA``; ``None`` when it is more.
+
+        It is more on Cluster, with replicated durability (``WAIT``) and for the commit
+        creating a conversation (a claim, an index). A sender of its own (the async API)
+        sends exactly this and, on any reply but a version, leaves the write to :meth:`commit`.
+
+        Raises:
+            InvalidMessage: Content cannot be stored as JSON.
+            LedgerClosed: The store was closed.
+        """
+        self._d.gate.check()
+        if self._d.cluster or self._d.replication is not None or changeset.expected_version == 0:
+            return None
+        keys = self._d.conversation(changeset.session_id, changeset.agent_id)
+        index = SessionKeys.of(self._d.key_prefix, changeset.session_id)
+        return (
+            self._d.scripts.commit.sha,
+            [*keys.all, index.sessions, index.agents, index.owner],
+            self._args(changeset),
+        )
+
+    def _args(self, changeset: Changeset) -> list[str]:
+        now = utcnow()
+        return [*commit_args(changeset, now), *tail_args(changeset, now, self._d.ttl_ms)]
 
     def _settle(self, cs: Changeset, args: list[str]) -> int | None:
         """Read a commit back; replicated, an applied one is sent again to wait for its replicas."""

@@ -1,0 +1,139 @@
+"""An append sent with the store's native async driver from the event loop's thread.
+
+On a Redis store (one server, plain TCP) an append to a conversation that has committed
+before is one ``EVALSHA``: :func:`append_native` builds its changeset on the loop's thread
+with the sync code (:meth:`Transaction.prepare
+<contextledger.conversation.transaction.Transaction.prepare>`), sends the one script with
+``redis.asyncio`` (:class:`~contextledger.stores.redis.asend.NativeSend`) and takes the
+commit with the sync code (:meth:`~contextledger.conversation.transaction.Transaction.finish`):
+no worker thread. Everything else goes to a worker, as every other call: a write that
+is not that one script (settling a lost reply, a host's riding write, a repair, a
+conversation's first commit) before anything is sent; an error reply (a conflict, a
+deleted conversation) after it, nothing applied, to run again there and meet the
+error as the sync API does; a lost reply or a cancellation during the send, to be
+settled there by its changeset id (applied exactly once) before the call returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from contextledger.aio.runner import Lane, Runner, outlast
+from contextledger.conversation.conversation import Conversation
+from contextledger.core.changeset import Edit
+from contextledger.core.seam import Lost, Refused, WouldWait
+from contextledger.errors import ConfigurationError
+from contextledger.model.messages import Message
+from contextledger.stores.base import LedgerStore
+
+if TYPE_CHECKING:
+    from contextledger.stores.redis.asend import NativeSend
+
+__all__ = ["append_native", "native_for", "native_send"]
+
+
+def native_send(store: LedgerStore, native: bool | None, inline: bool | None) -> NativeSend | None:
+    """``store``'s native sender as ``native`` asks (see :meth:`AsyncLedger.connect`).
+
+    ``None``: where the store has one, unless ``inline`` is ``False`` (every call a job
+    on a worker).
+
+    Raises:
+        ConfigurationError: ``native`` is not a bool or ``None``, or is true for a store
+            without a native send.
+    """
+    if native is not None and not isinstance(native, bool):
+        raise ConfigurationError(f"native must be a bool or None, got {native!r}")
+    if native is False or (native is None and inline is False):
+        return None
+    send = native_for(store)
+    if send is None and native:
+        raise ConfigurationError(
+            f"native=True sends appends with redis.asyncio, which a Redis store on one server over plain TCP"
+            f" takes; {store.url} does not"
+        )
+    return send
+
+
+def native_for(store: LedgerStore) -> NativeSend | None:
+    """The native async sender for ``store``'s appends, or ``None`` where every append hops to a worker."""
+    if not str(store.url).startswith("redis://"):  # redis-py is imported only for a Redis store
+        return None
+    from contextledger.stores.redis.asend import NativeSend
+
+    return NativeSend.of(store)
+
+
+async def append_native(
+    sync: Conversation, runner: Runner, lane: Lane, send: NativeSend, messages: tuple[Message | Mapping[str, Any], ...]
+) -> list[Message]:
+    """``sync.append(*messages)`` with its one script sent from the loop; the caller took ``lane``.
+
+    Raises:
+        asyncio.CancelledError: The caller was cancelled; the append was settled first
+            (applied exactly once, or not at all if it had not been sent).
+    """
+    transaction = sync.transaction
+    lock = transaction.lock
+    if not lock.acquire(blocking=False):  # a sync call of another thread is committing: wait on a worker
+        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+    try:
+        converted, stored = transaction.converted(messages)
+        if stored is not None or not converted:
+            lock.release()
+            runner.leave(lane)
+            return stored if stored is not None else []
+        prepared = transaction.prepare(lambda _view: Edit.appending(converted))
+        call = send.store.one_script(prepared.changeset) if prepared is not None else None
+    except WouldWait:
+        lock.release()
+        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+    except BaseException:
+        lock.release()
+        runner.leave(lane)
+        raise
+    if prepared is None or call is None:
+        lock.release()
+        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+    cancelled = False
+    try:
+        version = await send.send(*call)
+    except Refused:  # nothing applied: the sync path meets the same reply and answers it
+        lock.release()
+        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+    except (Lost, asyncio.CancelledError) as exc:
+        # Sent at most once: settled by its changeset id on the worker before this call ends.
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        transaction.lost(prepared.changeset)
+        lock.release()
+        return await _on_worker(runner, lane, sync, messages, cancelled=cancelled)
+    except BaseException:
+        lock.release()
+        runner.leave(lane)
+        raise
+    try:
+        transaction.finish(prepared, version)
+    finally:
+        lock.release()
+        runner.leave(lane)
+    return converted
+
+
+async def _on_worker(
+    runner: Runner, lane: Lane, sync: Conversation, messages: tuple[Any, ...], *, cancelled: bool
+) -> list[Message]:
+    """Run the append as a job on a worker, still in ``lane``; re-raise a cancellation once it ended."""
+    job = runner.resume(lane, sync.append, messages, {})
+    if cancelled:
+        with contextlib.suppress(Exception):  # the caller was cancelled: it hears that, once the append is settled
+            await outlast(job)
+        raise asyncio.CancelledError
+    try:
+        await job.future
+    except asyncio.CancelledError:
+        await runner.cancelled(job)
+    result: list[Message] = job.outcome()
+    return result
