@@ -28,6 +28,7 @@ from contextledger.core.seam import Lost, Refused, WouldWait
 from contextledger.errors import ConfigurationError
 from contextledger.model.messages import Message
 from contextledger.stores.base import LedgerStore
+from contextledger.telemetry import spans as telemetry
 
 if TYPE_CHECKING:
     from contextledger.stores.redis.asend import NativeSend
@@ -100,7 +101,8 @@ async def append_native(
         return await _on_worker(runner, lane, sync, messages, cancelled=False)
     cancelled = False
     try:
-        version = await send.send(*call)
+        with telemetry.sending(send.store, prepared.changeset) as sent:  # the span the sync commit records
+            sent.version = version = await send.send(*call)
     except Refused:  # nothing applied: the sync path meets the same reply and answers it
         lock.release()
         return await _on_worker(runner, lane, sync, messages, cancelled=False)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from contextledger.core.seam import WouldWait
+from contextledger.core.seam import Lost, Refused, WouldWait
 from contextledger.errors import CommitOutcomeUnknown, ConcurrencyConflict
 from contextledger.telemetry import names
 from contextledger.telemetry.state import Telemetry, active
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from contextledger.model.records import Reduction, Snapshot, ViewEntry
     from contextledger.stores.base import LedgerStore
 
-__all__ = ["backend_of", "commit", "reduced", "reduction", "restore", "summarize", "window"]
+__all__ = ["backend_of", "commit", "reduced", "reduction", "restore", "sending", "summarize", "window"]
 
 R = TypeVar("R")
 
@@ -92,10 +93,42 @@ def commit(store: LedgerStore, changeset: Changeset, attempt: int = 0, *, settli
     tel = active()
     if tel is None:
         return store.commit(changeset)
-    return _commit(tel, store, changeset, attempt, settling)
+    with _commit_span(tel, store, changeset, attempt, settling) as sent:
+        sent.version = store.commit(changeset)
+    return sent.version
 
 
-def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: int, settling: bool) -> int:
+@contextmanager
+def sending(store: LedgerStore, changeset: Changeset) -> Iterator[_Sent]:
+    """A ``contextledger.commit`` span around a send made elsewhere (the async API's native send).
+
+    The block sets ``version`` on what it is given once the store took the commit; a
+    :class:`~contextledger.core.seam.Refused` reply is recorded as ``would_wait`` (nothing
+    applied, a worker sends it again), a :class:`~contextledger.core.seam.Lost` one as
+    ``outcome_unknown`` (the worker's settling commit records how it was resolved).
+    When telemetry is off it yields and records nothing.
+    """
+    tel = active()
+    if tel is None:
+        yield _Sent()
+        return
+    with _commit_span(tel, store, changeset, 0, False) as sent:
+        yield sent
+
+
+class _Sent:
+    """The version a send inside a commit span got back (``0`` until it returns)."""
+
+    __slots__ = ("version",)
+
+    def __init__(self) -> None:
+        self.version = 0
+
+
+@contextmanager
+def _commit_span(
+    tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: int, settling: bool
+) -> Iterator[_Sent]:
     attributes, backend = _base(tel, store, changeset.session_id, changeset.agent_id)
     attributes.update(
         {
@@ -116,6 +149,7 @@ def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: i
         tel.retries.add(1, by_backend)
     outcome = "error"
     started = time.perf_counter()
+    sent = _Sent()
     with tel.tracer.start_as_current_span(
         names.SPAN_COMMIT,
         context=tel.parent(),
@@ -124,7 +158,7 @@ def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: i
         set_status_on_exception=False,
     ) as span:
         try:
-            version = store.commit(changeset)
+            yield sent
         except ConcurrencyConflict as exc:
             outcome = "conflict"
             tel.conflicts.add(1, by_backend)
@@ -133,10 +167,10 @@ def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: i
                 span.set_attribute(names.COMMIT_SETTLED, "not_applied")
             span.add_event("conflict", {"exception.message": str(exc)})
             raise
-        except WouldWait:
-            outcome = "would_wait"  # an inline async append that must wait: nothing was committed, a worker sends it
+        except (WouldWait, Refused):
+            outcome = "would_wait"  # an async append tried on the loop: nothing was committed, a worker sends it
             raise
-        except CommitOutcomeUnknown as exc:
+        except (CommitOutcomeUnknown, Lost) as exc:
             outcome = "outcome_unknown"
             tel.outcome_unknown.add(1, by_backend)
             span.set_attribute(names.COMMIT_OUTCOME_UNKNOWN, True)
@@ -147,11 +181,10 @@ def _commit(tel: Telemetry, store: LedgerStore, changeset: Changeset, attempt: i
             raise
         else:
             outcome = "committed"
-            span.set_attribute(names.VERSION, version)
+            span.set_attribute(names.VERSION, sent.version)
             span.set_attribute(names.COMMIT_CONFLICT, False)
             if settling:
                 span.set_attribute(names.COMMIT_SETTLED, "applied")
-            return version
         finally:
             span.set_attribute(names.COMMIT_OUTCOME, outcome)
             tel.commit_duration.record(
