@@ -34,5 +34,5 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh opaque id for summaries, reductions and commits: a time-ordered UUID (version 7) as hex."""
+    """A fresh opaque id for summaries, reductions and commits (a random UUID, version 4, as hex)."""
     return random_uuid_hex()

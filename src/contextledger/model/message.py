@@ -59,7 +59,7 @@ Role = Literal["system", "user", "assistant"]
 
 
 def new_message_id() -> str:
-    """Return a fresh message id: a canonical dashed UUID, time-ordered (version 7)."""
+    """Return a fresh message id (a canonical UUID v4, as Strands uses)."""
     return random_uuid()
 
 
