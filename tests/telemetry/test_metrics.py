@@ -128,7 +128,9 @@ def test_an_inline_async_append_that_would_wait_is_its_own_outcome_not_an_error(
     assert waited.status.status_code.name != "ERROR"
 
 
-def test_a_native_async_append_on_redis_has_its_commit_span(otel: Recorded, redis_url: str, redis_key_prefix: str) -> None:
+def test_a_native_async_append_on_redis_has_its_commit_span(
+    otel: Recorded, redis_url: str, redis_key_prefix: str
+) -> None:
     from contextledger import Ledger
     from tests.plugins.redis import purge
 
