@@ -9,12 +9,11 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from contextledger.aio.native import append_native
+from contextledger.aio.native import append_native, on_worker
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
@@ -164,50 +163,38 @@ class AsyncConversation(ShellBase[Conversation]):
 
     async def append(self, *messages: Message | Mapping[str, Any]) -> list[Message]:
         """:meth:`Conversation.append`'s (the docstring is replaced by it below; inline: see the class)."""
-        if self._inline:
-            sync = self._sync
-            runner = self._runner
-            lane = self._lane
-            if (
-                lane is not None
-                and not runner.closed
-                and sync.version  # a conversation's first commit is not a one-transaction append
-                and not sync.hooks.has_callbacks(MessageAddedEvent)
-                and lane.take()
-            ):
+        if self._inline or self._native is not None:
+            lane = self._taken_lane()
+            if lane is not None and self._inline:
                 context = contextvars.copy_context()
                 context.run(INLINE.set, True)
                 try:
-                    appended: list[Message] = context.run(sync.append, *messages)
+                    appended: list[Message] | None = context.run(self._sync.append, *messages)
                 except WouldWait:
-                    # Nothing was committed: the append runs again on a worker, still holding the lane.
-                    job = runner.resume(lane, sync.append, messages, {})
+                    appended = None  # nothing was committed: it runs again on a worker, still in the lane
                 except BaseException:
-                    runner.leave(lane)
+                    self._runner.leave(lane)
                     raise
-                else:
-                    runner.leave(lane)
-                    return appended
-                try:
-                    await job.future
-                except asyncio.CancelledError:
-                    await runner.cancelled(job)
-                result: list[Message] = job.outcome()
-                return result
-        native = self._native
-        if native is not None:
-            sync = self._sync
-            runner = self._runner
-            lane = self._lane
-            if (
-                lane is not None
-                and not runner.closed
-                and sync.version  # a conversation's first commit claims and lists it: more than one script
-                and not sync.hooks.has_callbacks(MessageAddedEvent)
-                and lane.take()
-            ):
-                return await append_native(sync, runner, lane, native, messages)
+                if appended is None:
+                    return await on_worker(self._runner, lane, self._sync, messages, cancelled=False)
+                self._runner.leave(lane)
+                return appended
+            if lane is not None and self._native is not None:
+                return await append_native(self._sync, self._runner, lane, self._native, messages)
         return await self._append(*messages)
+
+    def _taken_lane(self) -> Lane | None:
+        """This conversation's lane, taken, when an append may run without a worker hop; else ``None``.
+
+        Not while another call of the conversation runs or waits (order is kept), nor with a
+        :class:`~contextledger.MessageAddedEvent` callback subscribed (it may expect to run off
+        the loop), nor for the conversation's first commit (it claims and lists the session:
+        more than one statement or script).
+        """
+        sync, runner, lane = self._sync, self._runner, self._lane
+        if lane is None or runner.closed or not sync.version or sync.hooks.has_callbacks(MessageAddedEvent):
+            return None
+        return lane if lane.take() else None
 
     append.__doc__ = Conversation.append.__doc__  # the shell states the sync method's contract, as every other
 

@@ -33,7 +33,7 @@ from contextledger.telemetry import spans as telemetry
 if TYPE_CHECKING:
     from contextledger.stores.redis.asend import NativeSend
 
-__all__ = ["append_native", "native_for", "native_send"]
+__all__ = ["append_native", "native_for", "native_send", "on_worker"]
 
 
 def native_send(store: LedgerStore, native: bool | None, inline: bool | None) -> NativeSend | None:
@@ -80,7 +80,7 @@ async def append_native(
     transaction = sync.transaction
     lock = transaction.lock
     if not lock.acquire(blocking=False):  # a sync call of another thread is committing: wait on a worker
-        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync, messages, cancelled=False)
     try:
         converted, stored = transaction.converted(messages)
         if stored is not None or not converted:
@@ -91,27 +91,27 @@ async def append_native(
         call = send.store.one_script(prepared.changeset) if prepared is not None else None
     except WouldWait:
         lock.release()
-        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync, messages, cancelled=False)
     except BaseException:
         lock.release()
         runner.leave(lane)
         raise
     if prepared is None or call is None:
         lock.release()
-        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync, messages, cancelled=False)
     cancelled = False
     try:
         with telemetry.sending(send.store, prepared.changeset) as sent:  # the span the sync commit records
             sent.version = version = await send.send(*call)
     except Refused:  # nothing applied: the sync path meets the same reply and answers it
         lock.release()
-        return await _on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync, messages, cancelled=False)
     except (Lost, asyncio.CancelledError) as exc:
         # Sent at most once: settled by its changeset id on the worker before this call ends.
         cancelled = isinstance(exc, asyncio.CancelledError)
         transaction.lost(prepared.changeset)
         lock.release()
-        return await _on_worker(runner, lane, sync, messages, cancelled=cancelled)
+        return await on_worker(runner, lane, sync, messages, cancelled=cancelled)
     except BaseException:
         lock.release()
         runner.leave(lane)
@@ -124,10 +124,10 @@ async def append_native(
     return converted
 
 
-async def _on_worker(
+async def on_worker(
     runner: Runner, lane: Lane, sync: Conversation, messages: tuple[Any, ...], *, cancelled: bool
 ) -> list[Message]:
-    """Run the append as a job on a worker, still in ``lane``; re-raise a cancellation once it ended."""
+    """Run the append as a job on a worker in ``lane``, which the caller took; re-raise a cancellation once it ended."""
     job = runner.resume(lane, sync.append, messages, {})
     if cancelled:
         with contextlib.suppress(Exception):  # the caller was cancelled: it hears that, once the append is settled
