@@ -23,10 +23,11 @@ import asyncio
 import logging
 import threading
 import weakref
+from collections import deque
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 
 from contextledger.core.changeset import Changeset
 from contextledger.core.seam import Lost, Refused
@@ -54,23 +55,44 @@ _LOST_CLASSES = ("08", "57")
 
 
 class _LoopConnections:
-    """One event loop's native connections: the idle ones, and how many exist (made on that loop only)."""
+    """One event loop's native connections: the idle ones, how many exist, and the appends waiting for one.
 
-    __slots__ = ("count", "freed", "idle")
+    Made and used on that loop only, so nothing here needs a lock; handing a connection
+    back is a plain call (no task, no lock: it runs on every append).
+    """
+
+    __slots__ = ("count", "idle", "waiting")
 
     def __init__(self) -> None:
-        self.idle: list[AsyncConnection[Any]] = []
+        self.idle: list[AsyncCursor[Any]] = []  # one cursor kept per connection (its connection: .connection)
         self.count = 0
-        self.freed = asyncio.Condition()  # bound to the running loop on first use
+        self.waiting: deque[asyncio.Future[None]] = deque()
 
-    async def give_back(self, connection: AsyncConnection[Any] | None) -> None:
-        """``connection`` is idle again (``None``: it was closed); one waiting append takes it."""
-        if connection is None:
+    def give_back(self, cursor: AsyncCursor[Any] | None) -> None:
+        """``cursor``'s connection is idle again (``None``: it was closed); the first waiting append is woken."""
+        if cursor is None:
             self.count -= 1
         else:
-            self.idle.append(connection)
-        async with self.freed:
-            self.freed.notify()
+            self.idle.append(cursor)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self.waiting:
+            waiter = self.waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def wait(self) -> None:
+        """Until a connection is given back (or may be made); a cancelled waiter passes its wake-up on."""
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiting.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake()
+            raise
 
 
 class NativeSend:
@@ -134,11 +156,11 @@ class NativeSend:
         mine = self._loops.get(loop)
         if mine is None:
             mine = self._loops[loop] = _LoopConnections()
-        connection = await self._take(mine)
+        cursor = await self._take(mine)
+        connection = cursor.connection
         self.sent += 1
-        kept: AsyncConnection[Any] | None = connection
+        kept: AsyncCursor[Any] | None = cursor
         try:
-            cursor = connection.cursor()
             await cursor.execute(sql, values)
             row = await cursor.fetchone()
         except psycopg.Error as exc:
@@ -153,29 +175,28 @@ class NativeSend:
             kept = None
             raise
         finally:
+            mine.give_back(kept)
             if kept is None:
                 await asyncio.shield(connection.close())
-            await asyncio.shield(mine.give_back(kept))
         if row is None or not applied(row):
             raise Refused("the version check or a summary id refused the append")
         return new_version
 
-    async def _take(self, mine: _LoopConnections) -> AsyncConnection[Any]:
+    async def _take(self, mine: _LoopConnections) -> AsyncCursor[Any]:
         """An idle connection of this loop, a new one while there are fewer than the cap, else the next one freed.
 
         Raises:
             Refused: A new connection could not be made (nothing was sent).
         """
-        if not mine.idle and mine.count >= CONNECTIONS_PER_LOOP:
-            async with mine.freed:  # the state is changed before the lock is taken: checked under it, no lost wake-up
-                await mine.freed.wait_for(lambda: bool(mine.idle) or mine.count < CONNECTIONS_PER_LOOP)
+        while not mine.idle and mine.count >= CONNECTIONS_PER_LOOP:
+            await mine.wait()
         if mine.idle:
             return mine.idle.pop()
         mine.count += 1
         try:
-            return await self._connect()
+            return (await self._connect()).cursor()
         except BaseException:
-            await mine.give_back(None)
+            mine.give_back(None)
             raise
 
     async def _connect(self) -> AsyncConnection[Any]:
@@ -202,5 +223,5 @@ class NativeSend:
     async def aclose(self) -> None:
         """Close the calling loop's connections (others go with their loops)."""
         mine = self._loops.pop(asyncio.get_running_loop(), None)
-        for connection in mine.idle if mine is not None else []:
-            await connection.close()
+        for cursor in mine.idle if mine is not None else []:
+            await cursor.connection.close()
