@@ -139,6 +139,22 @@ def test_many_conversations_share_a_few_connections_of_the_loop(
     assert all(t == ["start", "t0", "t1", "t2"] for t in texts.values())
 
 
+def test_a_waiter_cancelled_once_woken_passes_its_connection_on() -> None:
+    async def main() -> None:
+        connections = pg_asend._LoopConnections()
+        first = asyncio.ensure_future(connections.wait())
+        second = asyncio.ensure_future(connections.wait())
+        await asyncio.sleep(0)  # both wait
+        connections.give_back(None)  # wakes the first ...
+        first.cancel()  # ... which is cancelled before it runs again
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await asyncio.wait_for(second, 5)  # the wake-up went on to the second
+        assert not connections.waiting
+
+    asyncio.run(main())
+
+
 def test_a_conflict_from_another_writer_resolves_once_on_the_worker(postgres_ledger_url: str) -> None:
     url = postgres_ledger_url
 
