@@ -52,6 +52,7 @@ server busy, as the engine's pool does for the worker threads.
 # SQLSTATE classes after which the connection's state is unknown: a connection exception
 # (08) or an operator intervention (57: a terminated backend, a shutdown, a cancel).
 _LOST_CLASSES = ("08", "57")
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
 class _LoopConnections:
@@ -167,7 +168,9 @@ class NativeSend:
             if connection.broken or connection.closed or str(exc.sqlstate or "")[:2] in _LOST_CLASSES:
                 kept = None
                 raise Lost(str(exc)) from exc
-            raise Refused(str(exc)) from exc  # the statement failed as a whole; the connection is idle
+            if connection.info.transaction_status != _IDLE:  # not left as an autocommit statement leaves it
+                kept = None
+            raise Refused(str(exc)) from exc  # an error reply: the statement failed as a whole, nothing applied
         except OSError as exc:
             kept = None
             raise Lost(str(exc)) from exc
@@ -211,7 +214,9 @@ class NativeSend:
                 conninfo = self._conninfo = await asyncio.to_thread(self._read_conninfo)
             connection = await AsyncConnection.connect(conninfo, autocommit=True)
         except Exception as exc:  # nothing was sent: the sync path connects and reports
-            logger.debug("native connection failed: %s", exc)
+            logger.debug(
+                "url=<%s>, error=<%s> | no native connection, the append goes to a worker", self.store.url, exc
+            )
             raise Refused(f"no native connection: {exc}") from exc
         encoding.register_nul_adapters(connection)
         return connection
