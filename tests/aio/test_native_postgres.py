@@ -14,7 +14,7 @@ from sqlalchemy import event
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncConversation, AsyncLedger
-from contextledger.errors import SessionDeleted
+from contextledger.errors import SessionDeleted, StoreTimeout
 from contextledger.model.records import HistoryEntry
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import pg_asend
@@ -210,6 +210,47 @@ def _terminate_waiting(url: str) -> int:
         ).fetchone()
         assert row is not None
         return int(row[0])
+
+
+def test_an_error_reply_is_met_on_the_worker_and_the_connection_kept(
+    postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's lock timeout reaches the native connection: its error reply is refused, the sync path reports it."""
+    url = postgres_ledger_url
+    made: list[int] = []
+    connect = NativeSend._connect
+
+    async def counted(self: NativeSend) -> Any:
+        made.append(1)
+        return await connect(self)
+
+    monkeypatch.setattr(NativeSend, "_connect", counted)
+
+    async def main() -> list[str]:
+        async with await AsyncLedger.connect(url, native=True, lock_timeout=0.2) as ledger:
+            conversation = await ledger.conversation("timeout")
+            await conversation.append(Message.user("one"))
+            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            send = _sender(ledger)
+            holder = await asyncio.to_thread(_lock_conversation, url, "timeout")
+            try:
+                calls, sent = ledger.runner.calls, send.sent
+                with pytest.raises(StoreTimeout):
+                    await conversation.append(Message.user("late"))
+                assert send.sent == sent + 1  # refused natively after the lock timeout ...
+                assert ledger.runner.calls == calls + 1  # ... and met again on a worker
+            finally:
+                await asyncio.to_thread(holder.rollback)
+                await asyncio.to_thread(holder.close)
+            calls = ledger.runner.calls
+            await conversation.append(Message.user("three"))
+            assert ledger.runner.calls == calls  # native again, on the same connection
+            return [_text(m) for m in conversation.messages]
+
+    assert asyncio.run(main()) == ["one", "two", "three"]
+    assert len(made) == 1
+    with Ledger.connect(url) as ledger:
+        assert [_text(m) for m in ledger.conversation("timeout").messages] == ["one", "two", "three"]
 
 
 def test_a_connection_terminated_mid_append_resolves_exactly_once(postgres_ledger_url: str) -> None:
