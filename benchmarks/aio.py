@@ -6,7 +6,8 @@ Three ways to reach one database from Python, in one process:
 * ``async``: ``AsyncLedger.connect(url)``, each call one hop to a worker thread of the
   ledger (the sync drivers; :mod:`contextledger.aio.runner`) -- except an append on
   SQLite and memory, which runs on the loop's own thread (``inline``, the default there),
-  and on Redis, whose one commit script is sent from the loop (``native``, the default there);
+  and on Redis and PostgreSQL, whose one commit script or statement is sent from the loop
+  (``native``, the default there);
 * ``worker``: ``AsyncLedger.connect(url, inline=False)`` (SQLite and memory only), every
   call one hop, appends too;
 * ``bridge``: 0.2's async API, the sync core in a greenlet on the loop over aiosqlite,
@@ -28,7 +29,7 @@ Two measurements per backend:
     python benchmarks/aio.py                               # every backend that is available
     python benchmarks/aio.py --backends memory,sqlite      # no servers
     python benchmarks/aio.py --appends 400 --conversations 50 --turns 10
-    python benchmarks/aio.py --backends redis --no-native   # async: Redis appends hop to a worker too
+    python benchmarks/aio.py --backends redis --no-native   # async: Redis (PostgreSQL) appends hop to a worker too
     python benchmarks/aio.py --quick                       # small counts (what scripts/bench --quick runs)
     python benchmarks/aio.py --json figures.json           # also write the medians as JSON (scripts/bench does)
     python benchmarks/aio.py --write-results               # also rewrite its section of DETAILS.md
@@ -381,7 +382,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5, help="turns each of them commits")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the many-at-once lanes")
     parser.add_argument(
-        "--no-native", action="store_true", help="the async API with native=False (Redis appends hop to a worker too)"
+        "--no-native",
+        action="store_true",
+        help="the async API with native=False (Redis and PostgreSQL appends hop to a worker too)",
     )
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="worker threads of the AsyncLedger")
     parser.add_argument(

@@ -179,8 +179,9 @@ def test_inline_is_off_by_default_for_stores_that_wait_on_a_network_and_off_when
                 await conversation.append(Message.user("warm up"))
                 calls = ledger.runner.calls
                 await conversation.append(Message.user("hello"))
-                # None: inline on SQLite and in memory, sent from the loop on Redis (test_native.py)
-                native = request.node.callspec.params["backend_url"] == "redis"
+                # None: inline on SQLite and in memory, sent from the loop on Redis and PostgreSQL
+                # (test_native.py, test_native_postgres.py)
+                native = request.node.callspec.params["backend_url"] in ("redis", "postgres")
                 expected = 0 if inline is None and (_inline_capable(request) or native) else 1
                 assert ledger.runner.calls == calls + expected
 

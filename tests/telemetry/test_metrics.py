@@ -157,3 +157,30 @@ def test_a_native_async_append_on_redis_has_its_commit_span(
     assert attrs(mine[1])["contextledger.version"] == 2
     assert attrs(mine[1])["contextledger.commit.appended"] == 1
     assert all(s.status.status_code.name != "ERROR" for s in mine)
+
+
+def test_a_native_async_append_on_postgres_has_its_commit_span(otel: Recorded, postgres_ledger_url: str) -> None:
+    from contextledger import Ledger
+
+    url = postgres_ledger_url
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(url, native=True) as ledger:
+            chat = await ledger.conversation("traced")
+            await chat.append(Message.user("first"))  # the first commit: on a worker
+            calls = ledger.runner.calls
+            await chat.append(Message.user("second"))  # native: sent from the loop
+            assert ledger.runner.calls == calls
+            with Ledger.connect(url) as other:  # another writer moves it on
+                other.conversation("traced").append(Message.user("third"))
+            await chat.append(Message.user("fourth"))  # refused natively, sent again on a worker
+            assert [m.plain_text for m in chat.messages] == ["first", "second", "third", "fourth"]
+
+    asyncio.run(main())
+    mine = [s for s in otel.spans("contextledger.commit") if attrs(s)["gen_ai.conversation.id"] == "traced"]
+    outcomes = [attrs(s)["contextledger.commit.outcome"] for s in mine]
+    # first (worker), second (native), the other writer's, then fourth: refused natively, a conflict and a re-plan
+    assert outcomes == ["committed", "committed", "committed", "would_wait", "conflict", "committed"]
+    assert attrs(mine[1])["contextledger.version"] == 2
+    assert attrs(mine[1])["contextledger.commit.appended"] == 1
+    assert all(s.status.status_code.name != "ERROR" for s in mine)

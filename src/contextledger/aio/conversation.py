@@ -28,7 +28,7 @@ from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
 
 if TYPE_CHECKING:
-    from contextledger.stores.redis.asend import NativeSend
+    from contextledger.aio.native import NativeSend
 
 __all__ = ["AsyncConversation"]
 
@@ -98,9 +98,9 @@ class AsyncConversation(ShellBase[Conversation]):
 
         With ``inline``, :meth:`append` runs on the calling thread when it can (see
         :meth:`append`); the caller (:class:`~contextledger.aio.AsyncLedger`) checked that the
-        store is one whose commit does not wait on a network. With ``native`` (a Redis
-        store's, from :func:`~contextledger.aio.native.native_for`), :meth:`append` sends
-        its one script from the calling loop when it can (see :mod:`contextledger.aio.native`).
+        store is one whose commit does not wait on a network. With ``native`` (a Redis or
+        PostgreSQL store's, from :func:`~contextledger.aio.native.native_for`), :meth:`append`
+        sends its one script or statement from the calling loop when it can (see :mod:`contextledger.aio.native`).
         """
         super().__init__(conversation, runner, Lane())
         self._inline = inline

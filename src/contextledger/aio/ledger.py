@@ -78,7 +78,8 @@ class AsyncLedger(ShellBase[Ledger]):
                 on no network; ``True`` is refused for other stores.
             native: On a Redis store (one server, plain TCP), send an append's one
                 commit script with ``redis.asyncio`` from the calling loop instead of a
-                worker (:mod:`contextledger.aio.native`). ``None`` (the default): where the
+                worker; on a PostgreSQL store (psycopg), its one statement with psycopg's
+                ``AsyncConnection`` (:mod:`contextledger.aio.native`). ``None`` (the default): where the
                 store takes it, unless ``inline`` is ``False``; ``True`` is refused for
                 other stores.
             **options: The backend's options, as for :meth:`Ledger.connect`.

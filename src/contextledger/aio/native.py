@@ -1,17 +1,19 @@
 """An append sent with the store's native async driver from the event loop's thread.
 
 On a Redis store (one server, plain TCP) an append to a conversation that has committed
-before is one ``EVALSHA``: :func:`append_native` builds its changeset on the loop's thread
-with the sync code (:meth:`Transaction.prepare
-<contextledger.conversation.transaction.Transaction.prepare>`), sends the one script with
-``redis.asyncio`` (:class:`~contextledger.stores.redis.asend.NativeSend`) and takes the
-commit with the sync code (:meth:`~contextledger.conversation.transaction.Transaction.finish`):
-no worker thread. Everything else goes to a worker, as every other call: a write that
-is not that one script (settling a lost reply, a host's riding write, a repair, a
-conversation's first commit) before anything is sent; an error reply (a conflict, a
-deleted conversation) after it, nothing applied, to run again there and meet the
-error as the sync API does; a lost reply or a cancellation during the send, to be
-settled there by its changeset id (applied exactly once) before the call returns.
+before is one ``EVALSHA``; on a PostgreSQL store (psycopg) it is one statement. :func:`append_native`
+builds its changeset on the loop's thread with the sync code (:meth:`Transaction.prepare
+<contextledger.conversation.transaction.Transaction.prepare>`), sends that one script or
+statement with the native async driver (``redis.asyncio``:
+:class:`contextledger.stores.redis.asend.NativeSend`; psycopg's ``AsyncConnection``:
+:class:`contextledger.stores.sql.write.pg_asend.NativeSend`) and takes the commit with the
+sync code (:meth:`~contextledger.conversation.transaction.Transaction.finish`): no worker
+thread. Everything else goes to a worker, as every other call: a write that is not that
+one script or statement (settling a lost reply, a host's riding write, a repair, a
+conversation's first commit, a changeset that evicts) before anything is sent; a refusal
+(a conflict, a deleted conversation) after it, nothing applied, to run again there and
+meet the error as the sync API does; a lost reply or a cancellation during the send, to
+be settled there by its changeset id (applied exactly once) before the call returns.
 """
 
 from __future__ import annotations
@@ -19,21 +21,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from contextledger.aio.runner import Lane, Runner, outlast
 from contextledger.conversation.conversation import Conversation
-from contextledger.core.changeset import Edit
+from contextledger.core.changeset import Changeset, Edit
 from contextledger.core.seam import Lost, Refused, WouldWait
 from contextledger.errors import ConfigurationError
 from contextledger.model.messages import Message
 from contextledger.stores.base import LedgerStore
 from contextledger.telemetry import spans as telemetry
 
-if TYPE_CHECKING:
-    from contextledger.stores.redis.asend import NativeSend
+__all__ = ["NativeSend", "append_native", "native_for", "native_send", "on_worker"]
 
-__all__ = ["append_native", "native_for", "native_send", "on_worker"]
+
+class NativeSend(Protocol):
+    """A store's native async sender of one commit (a Redis script, a PostgreSQL statement)."""
+
+    @property
+    def store(self) -> LedgerStore:
+        """The store whose commits it sends."""
+
+    @property
+    def sent(self) -> int:
+        """How many commits it sent (tests count them)."""
+
+    def call(self, changeset: Changeset) -> Any | None:
+        """What :meth:`send` sends for ``changeset``, or ``None`` when the sync path sends it.
+
+        Raises:
+            ContextLedgerError: ``changeset`` cannot be stored (nothing sent).
+        """
+
+    async def send(self, call: Any) -> int:
+        """Send ``call`` once; the version it made.
+
+        Raises:
+            Refused: Nothing was applied.
+            Lost: The connection failed after sending; applied at most once.
+        """
+
+    async def aclose(self) -> None:
+        """Close the calling loop's connections."""
 
 
 def native_send(store: LedgerStore, native: bool | None, inline: bool | None) -> NativeSend | None:
@@ -53,19 +82,25 @@ def native_send(store: LedgerStore, native: bool | None, inline: bool | None) ->
     send = native_for(store)
     if send is None and native:
         raise ConfigurationError(
-            f"native=True sends appends with redis.asyncio, which a Redis store on one server over plain TCP"
-            f" takes; {store.url} does not"
+            f"native=True sends appends with redis.asyncio or psycopg's AsyncConnection, which a Redis store on one"
+            f" server over plain TCP and a PostgreSQL store on psycopg take; {store.url} does not"
         )
     return send
 
 
 def native_for(store: LedgerStore) -> NativeSend | None:
     """The native async sender for ``store``'s appends, or ``None`` where every append hops to a worker."""
-    if not str(store.url).startswith("redis://"):  # redis-py is imported only for a Redis store
-        return None
-    from contextledger.stores.redis.asend import NativeSend
+    url = str(store.url)
+    # The drivers are imported only for their own store.
+    if url.startswith("redis://"):
+        from contextledger.stores.redis import asend
 
-    return NativeSend.of(store)
+        return asend.NativeSend.of(store)
+    if url.startswith("postgresql"):
+        from contextledger.stores.sql.write import pg_asend
+
+        return pg_asend.NativeSend.of(store)
+    return None
 
 
 async def append_native(
@@ -88,7 +123,7 @@ async def append_native(
             runner.leave(lane)
             return stored if stored is not None else []
         prepared = transaction.prepare(lambda _view: Edit.appending(converted))
-        call = send.store.one_script(prepared.changeset) if prepared is not None else None
+        call = send.call(prepared.changeset) if prepared is not None else None
     except WouldWait:
         lock.release()
         return await on_worker(runner, lane, sync, messages, cancelled=False)
@@ -102,7 +137,7 @@ async def append_native(
     cancelled = False
     try:
         with telemetry.sending(send.store, prepared.changeset) as sent:  # the span the sync commit records
-            sent.version = version = await send.send(*call)
+            sent.version = version = await send.send(call)
     except Refused:  # nothing applied: the sync path meets the same reply and answers it
         lock.release()
         return await on_worker(runner, lane, sync, messages, cancelled=False)

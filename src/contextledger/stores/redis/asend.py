@@ -23,6 +23,7 @@ from redis.asyncio import Connection as AsyncConnection
 from redis.connection import Connection
 from redis.exceptions import RedisError, ResponseError
 
+from contextledger.core.changeset import Changeset
 from contextledger.core.seam import Lost, Refused
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.redis.store import RedisStore
@@ -67,13 +68,23 @@ class NativeSend:
         options = {name: kwargs[name] for name in _OPTIONS if kwargs.get(name) is not None}
         return cls(store, options)
 
-    async def send(self, sha: str, keys: list[str], args: list[str]) -> int:
-        """Run the script ``sha`` once with ``keys`` and ``args``; its reply, the new version.
+    def call(self, changeset: Changeset) -> tuple[str, list[str], list[str]] | None:
+        """What :meth:`send` sends for ``changeset`` (see :meth:`RedisStore.one_script`), or ``None``.
+
+        Raises:
+            InvalidMessage: Content cannot be stored as JSON.
+            LedgerClosed: The store was closed.
+        """
+        return self.store.one_script(changeset)
+
+    async def send(self, call: tuple[str, list[str], list[str]]) -> int:
+        """Run the script of ``call`` (SHA, keys, args) once; its reply, the new version.
 
         Raises:
             Refused: The server replied with an error; nothing was applied.
             Lost: The connection failed; the script applied at most once.
         """
+        sha, keys, args = call
         loop = asyncio.get_running_loop()
         idle = self._clients.get(loop)
         if idle is None:

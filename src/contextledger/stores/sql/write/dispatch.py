@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from contextledger.core.changeset import Changeset
 from contextledger.core.seam import INLINE, WouldWait
@@ -55,6 +55,8 @@ class _PgPath(NamedTuple):
     send_append: Callable[[HeldAppender, Dialect, Changeset, datetime, EncodedAppend], bool]
     apply_append: Callable[[Connection, Changeset, datetime, EncodedAppend | None], int]
     explain_missed_update: Callable[[Connection, Changeset, Sequence[str]], None]
+    statement_values: Callable[[Dialect, Changeset, datetime, EncodedAppend], tuple[str, dict[str, Any]]]
+    on_driver: Callable[[Engine], bool]  # the held appender's guard: psycopg's sync driver, no statement events
 
 
 @cache
@@ -62,9 +64,25 @@ def _pg_path() -> _PgPath:
     from sqlalchemy.exc import SQLAlchemyError
 
     from contextledger.stores.sql.write.guard import explain_missed_update
-    from contextledger.stores.sql.write.pg_append import EncodedAppend, apply_append, is_append_only, send_append
+    from contextledger.stores.sql.write.pg_append import (
+        EncodedAppend,
+        apply_append,
+        is_append_only,
+        send_append,
+        statement_values,
+    )
+    from contextledger.stores.sql.write.pg_writer import holds_psycopg, sends_on_driver
 
-    return _PgPath(SQLAlchemyError, EncodedAppend, is_append_only, send_append, apply_append, explain_missed_update)
+    return _PgPath(
+        SQLAlchemyError,
+        EncodedAppend,
+        is_append_only,
+        send_append,
+        apply_append,
+        explain_missed_update,
+        statement_values,
+        lambda engine: holds_psycopg(engine) and sends_on_driver(engine),
+    )
 
 
 class _SQLiteWrites(NamedTuple):
@@ -145,6 +163,30 @@ class SQLWrites:
             version,
         )
         return version
+
+    def one_statement(self, changeset: Changeset) -> tuple[str, dict[str, Any]] | None:
+        """``changeset``'s commit as PostgreSQL's one statement (text, driver parameters), or ``None`` when it is more.
+
+        The statement and parameters the held connection would send (see
+        :mod:`~contextledger.stores.sql.write.pg_append`), for a sender of its own (the
+        async API's native send), which sends exactly this in autocommit mode and, on
+        any reply but an applied row, leaves the write to :meth:`_commit`. ``None`` on
+        SQLite, for a changeset that is not append-only, and where the sync path would
+        not send on its held connection (not psycopg's sync driver, statement events).
+
+        Raises:
+            InvalidMessage: Content or a state value cannot be stored as JSON, or an id is too long.
+            DuplicateEntry: ``changeset`` appends one id twice.
+            LedgerClosed: The store was closed.
+        """
+        self._gate.check()
+        if self._sqlite or not self._one_statement_appends:
+            return None
+        pg = _pg_path()
+        engine = self.engine
+        if not pg.is_append_only(changeset) or not pg.on_driver(engine):
+            return None
+        return pg.statement_values(engine.dialect, changeset, utcnow(), pg.encoded_append(changeset))
 
     def _expired(self, session_id: str, agent_id: str) -> Expiry | None:
         from contextledger.stores.sql import lineage

@@ -104,6 +104,7 @@ from contextledger.stores.sql.write.pg_writer import HeldAppender
 __all__ = [
     "EncodedAppend",
     "append_statement",
+    "applied",
     "apply_append",
     "is_append_only",
     "refused_duplicate",
@@ -314,6 +315,15 @@ def statement_values(
     return statement.sql, values
 
 
+def applied(row: Any) -> bool:
+    """Whether the one statement's result ``row`` says it applied.
+
+    ``False``: the version check or a summary id refused it and nothing was written
+    (:func:`~contextledger.stores.sql.write.apply.explain_missed_update` reads why).
+    """
+    return row[0] is not None
+
+
 def refused_duplicate(cs: Changeset, exc: IntegrityError) -> Exception:
     """What the one statement's ``exc`` means: ``DuplicateEntry`` for a unique key, else ``exc`` itself."""
     if cs.appends and getattr(exc.orig, "sqlstate", None) == _UNIQUE_VIOLATION:
@@ -336,7 +346,8 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: Encode
     whole transaction. Only a changeset refused by the version check or by a summary
     id costs a second statement (the read that tells which). ``encoded`` is ``cs``
     already checked and encoded (see :class:`EncodedAppend`). The store sends the same
-    statement on its held connection with :func:`send_append`.
+    statement on its held connection with :func:`send_append`, the async API from the
+    event loop with :class:`~contextledger.stores.sql.write.pg_asend.NativeSend`.
 
     Raises:
         ConfigurationError: ``cs`` is not append-only (see :func:`is_append_only`), or an
@@ -353,7 +364,7 @@ def apply_append(conn: Connection, cs: Changeset, now: datetime, encoded: Encode
         row = conn.exec_driver_sql(sql, values).one()
     except IntegrityError as exc:
         raise refused_duplicate(cs, exc) from exc
-    if row[0] is None:
+    if not applied(row):
         explain_missed_update(conn, cs, encoded.appended)
     return cs.new_version
 
@@ -377,4 +388,4 @@ def send_append(held: HeldAppender, dialect: Dialect, cs: Changeset, now: dateti
         row = held.run(sql, values)
     except IntegrityError as exc:
         raise refused_duplicate(cs, exc) from exc
-    return row[0] is not None
+    return applied(row)

@@ -40,9 +40,32 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-__all__ = ["HeldAppender", "HeldStatement"]
+__all__ = ["HeldAppender", "HeldStatement", "holds_psycopg", "sends_on_driver"]
 
 _NOT_HELD: nullcontext[None] = nullcontext(None)
+
+
+def holds_psycopg(engine: Engine) -> bool:
+    """Whether ``engine``'s connections are psycopg's own sync ones (the only ones a statement is sent on directly).
+
+    An engine on another driver, or the sync face of an async engine
+    (``create_async_engine(...).sync_engine``, whose connections are driven through
+    greenlets), keeps SQLAlchemy's pooled path.
+    """
+    return engine.dialect.driver == "psycopg" and not engine.dialect.is_async
+
+
+def sends_on_driver(engine: Engine) -> bool:
+    """Whether an append may go to the driver directly now: no statement event of ``engine`` would miss it.
+
+    ``False`` when the engine has ``echo`` or ``before_cursor_execute`` /
+    ``after_cursor_execute`` listeners (a statement log, an instrumentation): those see
+    every statement only when it goes through SQLAlchemy. Checked on every append (a
+    listener may be added at any time), by the held appender and by the async API's
+    native send alike.
+    """
+    dispatch = engine.dispatch
+    return not (engine.echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
 
 class HeldAppender:
@@ -52,10 +75,7 @@ class HeldAppender:
         """Keep nothing yet: the connection is made by the first append."""
         self._engine = engine
         self._dbapi = engine.dialect.loaded_dbapi
-        # Only psycopg's own (sync) connection is held: an engine on another driver, or the
-        # sync face of an async engine (``create_async_engine(...).sync_engine``, whose
-        # connections are driven through greenlets), keeps SQLAlchemy's pooled path.
-        self._holds = engine.dialect.driver == "psycopg" and not engine.dialect.is_async
+        self._holds = holds_psycopg(engine)  # only psycopg's own (sync) connection is held
         self._lock = threading.Lock()
         self._connection: Any = None
         self._cursor: Any = None
@@ -85,9 +105,7 @@ class HeldAppender:
         listeners), or when its connections are not psycopg's sync ones: the caller
         sends the statement through SQLAlchemy instead.
         """
-        engine = self._engine
-        dispatch = engine.dispatch
-        if not self._holds or engine.echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        if not self._holds or not sends_on_driver(self._engine):
             return _NOT_HELD
         if not self._lock.acquire(blocking=False):
             return _NOT_HELD
@@ -164,6 +182,23 @@ class HeldAppender:
         with self._lock:
             self._held_cursor()
             yield self._connection
+
+    def conninfo(self) -> str:
+        """The libpq connection string the held connection was made with, password included.
+
+        What the engine's URL, ``connect_args`` and connect events gave it (the ledger's
+        timeouts among them), so that another connection (the async API's native
+        send) is made with the same settings. Connects if need be, waiting for an
+        append that uses the held connection.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: The driver failed to connect.
+        """
+        from psycopg.conninfo import make_conninfo
+
+        with self.driver_connection() as connection:
+            info = connection.info
+            return make_conninfo(info.dsn, password=info.password)
 
     def _drop(self, *, lost: bool = False) -> None:
         connection, self._connection, self._cursor = self._connection, None, None
