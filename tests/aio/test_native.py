@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +14,8 @@ from hypothesis import strategies as st
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.errors import ConfigurationError, SessionDeleted
-from contextledger.model.records import HistoryEntry
 from contextledger.stores.redis.asend import NativeSend
+from tests.aio.native_rows import native_and_sync, rows, text
 from tests.plugins.redis import purge
 
 
@@ -52,7 +51,7 @@ def test_a_native_append_sends_one_script_and_makes_no_hop(
 
     messages = asyncio.run(main())
     with Ledger.connect(url, **options) as ledger:
-        assert [_text(m) for m in ledger.conversation("native").messages] == [_text(m) for m in messages]
+        assert [text(m) for m in ledger.conversation("native").messages] == [text(m) for m in messages]
         assert len(messages) == 11
 
 
@@ -82,12 +81,12 @@ def test_concurrent_appends_keep_their_order(redis_ledger: tuple[str, dict[str, 
             conversation = await ledger.conversation("order")
             await conversation.append(Message.user("m-start"))
             await asyncio.gather(*(conversation.append(Message.user(f"m{n}")) for n in range(30)))
-            return [_text(m) for m in conversation.messages]
+            return [text(m) for m in conversation.messages]
 
     texts = asyncio.run(main())
     assert texts == ["m-start", *(f"m{n}" for n in range(30))]
     with Ledger.connect(url, **options) as ledger:
-        assert [_text(m) for m in ledger.conversation("order").messages] == texts
+        assert [text(m) for m in ledger.conversation("order").messages] == texts
 
 
 def test_a_conflict_from_another_writer_resolves_once_on_the_worker(redis_ledger: tuple[str, dict[str, Any]]) -> None:
@@ -104,13 +103,13 @@ def test_a_conflict_from_another_writer_resolves_once_on_the_worker(redis_ledger
             await conversation.append(Message.user("three"))
             assert send.sent == sent + 1
             assert ledger.runner.calls == calls + 1
-            return [_text(m) for m in conversation.messages], conversation.version
+            return [text(m) for m in conversation.messages], conversation.version
 
     texts, version = asyncio.run(main())
     assert texts == ["one", "two", "three"]
     with Ledger.connect(url, **options) as ledger:
         stored = ledger.conversation("conflict")
-        assert [_text(m) for m in stored.messages] == texts
+        assert [text(m) for m in stored.messages] == texts
         assert stored.version == version
 
 
@@ -163,13 +162,13 @@ def test_a_connection_killed_mid_append_resolves_exactly_once(redis_ledger: tupl
                 assert ledger.runner.calls == calls + 1  # ... and settled on a worker by its changeset id
             finally:
                 await admin.aclose()
-            return [_text(m) for m in conversation.messages], conversation.version
+            return [text(m) for m in conversation.messages], conversation.version
 
     texts, version = asyncio.run(main())
     assert texts == ["one", "two", "three"]
     with Ledger.connect(url, **options) as ledger:
         stored = ledger.conversation("killed")
-        assert [_text(m) for m in stored.messages] == texts
+        assert [text(m) for m in stored.messages] == texts
         assert stored.version == version
 
 
@@ -192,9 +191,9 @@ def test_a_cancelled_native_append_is_settled_before_the_cancellation(
                     await append
             finally:
                 await admin.aclose()
-            before = [_text(m) for m in conversation.messages]
+            before = [text(m) for m in conversation.messages]
             await conversation.append(Message.user("three"))
-            return before, [_text(m) for m in conversation.messages]
+            return before, [text(m) for m in conversation.messages]
 
     before, after = asyncio.run(main())
     assert before == ["one", "two"]  # the cancelled send landed; settled exactly once by its id
@@ -205,30 +204,6 @@ def test_a_cancelled_native_append_is_settled_before_the_cancellation(
 @given(turns=st.lists(st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=3), min_size=1, max_size=6))
 def test_native_rows_equal_the_sync_apis(redis_ledger: tuple[str, dict[str, Any]], turns: list[list[str]]) -> None:
     url, options = redis_ledger
-    tag = uuid.uuid4().hex[:8]
-
-    def turn_messages(prefix: str, n: int, texts: list[str]) -> list[Message]:
-        return [Message.user(text, message_id=f"{prefix}-{n}-{k}") for k, text in enumerate(texts)]
-
-    async def native() -> None:
-        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
-            conversation = await ledger.conversation(f"a-{tag}")
-            for n, texts in enumerate(turns):
-                await conversation.append(*turn_messages("m", n, texts))
-
-    asyncio.run(native())
-    with Ledger.connect(url, **options) as ledger:
-        sync = ledger.conversation(f"s-{tag}")
-        for n, texts in enumerate(turns):
-            sync.append(*turn_messages("m", n, texts))
-        a = ledger.history(f"a-{tag}")
-        s = ledger.history(f"s-{tag}")
-    assert _rows(a) == _rows(s)
-
-
-def _rows(rows: list[HistoryEntry]) -> list[tuple[int, str, str, int]]:
-    return [(r.seq, r.message.message_id, r.message.model_dump_json(exclude={"created_at"}), r.tokens) for r in rows]
-
-
-def _text(message: Message) -> str:
-    return str(message.content[0]["text"])
+    sent, native, sync = native_and_sync(url, options, turns, lambda ledger: _sender(ledger).sent)
+    assert sent == len(turns) - 1  # every turn but the first (which creates the conversation)
+    assert rows(native) == rows(sync)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import psycopg
@@ -15,10 +14,10 @@ from sqlalchemy import event
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.errors import SessionDeleted, StoreTimeout
-from contextledger.model.records import HistoryEntry
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import pg_asend
 from contextledger.stores.sql.write.pg_asend import NativeSend
+from tests.aio.native_rows import native_and_sync, rows, text
 
 
 def _sender(ledger: AsyncLedger) -> NativeSend:
@@ -48,7 +47,7 @@ def test_a_native_append_sends_one_statement_and_makes_no_hop(postgres_ledger_ur
 
     messages = asyncio.run(main())
     with Ledger.connect(url) as ledger:
-        assert [_text(m) for m in ledger.conversation("native").messages] == [_text(m) for m in messages]
+        assert [text(m) for m in ledger.conversation("native").messages] == [text(m) for m in messages]
         assert len(messages) == 11
 
 
@@ -96,12 +95,12 @@ def test_concurrent_appends_keep_their_order(postgres_ledger_url: str) -> None:
             sent = _sender(ledger).sent
             await asyncio.gather(*(conversation.append(Message.user(f"m{n}")) for n in range(30)))
             assert _sender(ledger).sent > sent
-            return [_text(m) for m in conversation.messages]
+            return [text(m) for m in conversation.messages]
 
     texts = asyncio.run(main())
     assert texts == ["m-start", *(f"m{n}" for n in range(30))]
     with Ledger.connect(url) as ledger:
-        assert [_text(m) for m in ledger.conversation("order").messages] == texts
+        assert [text(m) for m in ledger.conversation("order").messages] == texts
 
 
 def test_many_conversations_share_a_few_connections_of_the_loop(
@@ -132,7 +131,7 @@ def test_many_conversations_share_a_few_connections_of_the_loop(
 
             await asyncio.gather(*(turns(c) for c in conversations))
             assert (ledger.runner.calls, send.sent) == (calls, sent + 36)
-            return {c.session_id: [_text(m) for m in c.messages] for c in conversations}
+            return {c.session_id: [text(m) for m in c.messages] for c in conversations}
 
     texts = asyncio.run(main())
     assert len(made) == 2
@@ -169,13 +168,13 @@ def test_a_conflict_from_another_writer_resolves_once_on_the_worker(postgres_led
             await conversation.append(Message.user("three"))
             assert send.sent == sent + 1  # refused natively, nothing written ...
             assert ledger.runner.calls == calls + 1  # ... and sent again once on a worker
-            return [_text(m) for m in conversation.messages], conversation.version
+            return [text(m) for m in conversation.messages], conversation.version
 
     texts, version = asyncio.run(main())
     assert texts == ["one", "two", "three"]
     with Ledger.connect(url) as ledger:
         stored = ledger.conversation("conflict")
-        assert [_text(m) for m in stored.messages] == texts
+        assert [text(m) for m in stored.messages] == texts
         assert stored.version == version
 
 
@@ -245,12 +244,12 @@ def test_an_error_reply_is_met_on_the_worker_and_the_connection_kept(
             calls = ledger.runner.calls
             await conversation.append(Message.user("three"))
             assert ledger.runner.calls == calls  # native again, on the same connection
-            return [_text(m) for m in conversation.messages]
+            return [text(m) for m in conversation.messages]
 
     assert asyncio.run(main()) == ["one", "two", "three"]
     assert len(made) == 1
     with Ledger.connect(url) as ledger:
-        assert [_text(m) for m in ledger.conversation("timeout").messages] == ["one", "two", "three"]
+        assert [text(m) for m in ledger.conversation("timeout").messages] == ["one", "two", "three"]
 
 
 def test_a_connection_terminated_mid_append_resolves_exactly_once(postgres_ledger_url: str) -> None:
@@ -276,13 +275,13 @@ def test_a_connection_terminated_mid_append_resolves_exactly_once(postgres_ledge
             assert send.sent == sent + 1  # sent natively once ...
             assert ledger.runner.calls == calls + 1  # ... and settled on a worker by its changeset id
             await conversation.append(Message.user("four"))
-            return [_text(m) for m in conversation.messages], conversation.version
+            return [text(m) for m in conversation.messages], conversation.version
 
     texts, version = asyncio.run(main())
     assert texts == ["one", "two", "three", "four"]
     with Ledger.connect(url) as ledger:
         stored = ledger.conversation("killed")
-        assert [_text(m) for m in stored.messages] == texts
+        assert [text(m) for m in stored.messages] == texts
         assert stored.version == version
 
 
@@ -304,15 +303,15 @@ def test_a_cancelled_native_append_is_settled_before_the_cancellation(postgres_l
                 await asyncio.to_thread(holder.close)
             with pytest.raises(asyncio.CancelledError):
                 await append
-            before = [_text(m) for m in conversation.messages]
+            before = [text(m) for m in conversation.messages]
             await conversation.append(Message.user("three"))
-            return before, [_text(m) for m in conversation.messages]
+            return before, [text(m) for m in conversation.messages]
 
     before, after = asyncio.run(main())
     assert before in (["one"], ["one", "two"])  # cancelled in the server or landed: settled by its id either way
     assert after == [*before, "three"]
     with Ledger.connect(url) as ledger:
-        assert [_text(m) for m in ledger.conversation("cancel").messages] == after
+        assert [text(m) for m in ledger.conversation("cancel").messages] == after
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -324,33 +323,6 @@ def test_a_cancelled_native_append_is_settled_before_the_cancellation(postgres_l
     )
 )
 def test_native_rows_equal_the_sync_apis(postgres_ledger_url: str, turns: list[list[str]]) -> None:
-    url = postgres_ledger_url
-    tag = uuid.uuid4().hex[:8]
-
-    def turn_messages(prefix: str, n: int, texts: list[str]) -> list[Message]:
-        return [Message.user(text, message_id=f"{prefix}-{n}-{k}") for k, text in enumerate(texts)]
-
-    async def native() -> int:
-        async with await AsyncLedger.connect(url, native=True) as ledger:
-            conversation = await ledger.conversation(f"a-{tag}")
-            for n, texts in enumerate(turns):
-                await conversation.append(*turn_messages("m", n, texts))
-            return _sender(ledger).sent
-
-    sent = asyncio.run(native())
+    sent, native, sync = native_and_sync(postgres_ledger_url, {}, turns, lambda ledger: _sender(ledger).sent)
     assert sent == len(turns) - 1  # every turn but the first (which creates the conversation)
-    with Ledger.connect(url) as ledger:
-        sync = ledger.conversation(f"s-{tag}")
-        for n, texts in enumerate(turns):
-            sync.append(*turn_messages("m", n, texts))
-        a = ledger.history(f"a-{tag}")
-        s = ledger.history(f"s-{tag}")
-    assert _rows(a) == _rows(s)
-
-
-def _rows(rows: list[HistoryEntry]) -> list[tuple[int, str, str, int]]:
-    return [(r.seq, r.message.message_id, r.message.model_dump_json(exclude={"created_at"}), r.tokens) for r in rows]
-
-
-def _text(message: Message) -> str:
-    return str(message.content[0]["text"])
+    assert rows(native) == rows(sync)

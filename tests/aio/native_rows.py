@@ -1,0 +1,51 @@
+"""What the native-append tests of each store check the same way: the rows stored against the sync API's."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from contextledger import Ledger, Message
+from contextledger.aio import AsyncLedger
+from contextledger.model.records import HistoryEntry
+
+
+def text(message: Message) -> str:
+    """The first text block of ``message``."""
+    return str(message.content[0]["text"])
+
+
+def rows(entries: list[HistoryEntry]) -> list[tuple[int, str, str, int]]:
+    """What a history row stores, but the clock."""
+    return [(r.seq, r.message.message_id, r.message.model_dump_json(exclude={"created_at"}), r.tokens) for r in entries]
+
+
+def native_and_sync(
+    url: str, options: dict[str, Any], turns: list[list[str]], sent: Callable[[AsyncLedger], int]
+) -> tuple[int, list[HistoryEntry], list[HistoryEntry]]:
+    """Append ``turns`` natively (async) and with the sync API to two conversations of the store at ``url``.
+
+    Returns:
+        How many commits were sent natively (``sent`` reads it from the async ledger),
+        and the two conversations' history rows.
+    """
+    tag = uuid.uuid4().hex[:8]
+
+    def turn_messages(n: int, texts: list[str]) -> list[Message]:
+        return [Message.user(t, message_id=f"m-{n}-{k}") for k, t in enumerate(texts)]
+
+    async def native() -> int:
+        async with await AsyncLedger.connect(url, native=True, **options) as ledger:
+            conversation = await ledger.conversation(f"a-{tag}")
+            for n, texts in enumerate(turns):
+                await conversation.append(*turn_messages(n, texts))
+            return sent(ledger)
+
+    count = asyncio.run(native())
+    with Ledger.connect(url, **options) as ledger:
+        sync = ledger.conversation(f"s-{tag}")
+        for n, texts in enumerate(turns):
+            sync.append(*turn_messages(n, texts))
+        return count, ledger.history(f"a-{tag}"), ledger.history(f"s-{tag}")
