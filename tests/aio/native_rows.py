@@ -49,3 +49,24 @@ def native_and_sync(
         for n, texts in enumerate(turns):
             sync.append(*turn_messages(n, texts))
         return count, ledger.history(f"a-{tag}"), ledger.history(f"s-{tag}")
+
+
+def appends_without_a_hop(
+    url: str, options: dict[str, Any], native: bool | None, sent: Callable[[AsyncLedger], int]
+) -> None:
+    """Five appends after the first each send one commit natively and hand nothing to a worker; all stored."""
+
+    async def main() -> list[Message]:
+        async with await AsyncLedger.connect(url, native=native, **options) as ledger:
+            conversation = await ledger.conversation("native")
+            await conversation.append(Message.user("first"))  # creating the conversation: on a worker
+            for n in range(5):
+                calls, before = ledger.runner.calls, sent(ledger)
+                await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+                assert (ledger.runner.calls, sent(ledger)) == (calls, before + 1)  # one send, no hand-over
+            return conversation.messages
+
+    messages = asyncio.run(main())
+    with Ledger.connect(url, **options) as ledger:
+        assert [text(m) for m in ledger.conversation("native").messages] == [text(m) for m in messages]
+        assert len(messages) == 11

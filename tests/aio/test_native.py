@@ -15,7 +15,7 @@ from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.errors import ConfigurationError, SessionDeleted
 from contextledger.stores.redis.asend import NativeSend
-from tests.aio.native_rows import native_and_sync, rows, text
+from tests.aio.native_rows import appends_without_a_hop, native_and_sync, rows, text
 from tests.plugins.redis import purge
 
 
@@ -37,22 +37,7 @@ def test_a_native_append_sends_one_script_and_makes_no_hop(
     redis_ledger: tuple[str, dict[str, Any]], native: bool | None
 ) -> None:
     url, options = redis_ledger
-
-    async def main() -> list[Message]:
-        async with await AsyncLedger.connect(url, native=native, **options) as ledger:
-            conversation = await ledger.conversation("native")
-            await conversation.append(Message.user("first"))  # creating the conversation: on a worker
-            send = _sender(ledger)
-            for n in range(5):
-                calls, sent = ledger.runner.calls, send.sent
-                await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
-                assert (ledger.runner.calls, send.sent) == (calls, sent + 1)  # one script, no hand-over
-            return conversation.messages
-
-    messages = asyncio.run(main())
-    with Ledger.connect(url, **options) as ledger:
-        assert [text(m) for m in ledger.conversation("native").messages] == [text(m) for m in messages]
-        assert len(messages) == 11
+    appends_without_a_hop(url, options, native, lambda ledger: _sender(ledger).sent)
 
 
 @pytest.mark.parametrize("off", [{"native": False}, {"inline": False}])

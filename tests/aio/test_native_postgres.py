@@ -17,7 +17,7 @@ from contextledger.errors import SessionDeleted, StoreTimeout
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import pg_asend
 from contextledger.stores.sql.write.pg_asend import NativeSend
-from tests.aio.native_rows import native_and_sync, rows, text
+from tests.aio.native_rows import appends_without_a_hop, native_and_sync, rows, text
 
 
 def _sender(ledger: AsyncLedger) -> NativeSend:
@@ -32,23 +32,7 @@ def _libpq(url: str) -> str:
 
 @pytest.mark.parametrize("native", [True, None])  # None: the default, native where the store takes it
 def test_a_native_append_sends_one_statement_and_makes_no_hop(postgres_ledger_url: str, native: bool | None) -> None:
-    url = postgres_ledger_url
-
-    async def main() -> list[Message]:
-        async with await AsyncLedger.connect(url, native=native) as ledger:
-            conversation = await ledger.conversation("native")
-            await conversation.append(Message.user("first"))  # creating the conversation: on a worker
-            send = _sender(ledger)
-            for n in range(5):
-                calls, sent = ledger.runner.calls, send.sent
-                await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
-                assert (ledger.runner.calls, send.sent) == (calls, sent + 1)  # one statement, no hand-over
-            return conversation.messages
-
-    messages = asyncio.run(main())
-    with Ledger.connect(url) as ledger:
-        assert [text(m) for m in ledger.conversation("native").messages] == [text(m) for m in messages]
-        assert len(messages) == 11
+    appends_without_a_hop(postgres_ledger_url, {}, native, lambda ledger: _sender(ledger).sent)
 
 
 def test_statement_events_keep_appends_on_a_worker(postgres_ledger_url: str) -> None:
