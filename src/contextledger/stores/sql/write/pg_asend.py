@@ -60,20 +60,31 @@ class _LoopConnections:
     back is a plain call (no task, no lock: it runs on every append).
     """
 
-    __slots__ = ("count", "idle", "waiting")
+    __slots__ = ("closed", "count", "idle", "waiting")
 
     def __init__(self) -> None:
         self.idle: list[Wire] = []
         self.count = 0
         self.waiting: deque[asyncio.Future[None]] = deque()
+        self.closed = False  # the sender closed this loop's connections: one handed back now is closed too
 
     def give_back(self, wire: Wire | None) -> None:
         """``wire`` is idle again (``None``: it was closed); the first waiting append is woken."""
         if wire is None:
             self.count -= 1
+        elif self.closed:
+            wire.close()
+            self.count -= 1
         else:
             self.idle.append(wire)
         self._wake()
+
+    def close(self) -> None:
+        """Close the idle connections, and each one in use once it is handed back."""
+        self.closed = True
+        while self.idle:
+            self.idle.pop().close()
+            self.count -= 1
 
     def idle_wire(self) -> Wire | None:
         """An idle connection that can carry a statement; those the server closed meanwhile are closed and uncounted."""
@@ -226,5 +237,5 @@ class NativeSend:
     async def aclose(self) -> None:
         """Close the calling loop's connections (others go with their loops)."""
         mine = self._loops.pop(asyncio.get_running_loop(), None)
-        for wire in mine.idle if mine is not None else []:
-            wire.close()
+        if mine is not None:
+            mine.close()

@@ -127,6 +127,11 @@ class Wire:
         self._loop.add_reader(self._socket, self._readable)
         self._reading = True
 
+    @property
+    def prepared(self) -> int:
+        """How many statements this connection has prepared on the server."""
+        return len(self._prepared)
+
     # -- the reply ---------------------------------------------------------------------
 
     def _readable(self) -> None:
