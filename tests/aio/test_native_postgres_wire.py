@@ -8,6 +8,7 @@ itself, each on a real server (through a loopback proxy where the reply must be 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -219,3 +220,36 @@ def _lock_conversation(url: str, session_id: str) -> psycopg.Connection:
     conn = psycopg.connect(_libpq(url))
     conn.execute("SELECT id FROM cl_conversations WHERE session_id = %s FOR UPDATE", (session_id,))
     return conn
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_its_parents_native_connections_alone(postgres_ledger_url: str) -> None:
+    """A child closing the copies it inherited ends neither the parent's session nor its watch of the socket."""
+    url = postgres_ledger_url
+
+    async def main() -> list[str]:
+        async with await AsyncLedger.connect(url, native=True) as ledger:
+            conversation = await ledger.conversation("forked")
+            await conversation.append(Message.user("one"))
+            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            (wire,) = _wires(ledger)
+            pid = wire.connection.info.backend_pid
+            loop = asyncio.get_running_loop()
+            child = os.fork()
+            if child == 0:  # pragma: no cover - the child's exit status is the check
+                code = 1
+                try:
+                    _sender(ledger)._loops[loop].close()  # what the child inherited of this loop
+                    code = 0
+                finally:
+                    os._exit(code)
+            _, status = await asyncio.to_thread(os.waitpid, child, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            calls = ledger.runner.calls
+            await asyncio.wait_for(conversation.append(Message.user("three")), 30)  # the reply still wakes it
+            assert ledger.runner.calls == calls  # native, on the same session
+            assert _wires(ledger) == [wire]
+            assert wire.connection.info.backend_pid == pid
+            return [text(m) for m in conversation.messages]
+
+    assert asyncio.run(main()) == ["one", "two", "three"]

@@ -315,7 +315,11 @@ class Wire:
 
     def close(self) -> None:
         """Stop watching the socket and close the connection (a forked child only lets go of its parent's)."""
-        self._unwatch()
         self.usable = False
-        if os.getpid() == self._pid:
-            self._pgconn.finish()
+        if os.getpid() != self._pid:
+            # A forked child's copy: the socket and the loop's epoll set are shared with the
+            # parent, so neither unregistering it nor closing the session may happen here.
+            self._reading = False
+            return
+        self._unwatch()
+        self._pgconn.finish()
