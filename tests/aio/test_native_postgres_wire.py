@@ -8,8 +8,10 @@ itself, each on a real server (through a loopback proxy where the reply must be 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +20,8 @@ import pytest
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
+from contextledger.stores.sql import SQLStore
+from contextledger.stores.sql.write import pg_asend
 from contextledger.stores.sql.write.pg_asend import NativeSend
 from contextledger.stores.sql.write.pg_wire import Wire, numbered
 from tests.aio.native_rows import rows, text
@@ -253,3 +257,39 @@ def test_a_forked_child_leaves_its_parents_native_connections_alone(postgres_led
             return [text(m) for m in conversation.messages]
 
     assert asyncio.run(main()) == ["one", "two", "three"]
+
+
+def test_a_loop_that_ends_takes_its_native_connections_with_it(postgres_ledger_url: str) -> None:
+    """One sender used from successive ``asyncio.run`` calls: each ended loop's sessions end too, none piles up.
+
+    The sender alone (no ledger): a connection must not keep its loop alive (the sender
+    holds each loop's connections weakly keyed by the loop).
+    """
+    url = postgres_ledger_url
+    store = SQLStore.from_url(url)
+    send = NativeSend.of(store)
+    assert send is not None
+
+    async def connect() -> int:
+        mine = send._loops[asyncio.get_running_loop()] = pg_asend._LoopConnections()
+        wire = await send._take(mine)
+        mine.give_back(wire)  # idle on this loop when it ends
+        return wire.connection.info.backend_pid
+
+    try:
+        pids = [asyncio.run(connect()) for _ in range(3)]
+        gc.collect()  # the ended loops, and with them their connections
+        assert len(set(pids)) == 3
+        assert not send._loops
+        with psycopg.connect(_libpq(url), autocommit=True) as admin:
+            alive = -1
+            for _ in range(500):  # until the server has seen the sessions end
+                row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)).fetchone()
+                assert row is not None
+                alive = int(row[0])
+                if alive == 0:
+                    break
+                time.sleep(0.01)
+            assert alive == 0
+    finally:
+        store.close()

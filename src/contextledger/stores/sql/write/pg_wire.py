@@ -30,6 +30,7 @@ import asyncio
 import os
 import re
 import sys
+import weakref
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,11 @@ class Wire:
         self.connection = connection
         self._pgconn = connection.pgconn
         self._socket = self._pgconn.socket
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        # Weakly: the sender keeps a loop's connections in a dict weakly keyed by the loop,
+        # which a strong reference from here would keep alive (and its connections open)
+        # after the loop ended.
+        self._loop = weakref.ref(loop)
         self._pid = os.getpid()
         self._threshold = prepare_threshold
         self._prepared_max = prepared_max if prepared_max is not None else sys.maxsize  # None: no limit, as psycopg
@@ -124,7 +129,7 @@ class Wire:
         self._none_oid = connection.adapters.get_dumper(type(None), PyFormat.TEXT).oid
         self._waiter: asyncio.Future[None] | None = None
         self.usable = True
-        self._loop.add_reader(self._socket, self._readable)
+        loop.add_reader(self._socket, self._readable)
         self._reading = True
 
     @property
@@ -169,7 +174,7 @@ class Wire:
     async def _wait(self) -> None:
         if not self._reading:
             raise psycopg.OperationalError("the connection is closed")
-        self._waiter = waiter = self._loop.create_future()
+        self._waiter = waiter = asyncio.get_running_loop().create_future()
         try:
             await waiter
         finally:
@@ -179,13 +184,14 @@ class Wire:
         """Send what libpq holds back (a statement larger than the socket's buffer), waiting for room."""
         pgconn = self._pgconn
         while pgconn.flush():
-            self._waiter = waiter = self._loop.create_future()
-            self._loop.add_writer(self._socket, self._writable)
+            loop = asyncio.get_running_loop()
+            self._waiter = waiter = loop.create_future()
+            loop.add_writer(self._socket, self._writable)
             try:
                 await waiter  # the reader may wake it too: input is read while writing
             finally:
                 self._waiter = None
-                self._loop.remove_writer(self._socket)
+                loop.remove_writer(self._socket)
 
     # -- the statement -----------------------------------------------------------------
 
@@ -310,8 +316,9 @@ class Wire:
     def _unwatch(self) -> None:
         if self._reading:
             self._reading = False
-            if not self._loop.is_closed():
-                self._loop.remove_reader(self._socket)
+            loop = self._loop()
+            if loop is not None and not loop.is_closed():
+                loop.remove_reader(self._socket)
 
     def close(self) -> None:
         """Stop watching the socket and close the connection (a forked child only lets go of its parent's)."""
