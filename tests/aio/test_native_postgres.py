@@ -195,8 +195,11 @@ def _terminate_waiting(url: str) -> int:
         return int(row[0])
 
 
+@pytest.mark.parametrize(
+    "options", [{}, {"connect_args": {"prepare_threshold": 0}}], ids=["text", "prepared"]
+)  # prepared: the held connection's setting, so the native send prepares the statement at its first use too
 def test_an_error_reply_is_met_on_the_worker_and_the_connection_kept(
-    postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch
+    postgres_ledger_url: str, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
 ) -> None:
     """The store's lock timeout reaches the native connection: its error reply is refused, the sync path reports it."""
     url = postgres_ledger_url
@@ -210,7 +213,7 @@ def test_an_error_reply_is_met_on_the_worker_and_the_connection_kept(
     monkeypatch.setattr(NativeSend, "_connect", counted)
 
     async def main() -> list[str]:
-        async with await AsyncLedger.connect(url, native=True, lock_timeout=0.2) as ledger:
+        async with await AsyncLedger.connect(url, native=True, lock_timeout=0.2, **options) as ledger:
             conversation = await ledger.conversation("timeout")
             await conversation.append(Message.user("one"))
             await conversation.append(Message.user("two"))  # the loop's connection exists now
@@ -228,6 +231,8 @@ def test_an_error_reply_is_met_on_the_worker_and_the_connection_kept(
             calls = ledger.runner.calls
             await conversation.append(Message.user("three"))
             assert ledger.runner.calls == calls  # native again, on the same connection
+            (wire,) = send._loops[asyncio.get_running_loop()].idle
+            assert wire.prepared == (1 if options else 0)  # as the held connection prepares
             return [text(m) for m in conversation.messages]
 
     assert asyncio.run(main()) == ["one", "two", "three"]

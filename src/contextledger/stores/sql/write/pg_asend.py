@@ -1,4 +1,4 @@
-"""PostgreSQL's one-statement append sent from an event loop, on a psycopg ``AsyncConnection``.
+"""PostgreSQL's one-statement append sent from an event loop, on a connection of that loop.
 
 The async API (:mod:`contextledger.aio`) builds an append's changeset on the loop's
 thread with the sync code, asks the store for the statement its held connection would
@@ -6,7 +6,10 @@ send (:meth:`SQLStore.one_statement <contextledger.stores.sql.SQLStore.one_state
 the same text and parameters, from the same functions of
 :mod:`~contextledger.stores.sql.write.pg_append`) and sends exactly that here, in
 autocommit mode, on a connection of the running loop: no worker thread. Only the send
-differs from the sync commit.
+differs from the sync commit: psycopg's ``AsyncConnection`` makes the connection, and
+the statement goes out through psycopg's libpq wrapper, the loop watching the socket
+(:class:`~contextledger.stores.sql.write.pg_wire.Wire`), which costs about half the
+client CPU of ``AsyncCursor.execute``.
 
 Whatever is not an applied row is handed back: :class:`~contextledger.core.seam.Refused`
 when nothing was applied (the version check or a summary id refused the statement, the
@@ -26,16 +29,16 @@ import weakref
 from collections import deque
 from typing import Any
 
-import psycopg
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 
 from contextledger.core.changeset import Changeset
-from contextledger.core.seam import Lost, Refused
+from contextledger.core.seam import Refused
 from contextledger.stores.base import LedgerStore
 from contextledger.stores.sql import encoding
 from contextledger.stores.sql.store import SQLStore
 from contextledger.stores.sql.write.pg_append import applied
-from contextledger.stores.sql.write.pg_writer import HeldAppender, holds_psycopg
+from contextledger.stores.sql.write.pg_wire import Wire
+from contextledger.stores.sql.write.pg_writer import HeldAppender, HeldSettings, holds_psycopg
 
 __all__ = ["NativeSend"]
 
@@ -49,11 +52,6 @@ PostgreSQL spends a process per connection (``max_connections`` is 100 by defaul
 server busy, as the engine's pool does for the worker threads.
 """
 
-# SQLSTATE classes after which the connection's state is unknown: a connection exception
-# (08) or an operator intervention (57: a terminated backend, a shutdown, a cancel).
-_LOST_CLASSES = ("08", "57")
-_IDLE = psycopg.pq.TransactionStatus.IDLE
-
 
 class _LoopConnections:
     """One event loop's native connections: the idle ones, how many exist, and the appends waiting for one.
@@ -62,20 +60,41 @@ class _LoopConnections:
     back is a plain call (no task, no lock: it runs on every append).
     """
 
-    __slots__ = ("count", "idle", "waiting")
+    __slots__ = ("closed", "count", "idle", "waiting")
 
     def __init__(self) -> None:
-        self.idle: list[AsyncCursor[Any]] = []  # one cursor kept per connection (its connection: .connection)
+        self.idle: list[Wire] = []
         self.count = 0
         self.waiting: deque[asyncio.Future[None]] = deque()
+        self.closed = False  # the sender closed this loop's connections: one handed back now is closed too
 
-    def give_back(self, cursor: AsyncCursor[Any] | None) -> None:
-        """``cursor``'s connection is idle again (``None``: it was closed); the first waiting append is woken."""
-        if cursor is None:
+    def give_back(self, wire: Wire | None) -> None:
+        """``wire`` is idle again (``None``: it was closed); the first waiting append is woken."""
+        if wire is None:
+            self.count -= 1
+        elif self.closed:
+            wire.close()
             self.count -= 1
         else:
-            self.idle.append(cursor)
+            self.idle.append(wire)
         self._wake()
+
+    def close(self) -> None:
+        """Close the idle connections, and each one in use once it is handed back."""
+        self.closed = True
+        while self.idle:
+            self.idle.pop().close()
+            self.count -= 1
+
+    def idle_wire(self) -> Wire | None:
+        """An idle connection that can carry a statement; those the server closed meanwhile are closed and uncounted."""
+        while self.idle:
+            wire = self.idle.pop()
+            if wire.usable:
+                return wire
+            wire.close()
+            self.count -= 1  # the caller may make one in its place
+        return None
 
     def _wake(self) -> None:
         while self.waiting:
@@ -101,7 +120,7 @@ class NativeSend:
 
     Each loop keeps its idle connections (autocommit, the NUL adapters the store's
     engine registers, the settings of the store's held connection: see
-    :meth:`HeldAppender.conninfo`); one append in flight holds one. A loop that ends
+    :meth:`HeldAppender.settings`); one append in flight holds one. A loop that ends
     takes its connections with it (weakly held), and :meth:`aclose` closes the
     calling loop's.
     """
@@ -110,8 +129,8 @@ class NativeSend:
         """Send for ``store``, connecting as its held ``appender`` connects (see :meth:`of`)."""
         self.store = store
         self._appender = appender
-        self._conninfo: str | None = None
-        self._conninfo_lock = threading.Lock()
+        self._settings: HeldSettings | None = None
+        self._settings_lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
             weakref.WeakKeyDictionary()
         )
@@ -157,76 +176,66 @@ class NativeSend:
         mine = self._loops.get(loop)
         if mine is None:
             mine = self._loops[loop] = _LoopConnections()
-        cursor = await self._take(mine)
-        connection = cursor.connection
+        wire = await self._take(mine)
         self.sent += 1
-        kept: AsyncCursor[Any] | None = cursor
         try:
-            await cursor.execute(sql, values)
-            row = await cursor.fetchone()
-        except psycopg.Error as exc:
-            if connection.broken or connection.closed or str(exc.sqlstate or "")[:2] in _LOST_CLASSES:
-                kept = None
-                raise Lost(str(exc)) from exc
-            if connection.info.transaction_status != _IDLE:  # not left as an autocommit statement leaves it
-                kept = None
-            raise Refused(str(exc)) from exc  # an error reply: the statement failed as a whole, nothing applied
-        except OSError as exc:
-            kept = None
-            raise Lost(str(exc)) from exc
-        except BaseException:  # cancelled mid-statement: psycopg cancelled it, its outcome is unknown
-            kept = None
-            raise
-        finally:
-            mine.give_back(kept)
-            if kept is None:
-                await asyncio.shield(connection.close())
-        if row is None or not applied(row):
+            value = await wire.execute(sql, values)
+        finally:  # a connection whose state is unknown (lost, cancelled mid-statement) is closed
+            if wire.usable:
+                mine.give_back(wire)
+            else:
+                mine.give_back(None)
+                wire.close()
+        if not applied((value,)):
             raise Refused("the version check or a summary id refused the append")
         return new_version
 
-    async def _take(self, mine: _LoopConnections) -> AsyncCursor[Any]:
+    async def _take(self, mine: _LoopConnections) -> Wire:
         """An idle connection of this loop, a new one while there are fewer than the cap, else the next one freed.
 
         Raises:
             Refused: A new connection could not be made (nothing was sent).
         """
-        while not mine.idle and mine.count >= CONNECTIONS_PER_LOOP:
+        while (wire := mine.idle_wire()) is None and mine.count >= CONNECTIONS_PER_LOOP:
             await mine.wait()
-        if mine.idle:
-            return mine.idle.pop()
+        if wire is not None:
+            return wire
         mine.count += 1
         try:
-            return (await self._connect()).cursor()
+            return await self._connect()
         except BaseException:
             mine.give_back(None)
             raise
 
-    async def _connect(self) -> AsyncConnection[Any]:
+    async def _connect(self) -> Wire:
         """A new connection of the running loop, in autocommit mode.
 
         Raises:
             Refused: It could not be made (nothing was sent).
         """
         try:
-            conninfo = self._conninfo
-            if conninfo is None:  # once per sender: the held connection's settings, read on a thread
-                conninfo = self._conninfo = await asyncio.to_thread(self._read_conninfo)
-            connection = await AsyncConnection.connect(conninfo, autocommit=True)
+            settings = self._settings
+            if settings is None:  # once per sender: the held connection's settings, read on a thread
+                settings = self._settings = await asyncio.to_thread(self._read_settings)
+            connection = await AsyncConnection.connect(settings.conninfo, autocommit=True)
         except Exception as exc:  # nothing was sent: the sync path connects and reports
             logger.debug(
                 "url=<%s>, error=<%s> | no native connection, the append goes to a worker", self.store.url, exc
             )
             raise Refused(f"no native connection: {exc}") from exc
         encoding.register_nul_adapters(connection)
-        return connection
+        try:
+            return Wire(connection, prepare_threshold=settings.prepare_threshold, prepared_max=settings.prepared_max)
+        except Exception as exc:  # a loop that cannot watch a socket
+            await connection.close()
+            raise Refused(f"no native connection: {exc}") from exc
 
-    def _read_conninfo(self) -> str:
-        with self._conninfo_lock:
-            return self._appender.conninfo()
+    def _read_settings(self) -> HeldSettings:
+        with self._settings_lock:
+            return self._appender.settings()
 
     async def aclose(self) -> None:
         """Close the calling loop's connections (others go with their loops)."""
         mine = self._loops.pop(asyncio.get_running_loop(), None)
-        for cursor in mine.idle if mine is not None else []:
-            await cursor.connection.close()
+        if mine is not None:
+            mine.close()

@@ -35,14 +35,22 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-__all__ = ["HeldAppender", "HeldStatement", "holds_psycopg", "sends_on_driver"]
+__all__ = ["HeldAppender", "HeldSettings", "HeldStatement", "holds_psycopg", "sends_on_driver"]
 
 _NOT_HELD: nullcontext[None] = nullcontext(None)
+
+
+class HeldSettings(NamedTuple):
+    """What another connection needs to match the held one (see :meth:`HeldAppender.settings`)."""
+
+    conninfo: str
+    prepare_threshold: int | None
+    prepared_max: int | None
 
 
 def holds_psycopg(engine: Engine) -> bool:
@@ -183,13 +191,14 @@ class HeldAppender:
             self._held_cursor()
             yield self._connection
 
-    def conninfo(self) -> str:
-        """The libpq connection string the held connection was made with, password included.
+    def settings(self) -> HeldSettings:
+        """How the held connection was made and prepares statements, for another connection to match.
 
-        What the engine's URL, ``connect_args`` and connect events gave it (the ledger's
-        timeouts among them), so that another connection (the async API's native
-        send) is made with the same settings. Connects if need be, waiting for an
-        append that uses the held connection.
+        The libpq connection string (password included) is what the engine's URL,
+        ``connect_args`` and connect events gave it (the ledger's timeouts among them);
+        ``prepare_threshold`` / ``prepared_max`` are psycopg's (``connect_args`` may set
+        them). The async API's native send makes its connections with these. Connects
+        if need be, waiting for an append that uses the held connection.
 
         Raises:
             sqlalchemy.exc.DBAPIError: The driver failed to connect.
@@ -198,7 +207,11 @@ class HeldAppender:
 
         with self.driver_connection() as connection:
             info = connection.info
-            return make_conninfo(info.dsn, password=info.password)
+            return HeldSettings(
+                make_conninfo(info.dsn, password=info.password),
+                connection.prepare_threshold,
+                connection.prepared_max,
+            )
 
     def _drop(self, *, lost: bool = False) -> None:
         connection, self._connection, self._cursor = self._connection, None, None
