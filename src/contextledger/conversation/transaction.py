@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from contextledger.core.building import build_changeset, projected, ride_with
 from contextledger.core.changeset import Changeset, Edit
@@ -56,9 +56,12 @@ class _Again(enum.Enum):
 _AGAIN = _Again.AGAIN
 
 
-@dataclass(slots=True, frozen=True)
-class Prepared:
-    """One write's changeset and the active view it leaves once committed (see :meth:`Transaction.prepare`)."""
+class Prepared(NamedTuple):
+    """One write's changeset and the active view it leaves once committed (see :meth:`Transaction.prepare`).
+
+    A named tuple: built once per commit, it costs a tuple (a frozen dataclass sets each
+    field through ``object.__setattr__``).
+    """
 
     changeset: Changeset
     view: View
@@ -167,8 +170,9 @@ class Transaction:
         converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
         if not converted:
             return converted, None
-        with self.lock:
-            return converted, self._view.stored_as(converted)
+        # No lock: the view is one immutable object, read once (a commit replaces the
+        # reference), and a commit racing this check is met by the store's duplicate check.
+        return converted, self._view.stored_as(converted)
 
     def announce_call(self, *, defer: bool) -> None:
         """Count a model call being prepared (once: a call prepared again before it was handed is the same call)."""
@@ -211,6 +215,21 @@ class Transaction:
             CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
         """
         return self.run(lambda view: (fit_edit(view, build(view)), None))
+
+    def append(self, messages: Sequence[Message]) -> None:
+        """Commit ``messages`` appended, as :meth:`edit` of ``Edit.appending(messages)`` commits them.
+
+        The edit is built once for every attempt (it does not depend on the view), and it
+        has no plan, so the view rules have nothing to hold (:func:`fit_edit` would pass
+        it unchanged).
+
+        Raises:
+            ConcurrencyConflict: Still conflicting after ``max_retries`` re-builds.
+            DuplicateEntry: A message id is already stored as another message.
+            CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
+        """
+        built = (Edit.appending(messages), None)
+        self.run(lambda _view: built)
 
     def repair_interrupted_tools(self) -> Reduction | None:
         """Commit the repair of a view left mid-tool, when it needs one (else write nothing)."""
@@ -313,7 +332,7 @@ class Transaction:
             return None
         edit = edit or Edit()
         real_write = bool(edit.appends or self.calls.pending)
-        if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
+        if repair and self.repair and real_write and self._view.mid_tool() and needs_repair(self._view, edit.appends):
             if not nested:
                 raise WouldWait("a view left mid-tool is repaired with this write")
             if edit.plan is not None or edit.strategy is not None:

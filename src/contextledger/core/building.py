@@ -19,9 +19,13 @@ from contextledger.model.jsonvalues import storable_text
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction, SummaryEntry, ViewEntry, new_id
 from contextledger.model.tokens import TokenCounter
-from contextledger.model.trusted import trusted
+from contextledger.model.trusted import maker, trusted
 
 __all__ = ["build_changeset", "describe_error", "pin_edit", "projected", "ride_with"]
+
+# The records every append builds, from dicts naming every field (see trusted.maker).
+_view_entry = maker(ViewEntry)
+_changeset = maker(Changeset)
 
 
 def projected(state: ConversationState, view: View, edit: Edit | None, counter: TokenCounter) -> View:
@@ -123,8 +127,7 @@ def build_changeset(
         EntryNotFound: A revision names an entry that is not an active message.
         InvalidMessage: A summary draft has no content (it must be written first).
     """
-    count = counter.count
-    appends = tuple([_appended(m, seq, count(m)) for seq, m in enumerate(edit.appends, state.next_seq)])
+    appends = _appended_entries(edit.appends, state.next_seq, counter.count) if edit.appends else ()
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
     from_call = model_call_count if before_call else model_call_count + 1
@@ -216,8 +219,7 @@ def _trusted_changeset(
     Every value is one :func:`build_changeset` built or one already validated (``edit``
     is, and :func:`_plain` holds for it and ``manager_state``).
     """
-    return trusted(
-        Changeset,
+    return _changeset(
         {
             "session_id": state.session_id,
             "agent_id": state.agent_id,
@@ -240,6 +242,35 @@ def _trusted_changeset(
             "user": None,
         },
     )
+
+
+def _appended_entries(messages: tuple[Message, ...], first_seq: int, count: Any) -> tuple[ViewEntry, ...]:
+    """The view entries of ``messages`` appended from ``first_seq``, each counted once by ``count``.
+
+    The entry of a plain :class:`Message` with a plain ``int`` count is built here without a
+    validation (as :func:`_appended` builds it, without a call per message); any other by
+    :func:`_appended`.
+    """
+    entries: list[ViewEntry] = []
+    add = entries.append
+    for seq, message in enumerate(messages, first_seq):
+        tokens = count(message)
+        if type(tokens) is int and type(message) is Message:
+            # Every field has its type: an id a Message validated, a seq and a count that are ints.
+            add(
+                _view_entry(
+                    {
+                        "entry_id": message.message_id,
+                        "kind": "message",
+                        "seq": seq,
+                        "message": message,
+                        "tokens": tokens,
+                    }
+                )
+            )
+        else:
+            add(_appended(message, seq, tokens))
+    return tuple(entries)
 
 
 def _appended(message: Message, seq: int, tokens: Any) -> ViewEntry:

@@ -24,7 +24,7 @@ from contextledger.model.records import (
     ViewEntry,
     new_id,
 )
-from contextledger.model.trusted import trusted
+from contextledger.model.trusted import maker, trusted
 
 __all__ = [
     "Changeset",
@@ -211,10 +211,9 @@ class Edit(BaseModel):
         The messages are :class:`Message` instances, which the constructor would take as
         they are, so the edit is built without a second validation.
         """
-        if not all([type(m) is Message or isinstance(m, Message) for m in messages]):
-            return cls(appends=tuple(messages))  # the constructor names what is wrong
-        return trusted(
-            cls,
+        if cls is not Edit or not all([type(m) is Message or isinstance(m, Message) for m in messages]):
+            return cls(appends=tuple(messages))  # the constructor names what is wrong (or a subclass builds)
+        return _edit(
             {
                 "appends": tuple(messages),
                 "pins": {},
@@ -239,6 +238,10 @@ class Edit(BaseModel):
             or (self.plan is not None and not self.plan.is_empty)
             or self.agent_state is not None
         )
+
+
+_state = maker(ConversationState)  # the state after each commit (see Changeset.state_after)
+_edit = maker(Edit)  # the edit of each append (see Edit.appending)
 
 
 class Changeset(BaseModel):
@@ -350,8 +353,15 @@ class Changeset(BaseModel):
         """``state`` as this changeset leaves it, committed at ``version``."""
         values = dict(state.__dict__)  # every field, in order: built as model_copy builds it, without its steps
         values["version"] = version
-        for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
-            value = getattr(self, name)
-            if value is not None:
-                values[name] = value
-        return trusted(type(state), values)
+        mine = self.__dict__
+        # The four state values a changeset may carry (None keeps the stored one), read
+        # one by one: this runs after every commit.
+        if (value := mine["model_call_count"]) is not None:
+            values["model_call_count"] = value
+        if (value := mine["next_seq"]) is not None:
+            values["next_seq"] = value
+        if (value := mine["manager_state"]) is not None:
+            values["manager_state"] = value
+        if (value := mine["agent_state"]) is not None:
+            values["agent_state"] = value
+        return _state(values) if type(state) is ConversationState else trusted(type(state), values)
