@@ -48,3 +48,38 @@ def test_an_appending_edit_is_the_edit_the_constructor_builds() -> None:
     assert built.__dict__ == Edit(appends=tuple(messages)).__dict__
     assert list(built.__dict__) == list(Edit.model_fields)
     assert built.model_fields_set == set(Edit.model_fields)
+
+
+def test_ids_drawn_ahead_are_never_handed_out_twice_across_threads_or_a_fork() -> None:
+    import os
+    import threading
+
+    import pytest
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    random_uuid_hex()  # ids are drawn ahead now: the child must not hand out the parent's
+    per_thread: list[list[str]] = [[] for _ in range(4)]
+
+    def draw(into: list[str]) -> None:
+        into.extend(random_uuid_hex() for _ in range(500))
+
+    threads = [threading.Thread(target=draw, args=(ids,)) for ids in per_thread]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({i for ids in per_thread for i in ids}) == 2000
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe and exits at once
+        os.write(write, " ".join(random_uuid_hex() for _ in range(50)).encode())
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split()
+    parent = [random_uuid_hex() for _ in range(200)]
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(child) == 50
+    assert not set(child) & set(parent)
