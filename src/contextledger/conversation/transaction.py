@@ -299,8 +299,19 @@ class Transaction:
 
     def finish(self, prepared: Prepared, version: int) -> Reduction | None:
         """Take ``prepared`` as committed at ``version`` (the last step of :meth:`run`); its reduction row, if any."""
-        self._committed(prepared.changeset, prepared.view, version)
-        return prepared.changeset.reduction
+        changeset = prepared.changeset
+        self._state = changeset.state_after(self._state, version)
+        before, self._view = self._view, prepared.view
+        calls = self.calls
+        calls.pending, calls.defer = 0, False
+        self._riding = None
+        reduction = changeset.reduction
+        if reduction is not None:
+            if self.manager is not None:
+                self.manager.restore_state(self._state.manager_state)
+            log_committed(self.session_id, self.agent_id, reduction)
+            telemetry.reduced(reduction, before)
+        return reduction
 
     def _prepare(self, build: Build, repair: bool, *, nested: bool) -> Prepared | Literal[_Again.AGAIN] | None:
         """Build one changeset for the current view; ``_AGAIN`` after committing a write that must go first.
@@ -369,14 +380,3 @@ class Transaction:
         self.refresh()
         if changeset.model_call_count is not None:  # counted now: only calls announced since stay pending
             self.calls.pending = max(0, calls - changeset.model_call_count)
-
-    def _committed(self, changeset: Changeset, view: View, version: int) -> None:
-        self._state = changeset.state_after(self._state, version)
-        before, self._view = self._view, view
-        self.calls.pending, self.calls.defer = 0, False
-        self._riding = None
-        if changeset.reduction is not None:
-            if self.manager is not None:
-                self.manager.restore_state(self._state.manager_state)
-            log_committed(self.session_id, self.agent_id, changeset.reduction)
-            telemetry.reduced(changeset.reduction, before)

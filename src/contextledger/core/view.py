@@ -129,13 +129,17 @@ class View:
                 view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
         return view
 
-    def appended(self, appends: tuple[ViewEntry, ...]) -> View:
-        """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's)."""
+    def appended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
+        """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's).
+
+        ``tool_ids``: the toolUse and toolResult ids of ``appends``, in order, when the
+        caller has read them already (else they are read from the entries).
+        """
         if appends and (not self._count or appends[0].seq > self._items[self._count - 1].seq):
-            return self._extended(appends)
+            return self._extended(appends, tool_ids)
         return self.project(appends, set(), {}, {}, None)
 
-    def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
+    def _extended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
         """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
         with _TAIL_LOCK:  # one hand-over of the tail, and no index read while another grows it
             known = self.__dict__
@@ -171,7 +175,7 @@ class View:
                 facts["_tool_facts"] = (
                     ToolFacts.of(items[: count + len(appends)])
                     if tools.grown and not in_place
-                    else tools.extended(appends, in_place=in_place)
+                    else tools.extended(appends, in_place=in_place, ids=tool_ids)
                 )
             if "projected_input_tokens" in known:
                 facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)

@@ -103,15 +103,18 @@ class ToolFacts:
             len(use_set) == len(uses) and len(result_set) == len(results),
         )
 
-    def extended(self, appends: Sequence[ViewEntry], *, in_place: bool = False) -> ToolFacts:
+    def extended(
+        self, appends: Sequence[ViewEntry], *, in_place: bool = False, ids: tuple[list[str], list[str]] | None = None
+    ) -> ToolFacts:
         """The facts of the view with ``appends`` after it.
 
         ``in_place`` adds to this object's id sets instead of copying them (and marks it
         ``grown``), or returns this very object when ``appends`` hold no tool id: only for
         the view that took its parent's tail. Otherwise the facts are a new object with
-        sets of its own.
+        sets of its own. ``ids`` are the toolUse and toolResult ids of ``appends`` (in
+        order) when the caller has them; else they are read from ``appends``.
         """
-        uses, results = self._ids(appends)
+        uses, results = self._ids(appends) if ids is None else ids
         if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
         use_set, result_set = self.uses, self.results
