@@ -216,19 +216,20 @@ class Transaction:
         """
         return self.run(lambda view: (fit_edit(view, build(view)), None))
 
-    def append(self, messages: Sequence[Message]) -> None:
+    def append(self, messages: list[Message]) -> None:
         """Commit ``messages`` appended, as :meth:`edit` of ``Edit.appending(messages)`` commits them.
 
-        The edit is built once for every attempt (it does not depend on the view), and it
-        has no plan, so the view rules have nothing to hold (:func:`fit_edit` would pass
-        it unchanged).
+        ``messages`` are what :meth:`converted` returned (:class:`Message` objects, not
+        looked at again). The edit is built once for every attempt (it does not depend on
+        the view), and it has no plan, so the view rules have nothing to hold
+        (:func:`fit_edit` would pass it unchanged).
 
         Raises:
             ConcurrencyConflict: Still conflicting after ``max_retries`` re-builds.
             DuplicateEntry: A message id is already stored as another message.
             CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
         """
-        built = (Edit.appending(messages), None)
+        built = (Edit.appending(messages, checked=True), None)
         self.run(lambda _view: built)
 
     def repair_interrupted_tools(self) -> Reduction | None:
@@ -339,10 +340,14 @@ class Transaction:
                 self.edit(riding)
                 return _AGAIN
             edit = merged
-        if (edit is None or edit.is_empty) and (not self.calls.pending or self.calls.defer):
-            return None
-        edit = edit or Edit()
-        real_write = bool(edit.appends or self.calls.pending)
+        calls = self.calls
+        if edit is not None and edit.appends:  # every append: a real write, whatever else the edit holds
+            real_write = True
+        else:
+            if (edit is None or edit.is_empty) and (not calls.pending or calls.defer):
+                return None
+            edit = edit or Edit()
+            real_write = bool(calls.pending)
         if repair and self.repair and real_write and self._view.mid_tool() and needs_repair(self._view, edit.appends):
             if not nested:
                 raise WouldWait("a view left mid-tool is repaired with this write")
@@ -359,10 +364,10 @@ class Transaction:
             self._view,
             edit,
             counter=self.token_counter,
-            model_call_count=self.model_call_count,
-            count_changed=bool(self.calls.pending),
+            model_call_count=self._state.model_call_count + calls.pending,  # self.model_call_count
+            count_changed=bool(calls.pending),
             manager_state=manager_state,
-            before_call=self.calls.preparing,
+            before_call=calls.preparing,
         )
         if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
             # Only the commit that creates the conversation names the session's owner.

@@ -205,13 +205,16 @@ class Edit(BaseModel):
     restore: tuple[ViewEntry, ...] = ()
 
     @classmethod
-    def appending(cls, messages: Sequence[Message]) -> Edit:
+    def appending(cls, messages: Sequence[Message], *, checked: bool = False) -> Edit:
         """``Edit(appends=tuple(messages))`` for messages already validated (every append builds one).
 
         The messages are :class:`Message` instances, which the constructor would take as
-        they are, so the edit is built without a second validation.
+        they are, so the edit is built without a second validation. ``checked``: the
+        caller has made sure each one is a :class:`Message` (as
+        :meth:`Transaction.converted <contextledger.conversation.transaction.Transaction.converted>`
+        returns them), so they are not looked at again.
         """
-        if cls is not Edit or not all([type(m) is Message or isinstance(m, Message) for m in messages]):
+        if cls is not Edit or not (checked or all([type(m) is Message or isinstance(m, Message) for m in messages])):
             return cls(appends=tuple(messages))  # the constructor names what is wrong (or a subclass builds)
         return _edit(
             {
