@@ -85,13 +85,13 @@ def _stages() -> None:
     from contextledger.telemetry import spans
 
     _wrap(CharTokenCounter, "count", "token counts")
-    _wrap(building, "_appended", "view entries")
+    _wrap(building, "_appended_entries", "view entries (token counts included)")
     _wrap(View, "appended", "view extension")
     _wrap(building, "_trusted_changeset", "changeset record")
     _wrap(transaction, "build_changeset", "build_changeset (the three above and more)")
     _wrap(writes, "check_storable", "store: JSON check")
     _wrap(spans, "commit", "store: commit (JSON check included)")
-    _wrap(transaction.Transaction, "_committed", "after the commit")
+    _wrap(transaction.Transaction, "finish", "after the commit")
 
 
 def main() -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import uuid
+
+import pytest
+from pydantic import BaseModel
 
 from contextledger.model.ids import random_uuid, random_uuid_hex
 from contextledger.model.messages import new_message_id
@@ -43,8 +48,94 @@ def test_an_appending_edit_is_the_edit_the_constructor_builds() -> None:
     from contextledger.core.changeset import Edit
 
     messages = [Message.user("q"), Message.assistant("a")]
-    built = Edit.appending(messages)
-    # Every field, in order, as the constructor sets it: a field added to Edit fails here.
-    assert built.__dict__ == Edit(appends=tuple(messages)).__dict__
-    assert list(built.__dict__) == list(Edit.model_fields)
-    assert built.model_fields_set == set(Edit.model_fields)
+    for built in (Edit.appending(messages), Edit.appending(messages, checked=True)):
+        # Every field, in order, as the constructor sets it: a field added to Edit fails here.
+        assert built.__dict__ == Edit(appends=tuple(messages)).__dict__
+        assert list(built.__dict__) == list(Edit.model_fields)
+        assert built.model_fields_set == set(Edit.model_fields)
+
+
+@pytest.mark.parametrize("changes", [{}, {"model_call_count": 3}, {"next_seq": 9, "manager_state": {"k": 1}}])
+def test_the_state_after_a_commit_is_the_validated_state(changes: dict[str, object]) -> None:
+    from contextledger.core.changeset import Changeset
+    from contextledger.model.records import ConversationState
+
+    state = ConversationState(session_id="s", agent_id="a", version=2, next_seq=4, agent_state={"x": 1})
+    changeset = Changeset(session_id="s", agent_id="a", expected_version=2, **changes)
+    after = changeset.state_after(state, 3)
+    expected = ConversationState.model_validate({**state.model_dump(), "version": 3, **changes})
+    assert after == expected
+    assert list(after.__dict__) == list(ConversationState.model_fields)
+    assert after.model_fields_set == set(ConversationState.model_fields)
+
+
+def test_ids_drawn_ahead_are_never_handed_out_twice_across_threads_or_a_fork() -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    random_uuid_hex()  # ids are drawn ahead now: the child must not hand out the parent's
+    per_thread: list[list[str]] = [[] for _ in range(4)]
+
+    def draw(into: list[str]) -> None:
+        into.extend(random_uuid_hex() for _ in range(500))
+
+    threads = [threading.Thread(target=draw, args=(ids,)) for ids in per_thread]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({i for ids in per_thread for i in ids}) == 2000
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe and exits at once
+        os.write(write, " ".join(random_uuid_hex() for _ in range(50)).encode())
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split()
+    parent = [random_uuid_hex() for _ in range(200)]
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(child) == 50
+    assert not set(child) & set(parent)
+
+
+def test_an_append_validates_no_record_and_reads_the_random_source_once_per_many_commits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn of prebuilt messages: no pydantic validation in the conversation layer, ids drawn ahead."""
+    from contextledger import Ledger, Message
+
+    ledger = Ledger.connect("memory://")
+    conversation = ledger.conversation("s", "a")
+    conversation.append(Message.user("creates the conversation"))
+    turns = [
+        [
+            Message.user(f"q{n}"),
+            Message.tool_use(f"t{n}", "lookup", {"query": "x"}),
+            Message.tool_result(f"t{n}", "r"),
+            Message.assistant("a"),
+        ]
+        for n in range(20)
+    ]
+    validated: list[str] = []
+    init = BaseModel.__init__
+
+    def counting_init(self: BaseModel, **data: object) -> None:
+        validated.append(type(self).__name__)
+        init(self, **data)
+
+    reads: list[int] = []
+    urandom = os.urandom
+
+    def counting_urandom(size: int) -> bytes:
+        reads.append(size)
+        return urandom(size)
+
+    monkeypatch.setattr(BaseModel, "__init__", counting_init)
+    monkeypatch.setattr(os, "urandom", counting_urandom)  # the module ids draws from
+    for turn in turns:
+        conversation.append(*turn)
+    ledger.close()
+    assert validated == []
+    assert len(reads) <= 1  # 20 commits, 128 ids per read
+    assert conversation.view.ids[-80:] == [m.message_id for turn in turns for m in turn]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from contextledger import Message
@@ -29,3 +29,50 @@ def test_a_tool_input_counts_its_json_text(tool_input: dict[str, object]) -> Non
     expected = len("f") + len(json.dumps(tool_input, default=str))
     assert _measure(message.content) == (expected, 0)
     assert CharTokenCounter().count(message) == 4 + math.ceil(expected / 4)
+
+
+_short = st.text(max_size=30).filter(lambda t: all(not 0xD800 <= ord(c) <= 0xDFFF for c in t))
+_inner_blocks = st.one_of(
+    st.builds(lambda t: {"text": t}, _short),
+    st.builds(lambda v: {"json": v}, st.dictionaries(_short, st.integers(), max_size=2)),
+    st.just({"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}),
+)
+_blocks = st.one_of(
+    _inner_blocks,
+    st.builds(
+        lambda i, n, v: {"toolUse": {"toolUseId": i, "name": n, "input": v}},
+        st.sampled_from(["t1", "t2"]),
+        _short,
+        st.one_of(st.none(), st.integers(), _short, st.dictionaries(_short, _short, max_size=3)),
+    ),
+    st.builds(
+        lambda i, c: {"toolResult": {"toolUseId": i, "status": "success", "content": c}},
+        st.sampled_from(["t1", "t2"]),
+        st.lists(_inner_blocks, max_size=3),
+    ),
+    st.builds(lambda i: {"toolResult": {"toolUseId": i}}, st.sampled_from(["t1", "t2"])),  # no content at all
+    st.builds(lambda t: {"reasoningContent": {"reasoningText": {"text": t}}}, _short),
+    st.just({"document": {"format": "txt", "name": "d", "source": {"bytes": b"doc"}}}),
+)
+
+
+@example([{"text": "abc"}], 1.0, 4, 1000)
+@example([{"toolUse": {"toolUseId": "t1", "name": "f", "input": {"q": "abc"}}}], 1.0, 4, 1000)
+@example([{"toolResult": {"toolUseId": "t1", "status": "success", "content": [{"text": "abc"}]}}], 1.0, 4, 1000)
+@example([{"toolResult": {"toolUseId": "t1", "status": "success", "content": [{"json": {"a": 1}}]}}], 1.0, 4, 1000)
+@example([{"toolResult": {"toolUseId": "t1"}}], 1.0, 4, 1000)
+@example([{"image": {"format": "png", "source": {"bytes": b"x"}}}], 1.0, 4, 1000)
+@given(
+    st.lists(_blocks, min_size=1, max_size=3),
+    st.floats(min_value=0.5, max_value=8),
+    st.integers(0, 9),
+    st.integers(0, 2000),
+)
+def test_every_message_counts_as_the_block_walk_counts(
+    blocks: list[dict[str, object]], per_token: float, per_message: int, per_media: int
+) -> None:
+    """The shortcuts for one-block messages (a text, a tool call, a tool result of one text) count as the walk."""
+    counter = CharTokenCounter(chars_per_token=per_token, per_message=per_message, per_media=per_media)
+    message = Message(role="assistant", content=blocks)
+    chars, media = _measure(message.content)
+    assert counter.count(message) == per_message + media * per_media + math.ceil(chars / per_token)

@@ -315,7 +315,7 @@ class Conversation:
             return stored if stored is not None else []
         transaction = self.transaction
         try:
-            transaction.edit(lambda _view: Edit.appending(converted))
+            transaction.append(converted)
         except DuplicateEntry:
             transaction.refresh()
             stored = transaction.view.stored_as(converted)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from contextledger.core.building import build_changeset, projected, ride_with
 from contextledger.core.changeset import Changeset, Edit
@@ -56,9 +56,12 @@ class _Again(enum.Enum):
 _AGAIN = _Again.AGAIN
 
 
-@dataclass(slots=True, frozen=True)
-class Prepared:
-    """One write's changeset and the active view it leaves once committed (see :meth:`Transaction.prepare`)."""
+class Prepared(NamedTuple):
+    """One write's changeset and the active view it leaves once committed (see :meth:`Transaction.prepare`).
+
+    A named tuple: built once per commit, it costs a tuple (a frozen dataclass sets each
+    field through ``object.__setattr__``).
+    """
 
     changeset: Changeset
     view: View
@@ -167,8 +170,9 @@ class Transaction:
         converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
         if not converted:
             return converted, None
-        with self.lock:
-            return converted, self._view.stored_as(converted)
+        # No lock: the view is one immutable object, read once (a commit replaces the
+        # reference), and a commit racing this check is met by the store's duplicate check.
+        return converted, self._view.stored_as(converted)
 
     def announce_call(self, *, defer: bool) -> None:
         """Count a model call being prepared (once: a call prepared again before it was handed is the same call)."""
@@ -211,6 +215,22 @@ class Transaction:
             CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
         """
         return self.run(lambda view: (fit_edit(view, build(view)), None))
+
+    def append(self, messages: list[Message]) -> None:
+        """Commit ``messages`` appended, as :meth:`edit` of ``Edit.appending(messages)`` commits them.
+
+        ``messages`` are what :meth:`converted` returned (:class:`Message` objects, not
+        looked at again). The edit is built once for every attempt (it does not depend on
+        the view), and it has no plan, so the view rules have nothing to hold
+        (:func:`fit_edit` would pass it unchanged).
+
+        Raises:
+            ConcurrencyConflict: Still conflicting after ``max_retries`` re-builds.
+            DuplicateEntry: A message id is already stored as another message.
+            CommitOutcomeUnknown: The store's reply was lost; the next write settles it.
+        """
+        built = (Edit.appending(messages, checked=True), None)
+        self.run(lambda _view: built)
 
     def repair_interrupted_tools(self) -> Reduction | None:
         """Commit the repair of a view left mid-tool, when it needs one (else write nothing)."""
@@ -280,8 +300,19 @@ class Transaction:
 
     def finish(self, prepared: Prepared, version: int) -> Reduction | None:
         """Take ``prepared`` as committed at ``version`` (the last step of :meth:`run`); its reduction row, if any."""
-        self._committed(prepared.changeset, prepared.view, version)
-        return prepared.changeset.reduction
+        changeset = prepared.changeset
+        self._state = changeset.state_after(self._state, version)
+        before, self._view = self._view, prepared.view
+        calls = self.calls
+        calls.pending, calls.defer = 0, False
+        self._riding = None
+        reduction = changeset.reduction
+        if reduction is not None:
+            if self.manager is not None:
+                self.manager.restore_state(self._state.manager_state)
+            log_committed(self.session_id, self.agent_id, reduction)
+            telemetry.reduced(reduction, before)
+        return reduction
 
     def _prepare(self, build: Build, repair: bool, *, nested: bool) -> Prepared | Literal[_Again.AGAIN] | None:
         """Build one changeset for the current view; ``_AGAIN`` after committing a write that must go first.
@@ -309,11 +340,15 @@ class Transaction:
                 self.edit(riding)
                 return _AGAIN
             edit = merged
-        if (edit is None or edit.is_empty) and (not self.calls.pending or self.calls.defer):
-            return None
-        edit = edit or Edit()
-        real_write = bool(edit.appends or self.calls.pending)
-        if repair and self.repair and real_write and needs_repair(self._view, edit.appends):
+        calls = self.calls
+        if edit is not None and edit.appends:  # every append: a real write, whatever else the edit holds
+            real_write = True
+        else:
+            if (edit is None or edit.is_empty) and (not calls.pending or calls.defer):
+                return None
+            edit = edit or Edit()
+            real_write = bool(calls.pending)
+        if repair and self.repair and real_write and self._view.mid_tool() and needs_repair(self._view, edit.appends):
             if not nested:
                 raise WouldWait("a view left mid-tool is repaired with this write")
             if edit.plan is not None or edit.strategy is not None:
@@ -329,10 +364,10 @@ class Transaction:
             self._view,
             edit,
             counter=self.token_counter,
-            model_call_count=self.model_call_count,
-            count_changed=bool(self.calls.pending),
+            model_call_count=self._state.model_call_count + calls.pending,  # self.model_call_count
+            count_changed=bool(calls.pending),
             manager_state=manager_state,
-            before_call=self.calls.preparing,
+            before_call=calls.preparing,
         )
         if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
             # Only the commit that creates the conversation names the session's owner.
@@ -350,14 +385,3 @@ class Transaction:
         self.refresh()
         if changeset.model_call_count is not None:  # counted now: only calls announced since stay pending
             self.calls.pending = max(0, calls - changeset.model_call_count)
-
-    def _committed(self, changeset: Changeset, view: View, version: int) -> None:
-        self._state = changeset.state_after(self._state, version)
-        before, self._view = self._view, view
-        self.calls.pending, self.calls.defer = 0, False
-        self._riding = None
-        if changeset.reduction is not None:
-            if self.manager is not None:
-                self.manager.restore_state(self._state.manager_state)
-            log_committed(self.session_id, self.agent_id, changeset.reduction)
-            telemetry.reduced(changeset.reduction, before)

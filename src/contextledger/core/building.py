@@ -15,13 +15,18 @@ from typing import Any
 from contextledger.core.changeset import Changeset, ContentRevision, Edit, ReductionPlan
 from contextledger.core.view import View
 from contextledger.errors import EntryNotFound, InvalidMessage, PinError
+from contextledger.model.ids import random_uuid_hex
 from contextledger.model.jsonvalues import storable_text
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction, SummaryEntry, ViewEntry, new_id
 from contextledger.model.tokens import TokenCounter
-from contextledger.model.trusted import trusted
+from contextledger.model.trusted import maker, trusted
 
 __all__ = ["build_changeset", "describe_error", "pin_edit", "projected", "ride_with"]
+
+# The records every append builds, from dicts naming every field (see trusted.maker).
+_view_entry = maker(ViewEntry)
+_changeset = maker(Changeset)
 
 
 def projected(state: ConversationState, view: View, edit: Edit | None, counter: TokenCounter) -> View:
@@ -123,15 +128,22 @@ def build_changeset(
         EntryNotFound: A revision names an entry that is not an active message.
         InvalidMessage: A summary draft has no content (it must be written first).
     """
-    count = counter.count
-    appends = tuple([_appended(m, seq, count(m)) for seq, m in enumerate(edit.appends, state.next_seq)])
+    appends, tool_ids = _appended_entries(edit.appends, state.next_seq, counter.count) if edit.appends else ((), None)
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
     from_call = model_call_count if before_call else model_call_count + 1
-    if edit.plan is None and edit.strategy is None and not (edit.pins or edit.restore) and _plain(edit, manager_state):
+    if (
+        edit.plan is None
+        and edit.strategy is None
+        and not (edit.pins or edit.restore)
+        # _plain(edit, manager_state), spelled out: this is every append
+        and 0 < len(edit.pin_source) <= 32
+        and (manager_state is None or type(manager_state) is dict)
+        and (edit.agent_state is None or type(edit.agent_state) is dict)
+    ):
         # The hot path (a turn appended, perhaps with state): nothing to evict, revise,
         # summarize or pin, so the view only grows; see _trusted_changeset.
-        entries = view.appended(appends) if appends else view
+        entries = view.appended(appends, tool_ids) if appends else view
         return _trusted_changeset(
             state, edit, appends, from_call, model_call_count, count_changed, manager_state
         ), entries
@@ -216,8 +228,7 @@ def _trusted_changeset(
     Every value is one :func:`build_changeset` built or one already validated (``edit``
     is, and :func:`_plain` holds for it and ``manager_state``).
     """
-    return trusted(
-        Changeset,
+    return _changeset(
         {
             "session_id": state.session_id,
             "agent_id": state.agent_id,
@@ -229,7 +240,7 @@ def _trusted_changeset(
             "reduction": None,
             "pins": {},
             "pin_source": edit.pin_source,
-            "changeset_id": new_id(),
+            "changeset_id": random_uuid_hex(),  # new_id(), without its call
             "from_call": from_call,
             "model_call_count": model_call_count if count_changed else None,
             "next_seq": state.next_seq + len(appends) if appends else None,
@@ -240,6 +251,47 @@ def _trusted_changeset(
             "user": None,
         },
     )
+
+
+def _appended_entries(
+    messages: tuple[Message, ...], first_seq: int, count: Any
+) -> tuple[tuple[ViewEntry, ...], tuple[list[str], list[str]]]:
+    """The view entries of ``messages`` appended from ``first_seq``, and the tool ids they call and answer.
+
+    Each message is counted once by ``count``. The entry of a plain :class:`Message` with
+    a plain ``int`` count is built here without a validation (as :func:`_appended` builds
+    it, without a call per message); any other by :func:`_appended`. The ids are those
+    :meth:`ToolFacts.extended <contextledger.core.viewfacts.ToolFacts.extended>` reads from
+    the entries (toolUse ids, toolResult ids, in order), read here from the content the
+    count has just read, so the view's facts grow without a second walk.
+    """
+    entries: list[ViewEntry] = []
+    add = entries.append
+    uses: list[str] = []
+    results: list[str] = []
+    for seq, message in enumerate(messages, first_seq):
+        tokens = count(message)
+        if type(tokens) is int and type(message) is Message:
+            # Every field has its type: an id a Message validated, a seq and a count that are ints.
+            add(
+                _view_entry(
+                    {
+                        "entry_id": message.message_id,
+                        "kind": "message",
+                        "seq": seq,
+                        "message": message,
+                        "tokens": tokens,
+                    }
+                )
+            )
+        else:
+            add(_appended(message, seq, tokens))
+        for block in message.content:
+            if "toolUse" in block:
+                uses.append(block["toolUse"]["toolUseId"])
+            if "toolResult" in block:
+                results.append(block["toolResult"]["toolUseId"])
+    return tuple(entries), (uses, results)
 
 
 def _appended(message: Message, seq: int, tokens: Any) -> ViewEntry:

@@ -24,7 +24,7 @@ from contextledger.model.records import (
     ViewEntry,
     new_id,
 )
-from contextledger.model.trusted import trusted
+from contextledger.model.trusted import maker, trusted
 
 __all__ = [
     "Changeset",
@@ -205,16 +205,18 @@ class Edit(BaseModel):
     restore: tuple[ViewEntry, ...] = ()
 
     @classmethod
-    def appending(cls, messages: Sequence[Message]) -> Edit:
+    def appending(cls, messages: Sequence[Message], *, checked: bool = False) -> Edit:
         """``Edit(appends=tuple(messages))`` for messages already validated (every append builds one).
 
         The messages are :class:`Message` instances, which the constructor would take as
-        they are, so the edit is built without a second validation.
+        they are, so the edit is built without a second validation. ``checked``: the
+        caller has made sure each one is a :class:`Message` (as
+        :meth:`Transaction.converted <contextledger.conversation.transaction.Transaction.converted>`
+        returns them), so they are not looked at again.
         """
-        if not all([type(m) is Message or isinstance(m, Message) for m in messages]):
-            return cls(appends=tuple(messages))  # the constructor names what is wrong
-        return trusted(
-            cls,
+        if cls is not Edit or not (checked or all([type(m) is Message or isinstance(m, Message) for m in messages])):
+            return cls(appends=tuple(messages))  # the constructor names what is wrong (or a subclass builds)
+        return _edit(
             {
                 "appends": tuple(messages),
                 "pins": {},
@@ -239,6 +241,10 @@ class Edit(BaseModel):
             or (self.plan is not None and not self.plan.is_empty)
             or self.agent_state is not None
         )
+
+
+_state = maker(ConversationState)  # the state after each commit (see Changeset.state_after)
+_edit = maker(Edit)  # the edit of each append (see Edit.appending)
 
 
 class Changeset(BaseModel):
@@ -350,8 +356,15 @@ class Changeset(BaseModel):
         """``state`` as this changeset leaves it, committed at ``version``."""
         values = dict(state.__dict__)  # every field, in order: built as model_copy builds it, without its steps
         values["version"] = version
-        for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
-            value = getattr(self, name)
-            if value is not None:
-                values[name] = value
-        return trusted(type(state), values)
+        mine = self.__dict__
+        # The four state values a changeset may carry (None keeps the stored one), read
+        # one by one: this runs after every commit.
+        if (value := mine["model_call_count"]) is not None:
+            values["model_call_count"] = value
+        if (value := mine["next_seq"]) is not None:
+            values["next_seq"] = value
+        if (value := mine["manager_state"]) is not None:
+            values["manager_state"] = value
+        if (value := mine["agent_state"]) is not None:
+            values["agent_state"] = value
+        return _state(values) if type(state) is ConversationState else trusted(type(state), values)

@@ -129,53 +129,63 @@ class View:
                 view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
         return view
 
-    def appended(self, appends: tuple[ViewEntry, ...]) -> View:
-        """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's)."""
+    def appended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
+        """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's).
+
+        ``tool_ids``: the toolUse and toolResult ids of ``appends``, in order, when the
+        caller has read them already (else they are read from the entries).
+        """
         if appends and (not self._count or appends[0].seq > self._items[self._count - 1].seq):
-            return self._extended(appends)
+            return self._extended(appends, tool_ids)
         return self.project(appends, set(), {}, {}, None)
 
-    def _extended(self, appends: tuple[ViewEntry, ...]) -> View:
+    def _extended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
         """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
         with _TAIL_LOCK:  # one hand-over of the tail, and no index read while another grows it
-            return self._extended_locked(appends)
-
-    def _extended_locked(self, appends: tuple[ViewEntry, ...]) -> View:
-        known = self.__dict__
-        positions: dict[str, int] | None = known.get("_positions")
-        count = self._count
-        if positions is not None and any([positions.get(e.entry_id, count) < count for e in appends]):
-            positions = None  # an id twice in one view (a projection of a refused append): index it afresh
-        child = View.__new__(View)
-        in_place, self._owns_tail = self._owns_tail, False
-        if in_place:
-            child._items = self._items
-            child._items.extend(appends)
-        else:
-            child._items = [*self._items[:count], *appends]
+            known = self.__dict__
+            count = self._count
+            positions: dict[str, int] | None = known.get("_positions")
+            ids = [e.entry_id for e in appends] if positions is not None else None
+            in_place, self._owns_tail = self._owns_tail, False
+            if positions is not None and (
+                # The tail's owner indexes no position past its own: an id it holds is active.
+                not positions.keys().isdisjoint(ids)  # type: ignore[arg-type]
+                if in_place
+                else any([positions.get(i, count) < count for i in ids])  # type: ignore[union-attr]
+            ):
+                positions = None  # an id twice in one view (a projection of a refused append): index it afresh
+            if in_place:
+                items = self._items
+                items.extend(appends)
+            else:
+                items = [*self._items[:count], *appends]
+                if positions is not None:
+                    positions = {k: i for k, i in positions.items() if i < count}
+            child = View.__new__(View)
+            # Every attribute __init__ sets, as one dict (a commit makes a view each time).
+            facts: dict[str, Any] = {
+                "_items": items,
+                "_lazy": self._lazy,
+                "_count": count + len(appends),
+                "_owns_tail": True,
+            }
+            if "_tool_facts" in known:
+                tools = self._tool_facts
+                # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
+                facts["_tool_facts"] = (
+                    ToolFacts.of(items[: count + len(appends)])
+                    if tools.grown and not in_place
+                    else tools.extended(appends, in_place=in_place, ids=tool_ids)
+                )
+            if "projected_input_tokens" in known:
+                facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)
             if positions is not None:
-                positions = {k: i for k, i in positions.items() if i < count}
-        child._count = count + len(appends)
-        child._owns_tail = True
-        child._lazy = self._lazy
-        facts = child.__dict__
-        if "_tool_facts" in known:
-            tools = self._tool_facts
-            # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
-            facts["_tool_facts"] = (
-                ToolFacts.of(child._live())
-                if tools.grown and not in_place
-                else tools.extended(appends, in_place=in_place)
-            )
-        if "projected_input_tokens" in known:
-            facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)
-        if positions is not None:
-            for i, e in enumerate(appends, count):
-                positions[e.entry_id] = i
-            facts["_positions"] = positions
-        if "tokens" in known:
-            facts["tokens"] = self.tokens + sum([e.tokens for e in appends])
-        return child
+                positions.update(zip(ids, range(count, count + len(appends)), strict=True))  # type: ignore[arg-type]
+                facts["_positions"] = positions
+            if "tokens" in known:
+                facts["tokens"] = self.tokens + sum([e.tokens for e in appends])
+            child.__dict__ = facts
+            return child
 
     def __len__(self) -> int:
         """Number of active entries."""
@@ -317,6 +327,11 @@ class View:
     @cached_property
     def _tool_facts(self) -> ToolFacts:
         return ToolFacts.of(self._live())
+
+    def mid_tool(self) -> bool:
+        """Whether a toolUse in the view has no result in it, or a toolResult no call (a view left mid-tool)."""
+        facts = self._tool_facts
+        return bool(facts.dangling or facts.orphans)
 
     def dangling_tool_uses(self) -> list[str]:
         """Return the toolUseIds called in the view that have no result in it."""

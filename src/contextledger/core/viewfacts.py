@@ -103,33 +103,42 @@ class ToolFacts:
             len(use_set) == len(uses) and len(result_set) == len(results),
         )
 
-    def extended(self, appends: Sequence[ViewEntry], *, in_place: bool = False) -> ToolFacts:
+    def extended(
+        self, appends: Sequence[ViewEntry], *, in_place: bool = False, ids: tuple[list[str], list[str]] | None = None
+    ) -> ToolFacts:
         """The facts of the view with ``appends`` after it.
 
         ``in_place`` adds to this object's id sets instead of copying them (and marks it
         ``grown``), or returns this very object when ``appends`` hold no tool id: only for
         the view that took its parent's tail. Otherwise the facts are a new object with
-        sets of its own.
+        sets of its own. ``ids`` are the toolUse and toolResult ids of ``appends`` (in
+        order) when the caller has them; else they are read from ``appends``.
         """
-        uses, results = self._ids(appends)
+        uses, results = self._ids(appends) if ids is None else ids
         if not uses and not results and in_place:
             return self  # plain text turns: nothing to carry over but the facts themselves
-        had_uses, had_results = len(self.uses), len(self.results)
+        use_set, result_set = self.uses, self.results
+        had_uses, had_results = len(use_set), len(result_set)
         # A copy never shares its sets: two views that each own a tail must never grow one set.
         if in_place:
-            use_set, result_set = self.uses, self.results
             self.grown = True
             use_set.update(uses)
             result_set.update(results)
         else:
-            use_set, result_set = self.uses | set(uses), self.results | set(results)
+            use_set, result_set = use_set | set(uses), result_set | set(results)
         # Each set grew by every id appended only if none repeats and none was there already.
         unique = self.unique and len(use_set) == had_uses + len(uses) and len(result_set) == had_results + len(results)
+        dangling, orphans = self.dangling, self.orphans
         return ToolFacts(
             use_set,
             result_set,
-            [t for t in (*self.dangling, *uses) if t not in result_set],
-            [t for t in (*self.orphans, *results) if t not in use_set],
+            # The earlier unpaired ones (none, nearly always), then the appended ones, in order.
+            [t for t in (*dangling, *uses) if t not in result_set]
+            if dangling
+            else [t for t in uses if t not in result_set],
+            [t for t in (*orphans, *results) if t not in use_set]
+            if orphans
+            else [t for t in results if t not in use_set],
             unique,
         )
 

@@ -49,12 +49,31 @@ class CharTokenCounter:
     def count(self, message: Message) -> int:
         """Estimate ``message``'s tokens."""
         content = message.content
-        if len(content) == 1 and type(text := content[0].get("text")) is str:
-            chars, media = len(text), 0  # one text block, the most common message: no walk
-        else:
-            chars, media = _measure(content)
-        return self.per_message + media * self.per_media + math.ceil(chars / self.chars_per_token)
+        if len(content) == 1:
+            # One block, the shape of nearly every message (a text, a tool call, a tool
+            # result with one text): measured here as _measure measures it, without its walk.
+            block = content[0]
+            text = block.get("text")
+            if type(text) is str:
+                chars = len(text)
+            elif text is None and "toolUse" in block:
+                tool = block["toolUse"]
+                chars = len(str(tool.get("name", ""))) + len(_json_text(tool.get("input")))
+            elif text is None and "toolResult" in block and len(inner := block["toolResult"].get("content", [])) == 1:
+                text = inner[0].get("text")
+                if type(text) is not str:
+                    chars, media = _measure(content)
+                    return self.per_message + media * self.per_media + _ceil(chars / self.chars_per_token)
+                chars = len(text)
+            else:
+                chars, media = _measure(content)
+                return self.per_message + media * self.per_media + _ceil(chars / self.chars_per_token)
+            return self.per_message + _ceil(chars / self.chars_per_token)
+        chars, media = _measure(content)
+        return self.per_message + media * self.per_media + _ceil(chars / self.chars_per_token)
 
+
+_ceil = math.ceil
 
 # What json.dumps(value, default=str) writes, built once (json.dumps builds an encoder per
 # call when given an option, which cost more than the encoding of a small tool input).

@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-__all__ = ["builder", "trusted"]
+__all__ = ["builder", "maker", "trusted"]
 
 _M = TypeVar("_M", bound=BaseModel)
 # The instance-dict slot every model has (``BaseModel.__slots__`` names it), set directly:
@@ -57,6 +57,27 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     _set_extra(instance, None)
     _set_private(instance, None)
     return instance
+
+
+def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
+    """:func:`trusted` for ``cls`` alone, for a hot path whose dict literal names every field in its order.
+
+    The record built is the one :func:`trusted` builds; the class's fields-set is looked up
+    once here instead of on every call, and not checked against the values (a test of each
+    record built this way holds it equal to the validated one, ``model_fields_set`` included).
+    """
+    fields_set = _FIELDS_SET.setdefault(cls, set(cls.model_fields))
+
+    def make(values: dict[str, Any]) -> _M:
+        instance = _new(cls)
+        _set_dict(instance, values)
+        _set_fields_set(instance, fields_set)
+        _set_extra(instance, None)
+        _set_private(instance, None)
+        return instance
+
+    make.__doc__ = f"``trusted({cls.__name__}, values)`` for a dict naming every field (see :func:`maker`)."
+    return make
 
 
 def _check(name: str, annotation: Any, scope: dict[str, Any]) -> str:
