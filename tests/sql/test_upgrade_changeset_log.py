@@ -110,4 +110,15 @@ def test_a_new_ledger_writes_one_page_of_its_log_per_commit(sqlite_url: str) -> 
     finally:
         store.close()
     assert pages["cl_changesets"] == 1, pages
+    assert pages["cl_conversations"] == 1, pages
+    # What an append writes, and nothing else (a new index on this path shows up here);
+    # page 1 (sqlite_schema) when the file grows.
     assert set(pages) >= {"cl_changesets", "cl_entries", "cl_conversations"}
+    assert set(pages) <= {
+        "cl_changesets",
+        "cl_entries",
+        "cl_conversations",
+        "sqlite_autoindex_cl_entries_1",
+        "ix_cl_entries_conversation_id_status_seq",
+        "sqlite_schema",
+    }, pages
