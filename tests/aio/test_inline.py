@@ -278,3 +278,26 @@ def test_inline_and_worker_calls_made_at_once_on_one_conversation_keep_their_ord
     assert texts == stored == expected
     # the first call always finds the lane idle: an append there runs inline
     assert inline >= (1 if kinds[0] == "append" else 0)
+
+
+def test_inline_appends_in_a_row_send_no_busy_timeout_switch_of_their_own(tmp_path: Any) -> None:
+    """The held connection's busy timeout stays at 0 between inline appends: each sends its commit's statements only."""
+    from tests.sql.helpers import trace_sqlite
+
+    async def main() -> list[str]:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'row.db'}") as ledger:
+            conversation = await ledger.conversation("row")
+            await conversation.append(Message.user("first"))  # created: later appends take the hot path
+            await conversation.append(Message.user("second"))  # the first inline begin sets the timeout to 0
+            store = ledger.store
+            assert isinstance(store, SQLStore)
+            inline = ledger.runner.inline
+            with trace_sqlite(store) as captured:
+                for n in range(3):
+                    await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
+            assert ledger.runner.inline == inline + 3
+            return [" ".join(s.sql.split()[:2]) for s in captured.statements]
+
+    sent = asyncio.run(main())
+    assert [s for s in sent if s.startswith("PRAGMA")] == []
+    assert sent.count("BEGIN IMMEDIATE") == sent.count("COMMIT") == 3

@@ -45,7 +45,7 @@ def test_migrations_ship_beside_the_code() -> None:
     path = migrations_dir()
     assert (path / "env.py").is_file()
     assert any(p.suffix == ".py" for p in (path / "versions").iterdir())
-    assert head() == "0007"
+    assert head() == "0008"
 
 
 def test_upgrade_from_empty_to_head_and_back(empty_url: str) -> None:

@@ -314,6 +314,9 @@ class ChangesetRow(Base):
     """
 
     __tablename__ = "cl_changesets"
+    # On SQLite the rows live in the primary key's b-tree (migration 0008): a commit
+    # writes one page of the log instead of a rowid table's page and its key's index page.
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
     conversation_id: Mapped[int] = mapped_column(
         _PK, ForeignKey("cl_conversations.id", ondelete="CASCADE"), primary_key=True

@@ -42,7 +42,7 @@ __all__ = ["SCHEMA_HEAD", "VERSION_TABLE", "SQLiteReader"]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_HEAD = "0007"
+SCHEMA_HEAD = "0008"
 """The Alembic revision this library's schema is at (``contextledger.stores.sql.head()`` reads it from Alembic)."""
 
 VERSION_TABLE = "contextledger_alembic_version"

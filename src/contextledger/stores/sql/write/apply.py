@@ -199,14 +199,16 @@ def entry_row(entry: ViewEntry, encode: Callable[[Any], Any] = encode_value) -> 
             the JSON-safe records their bind processor encodes.
     """
     message = entry.message
-    # The order of fields.APPENDED_FROM_ENTRY (checked at import below).
+    metadata = message.metadata
+    # The order of fields.APPENDED_FROM_ENTRY (checked at import below). A pin is a flag in
+    # the metadata: most messages have none, and are not asked (this runs for every row).
     return (
         entry.seq,
         entry.entry_id,
         message.role,
         encode(message.content),
-        encode(message.metadata),
-        message.pinned,
+        encode(metadata),
+        message.pinned if metadata else False,
         entry.tokens,
     )
 

@@ -102,8 +102,9 @@ def check_changeset(cs: Changeset) -> list[str]:
 
 def _check_lengths(cs: Changeset) -> None:
     """Reject ids longer than their columns up front, the same way on every engine."""
-    _check("session_id", cs.session_id, ConfigurationError)
-    _check("agent_id", cs.agent_id, ConfigurationError)
+    if len(cs.session_id) > ID_LENGTH or len(cs.agent_id) > ID_LENGTH:  # named only when refused (every commit)
+        _check("session_id", cs.session_id, ConfigurationError)
+        _check("agent_id", cs.agent_id, ConfigurationError)
     _check("app", cs.app, ConfigurationError)
     _check("user", cs.user, ConfigurationError)
     for entry in cs.appends:

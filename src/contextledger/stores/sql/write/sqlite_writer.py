@@ -204,7 +204,7 @@ class _HeldTransaction:
 class HotTransaction:
     """The driver's own cursor on a pooled connection inside ``BEGIN``; driver errors come out as SQLAlchemy's."""
 
-    __slots__ = ("_busy_ms", "_connection", "_cursor", "_dbapi", "committed", "dialect")
+    __slots__ = ("_busy_ms", "_connection", "_cursor", "_dbapi", "_no_wait", "committed", "dialect")
 
     def __init__(self, connection: Any, dbapi: Any, dialect: Dialect) -> None:
         self._dbapi = dbapi
@@ -213,6 +213,7 @@ class HotTransaction:
         self.dialect = dialect
         self.committed = False
         self._busy_ms: int | None = None  # the connection's busy timeout, read at the first begin_at_once
+        self._no_wait = False  # the connection's busy timeout is 0 (set by begin_at_once, until begin)
 
     def run(self, sql: str, params: tuple[Any, ...]) -> Any:
         """Execute one statement; return the cursor for its rows."""
@@ -238,28 +239,40 @@ class HotTransaction:
         self.committed = True
 
     def begin(self) -> None:
-        """Begin a write transaction on this object's connection (``BEGIN IMMEDIATE``), to end with :meth:`end`."""
+        """Begin a write transaction on this object's connection (``BEGIN IMMEDIATE``), to end with :meth:`end`.
+
+        It waits for a write lock another connection holds up to the connection's busy
+        timeout (put back first if :meth:`begin_at_once` left it at 0).
+        """
         self.committed = False
+        if self._no_wait:
+            self.run(f"PRAGMA busy_timeout = {self._busy_ms}", ())
+            self._no_wait = False
         self.run("BEGIN IMMEDIATE", ())
 
     def begin_at_once(self) -> None:
         """:meth:`begin`, without waiting for a write lock another connection holds.
 
+        The connection's busy timeout is set to 0 and left so for the next
+        :meth:`begin_at_once` (the async API's appends come in runs: two statements less
+        for each); :meth:`begin` puts it back. Inside the transaction nothing waits on
+        it: the write lock is held, and WAL readers never block a writer.
+
         Raises:
-            WouldWait: The lock is held (nothing begun; the busy timeout is restored).
+            WouldWait: The lock is held (nothing begun).
         """
         if self._busy_ms is None:
             self._busy_ms = int(self.run("PRAGMA busy_timeout", ()).fetchone()[0])
         self.committed = False
-        self.run("PRAGMA busy_timeout = 0", ())
+        if not self._no_wait:
+            self.run("PRAGMA busy_timeout = 0", ())
+            self._no_wait = True
         try:
             self.run("BEGIN IMMEDIATE", ())
         except DBAPIError as exc:
             if not isinstance(exc.orig, self._dbapi.OperationalError) or "locked" not in str(exc.orig):
                 raise
             raise WouldWait("the SQLite write lock is held by another connection") from exc
-        finally:
-            self.run(f"PRAGMA busy_timeout = {self._busy_ms}", ())
 
     def end(self) -> None:
         """Roll back unless committed; the cursor stays open for the next transaction (errors never mask another)."""
