@@ -1,0 +1,67 @@
+"""One ``EVALSHA`` on a pooled connection of redis-py's sync client, packed once.
+
+Every append is one call of the commit script. Through ``Script.__call__`` and
+``Redis.execute_command`` that call costs about twice the packing, the send and the read
+themselves (command wrappers, per-call metrics hooks, a retry closure per call). Here the
+script runs on a connection taken from the client's own pool with the connection's
+public methods: the command is packed once (``pack_command``), sent and its reply read
+under the connection's own retry policy -- what ``execute_command`` does on a failure:
+drop the connection, back off, send again -- and the connection goes back to the pool
+(which drops one the server asked to reconnect). A script missing from the server's
+cache is loaded and sent once more, as ``Script.__call__`` does.
+
+Only a plain :class:`redis.Redis` holding no dedicated connection of its own
+(``single_connection_client``) takes this path (:func:`pooled`); a Cluster client, a
+subclass or a client of a ``client_factory`` runs the script through ``Script``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis import Redis
+from redis.commands.core import Script
+from redis.connection import AbstractConnection
+from redis.exceptions import NoScriptError
+
+__all__ = ["evalsha", "pooled"]
+
+
+def pooled(client: object) -> bool:
+    """Whether :func:`evalsha` may run scripts on ``client``'s pool (a plain ``Redis`` without a held connection)."""
+    return type(client) is Redis and client.connection is None
+
+
+def evalsha(client: Redis, script: Script, keys: Sequence[str], args: Sequence[str]) -> Any:
+    """Run ``script`` with ``keys`` and ``args`` once on a connection of ``client``'s pool; its reply.
+
+    Raises:
+        ResponseError: The script replied with an error (nothing of it ran, or all of
+            it: the scripts check before they write).
+        ConnectionError, TimeoutError: The server could not be reached, or stopped
+            answering, after the connection's retries (the script ran at most once per try;
+            the commit script is idempotent by its changeset id).
+    """
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        packed = connection.pack_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        try:
+            return _run(connection, packed)
+        except NoScriptError:  # the server's script cache was flushed (or it restarted): load it, on this connection
+            _run(connection, connection.pack_command("SCRIPT", "LOAD", script.script))  # type: ignore[no-untyped-call]
+            return _run(connection, packed)
+    finally:
+        pool.release(connection)
+
+
+def _run(connection: AbstractConnection, packed: list[bytes]) -> Any:
+    def once() -> Any:
+        connection.send_packed_command(packed)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        return connection.read_response()
+
+    def failed(_error: Exception) -> None:
+        connection.disconnect()  # type: ignore[no-untyped-call]  # as the client does before it tries again
+
+    return connection.retry.call_with_retry(once, failed)

@@ -1,0 +1,104 @@
+"""The commit script sent on a pooled connection: what ``Script.__call__`` and the client did, still done.
+
+A flushed script cache is refilled and the commit sent once more; a connection the
+server dropped is replaced under the connection's retry policy and the commit applies
+once; clients that hold a connection of their own, or are not a plain ``Redis``, keep
+the ``Script`` path and still commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from redis import Redis
+
+from contextledger.conversation.conversation import Conversation
+from contextledger.model.messages import Message
+from contextledger.stores.redis import RedisStore
+from contextledger.stores.redis.send import pooled
+from tests.plugins.redis import purge
+from tests.redis.test_hot_path import monitored
+
+
+def _from_client(commands: list[dict[str, object]]) -> list[str]:
+    return [str(c["command"]).split(" ", 1)[0].upper() for c in commands if c["client_type"] != "lua"]
+
+
+def test_a_flushed_script_cache_is_refilled_and_the_commit_applies_once(
+    redis_store: RedisStore, redis_url: str
+) -> None:
+    conv = Conversation(redis_store, "flushed", "a")
+    conv.append(Message.user("first"))
+    admin = Redis.from_url(redis_url)
+    try:
+        admin.script_flush()
+        with monitored(redis_url) as commands:
+            conv.append(Message.user("second"), Message.assistant("answer"))
+    finally:
+        admin.close()
+    assert _from_client(commands) == ["EVALSHA", "SCRIPT", "EVALSHA"]  # refused unknown, loaded, applied
+    snap = redis_store.load("flushed", "a")
+    assert snap is not None
+    assert [e.message.plain_text for e in snap.entries] == ["first", "second", "answer"]
+    assert snap.state.version == conv.version == 2
+
+
+def test_a_dropped_connection_is_replaced_and_the_commit_applies_once(
+    redis_store: RedisStore, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="contextledger.stores.exactly_once")
+    conv = Conversation(redis_store, "dropped", "a")
+    conv.append(Message.user("first"))
+    admin = Redis.from_url(redis_url)
+    try:
+        killed = admin.client_kill_filter(_type="normal", skipme=True)  # the store's idle pooled connection too
+        assert killed >= 1
+        conv.append(Message.user("after the drop"))
+    finally:
+        admin.close()
+    snap = redis_store.load("dropped", "a")
+    assert snap is not None
+    assert [e.message.plain_text for e in snap.entries] == ["first", "after the drop"]
+    assert snap.state.version == 2
+    # replaced before the send (the pool checks an idle connection), as the client's own call would: no lost reply
+    assert "reply lost" not in caplog.text
+
+
+def test_only_a_plain_pooled_client_takes_the_path(redis_url: str) -> None:
+    class Wrapped(Redis):
+        pass
+
+    plain = Redis.from_url(redis_url)
+    held = Redis.from_url(redis_url, single_connection_client=True)
+    sub = Wrapped.from_url(redis_url)
+    try:
+        assert pooled(plain)
+        assert not pooled(held)
+        assert not pooled(sub)
+        assert not pooled(object())
+    finally:
+        for client in (plain, held, sub):
+            client.close()
+
+
+@pytest.fixture
+def held_store(redis_url: str, redis_key_prefix: str) -> Iterator[RedisStore]:
+    store = RedisStore(Redis.from_url(redis_url, single_connection_client=True), key_prefix=redis_key_prefix)
+    try:
+        yield store
+    finally:
+        store.close()
+        purge(redis_url, redis_key_prefix)
+
+
+def test_a_client_holding_its_connection_commits_through_the_script(held_store: RedisStore, redis_url: str) -> None:
+    conv = Conversation(held_store, "held", "a")
+    conv.append(Message.user("first"))
+    with monitored(redis_url) as commands:
+        conv.append(Message.user("second"))
+    assert _from_client(commands) == ["EVALSHA"]
+    snap = held_store.load("held", "a")
+    assert snap is not None
+    assert [e.message.plain_text for e in snap.entries] == ["first", "second"]
