@@ -74,10 +74,10 @@ def test_only_a_plain_pooled_client_takes_the_path(redis_url: str) -> None:
     held = Redis.from_url(redis_url, single_connection_client=True)
     sub = Wrapped.from_url(redis_url)
     try:
-        assert pooled(plain)
-        assert not pooled(held)
-        assert not pooled(sub)
-        assert not pooled(object())
+        assert pooled(plain) is not None
+        assert pooled(held) is None
+        assert pooled(sub) is None
+        assert pooled(object()) is None
     finally:
         for client in (plain, held, sub):
             client.close()
@@ -102,3 +102,17 @@ def test_a_client_holding_its_connection_commits_through_the_script(held_store: 
     snap = held_store.load("held", "a")
     assert snap is not None
     assert [e.message.plain_text for e in snap.entries] == ["first", "second"]
+
+
+def test_a_command_packed_by_the_store_is_the_bytes_the_connection_packs(redis_url: str) -> None:
+    client = Redis.from_url(redis_url)
+    pack = pooled(client)
+    assert pack is not None
+    connection = client.connection_pool.get_connection()
+    try:
+        command = ("EVALSHA", "a" * 40, 2, "{k}:state", "{é}:msg", "", '😀 \x00 \\ "', "x" * 100_000, "1")
+        expected = b"".join(connection.pack_command(*command))  # type: ignore[no-untyped-call]
+        assert b"".join(pack(connection, command)) == expected
+    finally:
+        client.connection_pool.release(connection)
+        client.close()

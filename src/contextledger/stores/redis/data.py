@@ -140,7 +140,7 @@ class RedisData:
         self.client = client
         # A client adapter of your own (a client_factory's) may say it is a cluster client itself.
         self.cluster = isinstance(client, RedisCluster) or getattr(client, "is_cluster", False) is True
-        self.pooled = pooled(client)  # scripts of the hot path sent on the pool's connections (see .send)
+        self.pack = pooled(client)  # the hot path's scripts sent on the pool's connections, packed so (see .send)
         self.key_prefix = check_prefix(key_prefix)
         if url is None:
             kwargs = client.get_connection_kwargs() if isinstance(client, Redis) else {}

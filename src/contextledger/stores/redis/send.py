@@ -4,7 +4,8 @@ Every append is one call of the commit script. Through ``Script.__call__`` and
 ``Redis.execute_command`` that call costs about twice the packing, the send and the read
 themselves (command wrappers, per-call metrics hooks, a retry closure per call). Here the
 script runs on a connection taken from the client's own pool with the connection's
-public methods: the command is packed once (``pack_command``), sent and its reply read
+public methods: the command is packed once (by hiredis when redis-py would pack with it,
+else by the connection's ``pack_command``), sent and its reply read
 under the connection's own retry policy -- what ``execute_command`` does on a failure:
 drop the connection, back off, send again -- and the connection goes back to the pool
 (which drops one the server asked to reconnect). A script missing from the server's
@@ -17,24 +18,53 @@ subclass or a client of a ``client_factory`` runs the script through ``Script``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis import Redis
 from redis.commands.core import Script
-from redis.connection import AbstractConnection
+from redis.connection import AbstractConnection, Connection
 from redis.exceptions import NoScriptError
+from redis.utils import HIREDIS_AVAILABLE
 
-__all__ = ["evalsha", "pooled"]
+__all__ = ["Pack", "evalsha", "pooled"]
+
+Pack = Callable[[AbstractConnection, tuple[Any, ...]], list[bytes]]
+"""How a command (its name and arguments) becomes the bytes a connection sends."""
 
 
-def pooled(client: object) -> bool:
-    """Whether :func:`evalsha` may run scripts on ``client``'s pool (a plain ``Redis`` without a held connection)."""
-    return type(client) is Redis and client.connection is None
+def _packed_by_connection(connection: AbstractConnection, command: tuple[Any, ...]) -> list[bytes]:
+    packed: list[bytes] = connection.pack_command(*command)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    return packed
 
 
-def evalsha(client: Redis, script: Script, keys: Sequence[str], args: Sequence[str]) -> Any:
+if HIREDIS_AVAILABLE:  # what redis-py's own packer calls then, without its per-argument pass
+    from hiredis import pack_command as _pack_command
+
+    def _packed_in_c(connection: AbstractConnection, command: tuple[Any, ...]) -> list[bytes]:
+        return [_pack_command(command)]
+
+
+def pooled(client: object) -> Pack | None:
+    """How :func:`evalsha` packs for ``client``, or ``None`` when it may not use ``client``'s pool.
+
+    It may for a plain ``Redis`` holding no connection of its own. Its commands are packed
+    by hiredis directly when redis-py itself would (hiredis present, the plain
+    ``Connection`` class, no packer of the caller's), else by the connection's
+    ``pack_command``.
+    """
+    if type(client) is not Redis or client.connection is not None:
+        return None
+    pool = client.connection_pool
+    if HIREDIS_AVAILABLE and pool.connection_class is Connection and "command_packer" not in pool.connection_kwargs:
+        return _packed_in_c
+    return _packed_by_connection
+
+
+def evalsha(client: Redis, script: Script, keys: Sequence[str], args: Sequence[str], pack: Pack) -> Any:
     """Run ``script`` with ``keys`` and ``args`` once on a connection of ``client``'s pool; its reply.
+
+    ``pack`` is :func:`pooled`'s answer for ``client``.
 
     Raises:
         ResponseError: The script replied with an error (nothing of it ran, or all of
@@ -46,11 +76,11 @@ def evalsha(client: Redis, script: Script, keys: Sequence[str], args: Sequence[s
     pool = client.connection_pool
     connection = pool.get_connection()
     try:
-        packed = connection.pack_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        packed = pack(connection, ("EVALSHA", script.sha, len(keys), *keys, *args))
         try:
             return _run(connection, packed)
         except NoScriptError:  # the server's script cache was flushed (or it restarted): load it, on this connection
-            _run(connection, connection.pack_command("SCRIPT", "LOAD", script.script))  # type: ignore[no-untyped-call]
+            _run(connection, pack(connection, ("SCRIPT", "LOAD", script.script)))
             return _run(connection, packed)
     finally:
         pool.release(connection)

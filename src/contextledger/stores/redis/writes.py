@@ -184,8 +184,8 @@ class RedisWrites:
         rep = self._d.replication
         try:
             if rep is None:
-                if self._d.pooled:
-                    return int(evalsha(cast(Redis, self._d.client), self._d.scripts.commit, keys, args))
+                if self._d.pack is not None:
+                    return int(evalsha(cast(Redis, self._d.client), self._d.scripts.commit, keys, args, self._d.pack))
                 return int(cast(int, self._d.scripts.commit(keys=keys, args=args)))
             script = self._d.scripts.commit
             reply, acked = replicated_commit(self._d.client, script.sha, scripts.COMMIT, keys, args, rep)
