@@ -200,15 +200,8 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             append(entry_id if entry_id.isascii() else check_id("entry id", entry_id))
             append(str(view_score(seq, summary=False)))
             append(
-                '{"message_id":'
-                + _quoted(message.message_id)
-                + _role_text(message.role)
-                + content_text(message.metadata)
-                + ',"seq":'
-                + _number(seq)
-                + ',"tokens":'
-                + _number(entry.tokens)
-                + tail
+                f'{{"message_id":{_quoted(message.message_id)}{_role_text(message.role)}'
+                f'{content_text(message.metadata)},"seq":{_number(seq)},"tokens":{_number(entry.tokens)}{tail}'
             )
             append(content_text(message.content))
     if cs.evict:
