@@ -8,16 +8,22 @@ the ``Script`` path and still commit.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 from redis import Redis
+from redis.asyncio import Connection as AsyncConnection
 
 from contextledger.conversation.conversation import Conversation
+from contextledger.core.seam import Lost
 from contextledger.model.messages import Message
 from contextledger.stores.redis import RedisStore
-from contextledger.stores.redis.send import pooled
+from contextledger.stores.redis.asend import NativeSend
+from contextledger.stores.redis.send import pack_in_c, pooled
 from tests.plugins.redis import purge
 from tests.redis.test_hot_path import monitored
 
@@ -113,6 +119,29 @@ def test_a_command_packed_by_the_store_is_the_bytes_the_connection_packs(redis_u
         command = ("EVALSHA", "a" * 40, 2, "{k}:state", "{é}:msg", "", '😀 \x00 \\ "', "x" * 100_000, "1")
         expected = b"".join(connection.pack_command(*command))  # type: ignore[no-untyped-call]
         assert b"".join(pack(connection, command)) == expected
+        if pack_in_c is not None:  # what the native async send packs, against redis.asyncio's own packer
+            assert pack_in_c(command) == b"".join(AsyncConnection().pack_command(*command)) == expected
     finally:
         client.connection_pool.release(connection)
         client.close()
+
+
+def test_a_native_send_without_a_reply_is_lost_after_the_clients_socket_timeout(redis_store: RedisStore) -> None:
+    # a loopback listener that accepts and never answers: the send waits the timeout, no longer
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    sender = NativeSend(redis_store, {"host": "127.0.0.1", "port": port, "socket_timeout": 0.2})
+
+    async def send() -> None:
+        try:
+            await sender.send(("0" * 40, ["k"], ["a"]))
+        finally:
+            await sender.aclose()
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(Lost):
+            asyncio.run(asyncio.wait_for(send(), 10))
+        assert time.monotonic() - started < 5  # bounded by the timeout, not the outer guard
+    finally:
+        silent.close()

@@ -27,7 +27,7 @@ from redis.connection import AbstractConnection, Connection
 from redis.exceptions import NoScriptError
 from redis.utils import HIREDIS_AVAILABLE
 
-__all__ = ["Pack", "evalsha", "pooled"]
+__all__ = ["Pack", "evalsha", "pack_in_c", "pooled"]
 
 Pack = Callable[[AbstractConnection, tuple[Any, ...]], list[bytes]]
 """How a command (its name and arguments) becomes the bytes a connection sends."""
@@ -38,11 +38,13 @@ def _packed_by_connection(connection: AbstractConnection, command: tuple[Any, ..
     return packed
 
 
+pack_in_c: Callable[[tuple[Any, ...]], bytes] | None = None
+"""hiredis's ``pack_command`` when redis-py packs with it (``None`` without hiredis): a command's bytes, in C."""
 if HIREDIS_AVAILABLE:  # what redis-py's own packer calls then, without its per-argument pass
-    from hiredis import pack_command as _pack_command
+    from hiredis import pack_command as pack_in_c
 
     def _packed_in_c(connection: AbstractConnection, command: tuple[Any, ...]) -> list[bytes]:
-        return [_pack_command(command)]
+        return [pack_in_c(command)]  # type: ignore[misc]  # set just above
 
 
 def pooled(client: object) -> Pack | None:
