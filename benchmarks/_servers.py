@@ -464,6 +464,13 @@ class CountingConnection(Connection):
             traffic.commands.append(_name(args[0]))
         super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
 
+    def pack_command(self, *args: Any) -> Any:
+        # the Redis store packs its commit script itself (stores/redis/send.py); send_command does not come here
+        if (traffic := CountingConnection.traffic) is not None:
+            traffic.statements += 1
+            traffic.commands.append(_name(args[0]))
+        return super().pack_command(*args)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+
     def pack_commands(self, commands: Any) -> Any:
         commands = list(commands)
         if (traffic := CountingConnection.traffic) is not None:

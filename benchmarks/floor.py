@@ -121,6 +121,12 @@ class RecordingRedis(RedisConnection):
             _Recording.calls.append(("command", args, None))
         super().send_command(*args, **kwargs)  # type: ignore[no-untyped-call]
 
+    def pack_command(self, *args: Any) -> Any:
+        # the store packs its commit script itself (stores/redis/send.py); send_command does not come here
+        if _Recording.calls is not None:
+            _Recording.calls.append(("command", args, None))
+        return super().pack_command(*args)  # type: ignore[no-untyped-call]
+
 
 @contextmanager
 def recording() -> Iterator[list[Call]]:

@@ -75,6 +75,11 @@ MOVED = [
         ],
     ),
     ("contextledger.stores.encrypted", "contextledger.stores.sealing", ["place"]),
+    (
+        "contextledger.stores.redis.codec",
+        "contextledger.stores.redis.encode",
+        ["RECORD_FIELDS", "commit_args", "dumps", "epoch_micros", "record_values", "time_score"],
+    ),
 ]
 
 

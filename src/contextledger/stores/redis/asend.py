@@ -26,6 +26,7 @@ from redis.exceptions import RedisError, ResponseError
 from contextledger.core.changeset import Changeset
 from contextledger.core.seam import Lost, Refused
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.redis.send import pack_in_c
 from contextledger.stores.redis.store import RedisStore
 
 __all__ = ["NativeSend"]
@@ -46,7 +47,10 @@ class NativeSend:
     def __init__(self, store: RedisStore, options: dict[str, Any]) -> None:
         """Send for ``store``, connecting with ``options`` (see :meth:`of`)."""
         self.store = store
-        self._options = options
+        # The reply's timeout is kept here and set around the send and the read together:
+        # a connection given socket_timeout wraps each send in asyncio.wait_for (a task per send).
+        self._timeout: float | None = options.pop("socket_timeout", None)
+        self._options = {**options, "socket_timeout": None}  # not the connection's default either
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[AsyncConnection]] = (
             weakref.WeakKeyDictionary()
         )
@@ -94,12 +98,18 @@ class NativeSend:
         connection = idle.pop() if idle else AsyncConnection(**self._options)
         self.sent += 1
         try:
-            await connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
-            reply = await connection.read_response()
+            command = ("EVALSHA", sha, len(keys), *keys, *args)
+            async with asyncio.timeout(self._timeout):  # the client's socket_timeout (None: none)
+                if pack_in_c is not None:  # the same bytes as the connection's packer, which is pure Python
+                    # no health check: these connections are made without an interval for one (no PING ever)
+                    await connection.send_packed_command(pack_in_c(command), check_health=False)
+                else:
+                    await connection.send_command(*command)
+                reply = await connection.read_response()
         except ResponseError as exc:
             idle.append(connection)  # the reply was read whole: the connection stays usable
             raise Refused(str(exc)) from exc
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError) as exc:  # OSError: TimeoutError too (the reply's timeout)
             await connection.disconnect()
             raise Lost(str(exc)) from exc
         except BaseException:  # cancelled mid-command: what the connection holds next is unknown

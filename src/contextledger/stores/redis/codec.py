@@ -1,10 +1,13 @@
-"""How ledger records become Redis values and back.
+"""How Redis values become ledger records again (how records become values: :mod:`.encode`).
 
 Messages are stored with :meth:`Message.to_record` (bytes tagged, so they survive JSON),
 split in two: the immutable part (role, metadata as appended, seq, tokens, created_at)
 and the content, which revisions replace. The pin flag is kept apart and applied with
 :meth:`Message.with_pin` when read: applying only the last pin change gives the same
 message as applying every change in turn, so storing the last one is exact.
+
+The names of :mod:`.encode` (:func:`commit_args`, :func:`dumps`, :func:`epoch_micros`,
+:func:`time_score`, :func:`record_values`, :data:`RECORD_FIELDS`) stay importable from here.
 """
 
 from __future__ import annotations
@@ -13,12 +16,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from contextledger.core.changeset import Changeset
-from contextledger.errors import CorruptRecord, InvalidMessage
-from contextledger.model.jsonvalues import dumps_encoded, encode_value
+from contextledger.errors import CorruptRecord
 from contextledger.model.messages import Message, message_from_stored_content, restored_record_message
 from contextledger.model.records import (
     ConversationState,
@@ -32,7 +33,15 @@ from contextledger.model.records import (
 from contextledger.model.stored import Unusual, parse_json_text
 from contextledger.model.trusted import builder
 from contextledger.stores.base import decoding
-from contextledger.stores.redis.keys import view_score
+from contextledger.stores.redis.encode import (
+    NOT_IN_RECORD,
+    RECORD_FIELDS,
+    commit_args,
+    dumps,
+    epoch_micros,
+    record_values,
+    time_score,
+)
 
 __all__ = [
     "RECORD_FIELDS",
@@ -52,27 +61,7 @@ __all__ = [
     "view_entry_of",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-# An entry's record holds its message but the content (kept apart: revisions replace it),
-# then every field of HistoryEntry that is neither the conversation's, nor the message,
-# nor a fact that changes after the append (kept in the mut hash: p|, e|, r|, t|, status
-# derived from e|) -- by name, so a field added to HistoryEntry is stored and read with
-# nothing else changed. The stamps come last: the time-travel script reads from_call and
-# version at the record's end.
-_MUTABLE = frozenset({"status", "pinned", "evicted_by", "revision_count"})
-_STAMPS = ("created_at", "from_call", "version")  # Changeset.stamps, in its order
-_OUTSIDE = ("session_id", "agent_id", "message", *sorted(_MUTABLE))
-RECORD_FIELDS = tuple(name for name in HistoryEntry.model_fields if name not in _OUTSIDE)
-"""The entry fields an entry's record holds, in the record's order."""
-_RECORD_ORDER = (*(name for name in RECORD_FIELDS if name not in _STAMPS), *_STAMPS)
-_APPENDED = ("seq", "tokens")  # from the appended entry; the stamps from the commit; the rest hold their defaults
-_APPENDED_DEFAULTS = {
-    name: HistoryEntry.model_fields[name].get_default(call_default_factory=True)
-    for name in _RECORD_ORDER
-    if name not in _APPENDED and name not in _STAMPS
-}
-_history_entry = builder(HistoryEntry, _OUTSIDE)  # then the record fields, in the record's order
+_history_entry = builder(HistoryEntry, NOT_IN_RECORD)  # then the record fields, in the record's order
 
 
 def _field_decoder(name: str) -> Any:
@@ -89,18 +78,6 @@ _DECODERS = tuple(
     (name, _field_decoder(name), HistoryEntry.model_fields[name].is_required(), HistoryEntry.model_fields[name].default)
     for name in RECORD_FIELDS
 )
-for _name in _STAMPS:
-    if _name not in RECORD_FIELDS:
-        raise TypeError(f"HistoryEntry lacks the stamp {_name}")
-
-
-def record_values(entry: HistoryEntry) -> dict[str, Any]:
-    """The record fields of ``entry``, JSON-ready, in the stored order (see :data:`RECORD_FIELDS`)."""
-    return {name: _json_value(getattr(entry, name)) for name in _RECORD_ORDER}
-
-
-def _json_value(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def _decoded_fields(base: Mapping[str, Any]) -> list[Any]:
@@ -113,30 +90,6 @@ def _decoded_fields(base: Mapping[str, Any]) -> list[Any]:
         decode(base[name]) if required else (default if (value := base.get(name)) is None else decode(value))
         for name, decode, required, default in _DECODERS
     ]
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON (ASCII-escaped, so any Python string, lone surrogates included, survives).
-
-    Raises:
-        InvalidMessage: ``value`` holds something JSON cannot represent (NaN and infinity
-            included, as on every other backend).
-    """
-    try:
-        return _ENCODER.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # json.dumps would build one per call
-
-
-def _content_text(content: Any) -> str:
-    """:func:`dumps` of the content's JSON-safe blocks (built only when bytes need tagging)."""
-    try:
-        return dumps_encoded(content, compact=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
 
 
 def loads(raw: bytes | str, where: str | None = None, record_id: str | None = None) -> Any:
@@ -160,117 +113,6 @@ def text(raw: bytes | str) -> str:
 def flat_hash(items: Sequence[bytes]) -> dict[str, bytes]:
     """``HGETALL`` as returned by a script (a flat field/value list) as a dict."""
     return {text(items[i]): items[i + 1] for i in range(0, len(items), 2)}
-
-
-def epoch_micros(moment: datetime) -> int:
-    """Microseconds since the epoch: exact as a sorted-set score (below 2**53)."""
-    return (moment - _EPOCH) // timedelta(microseconds=1)
-
-
-_EXACT = 2**53
-"""Scores (µs from the epoch) a double holds exactly lie strictly within this either side of 0."""
-
-
-def time_score(moment: datetime) -> str:
-    """``moment`` (naive: UTC) in epoch µs as an exact sorted-set score, or ``''`` when a double cannot hold it.
-
-    That is before 1685 or after 2255: an index leaves such a row out (see
-    :mod:`~contextledger.stores.redis.summary_index`).
-    """
-    micros = epoch_micros(moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC))
-    return str(micros) if -_EXACT < micros < _EXACT else ""
-
-
-def _check_id(kind: str, value: str) -> str:
-    if value.isascii():  # the ids of nearly every commit: nothing to encode to know
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidMessage(f"{kind} {value!r} is not valid Unicode text") from exc
-    return value
-
-
-def commit_args(changeset: Changeset, now: datetime) -> list[str]:
-    """The ARGV of the commit script for ``changeset`` (see ``scripts.COMMIT``).
-
-    Raises:
-        InvalidMessage: An appended message or revision cannot be stored as JSON, or an
-            id is not valid Unicode. Raised before anything is sent.
-    """
-    cs = changeset
-    stamp = now.isoformat()
-    args = [
-        str(cs.expected_version),
-        stamp,
-        str(epoch_micros(now)),
-        _check_id("session_id", cs.session_id),
-        _check_id("agent_id", cs.agent_id),
-        cs.reduction.reduction_id if cs.reduction is not None else "",
-        "" if cs.model_call_count is None else str(cs.model_call_count),
-        "" if cs.next_seq is None else str(cs.next_seq),
-        "" if cs.manager_state is None else dumps(cs.manager_state),
-        "" if cs.agent_state is None else dumps(cs.agent_state),
-        str(len(cs.appends)),
-        str(len(cs.evict)),
-        str(len(cs.pins)),
-        str(len(cs.revisions)),
-        "1" if cs.summary is not None else "0",
-        "1" if cs.reduction is not None else "0",
-    ]
-    stamps = cs.stamps(stamp)
-    defaults = _APPENDED_DEFAULTS
-    for entry in cs.appends:
-        message = entry.message
-        record = {  # the message's record (see Message.to_record) but its content, then the record fields by name
-            "message_id": message.message_id,
-            "role": message.role,
-            "metadata": encode_value(message.metadata),
-            "seq": entry.seq,
-            "tokens": entry.tokens,
-            **defaults,
-            **stamps,  # last: the time-travel script reads from_call and version at the record's end
-        }
-        args += [
-            _check_id("entry id", entry.entry_id),
-            str(view_score(entry.seq, summary=False)),
-            dumps(record),
-            _content_text(message.content),
-        ]
-    args += [_check_id("entry id", entry_id) for entry_id in cs.evict]
-    for entry_id, pinned in cs.pins.items():
-        args += [_check_id("entry id", entry_id), "1" if pinned else "0"]
-    reduction_id = cs.reduction.reduction_id if cs.reduction is not None else None
-    for rev in cs.revisions:
-        row = {
-            "session_id": cs.session_id,
-            "agent_id": cs.agent_id,
-            "message_id": rev.message_id,
-            "reason": rev.reason,
-            "reduction_id": reduction_id,
-            "created_at": stamp,
-        }
-        tokens = "" if rev.tokens is None else str(rev.tokens)
-        args += [_check_id("message id", rev.message_id), tokens, _content_text(rev.content), dumps(row)]
-    if cs.summary is not None:
-        summary = cs.summary
-        args += [
-            _check_id("summary id", summary.summary_id),
-            str(view_score(summary.seq, summary=True)),
-            "1" if summary.status == "active" else "0",
-            summary.model_dump_json(),
-            time_score(summary.created_at),
-            str(len(summary.replaces)),
-            *(_check_id("entry id", r) for r in summary.replaces),
-        ]
-    if cs.reduction is not None:
-        args += [cs.reduction.model_dump_json(), cs.reduction.trigger]
-    args.append(str(len(cs.restore)))
-    for entry in cs.restore:
-        is_summary = entry.kind == "summary"
-        score = str(view_score(entry.seq, summary=is_summary))
-        args += [_check_id("entry id", entry.entry_id), "s" if is_summary else "m", score]
-    return args
 
 
 def decode_state(

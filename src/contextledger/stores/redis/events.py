@@ -1,6 +1,6 @@
 """The commit script's trailing arguments: pin event rows, the reduction's time, the ttl and the changeset id.
 
-They travel after the variable part that :func:`~contextledger.stores.redis.codec.commit_args`
+They travel after the variable part that :func:`~contextledger.stores.redis.encode.commit_args`
 builds (the script reads them from the end of ``ARGV``), so the content codec and these
 audit rows stay independent.
 """
@@ -40,6 +40,8 @@ def tail_args(changeset: Changeset, now: datetime, ttl_ms: int = 0) -> list[str]
     """
     reduction = changeset.reduction
     at = "" if reduction is None else str(epoch_micros(as_utc(reduction.created_at)))
+    if not changeset.pins:  # nearly every commit: no event to build
+        return [at, str(ttl_ms), changeset.changeset_id]
     return [*(pin_event_json(e) for e in changeset.pin_events(now)), at, str(ttl_ms), changeset.changeset_id]
 
 

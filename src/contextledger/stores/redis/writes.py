@@ -12,8 +12,11 @@ replies; a lost reply is settled by reading the changeset id back
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, cast
 
+from redis import Redis
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from contextledger.core.changeset import Changeset
@@ -30,12 +33,14 @@ from contextledger.errors import (
 from contextledger.model.records import utcnow
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.redis import lineage, owners, scripts
-from contextledger.stores.redis.codec import commit_args, text
-from contextledger.stores.redis.connect import UNAVAILABLE, one_line
+from contextledger.stores.redis.codec import text
+from contextledger.stores.redis.connect import UNAVAILABLE, one_line, translated
 from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.durability import replicated_commit
+from contextledger.stores.redis.encode import commit_args
 from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
+from contextledger.stores.redis.send import evalsha
 
 __all__ = ["RedisWrites"]
 
@@ -82,17 +87,14 @@ class RedisWrites:
         self._d.gate.check()
         if self._d.cluster or self._d.replication is not None or changeset.expected_version == 0:
             return None
-        keys = self._d.conversation(changeset.session_id, changeset.agent_id)
-        index = SessionKeys.of(self._d.key_prefix, changeset.session_id)
-        return (
-            self._d.scripts.commit.sha,
-            [*keys.all, index.sessions, index.agents, index.owner],
-            self._args(changeset),
-        )
+        keys = _single_keys(self._d.key_prefix, changeset.session_id, changeset.agent_id)
+        return self._d.scripts.commit.sha, list(keys), self._args(changeset)
 
     def _args(self, changeset: Changeset) -> list[str]:
         now = utcnow()
-        return [*commit_args(changeset, now), *tail_args(changeset, now, self._d.ttl_ms)]
+        args = commit_args(changeset, now)
+        args += tail_args(changeset, now, self._d.ttl_ms)
+        return args
 
     def _settle(self, cs: Changeset, args: list[str]) -> int | None:
         """Read a commit back; replicated, an applied one is sent again to wait for its replicas."""
@@ -120,10 +122,8 @@ class RedisWrites:
         return None
 
     def _send(self, cs: Changeset, args: list[str]) -> int:
-        keys = self._d.conversation(cs.session_id, cs.agent_id)
-        index = SessionKeys.of(self._d.key_prefix, cs.session_id)
         try:
-            return self._send_script(cs, keys, index, args)
+            return self._send_script(cs, args)
         except CommitOutcomeUnknown:
             raise  # applied on the primary, no replica acknowledged it: not a lost reply
         except StoreUnavailable as exc:
@@ -131,12 +131,26 @@ class RedisWrites:
             # retries on its own and reports only the last error. Always read back.
             raise ReplyLost(exc) from exc
 
-    def _send_script(self, cs: Changeset, keys: ConversationKeys, index: SessionKeys, args: list[str]) -> int:
+    def _send_script(self, cs: Changeset, args: list[str]) -> int:
+        if cs.expected_version and not self._d.cluster:  # an append, a reduction: the script alone
+            with translated(self._d.endpoint, "commit"):  # inside commit()'s gate call already
+                version = self._run_commit(cs, _single_keys(self._d.key_prefix, cs.session_id, cs.agent_id), args)
+        else:
+            version = self._send_listed(cs, args)
+        logger.debug(
+            "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset", cs.session_id, cs.agent_id, version
+        )
+        return version
+
+    def _send_listed(self, cs: Changeset, args: list[str]) -> int:
+        """A commit creating a conversation (claimed, listed), or any on Cluster (its agent listed in another slot)."""
+        keys = self._d.conversation(cs.session_id, cs.agent_id)
+        index = SessionKeys.of(self._d.key_prefix, cs.session_id)
         with self._d.driver("commit"):
             if cs.expected_version == 0 and (cs.app is not None or cs.user is not None):
                 self._claim(cs, index)
             if not self._d.cluster:
-                version = self._run_commit(cs, [*keys.all, index.sessions, index.agents, index.owner], args)
+                version = self._run_commit(cs, _single_keys(self._d.key_prefix, cs.session_id, cs.agent_id), args)
             else:
                 slot_index = SessionKeys.slot_index(self._d.key_prefix, keys.slot)
                 if cs.expected_version == 0:
@@ -164,15 +178,14 @@ class RedisWrites:
                     cs.agent_id,
                     one_line(exc),
                 )
-        logger.debug(
-            "session_id=<%s>, agent_id=<%s>, version=<%d> | committed changeset", cs.session_id, cs.agent_id, version
-        )
         return version
 
-    def _run_commit(self, cs: Changeset, keys: list[str], args: list[str]) -> int:
+    def _run_commit(self, cs: Changeset, keys: Sequence[str], args: list[str]) -> int:
         rep = self._d.replication
         try:
             if rep is None:
+                if self._d.pack is not None:
+                    return int(evalsha(cast(Redis, self._d.client), self._d.scripts.commit, keys, args, self._d.pack))
                 return int(cast(int, self._d.scripts.commit(keys=keys, args=args)))
             script = self._d.scripts.commit
             reply, acked = replicated_commit(self._d.client, script.sha, scripts.COMMIT, keys, args, rep)
@@ -247,6 +260,16 @@ class RedisWrites:
         if self._d.ttl_ms and not int(deleted):
             return SessionExpired(f"{base} (it expired: no write for its ttl of {self._d.ttl_ms / 1000:g}s)")
         return base
+
+
+@lru_cache(maxsize=1024)
+def _single_keys(prefix: str, session_id: str, agent_id: str) -> tuple[str, ...]:
+    """The commit script's keys on a single server: the conversation's, the sessions index, the agent set, the owner.
+
+    Remembered for the conversations in use: every commit names them, and they never change.
+    """
+    index = SessionKeys.of(prefix, session_id)
+    return (*ConversationKeys.of(prefix, session_id, agent_id).all, index.sessions, index.agents, index.owner)
 
 
 def _deleted(cs: Changeset) -> SessionDeleted:
