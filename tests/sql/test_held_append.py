@@ -185,3 +185,27 @@ def test_an_async_engines_sync_face_appends_on_its_pooled_connections(postgres_l
             await engine.dispose()
 
     assert asyncio.run(run()) == ["first", "second", "third"]
+
+
+def test_a_lock_timeout_on_the_held_connection_is_a_timeout_and_writes_nothing(postgres_ledger_url: str) -> None:
+    from contextledger.errors import StoreTimeout
+
+    store = SQLStore.from_url(postgres_ledger_url, lock_timeout=0.2)
+    try:
+        conversation = Conversation(store, "s", "a")
+        conversation.append(Message.user("first"))
+        conversation.append(Message.user("second"))  # on the held connection, made now
+        holder = create_engine(postgres_ledger_url).connect()
+        try:
+            holder.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's' FOR UPDATE"))
+            with pytest.raises(StoreTimeout):
+                conversation.append(Message.user("late"))
+        finally:
+            holder.rollback()
+            holder.close()
+            holder.engine.dispose()
+        assert _ids(store) == [e.entry_id for e in conversation.view.entries]  # nothing of "late" was written
+        conversation.append(Message.user("third"))
+        assert [h.message.content[0]["text"] for h in store.history("s", "a")] == ["first", "second", "third"]
+    finally:
+        store.close()
