@@ -16,9 +16,11 @@ with the documented API of :mod:`psycopg.pq`, and blocks on the socket:
 * it is prepared on the server by psycopg's rule: after the connection's
   ``prepare_threshold`` uses (``None``: never), at most ``prepared_max`` statements;
 * the reply is read whole (every result until libpq has none), the socket polled a
-  second at a time so that an interrupt is seen, and an error reply is raised as the
-  cursor raises it (``psycopg.errors.error_from_result``: the class of its SQLSTATE,
-  with its diagnostics), so the caller's error handling is the cursor's.
+  second at a time so that an interrupt is seen -- and, as psycopg does, the statement
+  is then cancelled on the server;
+* an error reply is raised as the cursor raises it (``psycopg.errors.error_from_result``:
+  the class of its SQLSTATE, with its diagnostics), so the caller's error handling is
+  the cursor's.
 
 Nothing else uses the connection while a statement runs (the caller holds its lock).
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import select
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -68,7 +71,7 @@ class DirectSend:
         name = sent.prepared.get(key)
         if name is None and (name := sent.name(key)) is not None:
             pgconn.send_prepare(name, text, types)
-            failed = _first_error(_reply(pgconn))
+            failed = _first_error(self._reply())
             if failed is not None:
                 raise driver.error_from_result(failed, encoding=connection.info.encoding)
             sent.prepared[key] = name
@@ -76,7 +79,7 @@ class DirectSend:
             pgconn.send_query_params(text, params, types, formats)
         else:
             pgconn.send_query_prepared(name, params, formats)
-        results = _reply(pgconn)
+        results = self._reply()
         failed = _first_error(results)
         if failed is not None:
             raise driver.error_from_result(failed, encoding=connection.info.encoding)
@@ -86,6 +89,23 @@ class DirectSend:
         if not result.ntuples:
             return None
         return tuple(result.get_value(0, column) for column in range(result.nfields))
+
+    def _reply(self) -> list[Any]:
+        """:func:`_reply`; interrupted (Ctrl-C, ``SystemExit``), the statement is cancelled on the server first.
+
+        As psycopg's own wait does: the server stops the statement (one waiting for a
+        lock would otherwise run, and commit, after the caller has moved on); the caller
+        then drops the connection, whose state is unknown.
+        """
+        connection = self.connection
+        try:
+            return _reply(connection.pgconn)
+        except (KeyboardInterrupt, SystemExit):
+            if connection.pgconn.transaction_status == _driver().active:
+                cancel = getattr(connection, "cancel_safe", None)  # psycopg >= 3.2; before, cancel()
+                with suppress(Exception):  # a failed cancel must not replace the interrupt
+                    cancel(timeout=5.0) if cancel is not None else connection.cancel()
+            raise
 
 
 class _Statements:
@@ -126,6 +146,7 @@ class _Driver(NamedTuple):
     tuples_ok: int
     fatal_error: int
     operational_error: type[Exception]
+    active: int  # pq.TransactionStatus.ACTIVE: a statement is running
 
 
 @cache
@@ -144,6 +165,7 @@ def _driver() -> _Driver:
         pq.ExecStatus.TUPLES_OK,
         pq.ExecStatus.FATAL_ERROR,
         OperationalError,
+        pq.TransactionStatus.ACTIVE,
     )
 
 
