@@ -185,3 +185,61 @@ def test_an_async_engines_sync_face_appends_on_its_pooled_connections(postgres_l
             await engine.dispose()
 
     assert asyncio.run(run()) == ["first", "second", "third"]
+
+
+def test_a_lock_timeout_on_the_held_connection_is_a_timeout_and_writes_nothing(postgres_ledger_url: str) -> None:
+    from contextledger.errors import StoreTimeout
+
+    store = SQLStore.from_url(postgres_ledger_url, lock_timeout=0.2)
+    try:
+        conversation = Conversation(store, "s", "a")
+        conversation.append(Message.user("first"))
+        conversation.append(Message.user("second"))  # on the held connection, made now
+        holder = create_engine(postgres_ledger_url).connect()
+        try:
+            holder.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's' FOR UPDATE"))
+            with pytest.raises(StoreTimeout):
+                conversation.append(Message.user("late"))
+        finally:
+            holder.rollback()
+            holder.close()
+            holder.engine.dispose()
+        assert _ids(store) == [e.entry_id for e in conversation.view.entries]  # nothing of "late" was written
+        conversation.append(Message.user("third"))
+        assert [h.message.content[0]["text"] for h in store.history("s", "a")] == ["first", "second", "third"]
+    finally:
+        store.close()
+
+
+def test_an_interrupted_held_append_is_cancelled_on_the_server(
+    postgres_store: SQLStore, postgres_ledger_url: str
+) -> None:
+    import signal
+
+    conversation = Conversation(postgres_store, "s", "a")
+    conversation.append(Message.user("first"))
+    conversation.append(Message.user("second"))  # on the held connection, made now
+    pid = _backend(postgres_store)
+    holder = create_engine(postgres_ledger_url).connect()
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        holder.execute(text("SELECT id FROM cl_conversations WHERE session_id = 's' FOR UPDATE"))
+        signal.setitimer(signal.ITIMER_REAL, 0.5)  # while the append waits for the row lock
+        with pytest.raises(KeyboardInterrupt):
+            conversation.append(Message.user("interrupted"))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        holder.rollback()  # the lock goes: a statement still waiting for it would run now
+        holder.close()
+        holder.engine.dispose()
+    deadline = time.monotonic() + 10
+    while _alive(postgres_ledger_url, pid) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the dropped connection's backend ends
+    assert not _alive(postgres_ledger_url, pid)
+    texts = [h.message.content[0]["text"] for h in postgres_store.history("s", "a")]
+    assert texts == ["first", "second"]  # cancelled: not written after the interrupt

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from contextledger import Message, ReductionPlan, SummaryDraft
 from contextledger.conversation.conversation import Conversation
 from contextledger.stores.sql import SQLStore
@@ -52,6 +54,20 @@ def test_postgres_append_is_one_statement_in_autocommit(postgres_store: SQLStore
     assert sql.startswith("WITH bumped AS (UPDATE cl_conversations SET version=")
     assert "INSERT INTO cl_entries" in sql
     assert not statement.executemany
+    # What every row shares is in the text or bound once: the turn, the conversation's
+    # identity and version, the commit's id, time and call -- nothing else is dumped per append.
+    assert set(statement.parameters) == {
+        "p_now",
+        "p_session_id",
+        "p_agent_id",
+        "p_expected",
+        "p_next_seq",
+        "p_new_version",
+        "p_changeset_id",
+        "e_rows",
+        "s_from_call",
+    }
+    assert "'active'" in statement.sql
     snap = postgres_store.load("s", "a")
     assert snap is not None
     assert [e.entry_id for e in snap.entries] == [e.entry_id for e in conversation.view.entries]
@@ -91,6 +107,36 @@ def test_postgres_append_is_one_round_trip(postgres_store: SQLStore, tmp_path: P
     assert len(snap.entries) == 1 + 3 * (WARM_UP + 3) + 3 * 3
     assert snap.state.model_call_count == WARM_UP + 3
     assert snap.state.version == conversation.version == 1 + 2 * (WARM_UP + 3) + 3
+
+
+@pytest.mark.parametrize("threshold", [None, 0, 2], ids=["never", "at-once", "third-use"])
+def test_the_held_connection_prepares_as_its_prepare_threshold_says(
+    postgres_ledger_url: str, tmp_path: Path, threshold: int | None
+) -> None:
+    store = SQLStore.from_url(postgres_ledger_url, connect_args={"prepare_threshold": threshold})
+    try:
+        conversation = Conversation(store, "s", "a")
+        conversation.append(Message.user("first"))
+        sent: list[list[str]] = []
+        for n in range(4):
+            with wire(store, tmp_path / f"{n}.trace") as turn:
+                conversation.append(*_turn(n))
+            assert turn.autocommit == []  # on the held connection
+            sent.append(turn.sent)
+        text = ["Parse", "Bind", "Describe", "Execute", "Sync"]  # the statement's text, unnamed
+        prepare = ["Parse", "Sync"]  # the statement prepared under a name: one more round trip, once
+        prepared = ["Bind", "Describe", "Execute", "Sync"]
+        if threshold is None:
+            assert sent == [text] * 4
+        elif threshold == 0:
+            assert sent == [prepare + prepared] + [prepared] * 3
+        else:
+            assert sent == [text, text, prepare + prepared, prepared]
+        snap = store.load("s", "a")
+        assert snap is not None
+        assert len(snap.entries) == 1 + 4 * 3
+    finally:
+        store.close()
 
 
 def test_postgres_transactions_still_send_begin_and_commit(postgres_store: SQLStore, tmp_path: Path) -> None:

@@ -40,12 +40,16 @@ Why it keeps every guarantee of the general path:
   cast by the statement to its column's type -- text to unbounded text, so the column
   refuses an id too long as stored exactly as on the general path. Ids are NUL-escaped
   as the connection's string adapter escapes every parameter, and content and metadata
-  are the JSON text the general path's column type writes, cast to ``json`` as they are,
-  so the stored text -- and every read -- is the same whichever path wrote it. (One
-  document rather than an array per column: psycopg adapts arrays element by element in
-  Python, which cost about four times the client CPU of the rest of the statement.) The
-  statement text does not depend on the number of messages, so it is built once per set
-  of state fields and psycopg prepares it on the server after a few uses.
+  are the JSON text the general path's column type writes, placed in the document as
+  JSON values (not encoded again as strings) and taken out with ``->``, which keeps a
+  ``json`` value's text as written: the stored text -- and every read -- is the same
+  whichever path wrote it. (One document rather than an array per column: psycopg
+  adapts arrays element by element in Python, which cost about four times the client
+  CPU of the rest of the statement.) The statement text does not depend on the number
+  of messages, so it is built once per set of state fields and psycopg prepares it on
+  the server after a few uses. What every appended row shares is in the text itself
+  (the columns' defaults as literals) or bound once (the commit's time and version also
+  stamp the rows): nine parameters, where there were thirteen.
 
 A changeset with no appends (a state update, such as the model-call count before a
 model call) is the ``bumped`` and ``logged`` parts alone.
@@ -125,7 +129,8 @@ def _rows() -> Any:
     """The appended rows: the elements of the ``e_rows`` JSON array (see :class:`EncodedAppend`), in order.
 
     Each element is ``[seq, message_id, role, content, metadata, pinned, tokens]``
-    (:data:`ENTRY_COLUMNS` order); :func:`_field` casts one to its column's type.
+    (:data:`ENTRY_COLUMNS` order), content and metadata as JSON values in the document
+    itself; :func:`_field` casts one to its column's type.
     """
     document = cast(bindparam("e_rows", type_=Text()), JSON())
     return func.json_array_elements(document).table_valued("value", with_ordinality="ordinality")
@@ -133,8 +138,13 @@ def _rows() -> Any:
 
 def _field(rows: Any, name: str) -> Any:
     """The ``cl_entries`` column ``name`` of an element of :func:`_rows`, as that column's type."""
-    text_value = rows.c.value.op("->>")(literal_column(str(ENTRY_COLUMNS.index(name))))
+    index: Any = literal_column(str(ENTRY_COLUMNS.index(name)))
     column_type = EntryRow.__table__.c[name].type
+    if isinstance(column_type, JSON):
+        # The element as it is: ``->`` of a ``json`` document gives its text exactly as
+        # written (spacing, key order, escapes), so the column stores the text it was sent.
+        return cast(rows.c.value.op("->")(index), column_type)
+    text_value = rows.c.value.op("->>")(index)
     if isinstance(column_type, String):
         # Unbounded: a cast to varchar(n) would cut a longer value silently, where the
         # column itself refuses it (as it refuses it from every other path).
@@ -167,10 +177,25 @@ def _logged(bumped: Any) -> Any:
 
 
 def _constant(name: str, value: Any) -> Any:
-    """What every appended row holds in the ``cl_entries`` column ``name`` (a value of the statement itself)."""
+    """What every appended row holds in the ``cl_entries`` column ``name`` (a value of the statement itself).
+
+    :func:`_driver_statement` writes it into the statement's text as a literal, with its
+    type's cast: no parameter to send or dump on each append.
+    """
     if value is None:
         return null()
-    return bindparam(f"k_{name}", value, type_=EntryRow.__table__.c[name].type)  # sent with its type's cast
+    return bindparam(f"k_{name}", value, type_=EntryRow.__table__.c[name].type)
+
+
+# Stamps (``Changeset.stamps``) that are by definition a value the statement already
+# has: the commit's time (``p_now``) and the version it makes (``p_new_version``). The
+# statement binds them once; :func:`statement_values` checks that they still are.
+_SHARED_STAMPS = {"created_at": "p_now", "version": "p_new_version"}
+
+
+def _stamp(name: str) -> Any:
+    entries = EntryRow.__table__
+    return bindparam(_SHARED_STAMPS.get(name, f"s_{name}"), type_=entries.c[name].type)
 
 
 @cache
@@ -192,7 +217,6 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
     summary-id check refused the changeset, in which case nothing was written) and
     ``inserted``, the number of entry rows written.
     """
-    entries = EntryRow.__table__
     bumped = _bump(fields, True).cte("bumped")
     logged = _logged(bumped).cte("logged")
     rows = _rows().alias("v")
@@ -201,7 +225,7 @@ def append_statement(fields: tuple[str, ...]) -> Select[Any]:
             bumped.c.id,
             *(_field(rows, name) for name in ENTRY_COLUMNS),
             *(_constant(name, value) for name, value in APPENDED_CONSTANTS.items()),
-            *(bindparam(f"s_{name}", type_=entries.c[name].type) for name in APPENDED_STAMPS),
+            *(_stamp(name) for name in APPENDED_STAMPS),
         )
         .select_from(bumped)
         .join(rows, true())
@@ -245,21 +269,29 @@ class EncodedAppend:
         # One JSON document for every appended row: a statement parameter psycopg sends as
         # it is (seven typed arrays cost about four times the client CPU of the rest of
         # the statement to adapt, element by element, in Python).
-        self.rows = _ROWS_ENCODER.encode([_encoded(entry) for entry in cs.appends]) if cs.appends else None
+        self.rows = f"[{','.join([_encoded(entry) for entry in cs.appends])}]" if cs.appends else None
 
 
-def _encoded(entry: ViewEntry) -> list[Any]:
+def _encoded(entry: ViewEntry) -> str:
+    """One element of the ``e_rows`` document: the entry's row as JSON text, content and metadata as JSON values.
+
+    Written by hand rather than by an encoder: content and metadata are already JSON text
+    (what their columns store), so they go in as they are -- not encoded a second time as
+    strings -- and the statement takes them out with ``->``, which keeps their text.
+    """
     try:
         seq, message_id, role, content, metadata, pinned, tokens = entry_row(entry, _json_text)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
-    # Text as the connection's string adapter writes a parameter (NUL escaped, see encoding).
-    return [seq, encoding.escape(message_id), encoding.escape(role), content, metadata, pinned, tokens]
+    # Ids as the connection's string adapter writes a parameter (NUL escaped, see encoding),
+    # then as JSON strings, ASCII-escaped: the document holds no NUL and no marker character.
+    return (
+        f"[{int(seq)},{_json_string(encoding.escape(message_id))},{_json_string(encoding.escape(role))},"
+        f"{content},{metadata},{'true' if pinned else 'false'},{int(tokens)}]"
+    )
 
 
-# The rows' values are ints, bools and strings (content and metadata as JSON text): never
-# circular, and ASCII-escaped so the document holds no NUL and no marker character.
-_ROWS_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+_json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
 def _json_text(value: Any) -> str:
@@ -284,6 +316,14 @@ def _driver_statement(dialect: Dialect, fields: tuple[str, ...], appends: bool) 
     compiled = statement.compile(dialect=dialect)
     sql = compiled.string
     used = {name: bind for name, bind in compiled.binds.items() if f"%({name})s" in sql}
+    for name, bind in list(used.items()):
+        # A constant of the statement (the appended rows' defaults, the version's step) is
+        # written into its text, rendered by its type as SQLAlchemy renders literals: one
+        # parameter fewer to send and for the driver to dump on every append.
+        render = None if bind.required else bind.type.dialect_impl(dialect).literal_processor(dialect)
+        if render is not None:
+            sql = sql.replace(f"%({name})s", render(bind.effective_value).replace("%", "%%"))
+            del used[name]
     processors: dict[str, Callable[[Any], Any]] = {}
     for name, bind in used.items():
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
@@ -300,16 +340,25 @@ def statement_values(
 
     The statement is compiled once per dialect and set of state fields; the values are
     bound through their columns' types, as SQLAlchemy binds them.
+
+    Raises:
+        RuntimeError: A stamp the statement shares with another value (see ``_SHARED_STAMPS``)
+            differs from it: the statement would store another value than the stamp.
     """
-    params = bump_params(cs, now, encoded.fields)
-    params["p_new_version"] = cs.new_version
-    params["p_changeset_id"] = cs.changeset_id
-    if cs.appends:
-        params["e_rows"] = encoded.rows
-        for name, value in cs.stamps(now).items():
-            params[f"s_{name}"] = value
     statement = _driver_statement(dialect, encoded.fields, bool(cs.appends))
-    values = {**statement.constants, **params}
+    values = bump_params(cs, now, encoded.fields)
+    if statement.constants:
+        values.update(statement.constants)
+    values["p_new_version"] = cs.new_version
+    values["p_changeset_id"] = cs.changeset_id
+    if cs.appends:
+        values["e_rows"] = encoded.rows
+        for name, value in cs.stamps(now).items():
+            shared = _SHARED_STAMPS.get(name)
+            if shared is None:
+                values[f"s_{name}"] = value
+            elif value is not values[shared] and value != values[shared]:
+                raise RuntimeError(f"the stamp {name} is bound as {shared} but differs from it")
     for name, process in statement.processors.items():
         values[name] = process(values[name])
     return statement.sql, values

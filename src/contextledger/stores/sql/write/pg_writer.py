@@ -10,10 +10,15 @@ adapters, the timeouts), and detached from the pool, so the pool counts only con
 in use by a call and a store that also runs transactions never waits for itself.
 
 What it does not change: the statement, its parameters and its one round trip are the
-same; psycopg prepares it on the server as on a pooled connection (the connection's
-``prepare_threshold``); driver errors come out as SQLAlchemy's, flagged as a disconnect
-where the dialect says so, so the store translates them as it translates every other
-statement's. Statement events are honoured: an engine with ``echo`` or with
+same; it is prepared on the server as psycopg prepares it on a pooled connection (after
+the connection's ``prepare_threshold`` uses, at most ``prepared_max`` statements);
+driver errors come out as SQLAlchemy's, flagged as a disconnect where the dialect says
+so, so the store translates them as it translates every other statement's.
+
+The statement goes out through psycopg's low-level API rather than a cursor (see
+:mod:`~contextledger.stores.sql.write.pg_direct`).
+
+Statement events are honoured: an engine with ``echo`` or with
 ``before_cursor_execute`` / ``after_cursor_execute`` listeners (a statement log, an
 instrumentation) gets ``None`` from :meth:`HeldAppender.statement` and the store sends
 the statement through SQLAlchemy, where they see it.
@@ -39,6 +44,8 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from contextledger.stores.sql.write.pg_direct import DirectSend
 
 __all__ = ["HeldAppender", "HeldSettings", "HeldStatement", "holds_psycopg", "sends_on_driver"]
 
@@ -86,7 +93,7 @@ class HeldAppender:
         self._holds = holds_psycopg(engine)  # only psycopg's own (sync) connection is held
         self._lock = threading.Lock()
         self._connection: Any = None
-        self._cursor: Any = None
+        self._send: DirectSend | None = None  # how a statement is sent on it (made with it)
         self._pid = os.getpid()
         self._inherited: list[Any] = []  # kept, never closed, in a forked child
         self._closed = False
@@ -122,8 +129,8 @@ class HeldAppender:
             return _NOT_HELD
         return HeldStatement(self)
 
-    def _held_cursor(self) -> Any:
-        """The held connection's cursor, the connection made on first use (call with the lock held).
+    def _held_connection(self) -> DirectSend:
+        """How a statement is sent on the held connection, the connection made on first use (call with the lock held).
 
         Raises:
             sqlalchemy.exc.DBAPIError: The driver failed to connect.
@@ -131,11 +138,11 @@ class HeldAppender:
         if self._connection is not None and self._pid != os.getpid():
             # A forked child never uses (or closes) its parent's connection: it makes its own.
             self._inherited.append(self._connection)
-            self._connection = self._cursor = None
+            self._connection = self._send = None
         if self._stale:
             self._stale = False
             self._drop()
-        if self._cursor is None:
+        if self._send is None:
             self._pid = os.getpid()
             proxied = self._checkout()
             connection = proxied.driver_connection
@@ -143,10 +150,10 @@ class HeldAppender:
             self._connection = connection
             try:
                 connection.autocommit = True  # a client-side setting: nothing is sent
-                self._cursor = connection.cursor()
+                self._send = DirectSend(connection)
             except self._dbapi.Error as exc:
                 raise DBAPIError.instance("connect", (), exc, self._dbapi.Error) from exc
-        return self._cursor
+        return self._send
 
     def _checkout(self) -> Any:
         try:
@@ -155,19 +162,23 @@ class HeldAppender:
             raise DBAPIError.instance("connect", (), exc, self._dbapi.Error) from exc
 
     def run(self, sql: str, values: dict[str, Any]) -> Any:
-        """Execute ``sql`` on the held cursor and return its one row (call inside :meth:`statement`'s block).
+        """Execute ``sql`` on the held connection and return its one row (call inside :meth:`statement`'s block).
+
+        The row's values are as the server wrote them (text), ``None`` for SQL ``NULL``;
+        no row: ``None``.
 
         Raises:
             sqlalchemy.exc.DBAPIError: The driver's error, ``connection_invalidated`` when
                 the dialect calls it a disconnect.
         """
-        cursor = self._cursor
+        connection = self._connection
+        send = self._send
+        assert send is not None  # made by statement()'s block
         self._suspect = True
         try:
-            cursor.execute(sql, values)
-            row = cursor.fetchone()
+            row = send.execute(sql, values)
         except self._dbapi.Error as exc:
-            lost = self._engine.dialect.is_disconnect(exc, self._connection, cursor)
+            lost = self._engine.dialect.is_disconnect(exc, connection, None)
             error = DBAPIError.instance(
                 sql, values, exc, self._dbapi.Error, hide_parameters=True, connection_invalidated=lost
             )
@@ -188,7 +199,7 @@ class HeldAppender:
             sqlalchemy.exc.DBAPIError: The driver failed to connect.
         """
         with self._lock:
-            self._held_cursor()
+            self._held_connection()
             yield self._connection
 
     def settings(self) -> HeldSettings:
@@ -214,7 +225,7 @@ class HeldAppender:
             )
 
     def _drop(self, *, lost: bool = False) -> None:
-        connection, self._connection, self._cursor = self._connection, None, None
+        connection, self._connection, self._send = self._connection, None, None
         self._suspect = self._lost = False
         if connection is not None and self._pid != os.getpid():
             # A forked child's copy of its parent's connection: closing it would end the
@@ -254,7 +265,7 @@ class HeldStatement:
     def __enter__(self) -> HeldAppender:
         appender = self._appender
         try:
-            appender._held_cursor()
+            appender._held_connection()
         except BaseException:
             appender._drop()
             appender._lock.release()

@@ -1,0 +1,224 @@
+"""A statement sent on a psycopg connection with psycopg's low-level API instead of a cursor.
+
+The PostgreSQL store's held connection (:mod:`~contextledger.stores.sql.write.pg_writer`)
+sends one statement per append. Through ``Cursor.execute`` about a fifth of its client
+CPU was the cursor's own work on each call: its lock, the query's conversion and the
+prepare bookkeeping, the result's description. :class:`DirectSend` sends the same
+statement as the async API's native send does (:mod:`~contextledger.stores.sql.write.pg_wire`),
+with the documented API of :mod:`psycopg.pq`, and blocks on the socket:
+
+* the parameters are dumped by a ``psycopg.adapt.Transformer`` of the connection -- the
+  cursor's own machinery, so each gets the type, format and bytes the cursor gives it
+  (the NUL-escaping string dumper the engine registers among them), its dumpers kept
+  from one statement to the next;
+* the statement's ``%(name)s`` placeholders are numbered as psycopg numbers them
+  (:func:`~contextledger.stores.sql.write.pg_wire.numbered`);
+* it is prepared on the server by psycopg's rule: after the connection's
+  ``prepare_threshold`` uses (``None``: never), at most ``prepared_max`` statements;
+* the reply is read whole (every result until libpq has none), the socket polled a
+  second at a time so that an interrupt is seen -- and, as psycopg does, the statement
+  is then cancelled on the server;
+* an error reply is raised as the cursor raises it (``psycopg.errors.error_from_result``:
+  the class of its SQLSTATE, with its diagnostics), so the caller's error handling is
+  the cursor's.
+
+Nothing else uses the connection while a statement runs (the caller holds its lock).
+"""
+
+from __future__ import annotations
+
+import select
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from functools import cache
+from typing import Any, NamedTuple
+
+__all__ = ["DirectSend"]
+
+
+class DirectSend:
+    """One psycopg (sync) connection's statements, sent with its low-level API."""
+
+    __slots__ = ("_statements", "_transformer", "connection")
+
+    def __init__(self, connection: Any) -> None:
+        """Send on ``connection`` (connected, its adapters registered); nothing is sent yet."""
+        self.connection = connection
+        self._transformer = _driver().transformer(connection)
+        self._statements = _Statements(connection.prepare_threshold, connection.prepared_max)
+
+    def execute(self, sql: str, values: dict[str, Any]) -> Any:
+        """Run ``sql`` (``%(name)s`` placeholders) with ``values`` once; its first row.
+
+        The row's values are as the server wrote them (text), ``None`` for SQL ``NULL``;
+        no row: ``None``. The statement is prepared first when :class:`_Statements` says so.
+
+        Raises:
+            psycopg.Error: The driver's error: an error reply (as the cursor raises it,
+                with its ``sqlstate`` and diagnostics), or the connection failed.
+        """
+        connection = self.connection
+        driver = _driver()
+        text, names = driver.numbered(sql)
+        transformer = self._transformer
+        params = transformer.dump_sequence([values[name] for name in names], _auto(len(names)))
+        types: tuple[int, ...] = transformer.types
+        formats = transformer.formats
+        pgconn = connection.pgconn
+        sent = self._statements
+        key = (sql, types)
+        name = sent.prepared.get(key)
+        if name is None and (name := sent.name(key)) is not None:
+            pgconn.send_prepare(name, text, types)
+            failed = _first_error(self._reply())
+            if failed is not None:
+                raise driver.error_from_result(failed, encoding=connection.info.encoding)
+            sent.prepared[key] = name
+        if name is None:
+            pgconn.send_query_params(text, params, types, formats)
+        else:
+            pgconn.send_query_prepared(name, params, formats)
+        results = self._reply()
+        failed = _first_error(results)
+        if failed is not None:
+            raise driver.error_from_result(failed, encoding=connection.info.encoding)
+        result = results[0] if results else None
+        if result is None or result.status != driver.tuples_ok:
+            raise driver.operational_error("the statement gave no row set")
+        if not result.ntuples:
+            return None
+        return tuple(result.get_value(0, column) for column in range(result.nfields))
+
+    def _reply(self) -> list[Any]:
+        """:func:`_reply`; interrupted (Ctrl-C, ``SystemExit``), the statement is cancelled on the server first.
+
+        As psycopg's own wait does: the server stops the statement (one waiting for a
+        lock would otherwise run, and commit, after the caller has moved on); the caller
+        then drops the connection, whose state is unknown.
+        """
+        connection = self.connection
+        try:
+            return _reply(connection.pgconn)
+        except (KeyboardInterrupt, SystemExit):
+            if connection.pgconn.transaction_status == _driver().active:
+                cancel = getattr(connection, "cancel_safe", None)  # psycopg >= 3.2; before, cancel()
+                with suppress(Exception):  # a failed cancel must not replace the interrupt
+                    cancel(timeout=5.0) if cancel is not None else connection.cancel()
+            raise
+
+
+class _Statements:
+    """What the held connection prepared on the server: psycopg's rule, for the statements it sends itself.
+
+    A statement (text and parameter types) is prepared at its use after
+    ``prepare_threshold`` uses sent as text (``0``: at its first; ``None``: never), at
+    most ``prepared_max`` statements (``None``: no limit).
+    """
+
+    __slots__ = ("counts", "max", "prepared", "threshold")
+
+    def __init__(self, threshold: int | None = None, prepared_max: int | None = None) -> None:
+        self.threshold = threshold
+        self.max = prepared_max if prepared_max is not None else sys.maxsize
+        self.prepared: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        self.counts: dict[tuple[str, tuple[int, ...]], int] = {}
+
+    def name(self, key: tuple[str, tuple[int, ...]]) -> bytes | None:
+        """The name to prepare ``key`` under now, or ``None``: send its text (one more use)."""
+        if self.threshold is None or len(self.prepared) >= self.max:
+            return None
+        seen = self.counts.get(key, 0)
+        if seen < self.threshold:
+            self.counts[key] = seen + 1
+            return None
+        self.counts.pop(key, None)
+        return b"contextledger_held_%d" % len(self.prepared)
+
+
+class _Driver(NamedTuple):
+    """What a statement sent on the held connection uses of psycopg, imported once (only a psycopg store holds one)."""
+
+    numbered: Callable[[str], tuple[bytes, tuple[str, ...]]]
+    error_from_result: Callable[..., Exception]
+    transformer: Callable[[Any], Any]
+    auto: Any  # PyFormat.AUTO: what a cursor asks of a ``%(name)s`` parameter
+    tuples_ok: int
+    fatal_error: int
+    operational_error: type[Exception]
+    active: int  # pq.TransactionStatus.ACTIVE: a statement is running
+
+
+@cache
+def _driver() -> _Driver:
+    from psycopg import OperationalError, pq
+    from psycopg.adapt import PyFormat, Transformer
+    from psycopg.errors import error_from_result
+
+    from contextledger.stores.sql.write.pg_wire import numbered
+
+    return _Driver(
+        numbered,
+        error_from_result,
+        Transformer,
+        PyFormat.AUTO,
+        pq.ExecStatus.TUPLES_OK,
+        pq.ExecStatus.FATAL_ERROR,
+        OperationalError,
+        pq.TransactionStatus.ACTIVE,
+    )
+
+
+@cache
+def _auto(count: int) -> list[Any]:
+    """``count`` times ``PyFormat.AUTO``, one list per count (psycopg only reads it)."""
+    return [_driver().auto] * count
+
+
+_WAIT = 1.0
+"""Seconds a wait for the socket blocks at most before waiting again: an interrupt (Ctrl-C) is seen between."""
+
+
+def _reply(pgconn: Any) -> list[Any]:
+    """Flush what was sent and read every result of it, waiting on the socket.
+
+    Raises:
+        psycopg.OperationalError: The connection failed (libpq's error).
+    """
+    while pgconn.flush():  # a statement larger than the socket's buffer
+        _wait(pgconn.socket, writing=True)
+        pgconn.consume_input()
+    results: list[Any] = []
+    while True:
+        while pgconn.is_busy():
+            _wait(pgconn.socket, writing=False)
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:
+            return results
+        results.append(result)
+
+
+def _wait(socket: int, *, writing: bool) -> None:
+    """Until ``socket`` is readable (or, ``writing``, also writable), a second at a time."""
+    if _poll is None:  # pragma: no cover - a platform without poll(): select() in its place
+        while not any(select.select([socket], [socket] if writing else [], [], _WAIT)):
+            pass
+        return
+    poller = _poll()
+    poller.register(socket, _WRITE_EVENTS if writing else _READ_EVENTS)
+    while not poller.poll(_WAIT * 1000):
+        pass
+
+
+_poll = getattr(select, "poll", None)
+_READ_EVENTS = getattr(select, "POLLIN", 1)
+_WRITE_EVENTS = _READ_EVENTS | getattr(select, "POLLOUT", 4)
+
+
+def _first_error(results: list[Any]) -> Any:
+    fatal = _driver().fatal_error
+    for result in results:
+        if result.status == fatal:
+            return result
+    return None
