@@ -18,7 +18,7 @@ head the stdlib reader expects (``reader.py``, and the head ``tests/sql/test_mig
 checks), the memory store's row (``stores/memory/data.py``), and the generated SQLite
 SQL (``scripts/generate-sqlite-sql``). Everything else follows by name: the history
 listing and its decoder, the three append paths (:data:`APPENDED_COLUMNS`), export and
-import, and the Redis entry record (``stores/redis/codec.py``).
+import, and the Redis entry record (``stores/redis/encode.py``).
 """
 
 from __future__ import annotations

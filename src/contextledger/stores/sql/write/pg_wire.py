@@ -6,11 +6,12 @@ connection here; the statement itself is sent with the documented low-level API 
 :mod:`psycopg.pq` (``send_query_prepared``, ``flush``, ``consume_input``, ``is_busy``,
 ``get_result``), the socket watched by the loop's own reader for the connection's life
 and one future per reply. Through ``AsyncCursor.execute`` the same statement cost
-about twice the client CPU of the sync held cursor (95 against 40 µs): a lock per call,
-a timer, a reader added and removed and a future per wait, the cursor's result
-bookkeeping. This path costs about 1.2x the sync cursor.
+about twice the client CPU of a sync cursor (95 against 40 µs): a lock per call, a
+timer, a reader added and removed and a future per wait, the cursor's result
+bookkeeping.
 
-What the server sees is what the sync held cursor sends: the same statement text (its
+What the server sees is what the sync held connection sends
+(:mod:`~contextledger.stores.sql.write.pg_direct`): the same statement text (its
 ``%(name)s`` placeholders numbered as psycopg numbers them), each parameter dumped by
 the connection's own adapters (the NUL-escaping string dumper among them) with the type
 and format psycopg gives it, and the statement prepared on the server under the held
