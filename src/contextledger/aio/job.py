@@ -101,6 +101,16 @@ class Job:
             self.error = exc
         return True
 
+    def abandon(self) -> None:
+        """Its caller claimed it before it ran (it never will): let go of the caller's loop and context now.
+
+        A worker that took it from the lane or the backlog meanwhile may hold it a moment
+        longer, only to find it claimed (it reads ``claim`` and ``lane`` alone then): the
+        caller's loop must not wait for that thread to be scheduled to be freed.
+        """
+        del self.loop, self.future
+        self.context = None
+
     def fail(self, error: BaseException) -> None:
         """End the job without running it (any thread)."""
         if self.claim.acquire(blocking=False):

@@ -22,14 +22,25 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from contextledger.aio.native import NativeSend
+from contextledger.stores.base import LedgerStore
 
-__all__ = ["forget", "watch"]
+__all__ = ["NativeSend", "forget", "watch"]
 
 logger = logging.getLogger("contextledger.aio")
+
+
+class NativeSend(Protocol):
+    """What is closed here of a native sender (:class:`contextledger.aio.native.NativeSend`)."""
+
+    @property
+    def store(self) -> LedgerStore:
+        """The store whose commits it sends."""
+
+    async def aclose(self) -> None:
+        """Close the calling loop's connections."""
+
 
 Closers = weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]]
 

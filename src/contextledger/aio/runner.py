@@ -27,6 +27,10 @@ Contracts:
   caller's OpenTelemetry span is the parent of the ledger's).
 * **Closing.** After :meth:`Runner.close`, calls already running finish and every new
   call raises :class:`~contextledger.errors.LedgerClosed` at once.
+* **Ended loops.** Once a call returned (or raised) to its caller, nothing of the runner
+  holds the call, so nothing keeps the caller's loop alive after it ends: a ledger serves
+  successive ``asyncio.run`` calls, each loop going with its native connections
+  (:mod:`contextledger.aio.loop_end`).
 * **Fork.** A child process starts with no worker threads (none survive a fork): its
   first calls start its own.
 
@@ -194,6 +198,7 @@ class Runner:
             asyncio.CancelledError: Always, once the job will never run or has ended.
         """
         if job.claim.acquire(blocking=False):
+            job.abandon()
             with self._lock:
                 self.cancelled_waiting += 1
             raise asyncio.CancelledError  # it had not started: it never will
