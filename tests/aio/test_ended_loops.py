@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -169,3 +170,37 @@ def test_calls_on_workers_let_go_of_their_loop(collector_off: None) -> None:
             assert loop() is None, f"run {n}: the ended loop is still reachable"
     finally:
         asyncio.run(ledger.close())
+
+
+@pytest.mark.timeout(120)
+def test_a_loop_closed_without_shutting_down_its_generators_is_let_go_when_the_ledger_closes(
+    redis_url: str, redis_key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its connections stay until the ledger closes, which ends its closer there: nothing raised on a closed loop."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    options: dict[str, Any] = {"key_prefix": redis_key_prefix}
+    try:
+        ledger = asyncio.run(AsyncLedger.connect(redis_url, native=True, **options))
+        loop = asyncio.new_event_loop()
+        try:
+
+            async def appends(ledger: AsyncLedger) -> None:
+                conversation = await ledger.conversation("manual")
+                for n in range(APPENDS):
+                    await conversation.append(Message.user(f"manual {n}"))
+
+            loop.run_until_complete(appends(ledger))
+        finally:
+            loop.close()  # without loop.shutdown_asyncgens()
+        ended = weakref.ref(loop)
+        del loop
+        asyncio.run(ledger.close())
+        del ledger
+        gc.collect()
+        assert ended() is None
+        assert unraisable == []
+        with Ledger.connect(redis_url, **options) as reader:
+            assert len(reader.conversation("manual").messages) == APPENDS
+    finally:
+        purge(redis_url, redis_key_prefix)

@@ -11,7 +11,7 @@ The loop's ``shutdown_asyncgens()`` -- which ``asyncio.run`` and :class:`asyncio
 call once the main task and every other task ended, before closing the loop -- closes
 it, and it closes that loop's connections (``NativeSend.aclose``) while the loop still
 runs. The loop then goes with its last reference. A loop closed without
-``shutdown_asyncgens()`` keeps its connections until the ledger closes (:func:`forget`),
+``shutdown_asyncgens()`` keeps its connections as long as the sender (the ledger) lives,
 as before.
 """
 
@@ -68,7 +68,7 @@ async def _closing(sender: weakref.ref[NativeSend], loop: asyncio.AbstractEventL
         watched = _closers.get(send) if send is not None else None
         if watched is not None:
             watched.pop(loop, None)
-        if send is not None and _running() is loop:  # not when ended by forget() for a loop already closed
+        if send is not None and _running() is loop:  # its own loop, still running (not a stray finalization)
             try:
                 await send.aclose()
             except Exception as exc:  # the connections are dropped either way; the loop's end goes on
@@ -94,17 +94,12 @@ async def forget(send: NativeSend) -> None:
     """The ledger closes: close the calling loop's connections of ``send``, and let go of every other loop.
 
     A loop still running closes its own connections once its generator is collected (the
-    loop's finalizer runs it there); a loop already closed cannot, and its generator is
-    ended here so that nothing is scheduled on it.
+    loop's finalizer hook runs it there); for a loop already closed the hook does nothing,
+    and its connections go with the sender.
     """
     watched = _closers.pop(send, None)
-    running = asyncio.get_running_loop()
-    closer = watched.pop(running, None) if watched is not None else None
+    closer = watched.pop(asyncio.get_running_loop(), None) if watched is not None else None
     if closer is not None:
         await closer.aclose()
     else:
         await send.aclose()
-    for loop, other in list((watched or {}).items()):
-        if loop.is_closed():
-            with contextlib.suppress(StopIteration):
-                next(other.aclose().__await__())
