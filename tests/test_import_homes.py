@@ -89,3 +89,53 @@ def test_moved_names_stay_importable_from_their_old_module(old: str, new: str, n
     for name in names:
         assert getattr(before, name) is getattr(after, name), name
         assert name in before.__all__, name
+
+
+# (class, the base class its members moved to, members that moved)
+MOVED_MEMBERS = [
+    (
+        "contextledger.conversation.conversation:Conversation",
+        "contextledger.conversation.accessors:Accessors",
+        [
+            "store",
+            "session_id",
+            "agent_id",
+            "app",
+            "user",
+            "manager",
+            "token_counter",
+            "max_retries",
+            "repair",
+            "defer_count",
+            "context_window_limit",
+            "overflow_errors",
+            "view",
+            "messages",
+            "state",
+            "version",
+            "model_call_count",
+            "agent_state",
+            "projected_input_tokens",
+            "is_overflow",
+            "context",
+            "request",
+            "refresh",
+        ],
+    ),
+]
+
+
+def _class(path: str) -> type:
+    module, name = path.split(":")
+    found = getattr(importlib.import_module(module), name)
+    assert isinstance(found, type)
+    return found
+
+
+@pytest.mark.parametrize(("old", "new", "names"), MOVED_MEMBERS)
+def test_moved_members_stay_members_of_their_old_class(old: str, new: str, names: list[str]) -> None:
+    before, after = _class(old), _class(new)
+    assert issubclass(before, after)
+    for name in names:
+        assert name not in vars(before), name  # not shadowed: the one definition is the base's
+        assert getattr(before, name) is getattr(after, name), name

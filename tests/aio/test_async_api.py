@@ -246,9 +246,10 @@ def test_a_coroutine_summarizer_in_the_sync_api_fails_clearly_and_writes_nothing
 
 
 def test_every_conversation_method_is_a_coroutine_and_every_property_a_property() -> None:
-    public = {n for n, v in vars(Conversation).items() if not n.startswith("_")}
+    members = {n: v for cls in reversed(Conversation.__mro__) for n, v in vars(cls).items()}  # with its bases'
+    public = {n for n in members if not n.startswith("_")}
     for name in public:
-        sync_attr = vars(Conversation)[name]
+        sync_attr = members[name]
         async_attr = getattr(AsyncConversation, name)
         if isinstance(sync_attr, property):
             assert isinstance(inspect.getattr_static(AsyncConversation, name), property | synced), name

@@ -78,8 +78,9 @@ class Job:
         self.lane = lane
         self.pending: set[concurrent.futures.Future[Any]] | None = None  # the summarizers awaited now
         self.cancelled = False
-        self.context = contextvars.copy_context()
-        self.context.run(CALLER.set, self.await_on_loop)
+        # The caller's context, without CALLER set yet: set in run(), on the copy run() alone holds,
+        # so that the job (and through it the caller's loop) is never held in a cycle of its own.
+        self.context: contextvars.Context | None = contextvars.copy_context()
         # Taken by the worker that starts the job, or by its cancelled caller: whoever is first.
         self.claim = threading.Lock()
         self.future: asyncio.Future[None] = loop.create_future()
@@ -91,11 +92,24 @@ class Job:
         """Run on a worker thread unless its caller was cancelled first; whether it ran (wake the caller then)."""
         if not self.claim.acquire(blocking=False):
             return False
+        context, self.context = self.context, None
+        assert context is not None  # the claim is taken once
+        context.run(CALLER.set, self.await_on_loop)
         try:
-            self.result = self.context.run(self.fn, *self.args, **self.kwargs)
+            self.result = context.run(self.fn, *self.args, **self.kwargs)
         except BaseException as exc:
             self.error = exc
         return True
+
+    def abandon(self) -> None:
+        """Its caller claimed it before it ran (it never will): let go of the caller's loop and context now.
+
+        A worker that took it from the lane or the backlog meanwhile may hold it a moment
+        longer, only to find it claimed (it reads ``claim`` and ``lane`` alone then): the
+        caller's loop must not wait for that thread to be scheduled to be freed.
+        """
+        del self.loop, self.future
+        self.context = None
 
     def fail(self, error: BaseException) -> None:
         """End the job without running it (any thread)."""
@@ -112,7 +126,10 @@ class Job:
         error = self.error
         if error is not None:
             self.error = None  # no cycle through the traceback
-            raise error
+            try:
+                raise error
+            finally:
+                del error  # nor through this frame, which the traceback holds (and, through it, the loop)
         return self.result
 
     def woken(self) -> None:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
+from contextledger.aio import loop_end
 from contextledger.aio.conversation import AsyncConversation, check_inline, inline_for
 from contextledger.aio.native import native_send
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
@@ -199,7 +200,7 @@ class AsyncLedger(ShellBase[Ledger]):
         """Close the store, then the worker threads: calls already running finish, later ones raise ``LedgerClosed``."""
         try:
             if self._native is not None:
-                await self._native.aclose()
+                await loop_end.forget(self._native)
             await self._call(self._sync.close)
         finally:
             self._runner.close()

@@ -23,6 +23,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from contextledger.aio.loop_end import watch
 from contextledger.aio.runner import Lane, Runner, outlast
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Changeset, Edit
@@ -135,6 +136,7 @@ async def append_native(
         lock.release()
         return await on_worker(runner, lane, sync, messages, cancelled=False)
     cancelled = False
+    watch(send)  # the loop closes its connections as it ends (aio.loop_end)
     try:
         with telemetry.sending(send.store, prepared.changeset) as sent:  # the span the sync commit records
             sent.version = version = await send.send(call)
@@ -167,6 +169,7 @@ async def on_worker(
     if cancelled:
         with contextlib.suppress(Exception):  # the caller was cancelled: it hears that, once the append is settled
             await outlast(job)
+        job.error = None  # not taken: no cycle through its traceback (which holds the job, and its loop)
         raise asyncio.CancelledError
     try:
         await job.future

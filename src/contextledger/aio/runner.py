@@ -27,6 +27,10 @@ Contracts:
   caller's OpenTelemetry span is the parent of the ledger's).
 * **Closing.** After :meth:`Runner.close`, calls already running finish and every new
   call raises :class:`~contextledger.errors.LedgerClosed` at once.
+* **Ended loops.** Once a call returned (or raised) to its caller, nothing of the runner
+  holds the call, so nothing keeps the caller's loop alive after it ends: a ledger serves
+  successive ``asyncio.run`` calls, each loop going with its native connections
+  (:mod:`contextledger.aio.loop_end`).
 * **Fork.** A child process starts with no worker threads (none survive a fork): its
   first calls start its own.
 
@@ -194,11 +198,13 @@ class Runner:
             asyncio.CancelledError: Always, once the job will never run or has ended.
         """
         if job.claim.acquire(blocking=False):
+            job.abandon()
             with self._lock:
                 self.cancelled_waiting += 1
             raise asyncio.CancelledError  # it had not started: it never will
         job.cancel()
         await outlast(job)
+        job.error = None  # not taken: no cycle through its traceback (which holds the job, and its loop)
         with self._lock:
             self.cancelled_running += 1
         raise asyncio.CancelledError
@@ -252,10 +258,18 @@ class Runner:
             self._spawn(job)
 
     def _spawn(self, job: Job) -> None:
+        # The job is handed over as every later one is, through the worker: a thread's own
+        # arguments stay referenced as long as it runs, and would keep this call's loop alive.
+        own: _Worker | None = None
         try:
+            own = _Worker()
+            own.job = job
             name = f"{self._prefix}-{self._threads}"
-            threading.Thread(target=self._work, args=(job,), name=name, daemon=True).start()
-        except RuntimeError as exc:  # the process cannot start another thread
+            threading.Thread(target=self._work, args=(own,), name=name, daemon=True).start()
+        except (RuntimeError, OSError) as exc:  # the process cannot start another thread (or open its pipe)
+            if own is not None:
+                own.close()
+            worker: _Worker | None
             with self._lock:
                 self._threads -= 1
                 worker = self._idle.pop() if self._idle else None
@@ -282,8 +296,8 @@ class Runner:
             job.fail(LedgerClosed(f"the ledger at {self.name} is closed; open a new one"))
         return None
 
-    def _work(self, job: Job | None) -> None:
-        worker = _Worker()
+    def _work(self, worker: _Worker) -> None:
+        job, worker.job = worker.job, None
         try:
             while job is not None:
                 ran = job.run()
@@ -299,14 +313,18 @@ class Runner:
                         else:
                             self._idle.append(worker)
                 # Waking the caller is the last thing before this thread blocks for its next job:
-                # the caller's loop wants the GIL back at once.
-                if ran:
-                    job.wake()
-                if following is not None:
-                    job = following
-                elif ending:
-                    return
-                else:
+                # the caller's loop wants the GIL back at once. The job is let go first: held here
+                # (while this thread waits for the GIL, or for its next job) it would keep its
+                # caller's loop, and that loop's native connections, alive after the loop ended.
+                mailbox = job.mailbox if ran else None
+                if mailbox is not None and not mailbox.put(job):
+                    mailbox = None  # a wake-up is already on its way
+                job = following
+                if mailbox is not None:
+                    mailbox.ring()
+                if job is None:
+                    if ending:
+                        return
                     job = worker.wait()  # None: the runner was closed
         finally:
             worker.close()

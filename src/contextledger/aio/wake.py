@@ -66,12 +66,25 @@ class Mailbox:
 
     def post(self, job: Woken) -> None:
         """Hand the finished ``job`` to its loop (any thread)."""
+        if self.put(job):
+            self.ring()
+
+    def put(self, job: Woken) -> bool:
+        """The first half of :meth:`post`: queue ``job``; whether its loop must be woken (then :meth:`ring`).
+
+        A worker drops its own reference to ``job`` between the two, so that a loop that
+        ends as soon as it is woken is not kept alive by a thread waiting for the GIL.
+        """
         self._done.append(job)
         # Lock-free under the GIL: the loop clears the flag before it takes the calls, so a
         # worker that finds the flag set added its call before a delivery that takes it.
         if self._armed:
-            return
+            return False
         self._armed = True
+        return True
+
+    def ring(self) -> None:
+        """Wake the loop for the calls queued (once :meth:`put` said so; any thread)."""
         if self._fds is not None:
             with self._lock, contextlib.suppress(OSError):  # full: a wake-up is pending; closed: nobody waits
                 if self._fds is not None:

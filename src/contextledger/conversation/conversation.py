@@ -11,7 +11,9 @@
 - :class:`~contextledger.conversation.modelcalls.ModelCalls` -- the model-call cycle;
 - :class:`~contextledger.conversation.pins.Pins` and :class:`~contextledger.conversation.undo.Undo`.
 
-This module holds the public API and nothing else: each method checks its arguments and
+Its settings and what it last committed are read through its base class,
+:class:`~contextledger.conversation.accessors.Accessors`. This module holds the rest of
+the public API, the writes, and nothing else: each method checks its arguments and
 hands over to one collaborator. It is longer than the collaborators because each public
 method states its contract here, once: the async shells (:mod:`contextledger.aio`) and the
 API reference take their docstrings from these methods. The pure steps sit next to what they belong to:
@@ -26,15 +28,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from contextledger.conversation.accessors import Accessors
 from contextledger.conversation.modelcalls import ModelCalls
 from contextledger.conversation.pins import Pins
 from contextledger.conversation.reading import Reader
 from contextledger.conversation.reducer import Reducer
 from contextledger.conversation.transaction import Planner, Transaction
 from contextledger.conversation.undo import Undo
-from contextledger.core.changeset import Edit, ReductionPlan, ReductionRequest
+from contextledger.core.changeset import Edit, ReductionPlan
 from contextledger.core.checks import check_agent_state, check_conversation_options, check_owner, check_trigger
-from contextledger.core.hooks import BeforeModelCallEvent, ConversationContext, HookRegistry, MessageAddedEvent
+from contextledger.core.hooks import BeforeModelCallEvent, HookRegistry, MessageAddedEvent
 from contextledger.core.reduction import MAX_SUMMARIES
 from contextledger.core.retry import BACKOFF_BASE, BACKOFF_CAP, MAX_RETRIES
 from contextledger.core.view import View
@@ -42,7 +45,7 @@ from contextledger.errors import ConfigurationError, ContextWindowOverflowError,
 from contextledger.managers.base import ConversationManager
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT, REPAIR_STRATEGY
 from contextledger.model.messages import Message
-from contextledger.model.records import ConversationState, Reduction, Trigger
+from contextledger.model.records import Reduction, Trigger
 from contextledger.model.tokens import CharTokenCounter, TokenCounter
 from contextledger.stores.base import LedgerStore
 
@@ -58,7 +61,7 @@ __all__ = [
 ]
 
 
-class Conversation:
+class Conversation(Accessors):
     """One conversation's active view, kept in step with its store.
 
     Every change (append, pin, reduction, model-call count) is committed as one
@@ -132,7 +135,7 @@ class Conversation:
         )
         check_owner(app, user)
         self.hooks = HookRegistry()
-        self.transaction = Transaction(
+        transaction = Transaction(
             store,
             session_id,
             agent_id,
@@ -143,157 +146,18 @@ class Conversation:
             app=app,
             user=user,
         )
-        self._reader = Reader(
-            self.transaction,
+        reader = Reader(
+            transaction,
             context_window_limit=context_window_limit,
             overflow_errors=(ContextWindowOverflowError, *overflow_errors),
         )
-        self._reducer = Reducer(self.transaction, self._reader, self.hooks, manager)
-        self._calls = ModelCalls(self.transaction, self._reader, self._reducer, defer_count=defer_count)
-        self._pins = Pins(self.transaction)
-        self._undo = Undo(self.transaction)
+        self._reducer = Reducer(transaction, reader, self.hooks, manager)
+        super().__init__(transaction, reader, ModelCalls(transaction, reader, self._reducer, defer_count=defer_count))
+        self._pins = Pins(transaction)
+        self._undo = Undo(transaction)
         self.refresh()
         if manager is not None:
             self.hooks.add_hook(manager)
-
-    # -- settings ------------------------------------------------------------------------
-
-    @property
-    def store(self) -> LedgerStore:
-        """Where the ledger lives."""
-        return self.transaction.store
-
-    @property
-    def session_id(self) -> str:
-        """The session."""
-        return self.transaction.session_id
-
-    @property
-    def agent_id(self) -> str:
-        """The agent within the session."""
-        return self.transaction.agent_id
-
-    @property
-    def app(self) -> str | None:
-        """The app named by the commit that creates the session."""
-        return self.transaction.app
-
-    @property
-    def user(self) -> str | None:
-        """The user named by the commit that creates the session."""
-        return self.transaction.user
-
-    @property
-    def manager(self) -> ConversationManager | None:
-        """The policy whose hooks are registered."""
-        return self.transaction.manager
-
-    @property
-    def token_counter(self) -> TokenCounter:
-        """Estimates per-message tokens."""
-        return self.transaction.token_counter
-
-    @property
-    def max_retries(self) -> int:
-        """Conflict retries per commit."""
-        return self.transaction.max_retries
-
-    @max_retries.setter
-    def max_retries(self, value: int) -> None:
-        self.transaction.max_retries = value
-
-    @property
-    def repair(self) -> bool:
-        """Whether a view left mid-tool is repaired inside the next real write."""
-        return self.transaction.repair
-
-    @repair.setter
-    def repair(self, value: bool) -> None:
-        self.transaction.repair = value
-
-    @property
-    def defer_count(self) -> bool:
-        """Whether a model call's count rides with the next commit unless :meth:`before_model_call` says otherwise."""
-        return self._calls.defer_count
-
-    @defer_count.setter
-    def defer_count(self, value: bool) -> None:
-        self._calls.defer_count = value
-
-    @property
-    def context_window_limit(self) -> int | None:
-        """The model's window, used when a caller gives none."""
-        return self._reader.context_window_limit
-
-    @context_window_limit.setter
-    def context_window_limit(self, value: int | None) -> None:
-        self._reader.context_window_limit = value
-
-    @property
-    def overflow_errors(self) -> tuple[type[BaseException], ...]:
-        """Exception types treated as a context-window overflow."""
-        return self._reader.overflow_errors
-
-    @overflow_errors.setter
-    def overflow_errors(self, value: tuple[type[BaseException], ...]) -> None:
-        self._reader.overflow_errors = value
-
-    # -- reading -------------------------------------------------------------------------
-
-    @property
-    def view(self) -> View:
-        """The active view as last committed."""
-        return self.transaction.view
-
-    @property
-    def messages(self) -> list[Message]:
-        """The active messages, in order (summaries as user messages).
-
-        Messages are immutable, so the list (new on each call) shares them with the view.
-        """
-        return list(self.transaction.view.messages)
-
-    @property
-    def state(self) -> ConversationState:
-        """The state as last committed."""
-        return self.transaction.state
-
-    @property
-    def version(self) -> int:
-        """The version last read or committed (0 before the first commit)."""
-        return self.transaction.state.version
-
-    @property
-    def model_call_count(self) -> int:
-        """Model calls so far, including one announced but not yet committed."""
-        return self.transaction.model_call_count
-
-    @property
-    def agent_state(self) -> dict[str, Any]:
-        """Host key/value state (a copy)."""
-        return dict(self.transaction.state.agent_state or {})
-
-    def projected_input_tokens(self) -> int:
-        """Last reported usage plus the estimate of every entry after it."""
-        return self._reader.projected_input_tokens()
-
-    def is_overflow(self, error: BaseException | None) -> bool:
-        """Whether ``error`` is a context-window overflow."""
-        return self._reader.is_overflow(error)
-
-    def context(
-        self, *, error: BaseException | None = None, projected: int | None = None, limit: int | None = None
-    ) -> ConversationContext:
-        """The read-only context hook events carry (a snapshot of this conversation)."""
-        return self._reader.context(error=error, projected=projected, limit=limit)
-
-    def request(self, trigger: Trigger, error: BaseException | None = None, **overrides: Any) -> ReductionRequest:
-        """The :class:`ReductionRequest` a manager plans with for ``trigger`` now."""
-        return self._reader.request(trigger, error, **overrides)
-
-    def refresh(self) -> None:
-        """Re-read state and active view from the store (one read of the active view)."""
-        self.transaction.refresh()
 
     # -- writing -------------------------------------------------------------------------
 
