@@ -7,8 +7,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from contextledger import Ledger, Message
-from contextledger.aio import AsyncLedger
+from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.model.records import HistoryEntry
 
 
@@ -70,3 +72,26 @@ def appends_without_a_hop(
     with Ledger.connect(url, **options) as ledger:
         assert [text(m) for m in ledger.conversation("native").messages] == [text(m) for m in messages]
         assert len(messages) == 11
+
+
+def count_postgres_connects(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the native PostgreSQL connections made from now on: one item appended per connection."""
+    from contextledger.stores.sql.write.pg_asend import NativeSend
+
+    made: list[int] = []
+    connect = NativeSend._connect
+
+    async def counted(self: NativeSend) -> Any:
+        made.append(1)
+        return await connect(self)
+
+    monkeypatch.setattr(NativeSend, "_connect", counted)
+    return made
+
+
+async def with_a_native_connection(ledger: AsyncLedger, session_id: str) -> AsyncConversation:
+    """A conversation of ``ledger`` two appends old ("one", "two"): the loop's native connection exists now."""
+    conversation = await ledger.conversation(session_id)
+    await conversation.append(Message.user("one"))  # creating the conversation: on a worker
+    await conversation.append(Message.user("two"))  # sent natively: the loop's connection is made
+    return conversation

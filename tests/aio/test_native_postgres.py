@@ -17,7 +17,14 @@ from contextledger.errors import SessionDeleted, StoreTimeout
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import pg_asend
 from contextledger.stores.sql.write.pg_asend import NativeSend
-from tests.aio.native_rows import appends_without_a_hop, native_and_sync, rows, text
+from tests.aio.native_rows import (
+    appends_without_a_hop,
+    count_postgres_connects,
+    native_and_sync,
+    rows,
+    text,
+    with_a_native_connection,
+)
 
 
 def _sender(ledger: AsyncLedger) -> NativeSend:
@@ -92,14 +99,7 @@ def test_many_conversations_share_a_few_connections_of_the_loop(
 ) -> None:
     """More appends at once than the cap wait on the loop for a connection: none hops, none opens a connection more."""
     monkeypatch.setattr(pg_asend, "CONNECTIONS_PER_LOOP", 2)
-    made: list[int] = []
-    connect = NativeSend._connect
-
-    async def counted(self: NativeSend) -> Any:
-        made.append(1)
-        return await connect(self)
-
-    monkeypatch.setattr(NativeSend, "_connect", counted)
+    made = count_postgres_connects(monkeypatch)
 
     async def main() -> dict[str, list[str]]:
         async with await AsyncLedger.connect(postgres_ledger_url, native=True) as ledger:
@@ -203,20 +203,11 @@ def test_an_error_reply_is_met_on_the_worker_and_the_connection_kept(
 ) -> None:
     """The store's lock timeout reaches the native connection: its error reply is refused, the sync path reports it."""
     url = postgres_ledger_url
-    made: list[int] = []
-    connect = NativeSend._connect
-
-    async def counted(self: NativeSend) -> Any:
-        made.append(1)
-        return await connect(self)
-
-    monkeypatch.setattr(NativeSend, "_connect", counted)
+    made = count_postgres_connects(monkeypatch)
 
     async def main() -> list[str]:
         async with await AsyncLedger.connect(url, native=True, lock_timeout=0.2, **options) as ledger:
-            conversation = await ledger.conversation("timeout")
-            await conversation.append(Message.user("one"))
-            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            conversation = await with_a_native_connection(ledger, "timeout")
             send = _sender(ledger)
             holder = await asyncio.to_thread(_lock_conversation, url, "timeout")
             try:
@@ -247,9 +238,7 @@ def test_a_connection_terminated_mid_append_resolves_exactly_once(postgres_ledge
 
     async def main() -> tuple[list[str], int]:
         async with await AsyncLedger.connect(url, native=True) as ledger:
-            conversation = await ledger.conversation("killed")
-            await conversation.append(Message.user("one"))
-            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            conversation = await with_a_native_connection(ledger, "killed")
             holder = await asyncio.to_thread(_lock_conversation, url, "killed")
             try:
                 send = _sender(ledger)

@@ -24,7 +24,7 @@ from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import pg_asend
 from contextledger.stores.sql.write.pg_asend import NativeSend
 from contextledger.stores.sql.write.pg_wire import Wire, numbered
-from tests.aio.native_rows import rows, text
+from tests.aio.native_rows import count_postgres_connects, rows, text, with_a_native_connection
 from tests.plugins.faults import LossyStore, lossy_postgres
 
 
@@ -98,20 +98,11 @@ def test_an_idle_connection_the_server_ends_is_replaced_before_the_next_append(
 ) -> None:
     """The loop reads the server's goodbye on an idle connection: the next append connects anew, nothing is lost."""
     url = postgres_ledger_url
-    made: list[int] = []
-    connect = NativeSend._connect
-
-    async def counted(self: NativeSend) -> Any:
-        made.append(1)
-        return await connect(self)
-
-    monkeypatch.setattr(NativeSend, "_connect", counted)
+    made = count_postgres_connects(monkeypatch)
 
     async def main() -> list[str]:
         async with await AsyncLedger.connect(url, native=True) as ledger:
-            conversation = await ledger.conversation("idle")
-            await conversation.append(Message.user("one"))
-            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            conversation = await with_a_native_connection(ledger, "idle")
             (wire,) = _wires(ledger)
             pid = wire.connection.info.backend_pid
             with psycopg.connect(_libpq(url), autocommit=True) as admin:
@@ -198,9 +189,7 @@ def test_a_connection_in_use_when_the_loop_closes_its_connections_is_closed_once
 
     async def main() -> list[str]:
         async with await AsyncLedger.connect(url, native=True) as ledger:
-            conversation = await ledger.conversation("closing")
-            await conversation.append(Message.user("one"))
-            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            conversation = await with_a_native_connection(ledger, "closing")
             (wire,) = _wires(ledger)
             holder = await asyncio.to_thread(_lock_conversation, url, "closing")
             try:
@@ -233,9 +222,7 @@ def test_a_forked_child_leaves_its_parents_native_connections_alone(postgres_led
 
     async def main() -> list[str]:
         async with await AsyncLedger.connect(url, native=True) as ledger:
-            conversation = await ledger.conversation("forked")
-            await conversation.append(Message.user("one"))
-            await conversation.append(Message.user("two"))  # the loop's connection exists now
+            conversation = await with_a_native_connection(ledger, "forked")
             (wire,) = _wires(ledger)
             pid = wire.connection.info.backend_pid
             loop = asyncio.get_running_loop()
