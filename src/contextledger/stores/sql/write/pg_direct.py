@@ -28,11 +28,12 @@ Nothing else uses the connection while a statement runs (the caller holds its lo
 from __future__ import annotations
 
 import select
-import sys
 from collections.abc import Callable
 from contextlib import suppress
 from functools import cache
 from typing import Any, NamedTuple
+
+from contextledger.stores.sql.write.pg_prepare import PreparedStatements
 
 __all__ = ["DirectSend"]
 
@@ -46,13 +47,16 @@ class DirectSend:
         """Send on ``connection`` (connected, its adapters registered); nothing is sent yet."""
         self.connection = connection
         self._transformer = _driver().transformer(connection)
-        self._statements = _Statements(connection.prepare_threshold, connection.prepared_max)
+        self._statements = PreparedStatements(
+            connection.prepare_threshold, connection.prepared_max, prefix=b"contextledger_held_"
+        )
 
     def execute(self, sql: str, values: dict[str, Any]) -> Any:
         """Run ``sql`` (``%(name)s`` placeholders) with ``values`` once; its first row.
 
         The row's values are as the server wrote them (text), ``None`` for SQL ``NULL``;
-        no row: ``None``. The statement is prepared first when :class:`_Statements` says so.
+        no row: ``None``. The statement is prepared first when psycopg's rule says so
+        (:class:`~contextledger.stores.sql.write.pg_prepare.PreparedStatements`).
 
         Raises:
             psycopg.Error: The driver's error: an error reply (as the cursor raises it,
@@ -62,7 +66,7 @@ class DirectSend:
         driver = _driver()
         text, names = driver.numbered(sql)
         transformer = self._transformer
-        params = transformer.dump_sequence([values[name] for name in names], _auto(len(names)))
+        params = transformer.dump_sequence([values[name] for name in names], driver.auto_formats(len(names)))
         types: tuple[int, ...] = transformer.types
         formats = transformer.formats
         pgconn = connection.pgconn
@@ -108,41 +112,13 @@ class DirectSend:
             raise
 
 
-class _Statements:
-    """What the held connection prepared on the server: psycopg's rule, for the statements it sends itself.
-
-    A statement (text and parameter types) is prepared at its use after
-    ``prepare_threshold`` uses sent as text (``0``: at its first; ``None``: never), at
-    most ``prepared_max`` statements (``None``: no limit).
-    """
-
-    __slots__ = ("counts", "max", "prepared", "threshold")
-
-    def __init__(self, threshold: int | None = None, prepared_max: int | None = None) -> None:
-        self.threshold = threshold
-        self.max = prepared_max if prepared_max is not None else sys.maxsize
-        self.prepared: dict[tuple[str, tuple[int, ...]], bytes] = {}
-        self.counts: dict[tuple[str, tuple[int, ...]], int] = {}
-
-    def name(self, key: tuple[str, tuple[int, ...]]) -> bytes | None:
-        """The name to prepare ``key`` under now, or ``None``: send its text (one more use)."""
-        if self.threshold is None or len(self.prepared) >= self.max:
-            return None
-        seen = self.counts.get(key, 0)
-        if seen < self.threshold:
-            self.counts[key] = seen + 1
-            return None
-        self.counts.pop(key, None)
-        return b"contextledger_held_%d" % len(self.prepared)
-
-
 class _Driver(NamedTuple):
     """What a statement sent on the held connection uses of psycopg, imported once (only a psycopg store holds one)."""
 
     numbered: Callable[[str], tuple[bytes, tuple[str, ...]]]
+    auto_formats: Callable[[int], list[Any]]
     error_from_result: Callable[..., Exception]
     transformer: Callable[[Any], Any]
-    auto: Any  # PyFormat.AUTO: what a cursor asks of a ``%(name)s`` parameter
     tuples_ok: int
     fatal_error: int
     operational_error: type[Exception]
@@ -152,27 +128,21 @@ class _Driver(NamedTuple):
 @cache
 def _driver() -> _Driver:
     from psycopg import OperationalError, pq
-    from psycopg.adapt import PyFormat, Transformer
+    from psycopg.adapt import Transformer
     from psycopg.errors import error_from_result
 
-    from contextledger.stores.sql.write.pg_wire import numbered
+    from contextledger.stores.sql.write.pg_wire import auto_formats, numbered
 
     return _Driver(
         numbered,
+        auto_formats,
         error_from_result,
         Transformer,
-        PyFormat.AUTO,
         pq.ExecStatus.TUPLES_OK,
         pq.ExecStatus.FATAL_ERROR,
         OperationalError,
         pq.TransactionStatus.ACTIVE,
     )
-
-
-@cache
-def _auto(count: int) -> list[Any]:
-    """``count`` times ``PyFormat.AUTO``, one list per count (psycopg only reads it)."""
-    return [_driver().auto] * count
 
 
 _WAIT = 1.0

@@ -30,16 +30,16 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import sys
 import weakref
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import AsyncConnection, pq
-from psycopg.adapt import PyFormat
+from psycopg.adapt import PyFormat, Transformer
 
 from contextledger.core.seam import Lost, Refused
+from contextledger.stores.sql.write.pg_prepare import PreparedStatements
 
 if TYPE_CHECKING:
     from psycopg.pq.abc import PGresult
@@ -78,6 +78,15 @@ def numbered(sql: str) -> tuple[bytes, tuple[str, ...]]:
     return text.encode(), tuple(names)
 
 
+@lru_cache(maxsize=64)
+def auto_formats(count: int) -> list[PyFormat]:
+    """``count`` times ``PyFormat.AUTO`` (what a cursor asks of ``%(name)s`` parameters), one list per count.
+
+    psycopg's ``Transformer.dump_sequence`` only reads it.
+    """
+    return [PyFormat.AUTO] * count
+
+
 class Wire:
     """A psycopg ``AsyncConnection`` of one event loop, in autocommit mode, sending one statement at a time.
 
@@ -89,17 +98,13 @@ class Wire:
     """
 
     __slots__ = (
-        "_counts",
-        "_dumpers",
         "_loop",
-        "_none_oid",
         "_pgconn",
         "_pid",
-        "_prepared",
-        "_prepared_max",
         "_reading",
         "_socket",
-        "_threshold",
+        "_statements",
+        "_transformer",
         "_waiter",
         "connection",
         "usable",
@@ -122,12 +127,10 @@ class Wire:
         # after the loop ended.
         self._loop = weakref.ref(loop)
         self._pid = os.getpid()
-        self._threshold = prepare_threshold
-        self._prepared_max = prepared_max if prepared_max is not None else sys.maxsize  # None: no limit, as psycopg
-        self._prepared: dict[tuple[str, tuple[int, ...]], bytes] = {}
-        self._counts: dict[tuple[str, tuple[int, ...]], int] = {}
-        self._dumpers: dict[Any, Any] = {}
-        self._none_oid = connection.adapters.get_dumper(type(None), PyFormat.TEXT).oid
+        self._statements = PreparedStatements(prepare_threshold, prepared_max, prefix=b"contextledger_")
+        # The cursor's own machinery dumps the parameters, as on the held connection
+        # (pg_direct): each gets the type, format and bytes a cursor gives it.
+        self._transformer = Transformer(connection)
         self._waiter: asyncio.Future[None] | None = None
         self.usable = True
         loop.add_reader(self._socket, self._readable)
@@ -136,7 +139,7 @@ class Wire:
     @property
     def prepared(self) -> int:
         """How many statements this connection has prepared on the server."""
-        return len(self._prepared)
+        return len(self._statements.prepared)
 
     # -- the reply ---------------------------------------------------------------------
 
@@ -196,45 +199,6 @@ class Wire:
 
     # -- the statement -----------------------------------------------------------------
 
-    def _dumped(self, names: tuple[str, ...], values: dict[str, Any]) -> tuple[list[Any], tuple[int, ...], list[int]]:
-        """The parameters as psycopg sends ``%(name)s`` ones: dumped by the connection's adapters; types; formats."""
-        params: list[Any] = []
-        types: list[int] = []
-        formats: list[int] = []
-        dumpers = self._dumpers
-        for name in names:
-            value = values[name]
-            if value is None:
-                params.append(None)
-                types.append(self._none_oid)
-                formats.append(0)
-                continue
-            key = type(value)
-            dumper = dumpers.get(key)
-            if dumper is None:
-                dumper = dumpers[key] = self.connection.adapters.get_dumper(key, PyFormat.AUTO)(key, self.connection)
-            upgraded = dumper.get_key(value, PyFormat.AUTO)
-            if upgraded is not key:  # a dumper by value (an int's size picks int2, int4, int8 or numeric)
-                special = dumpers.get(upgraded)
-                if special is None:
-                    special = dumpers[upgraded] = dumper.upgrade(value, PyFormat.AUTO)
-                dumper = special
-            params.append(dumper.dump(value))
-            types.append(dumper.oid)
-            formats.append(dumper.format)
-        return params, tuple(types), formats
-
-    def _name(self, key: tuple[str, tuple[int, ...]]) -> bytes | None:
-        """The name to prepare ``key`` under now, or ``None``: send its text (one more use towards the threshold)."""
-        if self._threshold is None or len(self._prepared) >= self._prepared_max:
-            return None
-        seen = self._counts.get(key, 0)
-        if seen < self._threshold:
-            self._counts[key] = seen + 1
-            return None
-        self._counts.pop(key, None)
-        return b"contextledger_%d" % len(self._prepared)
-
     async def _prepare(self, name: bytes, text: bytes, types: tuple[int, ...]) -> None:
         """Prepare ``text`` as ``name`` (one round trip, once per statement and parameter types).
 
@@ -267,17 +231,21 @@ class Wire:
             Lost: The connection failed after the statement was sent; applied at most once.
         """
         text, names = numbered(sql)
+        transformer = self._transformer
         try:
-            params, types, formats = self._dumped(names, values)
+            params = transformer.dump_sequence([values[name] for name in names], auto_formats(len(names)))
         except (psycopg.Error, TypeError, ValueError) as exc:
             raise Refused(f"the append's parameters cannot be sent: {exc}") from exc
+        types = transformer.types or ()
+        formats = transformer.formats or []
         key = (sql, types)
-        name = self._prepared.get(key)
+        statements = self._statements
+        name = statements.prepared.get(key)
         if name is None:
-            name = self._name(key)
+            name = statements.name(key)
             if name is not None:
                 await self._prepare(name, text, types)
-                self._prepared[key] = name
+                statements.prepared[key] = name
         pgconn = self._pgconn
         try:
             if name is None:
