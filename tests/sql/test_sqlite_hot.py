@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from contextledger import Message, ReductionPlan, SummaryDraft
+from contextledger import Changeset, Message, ReductionPlan, SummaryDraft, ViewEntry
 from contextledger.conversation.conversation import Conversation
-from contextledger.errors import ConcurrencyConflict, EntryNotFound, InvalidMessage, SessionDeleted
+from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFound, InvalidMessage, SessionDeleted
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import sqlite_hot
 from contextledger.stores.sql.write.sqlite_writer import HotTransaction
@@ -62,6 +62,9 @@ def _named(message: Message, message_id: str) -> Message:
     return message.model_copy(update={"message_id": message_id})
 
 
+_BIG = {7: sqlite_hot.MULTI_ROW_APPENDS - 3, 8: sqlite_hot.MULTI_ROW_APPENDS - 2}
+
+
 def _script(conversation: Conversation) -> None:
     """Turns with tool pairs and a pin, a sliding eviction after each (fixed ids, so both runs match)."""
     for n in range(12):
@@ -70,6 +73,8 @@ def _script(conversation: Conversation) -> None:
             _named(Message.tool_use(f"t{n}", "f", {"n": n, "x": [1.5, None, True]}), f"c{n}"),
             _named(Message.tool_result(f"t{n}", f"r{n}"), f"r{n}"),
             *([Message.user(f"p{n}", message_id=f"p{n}", metadata={"custom": {"pinned": True}})] if n == 5 else []),
+            # a turn at the multi-row INSERT's bound, and one past it (the executemany)
+            *(Message.user(f"b{n}-{i}", message_id=f"b{n}-{i}") for i in range(_BIG.get(n, 0))),
         )
         if n == 3:
             conversation.pin(f"u{n}")
@@ -355,3 +360,39 @@ def test_a_forked_child_commits_on_a_connection_of_its_own(tmp_path: Any) -> Non
     texts = [e.message.plain_text for e in Conversation(store, "s", "a").view]
     store.close()
     assert texts == ["seed", "held from here on", "from the child", "the parent again"]
+
+
+@pytest.mark.parametrize("rows", [2, sqlite_hot.MULTI_ROW_APPENDS, sqlite_hot.MULTI_ROW_APPENDS + 1])
+def test_an_appended_id_already_stored_rolls_back_the_turn_in_either_insert_form(
+    sqlite_store: SQLStore, rows: int
+) -> None:
+    conversation = Conversation(sqlite_store, "s", "a")
+    first = Message.user("first")
+    conversation.append(first, Message.user("second"))
+    conversation.append(Message.user("third"))  # a hot commit: the conversation's id is known
+    before = sqlite_store.load("s", "a"), sqlite_store.history("s", "a")
+    assert before[0] is not None
+    fresh = [Message.user(f"fresh {i}") for i in range(rows - 1)]
+    again = Message.user("again", message_id=first.message_id)
+    state = before[0].state
+    changeset = Changeset(
+        session_id="s",
+        agent_id="a",
+        expected_version=state.version,
+        # the clash comes last: every row before it is undone too
+        appends=tuple(
+            ViewEntry(entry_id=m.message_id, seq=state.next_seq + i, message=m, tokens=3)
+            for i, m in enumerate([*fresh, again])
+        ),
+        next_seq=state.next_seq + rows,
+    )
+    assert sqlite_hot.takes_hot_path(changeset)
+    with trace_sqlite(sqlite_store) as captured, pytest.raises(DuplicateEntry, match="already exists"):
+        sqlite_store.commit(changeset)
+    inserts = [s.sql for s in captured.work if s.sql.startswith("INSERT INTO cl_entries")]
+    # one multi-row statement up to the bound; past it one executemany, which SQLite traces per row
+    assert len(inserts) == (1 if rows <= sqlite_hot.MULTI_ROW_APPENDS else rows), inserts
+    assert (sqlite_store.load("s", "a"), sqlite_store.history("s", "a")) == before
+    fixed = changeset.model_copy(update={"appends": changeset.appends[:-1], "next_seq": state.next_seq + rows - 1})
+    assert sqlite_store.commit(fixed) == state.version + 1
+    assert [h.message.message_id for h in sqlite_store.history("s", "a")][3:] == [m.message_id for m in fresh]
