@@ -324,7 +324,7 @@ class HotChangeset:
     encoded a second time by the column's bind processor.
     """
 
-    __slots__ = ("appended", "changeset", "evict", "fields", "rows", "state", "values")
+    __slots__ = ("appended", "changeset", "evict", "fields", "params", "rows", "values")
 
     def __init__(self, cs: Changeset) -> None:
         """Check and encode ``cs`` (which :func:`takes_hot_path`).
@@ -337,13 +337,25 @@ class HotChangeset:
         """
         self.changeset = cs
         self.appended = check_changeset(cs)
-        self.evict = sorted(set(cs.evict)) if cs.evict else []
+        self.evict = evict = sorted(set(cs.evict)) if cs.evict else ()
         self.fields = fields = bump_fields(cs)
-        self.state = {
-            f"p_{name}": _json(value, name.replace("_", " ")) if name in _JSON_FIELDS else value
-            for name in fields
-            for value in (getattr(cs, name),)
-        }
+        # The statements' parameters by name, but the commit's time and the conversation's
+        # id, which apply_hot sets on every send (the same dict: a resend overwrites them).
+        self.params = params = bump_params(
+            cs,
+            "",
+            fields,
+            {
+                f"p_{name}": _json(value, name.replace("_", " ")) if name in _JSON_FIELDS else value
+                for name in fields
+                for value in (getattr(cs, name),)
+            },
+        )
+        params.update(zip(_APPENDED, self.appended, strict=False))  # the first len(appended) names
+        if evict:
+            params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(evict)})
+            if cs.reduction is not None:
+                params["p_reduction_id"] = cs.reduction.reduction_id
         # One loop, no call per entry of its own: a turn's rows are built on every commit,
         # into one flat list, the parameters the multi-row INSERT takes after the shared ones.
         values: list[Any] = []
@@ -400,13 +412,12 @@ def apply_hot(
     """
     cs, dialect = hot.changeset, tx.dialect
     stamp = _stamp(now)
-    params = bump_params(cs, stamp, hot.fields, hot.state)
+    params = hot.params
+    params["p_now"] = stamp
     if hot.evict:
         check, eviction = _eviction(dialect, len(hot.evict))
-        params.update({f"p_evict_{i}": entry_id for i, entry_id in enumerate(hot.evict)})
         if len(tx.run(check.sql, check.bind(params)).fetchall()) != len(hot.evict):
             return None  # a summary, an entry this changeset appends, or a missing id: the general path says which
-    params.update(zip(_APPENDED, hot.appended, strict=False))  # the first len(appended) names
     log, entries, reduction = _inserts(dialect)
     key = (cs.session_id, cs.agent_id)
     if known is not None and (conversation_id := known.get(key)) is not None:
@@ -447,7 +458,7 @@ def apply_hot(
             )
         except IntegrityError as exc:
             raise DuplicateEntry(f"reduction {red.reduction_id} is already recorded in this conversation") from exc
-        params.update({"p_conversation_id": conversation_id, "p_reduction_id": red.reduction_id})
+        params["p_conversation_id"] = conversation_id
         tx.run(eviction.sql, eviction.bind(params))
     return cs.new_version
 

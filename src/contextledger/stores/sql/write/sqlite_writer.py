@@ -87,6 +87,7 @@ class HeldWriter:
         self._inherited: list[PoolProxiedConnection] = []  # kept, never closed, in a forked child
         # One in-memory database shares one connection (a StaticPool): nothing to hold.
         self._closed = isinstance(engine.pool, StaticPool)
+        self._block = _HeldTransaction(self)  # one for every commit: only the lock's holder uses it
 
     def transaction(self) -> AbstractContextManager[HotTransaction]:
         """A write transaction (see :func:`hot_transaction`) on the held connection when it is free.
@@ -110,7 +111,7 @@ class HeldWriter:
         if self._closed:  # a commit racing close(), or a static pool: a pooled connection, as before
             self._lock.release()
             return hot_transaction(self._engine)
-        return _HeldTransaction(self)
+        return self._block
 
     def _held(self) -> Any:
         """The held driver connection, made on first use (call with the lock held)."""
@@ -158,12 +159,14 @@ class HeldWriter:
 
 
 class _HeldTransaction:
-    """The block of :meth:`HeldWriter.transaction` on the held connection (the writer's lock is held on creation).
+    """The block of :meth:`HeldWriter.transaction` on the held connection (entered with the writer's lock held).
 
     Entering begins (``BEGIN IMMEDIATE``) on the held connection, made on first use;
     leaving rolls back unless committed and releases the lock. A driver error, on
     entering or inside the block, drops the connection (it may be broken: the next
-    commit connects afresh). A class, not a generator: every commit makes one.
+    commit connects afresh). A class, not a generator, and one per writer, reused by
+    every commit: the writer's lock is held from :meth:`HeldWriter.transaction` until
+    the block is left, so one commit at a time uses it.
     """
 
     __slots__ = ("_tx", "_writer")
@@ -192,6 +195,7 @@ class _HeldTransaction:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         writer, tx = self._writer, self._tx
+        self._tx = None
         try:
             if tx is not None:
                 tx.end()
