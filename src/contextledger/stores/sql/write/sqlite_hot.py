@@ -3,8 +3,10 @@
 Two kinds of changeset make up nearly every commit of an agent loop on SQLite:
 
 * a turn appended (and perhaps state fields set): the version-checked update (which
-  also refuses an appended id a summary holds), the commit-log row and one
-  ``executemany`` of the entries -- three statements;
+  also refuses an appended id a summary holds), the commit-log row and the entries'
+  ``INSERT`` -- three statements. The entries go as one multi-row ``INSERT`` whose
+  shared values are bound once (see :func:`_multi_row`), or, past
+  :data:`MULTI_ROW_APPENDS` rows, as one ``executemany``;
 * the same plus an eviction of active messages (a sliding window's reduction, a Strands
   answer committed with the window it leaves): a read that every id to evict is an
   active message, then those three, the reduction row and one ``UPDATE`` of the
