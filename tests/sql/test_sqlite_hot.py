@@ -7,9 +7,13 @@ driver's cursor), and hand every other changeset to the general path untouched.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+from unittest.mock import patch
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from contextledger import Changeset, Message, ReductionPlan, SummaryDraft, ViewEntry
@@ -18,6 +22,7 @@ from contextledger.errors import ConcurrencyConflict, DuplicateEntry, EntryNotFo
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.write import sqlite_hot
 from contextledger.stores.sql.write.sqlite_writer import HotTransaction
+from tests.soak import examples
 from tests.sql.helpers import trace_sqlite
 
 # The form a clock is stored in (its value is each commit's own): its type and text shape.
@@ -396,3 +401,53 @@ def test_an_appended_id_already_stored_rolls_back_the_turn_in_either_insert_form
     fixed = changeset.model_copy(update={"appends": changeset.appends[:-1], "next_seq": state.next_seq + rows - 1})
     assert sqlite_store.commit(fixed) == state.version + 1
     assert [h.message.message_id for h in sqlite_store.history("s", "a")][3:] == [m.message_id for m in fresh]
+
+
+_TURNS = st.lists(
+    st.lists(
+        st.tuples(
+            st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
+            st.sampled_from([None, {"k": ["v", 1.5, None]}, {"custom": {"pinned": True}}]),
+        ),
+        min_size=1,
+        max_size=sqlite_hot.MULTI_ROW_APPENDS + 2,
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=_TURNS)
+def test_a_turn_of_any_size_writes_what_the_general_path_writes(
+    sqlite_store: SQLStore, turns: list[list[tuple[str, dict[str, Any] | None]]]
+) -> None:
+    fast, general = uuid.uuid4().hex, uuid.uuid4().hex
+    taken: list[bool] = []
+    apply = sqlite_hot.apply_hot
+
+    def counting(*args: Any) -> int | None:
+        version = apply(*args)
+        taken.append(version is not None)
+        return version
+
+    for session, hot in ((fast, True), (general, False)):
+        conversation = Conversation(sqlite_store, session, "a")
+        conversation.append(Message.user("first", message_id="first"))  # creates it: the general path
+        path = (
+            patch.object(sqlite_hot, "apply_hot", counting)
+            if hot
+            else patch.object(sqlite_hot, "takes_hot_path", lambda cs: False)
+        )
+        with path:
+            for n, turn in enumerate(turns):
+                conversation.append(
+                    *(
+                        Message.user(text, message_id=f"m{n}-{i}", **({"metadata": meta} if meta else {}))
+                        for i, (text, meta) in enumerate(turn)
+                    )
+                )
+    assert taken == [True] * len(turns)  # every turn of the first conversation took the hot path
+    rows = _rows(sqlite_store, fast)
+    assert len(rows["cl_entries"]) == 1 + sum(len(turn) for turn in turns)
+    assert rows == _rows(sqlite_store, general)
