@@ -12,6 +12,7 @@ import asyncio
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -145,3 +146,35 @@ def test_a_native_send_without_a_reply_is_lost_after_the_clients_socket_timeout(
         assert time.monotonic() - started < 5  # bounded by the timeout, not the outer guard
     finally:
         silent.close()
+
+
+def test_appends_go_out_on_one_held_connection_that_the_store_closes(redis_url: str, redis_key_prefix: str) -> None:
+    name = f"cl-held-{uuid.uuid4().hex[:8]}"
+    client = Redis.from_url(redis_url, client_name=name)
+    store = RedisStore(client, key_prefix=redis_key_prefix)
+    admin = Redis.from_url(redis_url)
+    try:
+        conv = Conversation(store, "held-conn", "a")
+        conv.append(Message.user("first"))  # the creating commit: the client's own calls
+        with monitored(redis_url) as commands:
+            for n in range(3):
+                conv.append(Message.user(f"m{n}"))
+        sent = [(c["client_address"], c["client_port"]) for c in commands if c["client_type"] != "lua"]
+        assert len(sent) == 3
+        assert len(set(sent)) == 1  # one connection for every append
+        in_use = sum(
+            count
+            for count, attributes in client.connection_pool.get_connection_count()
+            if attributes.get("db.client.connection.state") == "used"
+        )
+        assert in_use == 0  # held outside the pool: no checkout left open
+        assert len([c for c in admin.client_list() if c["name"] == name]) >= 1
+        snap = store.load("held-conn", "a")
+        assert snap is not None
+        assert [e.message.plain_text for e in snap.entries] == ["first", "m0", "m1", "m2"]
+        store.close()
+        assert [c for c in admin.client_list() if c["name"] == name] == []  # the held one closed too
+    finally:
+        store.close()
+        admin.close()
+        purge(redis_url, redis_key_prefix)

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, cast
 
-from redis import Redis
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from contextledger.core.changeset import Changeset
@@ -40,7 +39,6 @@ from contextledger.stores.redis.durability import replicated_commit
 from contextledger.stores.redis.encode import commit_args
 from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
-from contextledger.stores.redis.send import evalsha
 
 __all__ = ["RedisWrites"]
 
@@ -184,8 +182,8 @@ class RedisWrites:
         rep = self._d.replication
         try:
             if rep is None:
-                if self._d.pack is not None:
-                    return int(evalsha(cast(Redis, self._d.client), self._d.scripts.commit, keys, args, self._d.pack))
+                if self._d.held is not None:
+                    return int(self._d.held.evalsha(self._d.scripts.commit, keys, args))
                 return int(cast(int, self._d.scripts.commit(keys=keys, args=args)))
             script = self._d.scripts.commit
             reply, acked = replicated_commit(self._d.client, script.sha, scripts.COMMIT, keys, args, rep)
