@@ -102,9 +102,12 @@ class HeldConnection:
     """One connection a store keeps for its commit scripts, of its client's pool's kind but outside the pool.
 
     :meth:`evalsha` sends on it when no other thread does, else on a connection of the
-    pool (:func:`evalsha`). Only a plain ``ConnectionPool`` without a client-side cache,
-    maintenance notifications or a credential provider (whose re-authentication follows
-    the pool's check-ins) has its connection held: for another, every send takes the pool.
+    pool (:func:`evalsha`). Only a plain ``ConnectionPool`` without a client-side cache
+    or a credential provider (whose re-authentication follows the pool's check-ins) has
+    its connection held: for another, every send takes the pool. One the server asked
+    to reconnect elsewhere (a maintenance notification) is dropped after its send, as
+    the pool drops it on its check-in, and the next is made with the pool's arguments
+    as they are then.
     """
 
     __slots__ = ("_client", "_connection", "_holds", "_lock", "_pack", "_pid")
@@ -112,13 +115,11 @@ class HeldConnection:
     def __init__(self, client: Redis, pack: Pack) -> None:
         """Send ``client``'s scripts packed by ``pack`` (:func:`pooled`'s answer); nothing is connected yet."""
         pool = client.connection_pool
-        enabled = getattr(pool, "maint_notifications_enabled", None)
         self._client = client
         self._pack = pack
         self._holds = (
             type(pool) is ConnectionPool
             and getattr(pool, "cache", None) is None
-            and not (enabled is not None and enabled())
             and pool.connection_kwargs.get("credential_provider") is None
         )
         self._lock = threading.Lock()
@@ -143,7 +144,13 @@ class HeldConnection:
                 _run(connection, self._pack(connection, ("SCRIPT", "LOAD", script.script)))
                 return _run(connection, packed)
         finally:
-            lock.release()
+            try:
+                held = self._connection
+                if held is not None and _should_reconnect(held):
+                    self._connection = None
+                    held.disconnect()  # type: ignore[no-untyped-call]
+            finally:
+                lock.release()
 
     def _ready(self) -> AbstractConnection:
         """The held connection, connected and idle, as the pool hands one out (call with the lock held).
@@ -177,6 +184,12 @@ class HeldConnection:
             connection, self._connection = self._connection, None
             if connection is not None and self._pid == os.getpid():
                 connection.disconnect()  # type: ignore[no-untyped-call]
+
+
+def _should_reconnect(connection: AbstractConnection) -> bool:
+    """Whether the server asked ``connection`` to reconnect (redis-py >= 7's maintenance notifications)."""
+    asked = getattr(connection, "should_reconnect", None)
+    return bool(asked()) if asked is not None else False
 
 
 def _run(connection: AbstractConnection, packed: list[bytes]) -> Any:
