@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 import uuid
@@ -178,3 +179,39 @@ def test_appends_go_out_on_one_held_connection_that_the_store_closes(redis_url: 
         store.close()
         admin.close()
         purge(redis_url, redis_key_prefix)
+
+
+def test_a_forked_child_commits_on_a_connection_of_its_own_and_leaves_the_parents_open(
+    redis_store: RedisStore, redis_url: str
+) -> None:
+    conv = Conversation(redis_store, "forked", "parent")
+    conv.append(Message.user("first"))
+    conv.append(Message.user("second"))  # the held connection is made and used
+    with monitored(redis_url) as commands:
+        pid = os.fork()
+        if pid == 0:  # the child: its own conversation, then its store's close, then out
+            code = 1
+            try:
+                child = Conversation(redis_store, "forked", "child")
+                child.append(Message.user("from the child"))
+                child.append(Message.user("again"))  # on the child's held connection
+                redis_store.close()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        conv.append(Message.user("after the fork"))  # the parent's held connection still answers
+    sent = [
+        (c["client_address"], c["client_port"])
+        for c in commands
+        if c["client_type"] != "lua" and str(c["command"]).upper().startswith("EVALSHA")
+    ]
+    assert len(sent) >= 3  # the child's scripts (its creating commit's too), then the parent's append
+    assert sent[-1] not in sent[:-1]  # the child never sent on its parent's held connection
+    parent = redis_store.load("forked", "parent")
+    child_snap = redis_store.load("forked", "child")
+    assert parent is not None
+    assert child_snap is not None
+    assert [e.message.plain_text for e in parent.entries] == ["first", "second", "after the fork"]
+    assert [e.message.plain_text for e in child_snap.entries] == ["from the child", "again"]

@@ -180,9 +180,14 @@ class HeldConnection:
 
     def close(self) -> None:
         """Close the held connection (waiting for a send on it); a later send connects again."""
+        if self._pid != os.getpid():
+            # A forked child holding its parent's connection (or none): nothing of its own to
+            # close, and the lock may have been held by a thread of the parent when it forked.
+            self._connection = None
+            return
         with self._lock:
             connection, self._connection = self._connection, None
-            if connection is not None and self._pid == os.getpid():
+            if connection is not None:
                 connection.disconnect()  # type: ignore[no-untyped-call]
 
 

@@ -33,7 +33,7 @@ from contextledger.model.records import utcnow
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.redis import lineage, owners, scripts
 from contextledger.stores.redis.codec import text
-from contextledger.stores.redis.connect import UNAVAILABLE, one_line, translated
+from contextledger.stores.redis.connect import DRIVER_ERRORS, UNAVAILABLE, one_line, translation
 from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.durability import replicated_commit
 from contextledger.stores.redis.encode import commit_args
@@ -131,8 +131,10 @@ class RedisWrites:
 
     def _send_script(self, cs: Changeset, args: list[str]) -> int:
         if cs.expected_version and not self._d.cluster:  # an append, a reduction: the script alone
-            with translated(self._d.endpoint, "commit"):  # inside commit()'s gate call already
+            try:  # inside commit()'s gate call already; translated() without its generator, on every append
                 version = self._run_commit(cs, _single_keys(self._d.key_prefix, cs.session_id, cs.agent_id), args)
+            except DRIVER_ERRORS as exc:
+                raise translation(exc, self._d.endpoint, "commit") from exc
         else:
             version = self._send_listed(cs, args)
         logger.debug(
