@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -145,3 +147,71 @@ def test_a_native_send_without_a_reply_is_lost_after_the_clients_socket_timeout(
         assert time.monotonic() - started < 5  # bounded by the timeout, not the outer guard
     finally:
         silent.close()
+
+
+def test_appends_go_out_on_one_held_connection_that_the_store_closes(redis_url: str, redis_key_prefix: str) -> None:
+    name = f"cl-held-{uuid.uuid4().hex[:8]}"
+    client = Redis.from_url(redis_url, client_name=name)
+    store = RedisStore(client, key_prefix=redis_key_prefix)
+    admin = Redis.from_url(redis_url)
+    try:
+        conv = Conversation(store, "held-conn", "a")
+        conv.append(Message.user("first"))  # the creating commit: the client's own calls
+        with monitored(redis_url) as commands:
+            for n in range(3):
+                conv.append(Message.user(f"m{n}"))
+        sent = [(c["client_address"], c["client_port"]) for c in commands if c["client_type"] != "lua"]
+        assert len(sent) == 3
+        assert len(set(sent)) == 1  # one connection for every append
+        in_use = sum(
+            count
+            for count, attributes in client.connection_pool.get_connection_count()
+            if attributes.get("db.client.connection.state") == "used"
+        )
+        assert in_use == 0  # held outside the pool: no checkout left open
+        assert len([c for c in admin.client_list() if c["name"] == name]) >= 1
+        snap = store.load("held-conn", "a")
+        assert snap is not None
+        assert [e.message.plain_text for e in snap.entries] == ["first", "m0", "m1", "m2"]
+        store.close()
+        assert [c for c in admin.client_list() if c["name"] == name] == []  # the held one closed too
+    finally:
+        store.close()
+        admin.close()
+        purge(redis_url, redis_key_prefix)
+
+
+def test_a_forked_child_commits_on_a_connection_of_its_own_and_leaves_the_parents_open(
+    redis_store: RedisStore, redis_url: str
+) -> None:
+    conv = Conversation(redis_store, "forked", "parent")
+    conv.append(Message.user("first"))
+    conv.append(Message.user("second"))  # the held connection is made and used
+    with monitored(redis_url) as commands:
+        pid = os.fork()
+        if pid == 0:  # the child: its own conversation, then its store's close, then out
+            code = 1
+            try:
+                child = Conversation(redis_store, "forked", "child")
+                child.append(Message.user("from the child"))
+                child.append(Message.user("again"))  # on the child's held connection
+                redis_store.close()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        conv.append(Message.user("after the fork"))  # the parent's held connection still answers
+    sent = [
+        (c["client_address"], c["client_port"])
+        for c in commands
+        if c["client_type"] != "lua" and str(c["command"]).upper().startswith("EVALSHA")
+    ]
+    assert len(sent) >= 3  # the child's scripts (its creating commit's too), then the parent's append
+    assert sent[-1] not in sent[:-1]  # the child never sent on its parent's held connection
+    parent = redis_store.load("forked", "parent")
+    child_snap = redis_store.load("forked", "child")
+    assert parent is not None
+    assert child_snap is not None
+    assert [e.message.plain_text for e in parent.entries] == ["first", "second", "after the fork"]
+    assert [e.message.plain_text for e in child_snap.entries] == ["from the child", "again"]

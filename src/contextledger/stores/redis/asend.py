@@ -99,13 +99,11 @@ class NativeSend:
         self.sent += 1
         try:
             command = ("EVALSHA", sha, len(keys), *keys, *args)
-            async with asyncio.timeout(self._timeout):  # the client's socket_timeout (None: none)
-                if pack_in_c is not None:  # the same bytes as the connection's packer, which is pure Python
-                    # no health check: these connections are made without an interval for one (no PING ever)
-                    await connection.send_packed_command(pack_in_c(command), check_health=False)
-                else:
-                    await connection.send_command(*command)
-                reply = await connection.read_response()
+            if self._timeout is None:  # the client's default: no timeout to arm (a timer handle per send)
+                reply = await _exchange(connection, command)
+            else:
+                async with asyncio.timeout(self._timeout):  # the client's socket_timeout
+                    reply = await _exchange(connection, command)
         except ResponseError as exc:
             idle.append(connection)  # the reply was read whole: the connection stays usable
             raise Refused(str(exc)) from exc
@@ -123,3 +121,13 @@ class NativeSend:
         loop = asyncio.get_running_loop()
         for connection in self._clients.pop(loop, []):
             await connection.disconnect()
+
+
+async def _exchange(connection: AsyncConnection, command: tuple[Any, ...]) -> Any:
+    """Send ``command`` on ``connection`` and read its reply."""
+    if pack_in_c is not None:  # the same bytes as the connection's packer, which is pure Python
+        # no health check: these connections are made without an interval for one (no PING ever)
+        await connection.send_packed_command(pack_in_c(command), check_health=False)
+    else:
+        await connection.send_command(*command)
+    return await connection.read_response()

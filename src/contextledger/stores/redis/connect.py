@@ -27,14 +27,22 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contextledger.errors import (
     ConfigurationError,
-    ContextLedgerError,
     InvalidLedgerURL,
     StoreError,
     StoreUnavailable,
 )
 from contextledger.stores.urls import mask, mask_text, parse_redis
 
-__all__ = ["UNAVAILABLE", "RedisClient", "connect", "mask_password", "one_line", "translated"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "UNAVAILABLE",
+    "RedisClient",
+    "connect",
+    "mask_password",
+    "one_line",
+    "translated",
+    "translation",
+]
 
 logger = logging.getLogger("contextledger.stores.redis.store")
 
@@ -100,13 +108,22 @@ def translated(endpoint: str, action: str) -> Iterator[None]:
     """Raise the library's errors for redis-py's inside the block (``action`` names what failed)."""
     try:
         yield
-    except ContextLedgerError:
-        raise
-    except UNAVAILABLE as exc:
-        raise StoreUnavailable(f"Redis at {endpoint} is unavailable ({action}): {one_line(exc)}") from exc
-    except RedisClusterException as exc:
-        if "cannot be connected" in str(exc):  # no node answered while rediscovering the cluster
-            raise StoreUnavailable(f"Redis at {endpoint} is unavailable ({action}): {one_line(exc)}") from exc
-        raise StoreError(f"Redis at {endpoint} failed ({action}): {one_line(exc)}") from exc
-    except RedisError as exc:
-        raise StoreError(f"Redis at {endpoint} failed ({action}): {one_line(exc)}") from exc
+    except DRIVER_ERRORS as exc:
+        raise translation(exc, endpoint, action) from exc
+
+
+DRIVER_ERRORS = (RedisError, RedisClusterException)
+"""What :func:`translation` translates: every error of redis-py (none is one of the library's)."""
+
+
+def translation(exc: BaseException, endpoint: str, action: str) -> Exception:
+    """The library's error for redis-py's ``exc`` (raise it ``from exc``); ``action`` names what failed.
+
+    A hot path catches :data:`DRIVER_ERRORS` itself instead of entering :func:`translated`.
+    """
+    if isinstance(exc, UNAVAILABLE):
+        return StoreUnavailable(f"Redis at {endpoint} is unavailable ({action}): {one_line(exc)}")
+    if isinstance(exc, RedisClusterException) and "cannot be connected" in str(exc):
+        # no node answered while rediscovering the cluster
+        return StoreUnavailable(f"Redis at {endpoint} is unavailable ({action}): {one_line(exc)}")
+    return StoreError(f"Redis at {endpoint} failed ({action}): {one_line(exc)}")

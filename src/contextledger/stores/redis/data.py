@@ -40,7 +40,7 @@ from contextledger.stores.redis.codec import text
 from contextledger.stores.redis.connect import RedisClient, one_line, translated
 from contextledger.stores.redis.durability import DEFAULT_REPLICA_TIMEOUT, Replication, check_client, replication
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys, check_prefix
-from contextledger.stores.redis.send import pooled
+from contextledger.stores.redis.send import HeldConnection, pooled
 from contextledger.stores.urls import mask, parse_redis
 
 __all__ = ["RedisData", "RedisScripts", "script_errors", "ttl_millis"]
@@ -140,7 +140,8 @@ class RedisData:
         self.client = client
         # A client adapter of your own (a client_factory's) may say it is a cluster client itself.
         self.cluster = isinstance(client, RedisCluster) or getattr(client, "is_cluster", False) is True
-        self.pack = pooled(client)  # the hot path's scripts sent on the pool's connections, packed so (see .send)
+        pack = pooled(client)  # the hot path's scripts sent on a connection of the pool's, packed so (see .send)
+        self.held = HeldConnection(cast(Redis, client), pack) if pack is not None else None
         self.key_prefix = check_prefix(key_prefix)
         if url is None:
             kwargs = client.get_connection_kwargs() if isinstance(client, Redis) else {}
@@ -232,6 +233,8 @@ class RedisData:
         self.gate.close(self._release)
 
     def _release(self) -> None:
+        if self.held is not None:
+            self.held.close()
         try:
             self.client.close()
         except (RedisError, RedisClusterException) as exc:

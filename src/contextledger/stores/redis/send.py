@@ -14,20 +14,30 @@ cache is loaded and sent once more, as ``Script.__call__`` does.
 Only a plain :class:`redis.Redis` holding no dedicated connection of its own
 (``single_connection_client``) takes this path (:func:`pooled`); a Cluster client, a
 subclass or a client of a ``client_factory`` runs the script through ``Script``.
+
+A pool's checkout and check-in (its lock, its metrics hooks, the released event) cost
+about as much client CPU as the packing and the send. So a store keeps one connection
+of the pool's own kind for its commits (:class:`HeldConnection`), made with the pool's
+connection class and arguments but outside it, as the PostgreSQL store keeps one for
+its appends: it is checked before each send as the pool checks one it hands out
+(connected; no data waiting, else replaced), a thread that finds it busy takes the
+pool as before, a forked child makes its own, and the store's close closes it.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis import Redis
 from redis.commands.core import Script
-from redis.connection import AbstractConnection, Connection
-from redis.exceptions import NoScriptError
+from redis.connection import AbstractConnection, Connection, ConnectionPool
+from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 from redis.utils import HIREDIS_AVAILABLE
 
-__all__ = ["Pack", "evalsha", "pack_in_c", "pooled"]
+__all__ = ["HeldConnection", "Pack", "evalsha", "pack_in_c", "pooled"]
 
 Pack = Callable[[AbstractConnection, tuple[Any, ...]], list[bytes]]
 """How a command (its name and arguments) becomes the bytes a connection sends."""
@@ -86,6 +96,105 @@ def evalsha(client: Redis, script: Script, keys: Sequence[str], args: Sequence[s
             return _run(connection, packed)
     finally:
         pool.release(connection)
+
+
+class HeldConnection:
+    """One connection a store keeps for its commit scripts, of its client's pool's kind but outside the pool.
+
+    :meth:`evalsha` sends on it when no other thread does, else on a connection of the
+    pool (:func:`evalsha`). Only a plain ``ConnectionPool`` without a client-side cache
+    or a credential provider (whose re-authentication follows the pool's check-ins) has
+    its connection held: for another, every send takes the pool. One the server asked
+    to reconnect elsewhere (a maintenance notification) is dropped after its send, as
+    the pool drops it on its check-in, and the next is made with the pool's arguments
+    as they are then.
+    """
+
+    __slots__ = ("_client", "_connection", "_holds", "_lock", "_pack", "_pid")
+
+    def __init__(self, client: Redis, pack: Pack) -> None:
+        """Send ``client``'s scripts packed by ``pack`` (:func:`pooled`'s answer); nothing is connected yet."""
+        pool = client.connection_pool
+        self._client = client
+        self._pack = pack
+        self._holds = (
+            type(pool) is ConnectionPool
+            and getattr(pool, "cache", None) is None
+            and pool.connection_kwargs.get("credential_provider") is None
+        )
+        self._lock = threading.Lock()
+        self._connection: AbstractConnection | None = None
+        self._pid = os.getpid()
+
+    def evalsha(self, script: Script, keys: Sequence[str], args: Sequence[str]) -> Any:
+        """:func:`evalsha` on the held connection (made on first use), or on the pool's while another thread uses it.
+
+        Raises:
+            ResponseError, ConnectionError, TimeoutError: As :func:`evalsha`.
+        """
+        lock = self._lock
+        if not self._holds or not lock.acquire(blocking=False):
+            return evalsha(self._client, script, keys, args, self._pack)
+        try:
+            connection = self._ready()
+            packed = self._pack(connection, ("EVALSHA", script.sha, len(keys), *keys, *args))
+            try:
+                return _run(connection, packed)
+            except NoScriptError:  # the server's script cache was flushed: load it, on this connection
+                _run(connection, self._pack(connection, ("SCRIPT", "LOAD", script.script)))
+                return _run(connection, packed)
+        finally:
+            try:
+                held = self._connection
+                if held is not None and _should_reconnect(held):
+                    self._connection = None
+                    held.disconnect()  # type: ignore[no-untyped-call]
+            finally:
+                lock.release()
+
+    def _ready(self) -> AbstractConnection:
+        """The held connection, connected and idle, as the pool hands one out (call with the lock held).
+
+        Raises:
+            ConnectionError, TimeoutError: It could not connect, or is not ready after connecting again.
+        """
+        connection = self._connection
+        if connection is None or self._pid != os.getpid():
+            # A forked child never uses its parent's connection (nor closes it: the socket is shared).
+            pool = self._client.connection_pool
+            connection = self._connection = pool.connection_class(**pool.connection_kwargs)
+            self._pid = os.getpid()
+        connection.connect()  # nothing sent when connected
+        try:
+            # Data waiting on an idle connection: a reply left unread, or the server closed
+            # it (an idle timeout, a kill). Replaced before the send, as the pool does, so
+            # that the commit is not sent on a dead connection (a lost reply, a read-back).
+            if connection.can_read():
+                raise ConnectionError("Connection has data")
+        except (ConnectionError, TimeoutError, OSError):
+            connection.disconnect()
+            connection.connect()
+            if connection.can_read():
+                raise ConnectionError("Connection not ready") from None
+        return connection
+
+    def close(self) -> None:
+        """Close the held connection (waiting for a send on it); a later send connects again."""
+        if self._pid != os.getpid():
+            # A forked child holding its parent's connection (or none): nothing of its own to
+            # close, and the lock may have been held by a thread of the parent when it forked.
+            self._connection = None
+            return
+        with self._lock:
+            connection, self._connection = self._connection, None
+            if connection is not None:
+                connection.disconnect()  # type: ignore[no-untyped-call]
+
+
+def _should_reconnect(connection: AbstractConnection) -> bool:
+    """Whether the server asked ``connection`` to reconnect (redis-py >= 7's maintenance notifications)."""
+    asked = getattr(connection, "should_reconnect", None)
+    return bool(asked()) if asked is not None else False
 
 
 def _run(connection: AbstractConnection, packed: list[bytes]) -> Any:

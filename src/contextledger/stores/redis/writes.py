@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, cast
 
-from redis import Redis
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from contextledger.core.changeset import Changeset
@@ -34,13 +33,12 @@ from contextledger.model.records import utcnow
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.redis import lineage, owners, scripts
 from contextledger.stores.redis.codec import text
-from contextledger.stores.redis.connect import UNAVAILABLE, one_line, translated
+from contextledger.stores.redis.connect import DRIVER_ERRORS, UNAVAILABLE, one_line, translation
 from contextledger.stores.redis.data import RedisData
 from contextledger.stores.redis.durability import replicated_commit
 from contextledger.stores.redis.encode import commit_args
 from contextledger.stores.redis.events import tail_args
 from contextledger.stores.redis.keys import ConversationKeys, SessionKeys
-from contextledger.stores.redis.send import evalsha
 
 __all__ = ["RedisWrites"]
 
@@ -133,8 +131,10 @@ class RedisWrites:
 
     def _send_script(self, cs: Changeset, args: list[str]) -> int:
         if cs.expected_version and not self._d.cluster:  # an append, a reduction: the script alone
-            with translated(self._d.endpoint, "commit"):  # inside commit()'s gate call already
+            try:  # inside commit()'s gate call already; translated() without its generator, on every append
                 version = self._run_commit(cs, _single_keys(self._d.key_prefix, cs.session_id, cs.agent_id), args)
+            except DRIVER_ERRORS as exc:
+                raise translation(exc, self._d.endpoint, "commit") from exc
         else:
             version = self._send_listed(cs, args)
         logger.debug(
@@ -184,8 +184,8 @@ class RedisWrites:
         rep = self._d.replication
         try:
             if rep is None:
-                if self._d.pack is not None:
-                    return int(evalsha(cast(Redis, self._d.client), self._d.scripts.commit, keys, args, self._d.pack))
+                if self._d.held is not None:
+                    return int(self._d.held.evalsha(self._d.scripts.commit, keys, args))
                 return int(cast(int, self._d.scripts.commit(keys=keys, args=args)))
             script = self._d.scripts.commit
             reply, acked = replicated_commit(self._d.client, script.sha, scripts.COMMIT, keys, args, rep)

@@ -99,7 +99,6 @@ from contextledger.stores.sql.write.apply import (
     bump_statement,
     check_changeset,
     duplicate_appends,
-    entry_row,
     explain_missed_update,
 )
 from contextledger.stores.sql.write.guard import bump_fields, bump_params
@@ -277,18 +276,37 @@ def _encoded(entry: ViewEntry) -> str:
 
     Written by hand rather than by an encoder: content and metadata are already JSON text
     (what their columns store), so they go in as they are -- not encoded a second time as
-    strings -- and the statement takes them out with ``->``, which keeps their text.
+    strings -- and the statement takes them out with ``->``, which keeps their text. The
+    values are :func:`~contextledger.stores.sql.write.apply.entry_row`'s, in its order
+    (checked at import), read here without building its tuple: this runs for every row.
     """
+    message = entry.message
+    metadata = message.metadata
     try:
-        seq, message_id, role, content, metadata, pinned, tokens = entry_row(entry, _json_text)
+        content = _json_text(message.content)
+        # Most messages have no metadata (its text is the empty object's) and so no pin flag.
+        meta = _json_text(metadata) if metadata else "{}"
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(f"message {entry.entry_id} cannot be stored as JSON: {exc}") from exc
     # Ids as the connection's string adapter writes a parameter (NUL escaped, see encoding),
     # then as JSON strings, ASCII-escaped: the document holds no NUL and no marker character.
     return (
-        f"[{int(seq)},{_json_string(encoding.escape(message_id))},{_json_string(encoding.escape(role))},"
-        f"{content},{metadata},{'true' if pinned else 'false'},{int(tokens)}]"
+        f"[{int(entry.seq)},{_json_string(encoding.escape(entry.entry_id))},{_role(message.role)},"
+        f"{content},{meta},{'true' if metadata and message.pinned else 'false'},{int(entry.tokens)}]"
     )
+
+
+_ROLES: dict[str, str] = {}
+"""A role's text in the document (escaped, quoted), made once per role: there are a few."""
+
+
+def _role(role: str) -> str:
+    text = _ROLES.get(role)
+    if text is None:
+        text = _json_string(encoding.escape(role))
+        if type(role) is str and len(_ROLES) < 16:
+            _ROLES[role] = text
+    return text
 
 
 _json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii

@@ -41,12 +41,16 @@ __all__ = ["DirectSend"]
 class DirectSend:
     """One psycopg (sync) connection's statements, sent with its low-level API."""
 
-    __slots__ = ("_statements", "_transformer", "connection")
+    __slots__ = ("_plans", "_reading", "_statements", "_transformer", "connection")
 
     def __init__(self, connection: Any) -> None:
         """Send on ``connection`` (connected, its adapters registered); nothing is sent yet."""
         self.connection = connection
         self._transformer = _driver().transformer(connection)
+        # Per statement text: its numbered text, its parameters' names, their formats --
+        # worked out once, not looked up in three caches on every append.
+        self._plans: dict[str, tuple[bytes, tuple[str, ...], list[Any]]] = {}
+        self._reading: Any = None  # a poll object watching the socket for input, made on first wait
         self._statements = PreparedStatements(
             connection.prepare_threshold, connection.prepared_max, prefix=b"contextledger_held_"
         )
@@ -64,9 +68,15 @@ class DirectSend:
         """
         connection = self.connection
         driver = _driver()
-        text, names = driver.numbered(sql)
+        plan = self._plans.get(sql)
+        if plan is None:
+            text, names = driver.numbered(sql)
+            plan = (text, names, driver.auto_formats(len(names)))
+            if len(self._plans) < _PLANS:
+                self._plans[sql] = plan
+        text, names, auto = plan
         transformer = self._transformer
-        params = transformer.dump_sequence([values[name] for name in names], driver.auto_formats(len(names)))
+        params = transformer.dump_sequence([values[name] for name in names], auto)
         types: tuple[int, ...] = transformer.types
         formats = transformer.formats
         pgconn = connection.pgconn
@@ -75,7 +85,7 @@ class DirectSend:
         name = sent.prepared.get(key)
         if name is None and (name := sent.name(key)) is not None:
             pgconn.send_prepare(name, text, types)
-            failed = _first_error(self._reply())
+            failed = _first_error(self._reply(), driver.fatal_error)
             if failed is not None:
                 raise driver.error_from_result(failed, encoding=connection.info.encoding)
             sent.prepared[key] = name
@@ -84,7 +94,7 @@ class DirectSend:
         else:
             pgconn.send_query_prepared(name, params, formats)
         results = self._reply()
-        failed = _first_error(results)
+        failed = _first_error(results, driver.fatal_error)
         if failed is not None:
             raise driver.error_from_result(failed, encoding=connection.info.encoding)
         result = results[0] if results else None
@@ -102,14 +112,26 @@ class DirectSend:
         then drops the connection, whose state is unknown.
         """
         connection = self.connection
+        pgconn = connection.pgconn
         try:
-            return _reply(connection.pgconn)
+            return _reply(pgconn, self._reading or self._watch(pgconn.socket))
         except (KeyboardInterrupt, SystemExit):
             if connection.pgconn.transaction_status == _driver().active:
                 cancel = getattr(connection, "cancel_safe", None)  # psycopg >= 3.2; before, cancel()
                 with suppress(Exception):  # a failed cancel must not replace the interrupt
                     cancel(timeout=5.0) if cancel is not None else connection.cancel()
             raise
+
+    def _watch(self, socket: int) -> Any:
+        """A poll object watching the connection's socket for input (``None`` where there is no ``poll()``)."""
+        if _poll is not None:
+            self._reading = _poll()
+            self._reading.register(socket, _READ_EVENTS)
+        return self._reading
+
+
+_PLANS = 64
+"""Statement texts a connection keeps worked out (one per set of state fields an append sets: a few)."""
 
 
 class _Driver(NamedTuple):
@@ -149,8 +171,8 @@ _WAIT = 1.0
 """Seconds a wait for the socket blocks at most before waiting again: an interrupt (Ctrl-C) is seen between."""
 
 
-def _reply(pgconn: Any) -> list[Any]:
-    """Flush what was sent and read every result of it, waiting on the socket.
+def _reply(pgconn: Any, reading: Any) -> list[Any]:
+    """Flush what was sent and read every result of it, waiting on the socket (``reading``: a poll object watching it).
 
     Raises:
         psycopg.OperationalError: The connection failed (libpq's error).
@@ -161,7 +183,11 @@ def _reply(pgconn: Any) -> list[Any]:
     results: list[Any] = []
     while True:
         while pgconn.is_busy():
-            _wait(pgconn.socket, writing=False)
+            if reading is None:  # pragma: no cover - a platform without poll()
+                _wait(pgconn.socket, writing=False)
+            else:
+                while not reading.poll(_WAIT * 1000):
+                    pass
             pgconn.consume_input()
         result = pgconn.get_result()
         if result is None:
@@ -186,8 +212,7 @@ _READ_EVENTS = getattr(select, "POLLIN", 1)
 _WRITE_EVENTS = _READ_EVENTS | getattr(select, "POLLOUT", 4)
 
 
-def _first_error(results: list[Any]) -> Any:
-    fatal = _driver().fatal_error
+def _first_error(results: list[Any], fatal: int) -> Any:
     for result in results:
         if result.status == fatal:
             return result
