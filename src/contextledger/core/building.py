@@ -19,7 +19,7 @@ from contextledger.model.ids import random_uuid_hex
 from contextledger.model.jsonvalues import storable_text
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction, SummaryEntry, ViewEntry, new_id
-from contextledger.model.tokens import TokenCounter
+from contextledger.model.tokens import CharTokenCounter, TokenCounter
 from contextledger.model.trusted import maker, trusted
 
 __all__ = ["build_changeset", "describe_error", "pin_edit", "projected", "ride_with"]
@@ -128,7 +128,7 @@ def build_changeset(
         EntryNotFound: A revision names an entry that is not an active message.
         InvalidMessage: A summary draft has no content (it must be written first).
     """
-    appends, tool_ids = _appended_entries(edit.appends, state.next_seq, counter.count) if edit.appends else ((), None)
+    appends, tool_ids = _appended_entries(edit.appends, state.next_seq, counter) if edit.appends else ((), None)
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
     from_call = model_call_count if before_call else model_call_count + 1
@@ -254,23 +254,26 @@ def _trusted_changeset(
 
 
 def _appended_entries(
-    messages: tuple[Message, ...], first_seq: int, count: Any
+    messages: tuple[Message, ...], first_seq: int, counter: TokenCounter
 ) -> tuple[tuple[ViewEntry, ...], tuple[list[str], list[str]]]:
     """The view entries of ``messages`` appended from ``first_seq``, and the tool ids they call and answer.
 
-    Each message is counted once by ``count``. The entry of a plain :class:`Message` with
-    a plain ``int`` count is built here without a validation (as :func:`_appended` builds
-    it, without a call per message); any other by :func:`_appended`. The ids are those
-    :meth:`ToolFacts.extended <contextledger.core.viewfacts.ToolFacts.extended>` reads from
-    the entries (toolUse ids, toolResult ids, in order), read here from the content the
-    count has just read, so the view's facts grow without a second walk.
+    Each message is counted once: all in one call by a :class:`CharTokenCounter` itself
+    (:meth:`~contextledger.model.tokens.CharTokenCounter.counts`), one by one by any other
+    counter. The entry of a plain :class:`Message` with a plain ``int`` count is built here
+    without a validation (as :func:`_appended` builds it, without a call per message); any
+    other by :func:`_appended`. The ids are those :meth:`ToolFacts.extended
+    <contextledger.core.viewfacts.ToolFacts.extended>` reads from the entries (toolUse
+    ids, toolResult ids, in order), read here in the same pass, so the view's facts grow
+    without a second walk.
     """
+    counts = counter.counts(messages) if type(counter) is CharTokenCounter else [counter.count(m) for m in messages]
     entries: list[ViewEntry] = []
     add = entries.append
     uses: list[str] = []
     results: list[str] = []
     for seq, message in enumerate(messages, first_seq):
-        tokens = count(message)
+        tokens = counts[seq - first_seq]
         if type(tokens) is int and type(message) is Message:
             # Every field has its type: an id a Message validated, a seq and a count that are ints.
             add(
