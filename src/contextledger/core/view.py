@@ -166,8 +166,9 @@ class View:
                 "_count": count + len(appends),
                 "_owns_tail": True,
             }
-            if "_tool_facts" in known:
-                tools = self._tool_facts
+            # The facts computed already are read from the instance dict they are cached in.
+            tools: ToolFacts | None = known.get("_tool_facts")
+            if tools is not None:
                 # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
                 facts["_tool_facts"] = (
                     ToolFacts.of(items[: count + len(appends)])
@@ -175,12 +176,12 @@ class View:
                     else tools.extended(appends, in_place=in_place, ids=tool_ids)
                 )
             if "projected_input_tokens" in known:
-                facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)
+                facts["projected_input_tokens"] = projected_after(known["projected_input_tokens"], appends)
             if positions is not None:
                 positions.update(zip(ids, range(count, count + len(appends)), strict=True))  # type: ignore[arg-type]
                 facts["_positions"] = positions
             if "tokens" in known:
-                facts["tokens"] = self.tokens + sum([e.tokens for e in appends])
+                facts["tokens"] = known["tokens"] + sum([e.tokens for e in appends])
             child.__dict__ = facts
             return child
 
