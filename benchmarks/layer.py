@@ -84,7 +84,7 @@ def _stages() -> None:
     from contextledger.stores.memory import writes
     from contextledger.telemetry import spans
 
-    _wrap(CharTokenCounter, "count", "token counts")
+    _wrap(CharTokenCounter, "counts", "token counts")
     _wrap(building, "_appended_entries", "view entries (token counts included)")
     _wrap(View, "appended", "view extension")
     _wrap(building, "_trusted_changeset", "changeset record")

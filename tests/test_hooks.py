@@ -78,6 +78,18 @@ def test_callbacks_run_in_registration_order_and_match_subclasses(conv: Conversa
     assert registry.has_callbacks(BeforeModelCallEvent)  # through HookEvent
 
 
+def test_a_callback_added_after_an_append_is_called_by_the_next(conv: Conversation) -> None:
+    """has_callbacks' answer (remembered per event type) follows every later subscription."""
+    conv.append(Message.user("before any callback"))
+    assert not conv.hooks.has_callbacks(MessageAddedEvent)
+    added: list[str] = []
+    conv.hooks.add_callback(MessageAddedEvent, lambda e: added.append(e.message.message_id))
+    message = Message.user("after")
+    conv.append(message)
+    assert conv.hooks.has_callbacks(MessageAddedEvent)
+    assert added == [message.message_id]
+
+
 def test_before_model_call_counts_before_the_event_fires(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", context_window_limit=5000)
     conv.append(Message.user("hello"))

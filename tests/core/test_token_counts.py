@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -76,3 +78,50 @@ def test_every_message_counts_as_the_block_walk_counts(
     message = Message(role="assistant", content=blocks)
     chars, media = _measure(message.content)
     assert counter.count(message) == per_message + media * per_media + math.ceil(chars / per_token)
+
+
+@given(
+    st.lists(st.lists(_blocks, min_size=1, max_size=3), min_size=1, max_size=5),
+    st.floats(min_value=0.5, max_value=8),
+    st.integers(0, 9),
+    st.integers(0, 2000),
+)
+def test_a_turn_counts_as_its_messages_one_by_one(
+    turn: list[list[dict[str, object]]], per_token: float, per_message: int, per_media: int
+) -> None:
+    """``counts`` (an append's one call for its turn) gives each message's own estimate, in order."""
+    counter = CharTokenCounter(chars_per_token=per_token, per_message=per_message, per_media=per_media)
+    messages = [Message(role="assistant", content=blocks) for blocks in turn]
+    expected = []
+    for message in messages:
+        chars, media = _measure(message.content)
+        expected.append(per_message + media * per_media + math.ceil(chars / per_token))
+    assert counter.counts(messages) == expected == [counter.count(m) for m in messages]
+
+
+def test_an_append_counts_its_turn_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default counter is asked once per append, for the whole turn; its entries carry those counts."""
+    from contextledger import Ledger
+
+    calls: list[list[str]] = []
+    counts = CharTokenCounter.counts
+
+    def counting(self: CharTokenCounter, messages: Sequence[Message]) -> list[int]:
+        calls.append([m.message_id for m in messages])
+        return counts(self, messages)
+
+    ledger = Ledger.connect("memory://")
+    conversation = ledger.conversation("s", "a")
+    conversation.append(Message.user("creates the conversation"))
+    monkeypatch.setattr(CharTokenCounter, "counts", counting)
+    turn = [
+        Message.user("q"),
+        Message.tool_use("t1", "lookup", {"query": "x"}),
+        Message.tool_result("t1", "r"),
+        Message.assistant("a"),
+    ]
+    conversation.append(*turn)
+    entries = conversation.transaction.view.entries[-4:]
+    ledger.close()
+    assert calls == [[m.message_id for m in turn]]
+    assert [e.tokens for e in entries] == counts(CharTokenCounter(), turn)

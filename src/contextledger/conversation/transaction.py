@@ -54,6 +54,7 @@ class _Again(enum.Enum):
 
 
 _AGAIN = _Again.AGAIN
+_tuple_new = tuple.__new__
 
 
 class Prepared(NamedTuple):
@@ -167,7 +168,11 @@ class Transaction:
         Raises:
             InvalidMessage: A Strands message dict is malformed.
         """
-        converted = [m if isinstance(m, Message) else Message.from_strands(m) for m in messages]
+        converted: list[Message] = list(messages)  # type: ignore[arg-type]  # each converted below
+        if list(map(type, converted)).count(Message) != len(converted):  # all Message objects: checked in C
+            for index, message in enumerate(messages):
+                if not isinstance(message, Message):
+                    converted[index] = Message.from_strands(message)
         if not converted:
             return converted, None
         # No lock: the view is one immutable object, read once (a commit replaces the
@@ -372,7 +377,7 @@ class Transaction:
         if changeset.expected_version == 0 and (self.app is not None or self.user is not None):
             # Only the commit that creates the conversation names the session's owner.
             changeset = changeset.model_copy(update={"app": self.app, "user": self.user})
-        return Prepared(changeset, entries)
+        return _tuple_new(Prepared, (changeset, entries))  # Prepared(changeset, entries), without its __new__'s frame
 
     def _settle(self, changeset: Changeset) -> None:
         """Learn the outcome of a commit whose reply was lost: sent again under its id, it applies once at most."""

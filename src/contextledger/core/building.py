@@ -19,7 +19,7 @@ from contextledger.model.ids import random_uuid_hex
 from contextledger.model.jsonvalues import storable_text
 from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction, SummaryEntry, ViewEntry, new_id
-from contextledger.model.tokens import TokenCounter
+from contextledger.model.tokens import CharTokenCounter, TokenCounter
 from contextledger.model.trusted import maker, trusted
 
 __all__ = ["build_changeset", "describe_error", "pin_edit", "projected", "ride_with"]
@@ -128,18 +128,22 @@ def build_changeset(
         EntryNotFound: A revision names an entry that is not an active message.
         InvalidMessage: A summary draft has no content (it must be written first).
     """
-    appends, tool_ids = _appended_entries(edit.appends, state.next_seq, counter.count) if edit.appends else ((), None)
+    # The edit's fields read from its one dict (a subscript each, not an attribute lookup
+    # through the class): this runs on every append.
+    fields = edit.__dict__
+    appended = fields["appends"]
+    appends, tool_ids = _appended_entries(appended, state.next_seq, counter) if appended else ((), None)
     # Only what commits while the call is prepared reaches it: a count deferred to ride
     # with the answer (the Strands adapter) commits after the call, like the answer.
     from_call = model_call_count if before_call else model_call_count + 1
     if (
-        edit.plan is None
-        and edit.strategy is None
-        and not (edit.pins or edit.restore)
+        fields["plan"] is None
+        and fields["strategy"] is None
+        and not (fields["pins"] or fields["restore"])
         # _plain(edit, manager_state), spelled out: this is every append
-        and 0 < len(edit.pin_source) <= 32
+        and 0 < len(fields["pin_source"]) <= 32
         and (manager_state is None or type(manager_state) is dict)
-        and (edit.agent_state is None or type(edit.agent_state) is dict)
+        and ((agent_state := fields["agent_state"]) is None or type(agent_state) is dict)
     ):
         # The hot path (a turn appended, perhaps with state): nothing to evict, revise,
         # summarize or pin, so the view only grows; see _trusted_changeset.
@@ -228,11 +232,12 @@ def _trusted_changeset(
     Every value is one :func:`build_changeset` built or one already validated (``edit``
     is, and :func:`_plain` holds for it and ``manager_state``).
     """
+    known = state.__dict__  # read from its one dict, as build_changeset reads the edit's
     return _changeset(
         {
-            "session_id": state.session_id,
-            "agent_id": state.agent_id,
-            "expected_version": state.version,
+            "session_id": known["session_id"],
+            "agent_id": known["agent_id"],
+            "expected_version": known["version"],
             "appends": appends,
             "evict": (),
             "revisions": (),
@@ -243,7 +248,7 @@ def _trusted_changeset(
             "changeset_id": random_uuid_hex(),  # new_id(), without its call
             "from_call": from_call,
             "model_call_count": model_call_count if count_changed else None,
-            "next_seq": state.next_seq + len(appends) if appends else None,
+            "next_seq": known["next_seq"] + len(appends) if appends else None,
             "manager_state": manager_state,
             "agent_state": edit.agent_state,
             "restore": (),
@@ -254,23 +259,26 @@ def _trusted_changeset(
 
 
 def _appended_entries(
-    messages: tuple[Message, ...], first_seq: int, count: Any
+    messages: tuple[Message, ...], first_seq: int, counter: TokenCounter
 ) -> tuple[tuple[ViewEntry, ...], tuple[list[str], list[str]]]:
     """The view entries of ``messages`` appended from ``first_seq``, and the tool ids they call and answer.
 
-    Each message is counted once by ``count``. The entry of a plain :class:`Message` with
-    a plain ``int`` count is built here without a validation (as :func:`_appended` builds
-    it, without a call per message); any other by :func:`_appended`. The ids are those
-    :meth:`ToolFacts.extended <contextledger.core.viewfacts.ToolFacts.extended>` reads from
-    the entries (toolUse ids, toolResult ids, in order), read here from the content the
-    count has just read, so the view's facts grow without a second walk.
+    Each message is counted once: all in one call by a :class:`CharTokenCounter` itself
+    (:meth:`~contextledger.model.tokens.CharTokenCounter.counts`), one by one by any other
+    counter. The entry of a plain :class:`Message` with a plain ``int`` count is built here
+    without a validation (as :func:`_appended` builds it, without a call per message); any
+    other by :func:`_appended`. The ids are those :meth:`ToolFacts.extended
+    <contextledger.core.viewfacts.ToolFacts.extended>` reads from the entries (toolUse
+    ids, toolResult ids, in order), read here in the same pass, so the view's facts grow
+    without a second walk.
     """
+    counts = counter.counts(messages) if type(counter) is CharTokenCounter else [counter.count(m) for m in messages]
     entries: list[ViewEntry] = []
     add = entries.append
     uses: list[str] = []
     results: list[str] = []
     for seq, message in enumerate(messages, first_seq):
-        tokens = count(message)
+        tokens = counts[seq - first_seq]
         if type(tokens) is int and type(message) is Message:
             # Every field has its type: an id a Message validated, a seq and a count that are ints.
             add(

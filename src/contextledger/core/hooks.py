@@ -179,10 +179,13 @@ class HookRegistry:
     def __init__(self) -> None:
         """Create an empty registry."""
         self._callbacks: defaultdict[type[HookEvent], list[Callback]] = defaultdict(list)
+        # has_callbacks' answers, per event type, until the next subscription (asked on every append).
+        self._has: dict[type[HookEvent], bool] = {}
 
     def add_callback(self, event_type: type[E], callback: Callable[[E], None]) -> None:
         """Subscribe ``callback`` to ``event_type`` (and its subclasses)."""
         self._callbacks[event_type].append(callback)
+        self._has.clear()
 
     def add_hook(self, provider: HookProvider) -> None:
         """Let ``provider`` register its callbacks.
@@ -204,10 +207,12 @@ class HookRegistry:
 
     def has_callbacks(self, event_type: type[HookEvent]) -> bool:
         """Whether any callback is subscribed to ``event_type``."""
-        for subscribed, callbacks in self._callbacks.items():
-            if callbacks and issubclass(event_type, subscribed):
-                return True
-        return False
+        known = self._has.get(event_type)
+        if known is None:
+            known = self._has[event_type] = any(
+                [callbacks and issubclass(event_type, subscribed) for subscribed, callbacks in self._callbacks.items()]
+            )
+        return known
 
     def invoke(self, event: E) -> E:
         """Run every callback subscribed to the event's type and return the event."""

@@ -27,7 +27,7 @@ class _Revision(Protocol):
 
 __all__ = ["View", "is_prompt", "is_turn_opener_violation", "project_view"]
 
-# Guards the hand-over of a view's tail (see View._extended): two threads extending one
+# Guards the hand-over of a view's tail (see View.appended): two threads extending one
 # view must not both append to its list.
 _TAIL_LOCK = threading.Lock()
 
@@ -113,7 +113,7 @@ class View:
         if not (removed or revised or pins or summary) and (
             not self._count or appends[0].seq > self._items[self._count - 1].seq
         ):
-            return self._extended(tuple(appends))
+            return self.appended(tuple(appends))
         live = self._live()
         view = View(_projected(live, appends, removed, revised, pins, summary))  # type: ignore[arg-type]
         if (
@@ -132,18 +132,15 @@ class View:
     def appended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
         """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's).
 
-        ``tool_ids``: the toolUse and toolResult ids of ``appends``, in order, when the
-        caller has read them already (else they are read from the entries).
+        Its computed facts are carried over in O(appended). ``tool_ids``: the toolUse and
+        toolResult ids of ``appends``, in order, when the caller has read them already
+        (else they are read from the entries).
         """
-        if appends and (not self._count or appends[0].seq > self._items[self._count - 1].seq):
-            return self._extended(appends, tool_ids)
-        return self.project(appends, set(), {}, {}, None)
-
-    def _extended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
-        """``self`` with ``appends`` after it, its computed facts carried over in O(appended)."""
+        count = self._count
+        if not appends or (count and appends[0].seq <= self._items[count - 1].seq):
+            return self.project(appends, set(), {}, {}, None)
         with _TAIL_LOCK:  # one hand-over of the tail, and no index read while another grows it
             known = self.__dict__
-            count = self._count
             positions: dict[str, int] | None = known.get("_positions")
             ids = [e.entry_id for e in appends] if positions is not None else None
             in_place, self._owns_tail = self._owns_tail, False
@@ -169,8 +166,9 @@ class View:
                 "_count": count + len(appends),
                 "_owns_tail": True,
             }
-            if "_tool_facts" in known:
-                tools = self._tool_facts
+            # The facts computed already are read from the instance dict they are cached in.
+            tools: ToolFacts | None = known.get("_tool_facts")
+            if tools is not None:
                 # Facts whose sets a child grew in place are rebuilt, not extended, by a second branch.
                 facts["_tool_facts"] = (
                     ToolFacts.of(items[: count + len(appends)])
@@ -178,12 +176,12 @@ class View:
                     else tools.extended(appends, in_place=in_place, ids=tool_ids)
                 )
             if "projected_input_tokens" in known:
-                facts["projected_input_tokens"] = projected_after(self.projected_input_tokens, appends)
+                facts["projected_input_tokens"] = projected_after(known["projected_input_tokens"], appends)
             if positions is not None:
                 positions.update(zip(ids, range(count, count + len(appends)), strict=True))  # type: ignore[arg-type]
                 facts["_positions"] = positions
             if "tokens" in known:
-                facts["tokens"] = self.tokens + sum([e.tokens for e in appends])
+                facts["tokens"] = known["tokens"] + sum([e.tokens for e in appends])
             child.__dict__ = facts
             return child
 
@@ -231,7 +229,7 @@ class View:
     def index_of(self, entry_id: str) -> int | None:
         """The index of ``entry_id`` or ``None`` when it is not active."""
         index = self._positions.get(entry_id)
-        # The index may be shared with views appended after this one (see _extended).
+        # The index may be shared with views appended after this one (see appended).
         return index if index is not None and index < self._count else None
 
     def tool_result_ids_at(self, index: int) -> list[str]:
@@ -314,11 +312,11 @@ class View:
         A message counts as committed when its id is active with the same role, content
         and metadata (pins may have changed since): appending it again is a retry.
         """
-        index_of = self.index_of
+        positions, count = self._positions, self._count  # index_of's lookup, without its call per message
         found: list[int] = []
         for m in messages:
-            i = index_of(m.message_id)
-            if i is None:  # a new message (every append but a retry): stop at the first
+            i = positions.get(m.message_id, count)
+            if i >= count:  # a new message (every append but a retry): stop at the first
                 return None
             found.append(i)
         stored = [self[i].message for i in found]

@@ -129,6 +129,10 @@ class ToolFacts:
         # Each set grew by every id appended only if none repeats and none was there already.
         unique = self.unique and len(use_set) == had_uses + len(uses) and len(result_set) == had_results + len(results)
         dangling, orphans = self.dangling, self.orphans
+        if uses == results and not dangling and not orphans:
+            # Each call answered in the same turn, in order (a tool turn's shape), on a view
+            # with nothing unpaired: each appended id is in both sets, so nothing is unpaired.
+            return ToolFacts(use_set, result_set, [], [], unique)
         return ToolFacts(
             use_set,
             result_set,

@@ -48,29 +48,43 @@ class CharTokenCounter:
 
     def count(self, message: Message) -> int:
         """Estimate ``message``'s tokens."""
-        content = message.content
-        if len(content) == 1:
-            # One block, the shape of nearly every message (a text, a tool call, a tool
-            # result with one text): measured here as _measure measures it, without its walk.
-            block = content[0]
-            text = block.get("text")
-            if type(text) is str:
-                chars = len(text)
-            elif text is None and "toolUse" in block:
-                tool = block["toolUse"]
-                chars = len(str(tool.get("name", ""))) + len(_json_text(tool.get("input")))
-            elif text is None and "toolResult" in block and len(inner := block["toolResult"].get("content", [])) == 1:
-                text = inner[0].get("text")
-                if type(text) is not str:
-                    chars, media = _measure(content)
-                    return self.per_message + media * self.per_media + _ceil(chars / self.chars_per_token)
-                chars = len(text)
-            else:
-                chars, media = _measure(content)
-                return self.per_message + media * self.per_media + _ceil(chars / self.chars_per_token)
-            return self.per_message + _ceil(chars / self.chars_per_token)
-        chars, media = _measure(content)
-        return self.per_message + media * self.per_media + _ceil(chars / self.chars_per_token)
+        return self.counts((message,))[0]
+
+    def counts(self, messages: Sequence[Message]) -> list[int]:
+        """``[self.count(m) for m in messages]``, in one call: an append counts its whole turn at once.
+
+        The one source of the estimate (:meth:`count` is this for one message). A subclass
+        overriding :meth:`count` alone is not read here; the conversation layer calls this
+        only on a :class:`CharTokenCounter` itself.
+        """
+        per_message, per_token = self.per_message, self.chars_per_token
+        found: list[int] = []
+        add = found.append
+        for message in messages:
+            content = message.content
+            if len(content) == 1:
+                # One block, the shape of nearly every message (a text, a tool call, a tool
+                # result with one text): measured here as _measure measures it, without its walk.
+                block = content[0]
+                text = block.get("text")
+                if type(text) is str:
+                    add(per_message + _ceil(len(text) / per_token))
+                    continue
+                if text is None and "toolUse" in block:
+                    tool = block["toolUse"]
+                    add(
+                        per_message
+                        + _ceil((len(str(tool.get("name", ""))) + len(_json_text(tool.get("input")))) / per_token)
+                    )
+                    continue
+                if text is None and "toolResult" in block and len(inner := block["toolResult"].get("content", [])) == 1:
+                    text = inner[0].get("text")
+                    if type(text) is str:
+                        add(per_message + _ceil(len(text) / per_token))
+                        continue
+            chars, media = _measure(content)
+            add(per_message + media * self.per_media + _ceil(chars / per_token))
+        return found
 
 
 _ceil = math.ceil
