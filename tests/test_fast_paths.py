@@ -44,6 +44,7 @@ from contextledger.model.stored import Unusual, load_frozen, load_json_text
 from contextledger.model.trusted import trusted
 from contextledger.stores.sql import encoding
 from tests.soak import examples
+from tests.turns import paired_tool_turn
 
 json_scalars = st.one_of(
     st.none(),
@@ -519,12 +520,7 @@ def test_an_append_counts_each_message_once_and_encodes_its_json_once(
     conversation.append(Message.user("creates the conversation"))
     counted.clear()
     monkeypatch.setattr(sqlite_hot, "dumps_encoded", counting_dumps)
-    turn = [
-        Message.user("q"),
-        Message.tool_use("t1", "lookup", {"query": "x"}),
-        Message.tool_result("t1", "r"),
-        Message.assistant("a"),
-    ]
+    turn = paired_tool_turn()
     conversation.append(*turn)
     ledger.close()
     assert counted == [m.message_id for m in turn]

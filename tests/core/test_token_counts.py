@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from contextledger import Message
 from contextledger.model.tokens import CharTokenCounter, _measure
+from tests.turns import paired_tool_turn
 
 _text = st.text(max_size=200).filter(lambda t: all(not 0xD800 <= ord(c) <= 0xDFFF for c in t))
 
@@ -114,12 +115,7 @@ def test_an_append_counts_its_turn_in_one_call(monkeypatch: pytest.MonkeyPatch) 
     conversation = ledger.conversation("s", "a")
     conversation.append(Message.user("creates the conversation"))
     monkeypatch.setattr(CharTokenCounter, "counts", counting)
-    turn = [
-        Message.user("q"),
-        Message.tool_use("t1", "lookup", {"query": "x"}),
-        Message.tool_result("t1", "r"),
-        Message.assistant("a"),
-    ]
+    turn = paired_tool_turn()
     conversation.append(*turn)
     entries = conversation.transaction.view.entries[-4:]
     ledger.close()

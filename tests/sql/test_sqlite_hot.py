@@ -8,6 +8,7 @@ driver's cursor), and hand every other changeset to the general path untouched.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 from unittest.mock import patch
 
@@ -91,16 +92,23 @@ def _script(conversation: Conversation) -> None:
             )
 
 
-def test_the_fast_paths_write_what_the_general_path_writes(
-    sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    taken: list[bool] = []
+def _noting_hot_commits(taken: list[bool]) -> Callable[..., int | None]:
+    """``sqlite_hot.apply_hot`` that also notes in ``taken`` whether each call committed on the hot path."""
     apply = sqlite_hot.apply_hot
 
     def counting(*args: Any) -> int | None:
         version = apply(*args)
         taken.append(version is not None)
         return version
+
+    return counting
+
+
+def test_the_fast_paths_write_what_the_general_path_writes(
+    sqlite_store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[bool] = []
+    counting = _noting_hot_commits(taken)
 
     monkeypatch.setattr(sqlite_hot, "apply_hot", counting)
     _script(Conversation(sqlite_store, "fast", "a"))
@@ -424,12 +432,7 @@ def test_a_turn_of_any_size_writes_what_the_general_path_writes(
 ) -> None:
     fast, general = uuid.uuid4().hex, uuid.uuid4().hex
     taken: list[bool] = []
-    apply = sqlite_hot.apply_hot
-
-    def counting(*args: Any) -> int | None:
-        version = apply(*args)
-        taken.append(version is not None)
-        return version
+    counting = _noting_hot_commits(taken)
 
     for session, hot in ((fast, True), (general, False)):
         conversation = Conversation(sqlite_store, session, "a")
