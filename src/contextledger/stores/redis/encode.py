@@ -25,7 +25,7 @@ from typing import Any
 from contextledger.core.changeset import Changeset
 from contextledger.errors import InvalidMessage
 from contextledger.model.jsontext import frozen_text
-from contextledger.model.jsonvalues import dumps_encoded
+from contextledger.model.jsonvalues import _BYTES_TAG, FrozenDict, FrozenList, dumps_encoded
 from contextledger.model.records import HistoryEntry
 from contextledger.stores.redis.keys import view_score
 
@@ -102,9 +102,12 @@ def content_text(content: Any) -> str:
         raise InvalidMessage(f"value cannot be stored as JSON: {exc}") from exc
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def epoch_micros(moment: datetime) -> int:
     """Microseconds since the epoch: exact as a sorted-set score (below 2**53)."""
-    return (moment - _EPOCH) // timedelta(microseconds=1)
+    return (moment - _EPOCH) // _MICROSECOND
 
 
 _EXACT = 2**53
@@ -197,13 +200,21 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             message = entry.message
             entry_id = entry.entry_id
             seq = entry.seq
+            tokens = entry.tokens
+            metadata = message.metadata
+            content = message.content
             append(entry_id if entry_id.isascii() else check_id("entry id", entry_id))
-            append(str(view_score(seq, summary=False)))
+            # view_score(seq, summary=False), inline: four calls a turn
+            append(str(seq * 2 + 1) if type(seq) is int else str(view_score(seq, summary=False)))
             append(
                 f'{{"message_id":{_quoted(message.message_id)}{_role_text(message.role)}'
-                f'{content_text(message.metadata)},"seq":{_number(seq)},"tokens":{_number(entry.tokens)}{tail}'
+                f"{'{}' if not metadata and type(metadata) is FrozenDict else content_text(metadata)}"
+                f',"seq":{seq if type(seq) is int else _number(seq)}'
+                f',"tokens":{tokens if type(tokens) is int else _number(tokens)}{tail}'
             )
-            append(content_text(message.content))
+            text = frozen_text(content, compact=True) if type(content) is FrozenList else None
+            # what content_text returns for it, without its two calls (bytes in it: tagged there)
+            append(text if text is not None and _BYTES_TAG not in text else content_text(content))
     if cs.evict:
         args += [check_id("entry id", entry_id) for entry_id in cs.evict]
     for entry_id, pinned in cs.pins.items():
@@ -218,8 +229,8 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             "reduction_id": reduction_id,
             "created_at": stamp,
         }
-        tokens = "" if rev.tokens is None else str(rev.tokens)
-        args += [check_id("message id", rev.message_id), tokens, content_text(rev.content), dumps(row)]
+        revised_tokens = "" if rev.tokens is None else str(rev.tokens)
+        args += [check_id("message id", rev.message_id), revised_tokens, content_text(rev.content), dumps(row)]
     if summary is not None:
         args += [
             check_id("summary id", summary.summary_id),

@@ -164,7 +164,8 @@ class HeldConnection:
             pool = self._client.connection_pool
             connection = self._connection = pool.connection_class(**pool.connection_kwargs)
             self._pid = os.getpid()
-        connection.connect()  # nothing sent when connected
+        if not getattr(connection, "is_connected", False):  # redis-py >= 7 says so without a call of connect()
+            connection.connect()
         try:
             # Data waiting on an idle connection: a reply left unread, or the server closed
             # it (an idle timeout, a kill). Replaced before the send, as the pool does, so
