@@ -178,8 +178,8 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
         str(cs.expected_version),
         stamp,
         str(epoch_micros(now)),
-        check_id("session_id", cs.session_id),
-        check_id("agent_id", cs.agent_id),
+        session_id if (session_id := cs.session_id).isascii() else check_id("session_id", session_id),
+        agent_id if (agent_id := cs.agent_id).isascii() else check_id("agent_id", agent_id),
         "" if reduction is None else reduction.reduction_id,
         "" if cs.model_call_count is None else str(cs.model_call_count),
         "" if cs.next_seq is None else str(cs.next_seq),
@@ -203,11 +203,12 @@ def commit_args(changeset: Changeset, now: datetime) -> list[str]:
             tokens = entry.tokens
             metadata = message.metadata
             content = message.content
+            role = message.role
             append(entry_id if entry_id.isascii() else check_id("entry id", entry_id))
             # view_score(seq, summary=False), inline: four calls a turn
             append(str(seq * 2 + 1) if type(seq) is int else str(view_score(seq, summary=False)))
             append(
-                f'{{"message_id":{_quoted(message.message_id)}{_role_text(message.role)}'
+                f'{{"message_id":{_quoted(message.message_id)}{_ROLE_TEXT.get(role) or _role_text(role)}'
                 f"{'{}' if not metadata and type(metadata) is FrozenDict else content_text(metadata)}"
                 f',"seq":{seq if type(seq) is int else _number(seq)}'
                 f',"tokens":{tokens if type(tokens) is int else _number(tokens)}{tail}'
