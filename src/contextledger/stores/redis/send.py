@@ -164,7 +164,7 @@ class HeldConnection:
             pool = self._client.connection_pool
             connection = self._connection = pool.connection_class(**pool.connection_kwargs)
             self._pid = os.getpid()
-        if not getattr(connection, "is_connected", False):  # redis-py >= 7 says so without a call of connect()
+        if not getattr(connection, "is_connected", False):  # where redis-py has the property: no connect() call
             connection.connect()
         try:
             # Data waiting on an idle connection: a reply left unread, or the server closed
