@@ -90,6 +90,33 @@ def test_a_callback_added_after_an_append_is_called_by_the_next(conv: Conversati
     assert added == [message.message_id]
 
 
+def test_a_subscription_while_an_answer_is_worked_out_is_not_missed() -> None:
+    """An answer worked out while another callback is subscribed is not remembered past that subscription.
+
+    The subscribed type's subclass check subscribes a second callback (as another thread
+    might, between the registry's read of its callbacks and its answer) and from then on
+    counts the asked type as its subclass: the answer worked out is False, the true one
+    after the subscription True.
+    """
+    registry = HookRegistry()
+    state = {"subscribed": False}
+
+    class Checking(type):
+        def __subclasscheck__(cls, subclass: type) -> bool:
+            if not state["subscribed"]:
+                state["subscribed"] = True
+                registry.add_callback(Watched, lambda e: None)
+                return False
+            return subclass is AfterModelCallEvent or type.__subclasscheck__(cls, subclass)
+
+    class Watched(HookEvent, metaclass=Checking):
+        pass
+
+    registry.add_callback(Watched, lambda e: None)
+    assert not registry.has_callbacks(AfterModelCallEvent)  # worked out before the second subscription
+    assert registry.has_callbacks(AfterModelCallEvent)  # asked again after it: not the stale answer
+
+
 def test_before_model_call_counts_before_the_event_fires(memory_store: CompleteStore) -> None:
     conv = Conversation(memory_store, "s", context_window_limit=5000)
     conv.append(Message.user("hello"))

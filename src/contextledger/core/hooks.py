@@ -185,7 +185,9 @@ class HookRegistry:
     def add_callback(self, event_type: type[E], callback: Callable[[E], None]) -> None:
         """Subscribe ``callback`` to ``event_type`` (and its subclasses)."""
         self._callbacks[event_type].append(callback)
-        self._has.clear()
+        # A new dict, not clear(): an answer worked out meanwhile (before this callback was
+        # in) lands in the old one, so it is never remembered past this subscription.
+        self._has = {}
 
     def add_hook(self, provider: HookProvider) -> None:
         """Let ``provider`` register its callbacks.
@@ -207,9 +209,10 @@ class HookRegistry:
 
     def has_callbacks(self, event_type: type[HookEvent]) -> bool:
         """Whether any callback is subscribed to ``event_type``."""
-        known = self._has.get(event_type)
+        has = self._has  # read before the callbacks are: see add_callback
+        known = has.get(event_type)
         if known is None:
-            known = self._has[event_type] = any(
+            known = has[event_type] = any(
                 [callbacks and issubclass(event_type, subscribed) for subscribed, callbacks in self._callbacks.items()]
             )
         return known
