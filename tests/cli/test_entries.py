@@ -8,6 +8,8 @@ import pytest
 
 from contextledger import Ledger
 from contextledger.cli import ExitCode
+from contextledger.model.ids import is_time_ordered
+from contextledger.model.text import short
 
 from .conftest import Invoke, Populated
 
@@ -46,15 +48,20 @@ def test_message_shows_tool_calls_originals_and_why_it_left(invoke: Invoke, popu
 
 
 def test_message_by_unique_prefix_and_errors(invoke: Invoke, populated: Populated) -> None:
-    prefix = invoke("message", populated.pinned_id[:12], "--url", populated.url)
+    # A library-made id starts with the time it was made (shared by the messages of that
+    # moment): a start long enough to reach its random part finds it, and so does its end.
+    prefix = invoke("message", populated.pinned_id[:24], "--url", populated.url)
     assert prefix.exit_code == 0, prefix.stderr
     assert "launch date is 3 March" in prefix.stdout
+    end = invoke("message", populated.pinned_id[-8:], "--url", populated.url)
+    assert end.exit_code == 0, end.stderr
+    assert end.stdout == prefix.stdout
     missing = invoke("message", "no-such-entry", "--url", populated.url)
     assert missing.exit_code == ExitCode.NOT_FOUND
     assert "no entry" in missing.stderr
     with Ledger.connect(populated.url) as ledger:
         ids = [h.message.message_id for h in ledger.history("alpha", "main")]
-    assert len(ids) > 16  # UUIDs start with one of 16 hex digits: two of them share it
+    assert len(ids) > 16  # ids start with one of 16 hex digits: two of them share it
     common = next(i[:1] for i in ids if sum(j.startswith(i[:1]) for j in ids) > 1)
     ambiguous = invoke("message", common, "--session", "alpha", "--agent", "main", "--url", populated.url)
     assert ambiguous.exit_code == ExitCode.USAGE
@@ -140,3 +147,21 @@ def test_usage_errors_name_the_option(invoke: Invoke, args: list[str], option: s
     result = invoke("history", "alpha", *args)
     assert result.exit_code == ExitCode.USAGE
     assert option in result.stderr
+
+
+def test_history_tells_library_made_ids_apart_by_the_end_it_shows(invoke: Invoke, populated: Populated) -> None:
+    with Ledger.connect(populated.url) as ledger:
+        ids = [h.message.message_id for h in ledger.history("alpha", "main")]
+    made = [i for i in ids if is_time_ordered(i)]
+    assert len(made) > 4
+    assert len({i[:8] for i in made}) < len(made)  # made within a minute: their starts are the time, shared
+    shown = [short(i) for i in made]
+    assert shown == [i[-8:] for i in made]
+    assert len(set(shown)) == len(made)
+    table = invoke("history", "alpha", "--agent", "main", "--url", populated.url, env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.stderr
+    assert all(end in table.stdout for end in shown)
+    for end, full in zip(shown, made, strict=True):  # what the table shows finds the entry
+        found = invoke("message", end, "--session", "alpha", "--url", populated.url, "--json")
+        assert found.exit_code == 0, found.stderr
+        assert json.loads(found.stdout)["message"]["message_id"] == full

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import uuid
+from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 from pydantic import BaseModel
 
-from contextledger.model.ids import random_uuid, random_uuid_hex
+from contextledger.model.ids import is_time_ordered, random_uuid_hex, time_ordered_uuid, time_ordered_uuid_hex
 from contextledger.model.messages import new_message_id
 from contextledger.model.records import new_id
 
@@ -26,21 +29,50 @@ def test_hex_ids_are_version_4_uuids_as_uuid4_hex_writes_them() -> None:
     assert len(seen) == 2000
 
 
-def test_dashed_ids_are_canonical_version_4_uuids() -> None:
+def test_message_ids_are_canonical_version_7_uuids_carrying_the_time_they_were_made() -> None:
+    seen = set()
     for _ in range(2000):
-        value = random_uuid()
+        before = time.time_ns() // 1_000_000
+        value = time_ordered_uuid()
+        after = time.time_ns() // 1_000_000
         parsed = uuid.UUID(value)
-        assert parsed.version == 4
+        assert parsed.version == 7
         assert parsed.variant == uuid.RFC_4122
         assert str(parsed) == value
+        assert before <= parsed.int >> 80 <= after  # the first 48 bits: Unix milliseconds
+        assert is_time_ordered(value)
+        seen.add(value)
+    assert len(seen) == 2000
+
+
+@pytest.mark.parametrize("make", [time_ordered_uuid, time_ordered_uuid_hex])
+def test_ids_made_in_a_later_millisecond_sort_after(make: Callable[[], str]) -> None:
+    batches: list[list[str]] = []
+    for _ in range(5):
+        batches.append([make() for _ in range(50)])
+        time.sleep(0.002)
+    for earlier, later in pairwise(batches):
+        assert max(earlier) < min(later)
+    assert all(is_time_ordered(i) for batch in batches for i in batch)
+    hex_form = [uuid.UUID(i) for batch in batches for i in batch]
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in hex_form)
+
+
+def test_only_time_ordered_ids_are_taken_for_them() -> None:
+    assert not is_time_ordered(str(uuid.uuid4()))
+    assert not is_time_ordered(random_uuid_hex())
+    assert not is_time_ordered(time_ordered_uuid().upper())
+    assert not is_time_ordered(time_ordered_uuid() + "x")
 
 
 def test_the_library_ids_use_them() -> None:
-    assert uuid.UUID(hex=new_id()).version == 4
-    assert len(new_id()) == 32
+    summary_id = new_id()
+    assert uuid.UUID(hex=summary_id).version == 7
+    assert uuid.UUID(hex=summary_id).hex == summary_id
+    assert is_time_ordered(summary_id)
     message_id = new_message_id()
     assert str(uuid.UUID(message_id)) == message_id
-    assert uuid.UUID(message_id).version == 4
+    assert uuid.UUID(message_id).version == 7
 
 
 def test_an_appending_edit_is_the_edit_the_constructor_builds() -> None:

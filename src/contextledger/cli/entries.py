@@ -50,7 +50,10 @@ def _conversations(ledger: Ledger, session_id: str | None, agent: str | None) ->
 def find_entry(
     ledger: Ledger, entry_id: str, session_id: str | None = None, agent: str | None = None
 ) -> HistoryEntry | SummaryEntry:
-    """The message or summary whose id is ``entry_id`` (or, when unique, starts with it).
+    """The message or summary whose id is ``entry_id`` (or, when unique, starts or ends with it).
+
+    A table shows a library-made message id by its end (see :func:`~contextledger.model.text.short`),
+    other ids by their start: either finds the entry.
 
     Without ``session_id`` every session is searched (a scan of the ledger).
 
@@ -63,12 +66,12 @@ def find_entry(
         for h in ledger.history(sid, aid):
             if h.message.message_id == entry_id:
                 return h
-            if h.message.message_id.startswith(entry_id):
+            if _part_of(h.message.message_id, entry_id):
                 found.append(h)
         for s in ledger.summaries(sid, aid):
             if s.summary_id == entry_id:
                 return s
-            if s.summary_id.startswith(entry_id):
+            if _part_of(s.summary_id, entry_id):
                 found.append(s)
     if not found:
         where = f" in session {session_id!r}" if session_id else ""
@@ -76,9 +79,14 @@ def find_entry(
     if len(found) > 1:
         ids = ", ".join(_id(f) for f in found[:5])
         raise typer.BadParameter(
-            f"{entry_id!r} is the start of {len(found)} entry ids ({ids}, ...)", param_hint="ENTRY_ID"
+            f"{entry_id!r} is the start or end of {len(found)} entry ids ({ids}, ...)", param_hint="ENTRY_ID"
         )
     return found[0]
+
+
+def _part_of(identifier: str, given: str) -> bool:
+    """Whether ``given`` is a start or an end of ``identifier`` (what :func:`find_entry` accepts for an id)."""
+    return identifier.startswith(given) or identifier.endswith(given)
 
 
 def _id(row: HistoryEntry | SummaryEntry) -> str:
@@ -86,7 +94,9 @@ def _id(row: HistoryEntry | SummaryEntry) -> str:
 
 
 def message(
-    entry_id: Annotated[str, typer.Argument(help="The entry's id (a message or summary id, or its unique start).")],
+    entry_id: Annotated[
+        str, typer.Argument(help="The entry's id (a message or summary id, or its unique start or end).")
+    ],
     url: UrlOption = None,
     session: Annotated[
         str | None, typer.Option("--session", "-s", help="Look in this session only (default: every session).")

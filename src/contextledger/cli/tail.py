@@ -26,7 +26,7 @@ from contextledger.cli.options import AgentOption, SessionArg, UrlOption, agents
 from contextledger.cli.render import console as make_console
 from contextledger.ledger import Ledger
 from contextledger.model.records import Snapshot
-from contextledger.model.text import describe
+from contextledger.model.text import describe, short
 from contextledger.web.timeline import why
 
 __all__ = ["Event", "Follower", "tail"]
@@ -165,7 +165,7 @@ class Follower:
                 "reduction",
                 f"{r.trigger} · {r.strategy} at call {r.model_call_count}: {r.tokens_before}→{r.tokens_after} tokens, "
                 f"{len(r.evicted)} evicted"
-                + (f", summary {r.summary_id[:8]}" if r.summary_id else "")
+                + (f", summary {short(r.summary_id)}" if r.summary_id else "")
                 + f" — {why(r)}",
             )
             for r in found

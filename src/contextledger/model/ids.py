@@ -22,12 +22,23 @@ follow :func:`name_problem`: the same bound and no control characters, markup al
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from collections import deque
+from time import time_ns
 
 from contextledger.model.jsonvalues import MAX_ID_LENGTH
 
-__all__ = ["MARKUP", "MAX_ID_LENGTH", "id_problem", "name_problem", "random_uuid", "random_uuid_hex"]
+__all__ = [
+    "MARKUP",
+    "MAX_ID_LENGTH",
+    "id_problem",
+    "is_time_ordered",
+    "name_problem",
+    "random_uuid_hex",
+    "time_ordered_uuid",
+    "time_ordered_uuid_hex",
+]
 
 MARKUP = frozenset("<>&\"'`")
 """Characters an id may not hold: they mean something in HTML, a shell or Markdown."""
@@ -125,7 +136,35 @@ def random_uuid_hex() -> str:
             _draw()
 
 
-def random_uuid() -> str:
-    """A random UUID (version 4) in its canonical dashed form: what ``str(uuid.uuid4())`` returns."""
+def time_ordered_uuid_hex() -> str:
+    """A time-ordered UUID (version 7, RFC 9562) as 32 lowercase hex digits: a new summary's or reduction's id.
+
+    Its first 48 bits are the Unix time in milliseconds; the other 74, beside the version
+    and variant, are random (from :func:`random_uuid_hex`'s draw). So ids made later sort
+    after ids made earlier, to the millisecond, and an index on a conversation's ids grows
+    at its end: a commit writes the index's last page, where random ids would each land on
+    a page of their own anywhere in it (on SQLite, a WAL frame each, and pages read back
+    once the index outgrows the cache). Ids made within one millisecond are in random order
+    among themselves; an id is unique as a random one is (74 random bits a millisecond).
+    The first characters are the time, so :func:`~contextledger.model.text.short` shows
+    such an id by its last ones.
+    """
     h = random_uuid_hex()
+    # h[12] is the version-4 digit, replaced by 7; h[16] already carries the RFC 4122 variant.
+    return f"{time_ns() // 1_000_000:012x}7{h[13:]}"
+
+
+def time_ordered_uuid() -> str:
+    """:func:`time_ordered_uuid_hex` in the canonical dashed form: a new message's id."""
+    h = time_ordered_uuid_hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def is_time_ordered(value: str) -> bool:
+    """Whether ``value`` is a :func:`time_ordered_uuid` or a :func:`time_ordered_uuid_hex` (lowercase)."""
+    return _TIME_ORDERED.fullmatch(value) is not None
+
+
+_TIME_ORDERED = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}|[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}"
+)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal, get_args
 
-from contextledger.model.ids import random_uuid_hex
+from contextledger.model.ids import time_ordered_uuid_hex
 
 __all__ = ["TRIGGERS", "EntryKind", "EntryStatus", "LineageKind", "PinSource", "Trigger", "new_id", "utcnow"]
 
@@ -34,5 +34,8 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    """A fresh opaque id for summaries, reductions and commits (a random UUID, version 4, as hex)."""
-    return random_uuid_hex()
+    """A fresh opaque id for summaries and reductions: a time-ordered UUID (version 7) as hex.
+
+    Their tables keep a unique index on it; see :func:`~contextledger.model.ids.time_ordered_uuid_hex`.
+    """
+    return time_ordered_uuid_hex()

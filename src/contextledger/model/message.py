@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contextledger.errors import ContextLedgerError, InvalidMessage
 from contextledger.model.blocks import texts_in
-from contextledger.model.ids import random_uuid
+from contextledger.model.ids import time_ordered_uuid
 from contextledger.model.jsonvalues import (
     MAX_ID_LENGTH,
     ContentBlock,
@@ -59,8 +59,11 @@ Role = Literal["system", "user", "assistant"]
 
 
 def new_message_id() -> str:
-    """Return a fresh message id (a canonical UUID v4, as Strands uses)."""
-    return random_uuid()
+    """Return a fresh message id: a canonical time-ordered UUID (version 7).
+
+    See :func:`~contextledger.model.ids.time_ordered_uuid` for why it is ordered by time.
+    """
+    return time_ordered_uuid()
 
 
 class Message(BaseModel):

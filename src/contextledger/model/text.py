@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from contextledger.model.ids import is_time_ordered
 from contextledger.model.messages import Message
 
 __all__ = ["MAX_PREVIEW", "describe", "fmt_time", "short"]
@@ -20,10 +21,17 @@ def fmt_time(value: datetime) -> str:
 
 
 def short(identifier: str | None, width: int = 8) -> str:
-    """The first characters of an id (enough to tell rows apart in a table)."""
+    """``width`` characters of an id, enough to tell rows apart in a table (the last ones of a time-ordered id).
+
+    A message id the library made (:func:`~contextledger.model.ids.time_ordered_uuid`)
+    starts with the time, the same for every message of a minute; its random end tells
+    them apart. The CLI finds an entry by a unique start or end of its id alike.
+    """
     if not identifier:
         return "-"
-    return identifier if len(identifier) <= width else identifier[:width]
+    if len(identifier) <= width:
+        return identifier
+    return identifier[-width:] if is_time_ordered(identifier) else identifier[:width]
 
 
 def describe(message: Message, width: int = MAX_PREVIEW) -> str:

@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from contextledger import __version__
 from contextledger.ledger import Ledger
+from contextledger.model.text import short
 from contextledger.stores.urls import mask
 from contextledger.web.data import SessionPage, session_page
 from contextledger.web.entries import entry_page, reduction_page
@@ -65,6 +66,7 @@ def environment() -> Environment:
     )
     env.globals["version"] = __version__
     env.globals["pin_path"] = PIN_PATH
+    env.filters["short"] = short  # an id as the CLI's tables show it (a time-ordered one by its end)
     return env
 
 
