@@ -417,6 +417,10 @@ CONTENDERS: tuple[Spec, ...] = (
     ),
 )
 
+HAND_WRITTEN = frozenset({"pydantic-ai-json"})
+"""Peers whose rows the harness writes with the bare driver (the host has no store of its
+own): a floor like the raw drivers', shown next to contextledger without a target."""
+
 HOST_PAIRS: tuple[tuple[str, str], ...] = (("cl-langchain", "langchain"), ("cl-pydantic-ai", "pydantic-ai-json"))
 """(contextledger behind a host's interface, that host's own store): compared in the targets."""
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from _contenders import DEFERRED, HOST_PAIRS, SCOPE
+from _contenders import DEFERRED, HAND_WRITTEN, HOST_PAIRS, SCOPE
 from _protocol import MESSAGES_PER_TURN
 from _run import POSTGRES_SETTINGS, SQLITE_DURABILITY, Run, machine
 from _workers import Outcome
@@ -239,6 +239,16 @@ def _peer_targets(run: Run, verdict: Callable[[bool | None], str]) -> list[tuple
         c = _ratio(_cpu(run, "append", spec.key), _cpu(run, "append", ours))
         at = "its default" if spec.variant == "default" else "equal durability"
         base = spec.label.removesuffix(", its default")
+        if spec.key in HAND_WRITTEN:  # a floor written with the bare driver, not a library's store: no target
+            out.append(
+                (
+                    f"{_label(run, ours)} against {base}, a floor written by hand with the driver "
+                    f"({spec.durability}): how many times faster",
+                    f"wall {_x(r)}, client CPU {_x(c)}",
+                    "-",
+                )
+            )
+            continue
         out.append(
             (
                 f"ahead of {base} on append at {at} ({spec.durability}) -- against {_label(run, ours)}",

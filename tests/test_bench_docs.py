@@ -86,3 +86,17 @@ def test_a_run_rewrites_only_between_the_markers(tmp_path: Path) -> None:
     assert (tmp_path / "README.md").read_text() == "# no markers here\n"
     # A second run with the same figures changes nothing.
     assert rewrite(run, tmp_path) == []
+
+
+def test_a_floor_written_by_hand_is_shown_without_a_target() -> None:
+    run = Run(False, Sizes.of(True), select("cl-sqlite,pydantic-ai-json,oai-sqlite"), versions={"contextledger": "9.9"})
+    run.load = (1.0, 1.0)
+    run.put("append", "cl-sqlite", Outcome(samples=[0.002] * 3, cpu=[0.002] * 3))
+    run.put("append", "pydantic-ai-json", Outcome(samples=[0.001] * 3, cpu=[0.001] * 3))
+    run.put("append", "oai-sqlite", Outcome(samples=[0.004] * 3, cpu=[0.004] * 3))
+    text = block(run)
+    rows = [line for line in text.splitlines() if "Pydantic AI JSON rows per run" in line and "how many" in line]
+    assert len(rows) == 1, text
+    assert rows[0].endswith("| wall 0.50x, client CPU 0.50x | - |"), rows[0]
+    assert "ahead of Pydantic AI JSON rows" not in text
+    assert "ahead of OpenAI Agents SQLiteSession on append at equal durability" in text  # a peer keeps its target
