@@ -52,7 +52,7 @@ def find_entry(
 ) -> HistoryEntry | SummaryEntry:
     """The message or summary whose id is ``entry_id`` (or, when unique, starts or ends with it).
 
-    A table shows a library-made message id by its end (see :func:`~contextledger.model.text.short`),
+    A table shows an id the library made by its end (see :func:`~contextledger.model.text.short`),
     other ids by their start: either finds the entry.
 
     Without ``session_id`` every session is searched (a scan of the ledger).

@@ -23,9 +23,10 @@ def fmt_time(value: datetime) -> str:
 def short(identifier: str | None, width: int = 8) -> str:
     """``width`` characters of an id, enough to tell rows apart in a table (the last ones of a time-ordered id).
 
-    A message id the library made (:func:`~contextledger.model.ids.time_ordered_uuid`)
-    starts with the time, the same for every message of a minute; its random end tells
-    them apart. The CLI finds an entry by a unique start or end of its id alike.
+    An id the library made (:func:`~contextledger.model.ids.time_ordered_uuid`, of a
+    message, summary or reduction) starts with the time, the same for everything made in
+    a minute; its random end tells them apart. The CLI finds an entry by a unique start or
+    end of its id alike.
     """
     if not identifier:
         return "-"
