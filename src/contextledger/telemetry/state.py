@@ -2,8 +2,9 @@
 
 Off is the default and costs one check per operation: :func:`active` returns ``None``
 while the OpenTelemetry API's global tracer and meter providers are both the API's own
-placeholders (its proxy or no-op providers: nothing was configured), or when
-``opentelemetry-api`` is not installed at all. Asking the API for its providers reads
+placeholders (its proxy or no-op providers: nothing was configured), while nothing in the
+process imported the API (nor named a provider in the environment: the API is imported
+here only then), or when ``opentelemetry-api`` is not installed at all. Asking the API for its providers reads
 the environment each time, so the answer is kept for :data:`RECHECK` seconds: a provider
 an application sets globally is picked up by the operations that start after that, and
 one given to :func:`configure` at once. :func:`configure` also overrides the global
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,12 +31,13 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, MeterProvider
     from opentelemetry.trace import Tracer, TracerProvider
 
-try:
-    from opentelemetry import metrics as _metrics
-    from opentelemetry import trace as _trace
-except ImportError:  # pragma: no cover - the otel extra is not installed: telemetry stays off
-    _metrics = None  # type: ignore[assignment]
-    _trace = None  # type: ignore[assignment]
+# The OpenTelemetry API, imported once something may have configured it (see _api): a
+# process that never imports it pays nothing for it (its import takes about 10 ms).
+_trace: Any = None
+_metrics: Any = None
+
+PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+"""Environment variables through which the API makes a provider itself, unasked by the application."""
 
 __all__ = ["CAPTURE_CONTENT_ENV", "RECHECK", "ParentSource", "Telemetry", "active", "add_parent_source", "configure"]
 
@@ -133,7 +136,7 @@ def configure(
     global _config, _cache
     if not isinstance(enabled, bool) or not (capture_content is None or isinstance(capture_content, bool)):
         raise ConfigurationError("telemetry.configure: enabled and capture_content are bools")
-    if (tracer_provider is not None or meter_provider is not None) and _trace is None:
+    if (tracer_provider is not None or meter_provider is not None) and not _api(given=True):
         raise ConfigurationError("telemetry needs the OpenTelemetry API: pip install 'contextledger[otel]'")
     with _lock:
         _config = _Config(enabled, tracer_provider, meter_provider, capture_content)
@@ -167,7 +170,11 @@ def active() -> Telemetry | None:
     if time.monotonic() < cached[0]:
         return cached[3]
     config = _config
-    if not config.enabled or _trace is None:
+    if not config.enabled:
+        return None
+    if _trace is None and not _api(given=config.tracer_provider is not None or config.meter_provider is not None):
+        # Nothing imported the API, so nothing set a provider: off, asked again after RECHECK.
+        _remember(config, time.monotonic() + RECHECK, None, None, None)
         return None
     tracer_provider = config.tracer_provider or _trace.get_tracer_provider()
     meter_provider = config.meter_provider or _metrics.get_meter_provider()
@@ -179,6 +186,33 @@ def active() -> Telemetry | None:
         built = _build(config, tracer_provider, meter_provider)
     _remember(config, until, tracer_provider, meter_provider, built)
     return built
+
+
+def _api(*, given: bool) -> bool:
+    """Import the OpenTelemetry API if a provider may be configured; whether it is imported.
+
+    A provider is set through the API (so the application imported it), given to
+    :func:`configure` (``given``), or named in the environment (:data:`PROVIDER_ENV`), from
+    which the API makes it when first asked. Otherwise none can be set yet, and the API is
+    not imported: it would answer with its placeholders.
+    """
+    global _trace, _metrics
+    if _trace is not None:
+        return True
+    wanted = (
+        given
+        or "opentelemetry.trace" in sys.modules
+        or "opentelemetry.metrics" in sys.modules
+        or any(os.environ.get(name) for name in PROVIDER_ENV)
+    )
+    if not wanted:
+        return False
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:  # the otel extra is not installed: telemetry stays off
+        return False
+    _metrics, _trace = metrics, trace
+    return True
 
 
 def _is_placeholder(provider: object) -> bool:
