@@ -7,8 +7,12 @@ provider (Strands) are driven in a child process (``strands_child.py``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +23,31 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contextledger import telemetry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(
+    args: list[str],
+    *,
+    cwd: Path,
+    path: Iterable[Path] = (),
+    env: Mapping[str, str] | None = None,
+    without: Iterable[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS`` in a fresh interpreter with this tree's ``src`` (then ``path``) first; it must succeed.
+
+    ``env`` is added to the environment, the variables named in ``without`` are taken out.
+    """
+    dropped = set(without)
+    environment = {k: v for k, v in os.environ.items() if k not in dropped}
+    environment.update(env or {})
+    environment["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *map(str, path), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 def attrs(item: Any) -> dict[str, Any]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.telemetry.conftest import ROOT, run_python
 
 
 @pytest.fixture
@@ -56,17 +53,7 @@ def test_the_example_sends_the_reductions_inside_the_agent_turns_to_a_local_coll
 ) -> None:
     endpoint, received = collector
     picture = tmp_path / "trace.png"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "otel_trace.py"), "--otlp", endpoint, "--png", str(picture)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    run_python([str(ROOT / "examples" / "otel_trace.py"), "--otlp", endpoint, "--png", str(picture)], cwd=tmp_path)
     spans = [
         span
         for request in received

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,23 +16,11 @@ from contextledger.aio import AsyncLedger
 from contextledger.integrations.openai_agents import LedgerSession, ScriptedModel
 from contextledger.integrations.openai_agents.tracing import OpenTelemetryTracingProcessor
 from contextledger.managers import SlidingWindowConversationManager
-from tests.telemetry.conftest import Recorded, attrs
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.telemetry.conftest import ROOT, Recorded, attrs, run_python
 
 
 def strands_spans(url: str) -> list[dict[str, Any]]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.telemetry.strands_child", url],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(["-m", "tests.telemetry.strands_child", url], cwd=ROOT, path=[ROOT])
     spans: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
     return spans
 

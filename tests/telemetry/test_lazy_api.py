@@ -6,16 +6,12 @@ Each case runs in a fresh interpreter: this test process has the API imported al
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from contextledger.telemetry.state import PROVIDER_ENV
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.telemetry.conftest import run_python
 
 WORK = """
 import json, sys, time
@@ -36,18 +32,7 @@ report = {"imported_before": "opentelemetry.trace" in sys.modules, "active_befor
 
 def run(tmp_path: Path, body: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     script = WORK + textwrap.dedent(body) + "\nprint(json.dumps(report))\n"
-    environment = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
-    environment["PYTHONPATH"] = str(ROOT / "src")
-    environment.update(env or {})
-    done = subprocess.run(
-        [sys.executable, "-c", script, f"sqlite:///{tmp_path / 'lazy.db'}"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(["-c", script, f"sqlite:///{tmp_path / 'lazy.db'}"], cwd=tmp_path, env=env, without=PROVIDER_ENV)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 

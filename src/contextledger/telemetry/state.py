@@ -172,7 +172,7 @@ def active() -> Telemetry | None:
     config = _config
     if not config.enabled:
         return None
-    if _trace is None and not _api(given=config.tracer_provider is not None or config.meter_provider is not None):
+    if _trace is None and not _api():  # a provider given to configure() imported it already
         # Nothing imported the API, so nothing set a provider: off, asked again after RECHECK.
         _remember(config, time.monotonic() + RECHECK, None, None, None)
         return None
@@ -188,7 +188,7 @@ def active() -> Telemetry | None:
     return built
 
 
-def _api(*, given: bool) -> bool:
+def _api(*, given: bool = False) -> bool:
     """Import the OpenTelemetry API if a provider may be configured; whether it is imported.
 
     A provider is set through the API (so the application imported it), given to
