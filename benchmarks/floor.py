@@ -20,8 +20,16 @@ Each step is timed for wall time (``perf_counter``) and for the CPU time of this
 the ratios ledger/replayed and ledger/plain of both, with the load average before and
 after (the machine may be shared). ``--json`` prints the figures as one JSON line.
 
+Stepped alternately, each append runs with the code and data of the previous ones still
+in the processor's caches. ``--cold`` evicts them before every step instead -- one byte
+written in every 64-byte line of a buffer larger than the last-level cache
+(``--cold-mb``, 64 MB by default) -- then builds the step's input and times it: the
+condition an agent's append meets between two model calls, and each step of
+``scripts/bench``, whose thirty-odd worker processes take one step in turn.
+
     python benchmarks/floor.py                          # 400 turns per engine
     python benchmarks/floor.py --turns 200 --engines sqlite,redis
+    python benchmarks/floor.py --cold                   # every step with cold caches
     python benchmarks/floor.py --write-results          # also its section of DETAILS.md
 
 Durability is each server's as the benchmarks start it: SQLite WAL with
@@ -266,8 +274,44 @@ def _append(conversation: Conversation, messages: list[Message]) -> None:
     conversation.append(*messages)
 
 
-def measure(engine: Engine, turns: int) -> dict[str, Any]:
-    """Warm up, record the twin's turns, then step the three contenders alternately."""
+def _ledger_step(conversation: Conversation, session: str, n: int) -> Callable[[], None]:
+    return partial(_append, conversation, native_turn(session, n))
+
+
+def _replay_step(engine: Engine, calls: list[Call]) -> Callable[[], None]:
+    return partial(engine.replay, calls)
+
+
+def _plain_step(engine: Engine, n: int) -> Callable[[], None]:
+    return partial(engine.plain.write, turn("plain", n))
+
+
+class CacheEvictor:
+    """Evicts the processor's data and unified caches: writes one byte in every 64-byte line of a large buffer.
+
+    The buffer is allocated and touched once here, so an eviction costs no page faults;
+    ``megabytes`` should exceed the last-level cache (a few times over on a shared one).
+    """
+
+    LINE = 64
+
+    def __init__(self, megabytes: int) -> None:
+        if megabytes <= 0:
+            raise ValueError(f"--cold-mb must be positive, got {megabytes}")
+        self._buffer = bytearray(megabytes << 20)
+        self._zeros = bytes(len(self._buffer) // self.LINE)
+        self()
+
+    def __call__(self) -> None:
+        self._buffer[:: self.LINE] = self._zeros  # one C loop, one store per line
+
+
+def measure(engine: Engine, turns: int, evict: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Warm up, record the twin's turns, then step the three contenders alternately.
+
+    With ``evict``, it runs before each step, and the step's input is built after it
+    (as a worker of ``scripts/bench`` builds it), so only the timed call meets cold caches.
+    """
     session = "floor"
     twin = engine.twin.conversation(session, AGENT)
     ledger = engine.ledger.conversation(session, AGENT)
@@ -292,19 +336,23 @@ def measure(engine: Engine, turns: int) -> dict[str, Any]:
         samples[name][1].append(w1 - w0)
 
     for n in range(1, turns + 1):
-        messages = native_turn(session, n)
-        plain = turn("plain", n)
-        steps: list[tuple[str, Callable[[], None]]] = [
-            ("ledger", partial(_append, ledger, messages)),
-            ("replayed", partial(engine.replay, recorded[n - 1])),
-            ("plain", partial(engine.plain.write, plain)),
+        steps: list[tuple[str, Callable[[], Callable[[], None]]]] = [
+            ("ledger", partial(_ledger_step, ledger, session, n)),
+            ("replayed", partial(_replay_step, engine, recorded[n - 1])),
+            ("plain", partial(_plain_step, engine, n)),
         ]
         shift = n % 3
-        for name, run in steps[shift:] + steps[:shift]:
-            timed(name, run)
+        order = steps[shift:] + steps[:shift]
+        if evict is None:  # every input built first, then the three steps back to back
+            for name, run in [(name, prepare()) for name, prepare in order]:
+                timed(name, run)
+            continue
+        for name, prepare in order:  # evicted, then the input built, then timed
+            evict()
+            timed(name, prepare())
     if len(engine.target.conversation(session, AGENT).view) != len(ledger.view):
         raise AssertionError("the replay did not write what the ledger wrote")
-    figures: dict[str, Any] = {"engine": engine.name, "turns": turns}
+    figures: dict[str, Any] = {"engine": engine.name, "turns": turns, "cold": evict is not None}
     for name, (cpu, wall) in samples.items():
         figures[name] = {"cpu_us": statistics.median(cpu) * 1e6, "wall_us": statistics.median(wall) * 1e6}
     for base in ("replayed", "plain"):
@@ -359,9 +407,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--cold", action="store_true", help="evict the processor's caches before every step")
+    parser.add_argument(
+        "--cold-mb", type=int, default=64, help="the buffer --cold writes, in MB (above the last-level cache)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON lines")
     parser.add_argument("--write-results", action="store_true", help="write its section of DETAILS.md")
     args = parser.parse_args()
+    if args.cold_mb <= 0:
+        parser.error(f"--cold-mb must be positive, got {args.cold_mb}")
+    evict = CacheEvictor(args.cold_mb) if args.cold else None
     before = os.getloadavg()
     results = []
     with tempfile.TemporaryDirectory() as directory:
@@ -369,25 +424,33 @@ def main() -> None:
             with open_engine(name, Path(directory)) as engine:
                 if engine is None:
                     continue
-                results.append(measure(engine, args.turns))
+                results.append(measure(engine, args.turns, evict))
     after = os.getloadavg()
     load = f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
     if args.json:
         for figures in results:
             print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
         return
-    lines = table(results, args.turns, load)
+    lines = table(results, args.turns, load, f"{args.cold_mb} MB" if args.cold else None)
     print("\n".join(lines))
     if args.write_results:
-        replace_section("## Append against the driver's floor (`benchmarks/floor.py`)", [*lines, "", versions()])
+        title = "## Append against the driver's floor (`benchmarks/floor.py`)"
+        if args.cold:
+            title = "## Append against the driver's floor, cold caches (`benchmarks/floor.py --cold`)"
+        replace_section(title, [*lines, "", versions()])
 
 
-def table(results: list[dict[str, Any]], turns: int, load: str) -> list[str]:
-    """The Markdown table of the figures: medians, and the ratios the targets name."""
+def table(results: list[dict[str, Any]], turns: int, load: str, cold: str | None = None) -> list[str]:
+    """The Markdown table of the figures: medians and the ratios the targets name (``cold``: the eviction's buffer)."""
+    caches = (
+        f"the caches evicted before every step (a {cold} buffer written), each step's input built after"
+        if cold
+        else "each with the caches the previous steps left"
+    )
     lines = [
         f"One turn of four messages, medians of {turns} turns per contender, stepped alternately in one "
-        f"process; CPU is the client thread's ({load}). Targets: ledger within 1.5x of its statements "
-        "replayed on the bare driver, and within 2x of the plain driver.",
+        f"process, {caches}; CPU is the client thread's ({load}). Targets: ledger within 1.5x of its "
+        "statements replayed on the bare driver, and within 2x of the plain driver.",
         "",
         "| engine | ledger CPU us | replayed | plain | ledger/replayed CPU | wall | ledger/plain CPU | wall |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",

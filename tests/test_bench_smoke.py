@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -163,3 +164,29 @@ def test_no_helper_module_imports_the_runner() -> None:
             )
         }
         assert "run" not in imported, f"{path.name} imports run.py"
+
+
+def _floor(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "--engines", "sqlite", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
+def test_floor_times_the_three_lanes_warm_and_cold(cold: bool) -> None:
+    # Few turns and a small eviction buffer: the shape of the figures, never their size.
+    done = _floor("--turns", "4", "--json", *(["--cold", "--cold-mb", "4"] if cold else []))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    figures = json.loads(line)
+    assert (figures["engine"], figures["turns"], figures["cold"]) == ("sqlite", 4, cold)
+    for lane in ("ledger", "replayed", "plain"):
+        assert figures[lane]["cpu_us"] > 0, lane
+        assert figures[lane]["wall_us"] > 0, lane
+    for base in ("replayed", "plain"):
+        assert figures[f"vs_{base}"]["cpu_us"] == figures["ledger"]["cpu_us"] / figures[base]["cpu_us"]
+
+
+def test_floor_refuses_an_eviction_buffer_of_no_size() -> None:
+    done = _floor("--turns", "1", "--cold", "--cold-mb", "0")
+    assert done.returncode == 2
+    assert "--cold-mb must be positive, got 0" in done.stderr
