@@ -297,7 +297,7 @@ class CacheEvictor:
 
     def __init__(self, megabytes: int) -> None:
         if megabytes <= 0:
-            raise ValueError(f"--cold-mb must be positive, got {megabytes}")
+            raise ValueError(f"an eviction buffer needs a positive size, got {megabytes} MB")
         self._buffer = bytearray(megabytes << 20)
         self._zeros = bytes(len(self._buffer) // self.LINE)
         self()
