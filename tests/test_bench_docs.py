@@ -100,3 +100,34 @@ def test_a_floor_written_by_hand_is_shown_without_a_target() -> None:
     assert rows[0].endswith("| wall 0.50x, client CPU 0.50x | - |"), rows[0]
     assert "ahead of Pydantic AI JSON rows" not in text
     assert "ahead of OpenAI Agents SQLiteSession on append at equal durability" in text  # a peer keeps its target
+
+
+def test_cachegrind_counts_are_read_by_function_and_in_total() -> None:
+    from touched import Counts, parse
+
+    text = (
+        "desc: LL cache: 33554432 B, 64 B, 16-way associative\n"
+        "cmd: python touched.py\n"
+        "events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw\n"
+        "fl=ceval.c\nfn=_PyEval_EvalFrameDefault\n"
+        "10 100 5 2 40 4 3 20 2 1\n"
+        "11 50 1 1\n"  # trailing events left out are zero
+        "fl=json.c\nfn=encode\n"
+        "7 30 0 0 9 1 1\n"
+        "summary: 180 6 3 49 5 4 20 2 1\n"
+    )
+    total, functions = parse(text)
+    assert total == Counts(instructions=180, fetch_misses=3, read_misses=4, write_misses=1)
+    assert total.misses == 8
+    assert functions == {
+        "ceval.c:_PyEval_EvalFrameDefault": Counts(150, 3, 3, 1),
+        "json.c:encode": Counts(30, 0, 1, 0),
+    }
+    assert total - functions["json.c:encode"] == Counts(150, 3, 3, 1)
+
+
+def test_a_cachegrind_run_without_cache_simulation_is_refused() -> None:
+    from touched import parse
+
+    with pytest.raises(ValueError, match="no ILmr, DLmr, DLmw counted"):
+        parse("events: Ir\nfl=a.c\nfn=f\n1 10\nsummary: 10\n")
