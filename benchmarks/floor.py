@@ -62,6 +62,7 @@ from redis.connection import Connection as RedisConnection
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
+from _evict import CacheEvictor
 from _protocol import turn
 from _servers import postgres_database, redis_url, replace_section, versions
 from contenders.cl import native_turn
@@ -284,26 +285,6 @@ def _replay_step(engine: Engine, calls: list[Call]) -> Callable[[], None]:
 
 def _plain_step(engine: Engine, n: int) -> Callable[[], None]:
     return partial(engine.plain.write, turn("plain", n))
-
-
-class CacheEvictor:
-    """Evicts the processor's data and unified caches: writes one byte in every 64-byte line of a large buffer.
-
-    The buffer is allocated and touched once here, so an eviction costs no page faults;
-    ``megabytes`` should exceed the last-level cache (a few times over on a shared one).
-    """
-
-    LINE = 64
-
-    def __init__(self, megabytes: int) -> None:
-        if megabytes <= 0:
-            raise ValueError(f"an eviction buffer needs a positive size, got {megabytes} MB")
-        self._buffer = bytearray(megabytes << 20)
-        self._zeros = bytes(len(self._buffer) // self.LINE)
-        self()
-
-    def __call__(self) -> None:
-        self._buffer[:: self.LINE] = self._zeros  # one C loop, one store per line
 
 
 def measure(engine: Engine, turns: int, evict: Callable[[], None] | None = None) -> dict[str, Any]:
