@@ -34,9 +34,11 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -58,8 +60,11 @@ class Counts(NamedTuple):
         """Every line the last level missed."""
         return self.fetch_misses + self.read_misses + self.write_misses
 
-    def __sub__(self, other: object) -> Counts:
-        assert isinstance(other, Counts)
+    def columns(self) -> tuple[int, int, int, int, int]:
+        """The report's columns: instructions, then last-level misses in all, of fetches, of reads, of writes."""
+        return (self.instructions, self.misses, self.fetch_misses, self.read_misses, self.write_misses)
+
+    def __sub__(self, other: Counts) -> Counts:
         return Counts(*(a - b for a, b in zip(self, other, strict=True)))
 
 
@@ -104,48 +109,47 @@ def parse(text: str) -> tuple[Counts, dict[str, Counts]]:
     return total, functions
 
 
-def child(lane: str, appends: int, append: bool) -> None:
+def child(lane: str, appends: int, append: bool) -> NoReturn:
     """The run measured: ``appends`` turns built after an eviction each, appended when ``append``.
 
     The cyclic collector is paused for the measured turns, in both runs of both lanes: a
     collection of the old generations walks the whole heap (the libraries' objects with
     it), which a run this short would count in full on one append or on none.
     """
+    from _evict import CacheEvictor
+
+    evict = CacheEvictor(EVICT_MB)
+    directory = tempfile.mkdtemp()
+    build, write = _contender(lane, directory)
+    for n in range(WARM_TURNS):
+        write(build(n))
+    gc.collect()
+    gc.disable()
+    for n in range(WARM_TURNS, WARM_TURNS + appends):
+        evict()
+        made = build(n)
+        if append:
+            write(made)
+    shutil.rmtree(directory, ignore_errors=True)
+    # No interpreter teardown: closing the databases there (a WAL checkpoint on the last
+    # connection) and finalizing what each run left would be counted unevenly in the two runs.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _contender(lane: str, directory: str) -> tuple[Callable[[int], Any], Callable[[Any], object]]:
+    """How ``lane`` builds turn ``n``'s input, and how it appends it, on a new database in ``directory``."""
     from _protocol import turn
     from contenders.cl import native_turn
     from contenders.raw import RawSQLite
     from contextledger import Ledger
 
-    buffer = bytearray(EVICT_MB << 20)
-    zeros = bytes(len(buffer) // 64)
-    directory = tempfile.mkdtemp()
     if lane == "ledger":
         conversation = Ledger.connect(f"sqlite:///{directory}/ledger.db").conversation("touched", "agent")
-        for n in range(WARM_TURNS):
-            conversation.append(*native_turn("touched", n))
-        _pause_collector()
-        for n in range(WARM_TURNS, WARM_TURNS + appends):
-            buffer[::64] = zeros
-            messages = native_turn("touched", n)
-            if append:
-                conversation.append(*messages)
-    else:
-        plain = RawSQLite()
-        plain.setup("append", {"path": f"{directory}/plain.db", "session": "touched"})
-        for n in range(WARM_TURNS):
-            plain.write(turn("touched", n))
-        _pause_collector()
-        for n in range(WARM_TURNS, WARM_TURNS + appends):
-            buffer[::64] = zeros
-            rows = turn("touched", n)
-            if append:
-                plain.write(rows)
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def _pause_collector() -> None:
-    gc.collect()
-    gc.disable()
+        return partial(native_turn, "touched"), lambda messages: conversation.append(*messages)
+    plain = RawSQLite()
+    plain.setup("append", {"path": f"{directory}/plain.db", "session": "touched"})
+    return partial(turn, "touched"), plain.write
 
 
 def run(lane: str, appends: int, append: bool, l1_kb: int, ll_mb: int, out: Path) -> tuple[Counts, dict[str, Counts]]:
@@ -169,7 +173,10 @@ def run(lane: str, appends: int, append: bool, l1_kb: int, ll_mb: int, out: Path
         lane,
         "--appends",
         str(appends),
-        *([] if append else ["--no-append"]),
+        # The two runs differ in one character: the same memory layout up to the measured turns (the
+        # interpreter's attribute cache is keyed by addresses, so a shifted layout moves its misses).
+        "--append",
+        "1" if append else "0",
     ]
     # One string hash for every run: the runs differ by the appends alone, not by how each laid out its dicts.
     env = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -186,11 +193,10 @@ def main() -> None:
     parser.add_argument("--ll-mb", type=int, default=32, help="the simulated last-level cache (MB)")
     parser.add_argument("--top", type=int, default=8, help="functions listed for the ledger's data-read misses")
     parser.add_argument("--child", choices=LANES, help=argparse.SUPPRESS)
-    parser.add_argument("--no-append", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--append", choices=("0", "1"), default="1", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.appends, not args.no_append)
-        return
+        child(args.child, args.appends, args.append == "1")
     if args.appends <= 0:
         parser.error(f"--appends must be positive, got {args.appends}")
     if not 0 < args.ll_mb < EVICT_MB:
@@ -199,6 +205,7 @@ def main() -> None:
         sys.exit("valgrind is not on the PATH (Debian: apt-get install valgrind)")
     per_append: dict[str, Counts] = {}
     functions: dict[str, Counts] = {}
+    reads = 0
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         # Four independent children (each lane with and without its appends), as many at once as there are cores.
         runs = {
@@ -212,6 +219,7 @@ def main() -> None:
             (total, by_function), (base, base_functions) = runs[lane, True].result(), runs[lane, False].result()
             per_append[lane] = Counts(*(v // args.appends for v in total - base))
             if lane == "ledger":
+                reads = (total - base).read_misses  # the shares' whole: every function's, netted
                 zero = Counts(0, 0, 0, 0)
                 functions = {name: counts - base_functions.get(name, zero) for name, counts in by_function.items()}
     ledger, plain = per_append["ledger"], per_append["plain"]
@@ -223,19 +231,15 @@ def main() -> None:
     print("| contender | instructions | LL misses | instruction fetches | data reads | data writes |")
     print("|---|---:|---:|---:|---:|---:|")
     for lane, c in per_append.items():
-        figures = (c.instructions, c.misses, c.fetch_misses, c.read_misses, c.write_misses)
-        print(f"| {lane} | " + " | ".join(f"{v:,}" for v in figures) + " |")
-    ratio = [a / b if b else float("nan") for a, b in zip(ledger, plain, strict=True)]
-    print(
-        f"| ledger / plain | {ratio[0]:.2f}x | {ledger.misses / plain.misses:.2f}x | {ratio[1]:.2f}x | "
-        f"{ratio[2]:.2f}x | {ratio[3]:.2f}x |"
-    )
-    reads = sum(c.read_misses for c in functions.values())
+        print(f"| {lane} | " + " | ".join(f"{v:,}" for v in c.columns()) + " |")
+    pairs = zip(ledger.columns(), plain.columns(), strict=True)
+    # A count the appends did not raise (possible over very few of them) has no ratio.
+    print("| ledger / plain | " + " | ".join(f"{a / b:.2f}x" if b > 0 else "-" for a, b in pairs) + " |")
     print()
     print("The ledger's data-read misses by function (share of all):")
     top = Counter({name: c.read_misses for name, c in functions.items()}).most_common(args.top)
     for name, count in top:
-        print(f"  {count / reads:6.1%}  {name.rsplit('/', 1)[-1]}")
+        print(f"  {count / reads if reads else 0:6.1%}  {name.rsplit('/', 1)[-1]}")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,19 @@ def _bench(out: Path) -> list[str]:
 BENCH = early.job("report", "bench", _bench, env=early.environment(VENV=str(Path(sys.executable).parent.parent)))
 
 
+def _touched(_workdir: Path) -> list[str]:
+    return [sys.executable, str(ROOT / "benchmarks" / "touched.py"), "--appends", "2", "--top", "3"]
+
+
+# Four children under cachegrind, about a minute of another core: started when collection ends.
+TOUCHED = early.job("touched_run", "touched", _touched, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def touched_run() -> early.Finished:
+    return TOUCHED.result()
+
+
 @pytest.fixture(scope="module")
 def report() -> Path:
     done = BENCH.result()
@@ -190,3 +203,17 @@ def test_floor_refuses_an_eviction_buffer_of_no_size() -> None:
     done = _floor("--turns", "1", "--cold", "--cold-mb", "0")
     assert done.returncode == 2
     assert "--cold-mb must be positive, got 0" in done.stderr
+
+
+@pytest.mark.slow
+def test_touched_counts_both_lanes_under_cachegrind(touched_run: early.Finished) -> None:
+    # Two appends a run: the shape of the report, never the size of its counts.
+    assert touched_run.returncode == 0, touched_run.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line for line in touched_run.stdout.splitlines() if line.startswith("| ")}
+    assert {"contender", "ledger", "plain", "ledger / plain"} <= rows.keys()
+    for lane in ("ledger", "plain"):
+        instructions = int(rows[lane].split("|")[2].strip().replace(",", ""))
+        assert instructions > 0, rows[lane]
+    assert re.fullmatch(r"\| ledger / plain( \| (-?[0-9.]+x|-)){5} \|", rows["ledger / plain"]), rows["ledger / plain"]
+    listed = touched_run.stdout.split("data-read misses by function", 1)[1].strip().splitlines()[1:]
+    assert len(listed) == 3, touched_run.stdout
