@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextledger import Message
-from contextledger.model.jsonvalues import dumps_encoded, encode_value, freeze_value
+from contextledger.errors import InvalidMessage
+from contextledger.model.jsonvalues import check_plain_json, dumps_encoded, encode_value, freeze_value
 
 TAG = "__contextledger_bytes__"
 
@@ -79,3 +80,47 @@ def test_a_frozen_value_holding_bytes_is_tagged() -> None:
     frozen = freeze_value({"image": {"bytes": b"\x00\xff"}}, "value")
     assert dumps_encoded(frozen) == json.dumps(encode_value(frozen), allow_nan=False)
     assert TAG in dumps_encoded(frozen)
+
+
+# State (manager and host) is checked as plain JSON on every commit that carries it: the
+# encoder built once answers first, the standard one only when that one cannot write it.
+_state_scalars = st.one_of(
+    _scalars,
+    st.sampled_from([math.nan, math.inf, -math.inf, 2**70, -0.0]),
+    st.builds(bytearray, st.binary(max_size=3)),
+)
+_states = st.recursive(
+    _state_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(_keys, st.integers(), st.booleans(), st.none()), inner, max_size=4),
+        st.frozensets(st.integers(), max_size=2),
+    ),
+    max_leaves=20,
+)
+
+
+@given(_states)
+def test_plain_json_is_refused_exactly_where_the_standard_encoder_refuses_or_bytes_stand(value: Any) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        standard: Exception | None = exc
+    else:
+        standard = None
+    if standard is None:
+        check_plain_json(value, "state")  # accepted by both
+        return
+    with pytest.raises(InvalidMessage) as refused:
+        check_plain_json(value, "state")
+    # The reason named is the standard encoder's (or where the bytes stand).
+    message = str(refused.value)
+    assert "holds bytes" in message or str(standard) in message
+
+
+def test_a_state_holding_itself_is_refused_as_the_standard_encoder_refuses_it() -> None:
+    cyclic: dict[str, Any] = {"a": 1}
+    cyclic["self"] = [cyclic]
+    with pytest.raises(InvalidMessage, match="Circular reference detected"):
+        check_plain_json(cyclic, "agent state")

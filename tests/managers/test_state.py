@@ -97,3 +97,25 @@ def test_a_bad_stored_state_fails_to_open_and_loses_nothing(memory_store: Comple
     assert before is not None
     assert after is not None
     assert after.entries == before.entries
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_the_export_follows_every_change_of_state(memory_store: CompleteStore, name: str) -> None:
+    # The JSON of a state is made once per state (every commit carries it): it must never go stale.
+    manager = FACTORIES[name]()
+    first = manager.export_state()
+    assert first == manager.state.model_dump(mode="json")
+    assert manager.export_state() is first  # the same state: its JSON made once
+    manager.restore_state({"manager": name, "reductions": 3, "removed": 7})
+    assert manager.export_state() == manager.state.model_dump(mode="json")
+    assert manager.export_state() != first
+    conv = Conversation(memory_store, "s", manager=manager)
+    assert manager.export_state() == first  # the conversation is new: the manager starts fresh
+    conv.append(*chat(12))
+    assert model_call(conv, error=overflow()) is True
+    assert manager.state.reductions == 1
+    exported = manager.export_state()
+    assert exported == manager.state.model_dump(mode="json")
+    snapshot = memory_store.load("s", "default")
+    assert snapshot is not None
+    assert snapshot.state.manager_state == exported

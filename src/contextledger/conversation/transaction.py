@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal, NamedTuple
 
 from contextledger.core.building import build_changeset, projected, ride_with
@@ -54,6 +55,14 @@ class _Again(enum.Enum):
 
 
 _AGAIN = _Again.AGAIN
+
+
+@cache
+def _no_edit() -> Edit:
+    """The edit of nothing, made once (it is frozen): every model-call count committed alone carries it."""
+    return Edit()
+
+
 _tuple_new = tuple.__new__
 
 
@@ -351,7 +360,7 @@ class Transaction:
         else:
             if (edit is None or edit.is_empty) and (not calls.pending or calls.defer):
                 return None
-            edit = edit or Edit()
+            edit = edit or _no_edit()
             real_write = bool(calls.pending)
         if repair and self.repair and real_write and self._view.mid_tool() and needs_repair(self._view, edit.appends):
             if not nested:

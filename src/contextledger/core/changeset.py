@@ -352,10 +352,16 @@ class Changeset(BaseModel):
             for position, (entry_id, pinned) in enumerate(self.pins.items())
         ]
 
-    def state_after(self, state: ConversationState, version: int) -> ConversationState:
-        """``state`` as this changeset leaves it, committed at ``version``."""
+    def state_after(self, state: ConversationState, version: int, at: datetime | None = None) -> ConversationState:
+        """``state`` as this changeset leaves it, committed at ``version`` (and at the time ``at``, when given).
+
+        ``at`` becomes ``updated_at``, as a store stamps the conversation it commits to;
+        without it, ``updated_at`` stays as it was (the conversation layer's copy of the state).
+        """
         values = dict(state.__dict__)  # every field, in order: built as model_copy builds it, without its steps
         values["version"] = version
+        if at is not None:
+            values["updated_at"] = at
         mine = self.__dict__
         # The four state values a changeset may carry (None keeps the stored one), read
         # one by one: this runs after every commit.

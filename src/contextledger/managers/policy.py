@@ -132,6 +132,9 @@ class PolicyManager(ABC):
     state_model: ClassVar[type[PolicyState]] = PolicyState
     """The typed state this manager persists (a :class:`PolicyState`, or a subclass with more fields)."""
 
+    _exported: tuple[PolicyState, dict[str, Any]] | None = None
+    """The last state :meth:`export_state` exported, and its JSON."""
+
     proactive_compression = Option[ProactiveCompression, ProactiveCompression]()
     protected_messages = Option[ProtectedMessages, ProtectedSpec]()
 
@@ -156,8 +159,16 @@ class PolicyManager(ABC):
         return self._state
 
     def export_state(self) -> dict[str, Any] | None:
-        """The committed state as JSON."""
-        return self._state.model_dump(mode="json")
+        """The committed state as JSON (a new dict for each state; do not change it).
+
+        A state is frozen, so its JSON is made once: every commit of the conversation
+        carries it, the model-call counts included.
+        """
+        state = self._state
+        exported = self._exported
+        if exported is None or exported[0] is not state:
+            exported = self._exported = (state, state.model_dump(mode="json"))
+        return exported[1]
 
     def restore_state(self, state: Mapping[str, Any] | None) -> None:
         """Load committed state (after a read or a commit of the conversation).

@@ -185,6 +185,10 @@ def check_plain_json(value: Any, what: str) -> None:
     Raises:
         InvalidMessage: ``value`` holds bytes, NaN or infinity, or something JSON cannot represent.
     """
+    if frozen_text(value, compact=True) is not None:
+        # Written by the C encoder built once (what every commit carrying state checks);
+        # ``None`` means it could not be: the standard encoder below names the reason.
+        return
     try:
         _SPACED.encode(value)
     except (TypeError, ValueError) as exc:
@@ -197,8 +201,12 @@ def check_plain_json(value: Any, what: str) -> None:
         raise InvalidMessage(f"{what} cannot be stored as JSON: {exc}") from exc
 
 
-def _bytes_path(value: Any, path: str) -> str | None:
-    """Where the first ``bytes`` value in ``value`` stands (``['k'][0]``), or ``None``."""
+def _bytes_path(value: Any, path: str, seen: set[int] | None = None) -> str | None:
+    """Where the first ``bytes`` value in ``value`` stands (``['k'][0]``), or ``None``.
+
+    A container met again (a value holding itself) is not walked twice: the standard
+    encoder names that error.
+    """
     if isinstance(value, bytes | bytearray | memoryview):
         return path
     if isinstance(value, Mapping):
@@ -207,8 +215,12 @@ def _bytes_path(value: Any, path: str) -> str | None:
         items = enumerate(value)
     else:
         return None
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
     for key, item in items:
-        found = _bytes_path(item, f"{path}[{key!r}]")
+        found = _bytes_path(item, f"{path}[{key!r}]", seen)
         if found is not None:
             return found
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Callable
@@ -156,7 +157,8 @@ class StrandsConversationManager(StrandsManagerBase):
     def get_state(self) -> dict[str, Any]:
         """Strands' base state plus the wrapped manager's typed state."""
         state = super().get_state()
-        state["manager_state"] = self.manager.export_state()
+        # A copy: Strands keeps what it is handed, and a manager's export is shared (made once per state).
+        state["manager_state"] = copy.deepcopy(self.manager.export_state())
         return state
 
     def restore_from_session(self, state: dict[str, Any]) -> list[Any] | None:

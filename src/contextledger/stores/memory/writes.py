@@ -116,6 +116,8 @@ def _validate(conv: StoredConversation | None, cs: Changeset) -> set[str]:
     for entry_id in appended:
         if entry_id in rows or entry_id in summaries:
             raise DuplicateEntry(f"entry {entry_id} already exists in this conversation")
+    if not (cs.restore or cs.evict or cs.summary or cs.revisions or cs.pins):
+        return set()  # appends and state alone (every append, every model-call count): nothing else to check
 
     def active_message(entry_id: str) -> bool:
         return (
@@ -159,15 +161,17 @@ def _apply(conv: StoredConversation, cs: Changeset, evicted: set[str]) -> None:
             conv.summaries[entry.entry_id] = old.model_copy(
                 update={"status": "active", "superseded_by": None, "evicted_by": None}
             )
-    stamps = cs.stamps(now)
-    for entry in cs.appends:
-        conv.rows[entry.entry_id] = Row(
-            seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, **stamps
-        )
-    for entry_id, pinned in cs.pins.items():
-        row = conv.rows[entry_id]
-        row.message = row.message.with_pin(pinned)
-    conv.pins += cs.pin_events(now)
+    if cs.appends:
+        stamps = cs.stamps(now)
+        for entry in cs.appends:
+            conv.rows[entry.entry_id] = Row(
+                seq=entry.seq, message=entry.message.stored_copy(), tokens=entry.tokens, **stamps
+            )
+    if cs.pins:
+        for entry_id, pinned in cs.pins.items():
+            row = conv.rows[entry_id]
+            row.message = row.message.with_pin(pinned)
+        conv.pins += cs.pin_events(now)
     reduction_id = cs.reduction.reduction_id if cs.reduction else None
     for rev in cs.revisions:
         row = conv.rows[rev.message_id]
@@ -201,10 +205,5 @@ def _apply(conv: StoredConversation, cs: Changeset, evicted: set[str]) -> None:
         conv.summaries[cs.summary.summary_id] = cs.summary
     if cs.reduction is not None:
         conv.reductions.append(cs.reduction)
-    updates: dict[str, object] = {"version": cs.new_version, "updated_at": now}
-    for name in ("model_call_count", "next_seq", "manager_state", "agent_state"):
-        value = getattr(cs, name)
-        if value is not None:
-            updates[name] = value
-    conv.state = conv.state.model_copy(update=updates)
+    conv.state = cs.state_after(conv.state, cs.new_version, at=now)
     conv.log[cs.new_version] = cs.changeset_id

@@ -49,6 +49,7 @@ from sqlalchemy.sql.expression import ClauseElement, ColumnElement
 
 from contextledger.core.changeset import Changeset
 from contextledger.errors import DuplicateEntry, InvalidMessage
+from contextledger.model.jsontext import frozen_text
 from contextledger.model.jsonvalues import check_plain_json, dumps_encoded
 from contextledger.stores.sql.fields import APPENDED_CONSTANTS, APPENDED_STAMPS
 from contextledger.stores.sql.models import ChangesetRow, ConversationRow, EntryRow, ReductionRow, SummaryRow
@@ -377,6 +378,10 @@ class HotChangeset:
 
 def _json(value: Any, what: str) -> str:
     """State as plain JSON text (bytes refused, as :func:`~contextledger.stores.base.check_storable` refuses them)."""
+    # The same text, by the encoder built once: a manager's state rides with every commit.
+    text = frozen_text(value, compact=False)
+    if text is not None:
+        return text
     try:
         return _STATE_ENCODER.encode(value)
     except (TypeError, ValueError):
