@@ -63,7 +63,12 @@ class ConversationManager(Protocol):
         ...
 
     def export_state(self) -> dict[str, Any] | None:
-        """The manager's committed state as JSON, persisted with every commit."""
+        """The manager's committed state as JSON, persisted with every commit.
+
+        The dict may be shared: it rides with the commits that carry it, and a manager
+        may hand out the same one while its state is unchanged. Callers read it, never
+        change it (copy it first).
+        """
         ...
 
     def restore_state(self, state: dict[str, Any] | None) -> None:
