@@ -11,13 +11,16 @@ process (the order rotated each turn, so drift on a shared machine hits all alik
   version bumped, nothing stored or checked): the conversation layer alone.
 
 Printed: the median client CPU (``thread_time_ns``) per turn of each, with the load
-average. ``--stages`` then appends the same turns to one more ``memory://``
+average. ``--manager`` gives every lane's conversation a sliding window too large ever to
+evict: the manager's state then rides with every commit, as in a managed agent.
+``--stages`` then appends the same turns to one more ``memory://``
 conversation with its stages (token counts, view entries, view extension, changeset,
 the store's JSON check and commit) timed by wrapping those functions; the wrappers add
 their own cost, so read the shares, not the sum.
 
     python benchmarks/layer.py                 # 1,000 turns
     python benchmarks/layer.py --turns 300 --stages
+    python benchmarks/layer.py --manager       # a managed agent's appends: its state rides with each
 """
 
 from __future__ import annotations
@@ -39,13 +42,16 @@ from contenders.cl import native_turn
 from contextledger import Ledger
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Changeset
+from contextledger.managers import SlidingWindowConversationManager
 
 SESSION = "layer"
 
 
-def _open(url: str, *, answer_at_once: bool = False) -> tuple[Ledger, Conversation]:
+def _open(url: str, *, answer_at_once: bool = False, managed: bool = False) -> tuple[Ledger, Conversation]:
     ledger = Ledger.connect(url)
-    conversation = ledger.conversation(SESSION, "agent")
+    # A window that never fills: nothing is evicted, and the manager's state rides with every commit.
+    manager = SlidingWindowConversationManager(window_size=1_000_000) if managed else None
+    conversation = ledger.conversation(SESSION, "agent", manager=manager)
     conversation.append(*native_turn(SESSION, 0))  # the creating commit takes another path: not timed
     if answer_at_once:
         # The instance attribute shadows the store's method for this conversation only.
@@ -98,13 +104,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--stages", action="store_true", help="also time the memory lane's stages")
+    parser.add_argument(
+        "--manager", action="store_true", help="every lane's conversation has a sliding window (that never evicts)"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    managed = args.manager
     with tempfile.TemporaryDirectory() as directory:
         lanes: dict[str, tuple[Ledger, Conversation]] = {
-            "memory": _open("memory://"),
-            "sqlite": _open(f"sqlite:///{directory}/layer.db"),
-            "layer": _open("memory://", answer_at_once=True),
+            "memory": _open("memory://", managed=managed),
+            "sqlite": _open(f"sqlite:///{directory}/layer.db", managed=managed),
+            "layer": _open("memory://", answer_at_once=True, managed=managed),
         }
         turns = [native_turn(SESSION, n) for n in range(1, args.turns + 1)]
         samples: dict[str, list[int]] = {name: [] for name in lanes}
@@ -116,16 +126,22 @@ def main() -> None:
                 start = clock()
                 append(*messages)
                 samples[name].append(clock() - start)
+        if managed:  # what the option is for: the manager's state stored with the turns
+            for name in ("memory", "sqlite"):
+                snapshot = lanes[name][0].store.load(SESSION, "agent")
+                if snapshot is None or snapshot.state.manager_state is None:
+                    sys.exit(f"the {name} lane stored no manager state")
         for ledger, _ in lanes.values():
             ledger.close()
     if args.stages:  # after the timed run, on a conversation of its own: the wrappers cost too
         _stages()
-        ledger, conversation = _open("memory://")
+        ledger, conversation = _open("memory://", managed=managed)
         _SPENT.clear()
         for messages in turns:
             conversation.append(*messages)
         ledger.close()
-    print(f"Conversation.append of a 4-message turn, median client CPU of {args.turns} turns per lane")
+    managing = ", a sliding window managing each conversation" if managed else ""
+    print(f"Conversation.append of a 4-message turn{managing}, median client CPU of {args.turns} turns per lane")
     print(f"(load average {load:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} CPUs)")
     for name, spent in samples.items():
         print(f"  {name:8s} {statistics.median(spent) / 1000:8.1f} us")

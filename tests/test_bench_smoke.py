@@ -199,6 +199,22 @@ def test_floor_times_the_three_lanes_warm_and_cold(cold: bool) -> None:
         assert figures[f"vs_{base}"]["cpu_us"] == figures["ledger"]["cpu_us"] / figures[base]["cpu_us"]
 
 
+@pytest.mark.parametrize("managed", [False, True], ids=["plain", "managed"])
+def test_layer_times_its_three_lanes_and_the_stages(managed: bool) -> None:
+    # A few turns: the shape of the report, never its figures.
+    command = [sys.executable, str(ROOT / "benchmarks" / "layer.py"), "--turns", "3", "--stages"]
+    done = subprocess.run(
+        [*command, *(["--manager"] if managed else [])], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    header = done.stdout.splitlines()[0]
+    assert ("a sliding window managing each conversation" in header) is managed
+    lanes = dict(re.findall(r"^  (memory|sqlite|layer)\s+([0-9.]+) us$", done.stdout, re.MULTILINE))
+    assert set(lanes) == {"memory", "sqlite", "layer"}
+    assert all(float(us) > 0 for us in lanes.values())
+    assert "store: commit (JSON check included)" in done.stdout
+
+
 def test_floor_refuses_an_eviction_buffer_of_no_size() -> None:
     done = _floor("--turns", "1", "--cold", "--cold-mb", "0")
     assert done.returncode == 2
