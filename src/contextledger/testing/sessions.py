@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 import pytest
 
 from contextledger.conversation.conversation import Conversation
-from contextledger.core.changeset import ReductionPlan, SummaryDraft
+from contextledger.core.changeset import Changeset, ReductionPlan, SummaryDraft
 from contextledger.errors import ConfigurationError
 from contextledger.model.messages import Message
+from contextledger.model.records import utcnow
 from contextledger.stores.capabilities import HISTORY, SESSIONS, Capability, CompleteStore
 from contextledger.testing.declared import CapabilityContract
 from contextledger.testing.required import create
@@ -40,6 +41,25 @@ class SessionsContract(CapabilityContract):
         assert store.load("s4", "a") is None
         assert store.history("s4", "a") == []
         assert [s.session_id for s in store.sessions()] == ["s3", "s2", "s1", "s0"]
+
+    def test_a_commit_of_state_alone_makes_its_session_the_most_recent(self, store: CompleteStore) -> None:
+        # A model-call count committed on its own stamps the conversation as every commit does.
+        create(store, "older", [Message.user("x")])
+        time.sleep(0.005)
+        create(store, "newer", [Message.user("y")])
+        time.sleep(0.005)
+        before = store.load("older", "a")
+        assert before is not None
+        sent = utcnow()
+        store.commit(
+            Changeset(session_id="older", agent_id="a", expected_version=before.state.version, model_call_count=1)
+        )
+        after = store.load("older", "a")
+        assert after is not None
+        assert (after.state.version, after.state.model_call_count) == (before.state.version + 1, 1)
+        assert after.state.created_at == before.state.created_at
+        assert after.state.updated_at >= sent
+        assert [s.session_id for s in store.sessions()] == ["older", "newer"]
 
     @pytest.mark.parametrize(("limit", "offset"), [(-1, 0), (2, -1)])
     def test_sessions_rejects_negative_paging(self, store: CompleteStore, limit: int, offset: int) -> None:
