@@ -17,7 +17,9 @@ from contextledger import Ledger
 from contextledger.aio import AsyncLedger
 from contextledger.errors import ConfigurationError, InvalidMessage
 from contextledger.integrations.langchain import LedgerChatMessageHistory, ScriptedChatModel
+from contextledger.integrations.langchain.convert import from_ledger
 from contextledger.managers import TurnWindowConversationManager
+from contextledger.model.pending import raw_fields
 from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 
@@ -128,3 +130,16 @@ def test_runnable_with_message_history_remembers_across_objects(tmp_path: Path) 
 def test_it_refuses_what_is_not_a_ledger() -> None:
     with pytest.raises(ConfigurationError, match="Ledger"):
         LedgerChatMessageHistory("x", ledger="sqlite:///x.db")  # type: ignore[arg-type]
+
+
+def test_a_restored_history_is_rendered_without_decoding_the_stored_text(tmp_path: Path) -> None:
+    # Each kept message is checked against the blocks parsed from its stored text, not
+    # decoded into the message: a restore leaves no decoded blocks alive.
+    url = f"sqlite:///{tmp_path}/chat.db"
+    with Ledger.connect(url) as ledger:
+        LedgerChatMessageHistory("chat-r", ledger=ledger).add_messages(TURN)
+    with Ledger.connect(url) as ledger:
+        assert LedgerChatMessageHistory("chat-r", ledger=ledger).messages == TURN
+        messages = [e.message for e in ledger.conversation("chat-r", "default").view]
+        assert [from_ledger(m) for m in messages] == TURN
+        assert not any("content" in raw_fields(m) for m in messages)  # each still holds its stored text

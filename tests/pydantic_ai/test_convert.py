@@ -31,7 +31,9 @@ from contextledger import Message
 from contextledger.aio import AsyncLedger
 from contextledger.errors import InvalidMessage
 from contextledger.integrations.pydantic_ai import RENDERED_AT, dump, from_ledger, from_view, project, to_ledger
+from contextledger.integrations.pydantic_ai.convert import from_ledgers, tool_names
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT
+from contextledger.model.pending import raw_fields
 
 text = st.text(max_size=20)
 ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=10)
@@ -191,3 +193,31 @@ def test_what_is_not_a_dumped_message_is_refused() -> None:
             ),
             "m1",
         )
+
+
+def test_a_restored_history_is_rendered_from_its_stored_text_without_decoding_it(tmp_path: Any) -> None:
+    # The kept messages are recognized unchanged (their digest) and their tools named by
+    # parsing each message's stored text once: the restored messages keep holding the text,
+    # so a restore leaves no decoded blocks alive (fewer objects for the collector to walk).
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("Where is A-1?")]),
+        ModelResponse(parts=[ToolCallPart("lookup", {"order": "A-1"}, tool_call_id="c1")]),
+        ModelRequest(parts=[ToolReturnPart("lookup", "shipped", tool_call_id="c1")]),
+        ModelResponse(parts=[TextPart("Shipped.")]),
+    ]
+    url = f"sqlite:///{tmp_path}/pai.db"
+
+    async def main() -> tuple[list[bool], list[ModelMessage]]:
+        async with await AsyncLedger.connect(url) as ledger:
+            conversation = await ledger.conversation("round")
+            await conversation.append(*(to_ledger(d, f"m{n}") for n, d in enumerate(dump(history))))
+        async with await AsyncLedger.connect(url) as ledger:
+            view = (await ledger.conversation("round")).view
+            messages = [e.message for e in view]
+            rendered = from_ledgers(messages, tool_names(messages))
+            # Read here: asyncio shows a finished task's result (these messages) with repr, which decodes.
+            return ["content" in raw_fields(m) for m in messages], rendered
+
+    decoded, restored = asyncio.run(main())
+    assert restored == [adapter_round_trip(m) for m in history]
+    assert decoded == [False] * len(history)  # each still holds its stored text

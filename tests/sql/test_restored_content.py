@@ -135,6 +135,30 @@ def test_to_strands_of_plain_text_gives_a_copy_and_decodes_nothing(ledger: Ledge
     assert restored[3].to_strands()["content"] == [{"text": "answer 0"}]
 
 
+def test_peek_content_reads_plain_text_and_decodes_nothing(ledger: Ledger) -> None:
+    sent = build(ledger, "s")
+    restored = [e.message for e in ledger.conversation("s", "agent").view]
+    assert [m.peek_content() for m in restored] == [m.content for m in sent]
+    # As to_strands: the ASCII answers were parsed from their text and stay undecoded.
+    assert [decoded(m) for m in restored] == [n % 4 != 3 for n in range(len(sent))]
+    # A message holding its content decoded (every live one) gives that content itself.
+    assert all(m.peek_content() is m.content for m in sent)
+    assert restored[0].peek_content() is restored[0].content
+
+
+def test_iterating_a_restored_view_yields_what_the_view_held_when_it_began(ledger: Ledger) -> None:
+    sent = build(ledger, "s")
+    conversation = ledger.conversation("s", "agent")
+    view = conversation.view
+    walking = iter(view)  # entries built one at a time as the walk reaches them
+    first = next(walking)
+    conversation.append(Message.user("after the walk began"))  # extends the list the view shares
+    rest = list(walking)
+    assert [e.message for e in [first, *rest]] == sent
+    assert [e.entry_id for e in [first, *rest]] == view.ids
+    assert list(view) == list(view.entries)
+
+
 def test_entries_dump_and_compare_decoded(ledger_url: str) -> None:
     # Pydantic's serializer reads a nested message through its __dict__ as well.
     with Ledger.connect(ledger_url) as ledger:

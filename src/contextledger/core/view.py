@@ -190,7 +190,13 @@ class View:
         return self._count
 
     def __iter__(self) -> Iterator[ViewEntry]:
-        """Iterate entries in order."""
+        """Iterate entries in order (restored ones built one at a time, as the iteration reaches them)."""
+        if self._lazy and "_entries" not in self.__dict__:
+            # Not all at once: a reader that renders each entry and lets it go (a host
+            # restoring its history) holds one at a time, and an entry that dies young is
+            # never walked by the collector's older generations. The slice is this view's,
+            # taken now: a later append to the list it shares is not seen.
+            return map(entry_of, self._items[: self._count])
         return iter(self.entries)
 
     def __getitem__(self, index: int) -> ViewEntry:

@@ -52,4 +52,5 @@ def kept_text(message: Message, key: str) -> str | None:
 def unchanged(message: Message, key: str) -> bool:
     """Whether ``message`` still holds the content its kept host message was stored with."""
     value = message.metadata.get(key)
-    return isinstance(value, Mapping) and value.get("digest") == content_digest(message.content)
+    # Read without decoding: a restored message keeps holding its stored text.
+    return isinstance(value, Mapping) and value.get("digest") == content_digest(message.peek_content())

@@ -262,6 +262,18 @@ class Message(BaseModel):
             raise InvalidMessage(f"not a Strands message: {exc}") from exc
         return result
 
+    def peek_content(self) -> Sequence[Mapping[str, Any]]:
+        """The content, to read once: a restored message still holding its stored text stays undecoded.
+
+        Such a message gives its text parsed into a new (mutable) copy, equal to
+        :attr:`content`, when the text parses to the content as it is; any other gives
+        :attr:`content` itself. For a reader that compares or converts each message of a
+        view once (a host rendering a restored history): the message keeps holding the
+        text, not the decoded blocks.
+        """
+        content = parsed_text(self)
+        return self.content if content is None else content
+
     def to_strands(self) -> dict[str, Any]:
         """Return the Strands message dict, ``tracking_id`` and ``metadata`` included (a deep copy).
 

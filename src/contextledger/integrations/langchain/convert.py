@@ -174,7 +174,7 @@ def from_ledger(message: Message) -> BaseMessage:
     if kept_one is None:
         return _render(message)
     try:
-        if project(kept_one) == (message.role, message.content):
+        if project(kept_one) == (message.role, message.peek_content()):
             return kept_one
     except InvalidMessage:
         pass  # a kept message of a kind that projects to nothing: render the revision

@@ -199,12 +199,15 @@ def rendered(
 
 def from_view(view: View) -> list[ModelMessage]:
     """The active view as Pydantic AI messages, in order (a summary as a user prompt)."""
-    return from_ledgers(view.messages, tool_names(view.messages))
+    messages = view.messages  # once: a restored view builds its messages anew on every read
+    return from_ledgers(messages, tool_names(messages))
 
 
 def tool_names(messages: Sequence[Message]) -> dict[str, str]:
     """The tool name of every toolUseId called among ``messages``."""
-    return {b["toolUse"]["toolUseId"]: b["toolUse"]["name"] for m in messages for b in m.content if "toolUse" in b}
+    return {
+        b["toolUse"]["toolUseId"]: b["toolUse"]["name"] for m in messages for b in m.peek_content() if "toolUse" in b
+    }
 
 
 def _revised_or_rendered(message: Message, text: str | None, tool_names: Mapping[str, str]) -> ModelMessage:

@@ -297,17 +297,18 @@ class LedgerHistory(AbstractCapability[Any]):
         Each entry also keeps its host form (the JSON text the adapter writes for the
         message it renders as), which the mirror matches the host's messages against.
         """
+        entries = list(view)  # built once: a restored view builds its entries anew on every read
         misses = [
             e
-            for e in view
+            for e in entries
             if (hit := self._rendered.get(e.entry_id)) is None or (hit[0] is not e.message and hit[0] != e.message)
         ]
         if misses:
-            pairs = rendered([e.message for e in misses], tool_names(view.messages))
+            pairs = rendered([e.message for e in misses], tool_names([e.message for e in entries]))
             for entry, (model_message, text) in zip(misses, pairs, strict=True):
                 self._rendered[entry.entry_id] = (entry.message, model_message, text)
-        self._rendered = {e.entry_id: self._rendered[e.entry_id] for e in view}  # entries that left are dropped
-        return [self._rendered[e.entry_id][1] for e in view]
+        self._rendered = {e.entry_id: self._rendered[e.entry_id] for e in entries}  # entries that left are dropped
+        return [self._rendered[e.entry_id][1] for e in entries]
 
     def __repr__(self) -> str:
         return f"LedgerHistory(session_id={self.session_id!r}, agent_id={self.agent_id!r})"
