@@ -30,7 +30,15 @@ from pydantic_ai.usage import RequestUsage
 from contextledger import Message
 from contextledger.aio import AsyncLedger
 from contextledger.errors import InvalidMessage
-from contextledger.integrations.pydantic_ai import RENDERED_AT, dump, from_ledger, from_view, project, to_ledger
+from contextledger.integrations.pydantic_ai import (
+    RENDERED_AT,
+    LedgerHistory,
+    dump,
+    from_ledger,
+    from_view,
+    project,
+    to_ledger,
+)
 from contextledger.integrations.pydantic_ai.convert import from_ledgers, tool_names
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT
 from contextledger.model.pending import raw_fields
@@ -216,7 +224,10 @@ def test_a_restored_history_is_rendered_from_its_stored_text_without_decoding_it
             messages = [e.message for e in view]
             rendered = from_ledgers(messages, tool_names(messages))
             # Read here: asyncio shows a finished task's result (these messages) with repr, which decodes.
-            return ["content" in raw_fields(m) for m in messages], rendered
+            decoded = ["content" in raw_fields(m) for m in messages]
+            # The host's own entry point renders the same history (its view read once).
+            assert await LedgerHistory("round", ledger=ledger).messages() == rendered
+            return decoded, rendered
 
     decoded, restored = asyncio.run(main())
     assert restored == [adapter_round_trip(m) for m in history]

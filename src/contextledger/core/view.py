@@ -191,7 +191,7 @@ class View:
 
     def __iter__(self) -> Iterator[ViewEntry]:
         """Iterate entries in order (restored ones built one at a time, as the iteration reaches them)."""
-        if self._lazy and "_entries" not in self.__dict__:
+        if self._lazy:  # (a lazy view never keeps its entries: nothing built to reuse)
             # Not all at once: a reader that renders each entry and lets it go (a host
             # restoring its history) holds one at a time, and an entry that dies young is
             # never walked by the collector's older generations. The slice is this view's,
