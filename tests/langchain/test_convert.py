@@ -10,8 +10,19 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 
 from contextledger import Ledger, Message
 from contextledger.errors import InvalidMessage
-from contextledger.integrations.langchain import ViewRenderer, from_ledger, from_view, project, to_ledger, to_ledgers
+from contextledger.integrations.kept import TEXT_DIGEST, fingerprinted
+from contextledger.integrations.langchain import (
+    ViewRenderer,
+    convert,
+    from_ledger,
+    from_view,
+    project,
+    to_ledger,
+    to_ledgers,
+)
+from contextledger.integrations.langchain.convert import KEY
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT
+from contextledger.model.jsonvalues import thaw
 from contextledger.stores.capabilities import CompleteStore
 from tests.langchain.strategies import messages
 
@@ -125,3 +136,45 @@ def test_the_renderer_reuses_what_it_rendered_while_the_entry_is_unchanged() -> 
     changed = first[4].model_copy(update={"content": "changed"})
     assert render.known(changed) is None
     assert render(conversation.view) == first
+
+
+def test_a_restored_message_is_known_unchanged_by_its_fingerprint_without_projecting(
+    store: CompleteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every backend: PostgreSQL's jsonb hands back other text for the same content, which
+    # the fingerprint of the held text misses and the content's own then finds.
+    ledger = Ledger(store)
+    ledger.conversation("fingerprints").append(*to_ledgers(EVERY_KIND))
+    messages = [e.message for e in Ledger(store).conversation("fingerprints").view]
+    assert all(fingerprinted(m, KEY) and TEXT_DIGEST in m.metadata[KEY] for m in messages)
+
+    def projected(message: BaseMessage) -> Any:
+        raise AssertionError("a kept message was projected again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(convert, "project", projected)
+        assert [from_ledger(m) for m in messages] == EVERY_KIND
+        revised = messages[2].with_content(
+            [{"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "ship [truncated]"}]}}]
+        )
+        back = from_ledger(revised)
+    assert isinstance(back, ToolMessage)
+    assert back.content == "ship [truncated]"
+    assert back.artifact == {"rows": [1, 2]}
+
+
+def test_a_message_kept_before_the_fingerprint_is_checked_by_projecting_it_again() -> None:
+    for original in EVERY_KIND:
+        stored = to_ledger(original)
+        metadata = {**thaw(stored.metadata), KEY: {"json": stored.metadata[KEY]["json"]}}  # as 0.2 kept it
+        old = Message(message_id=stored.message_id, role=stored.role, content=stored.content, metadata=metadata)
+        assert not fingerprinted(old, KEY)
+        assert from_ledger(old) == original
+        if isinstance(original, ToolMessage):
+            revised = old.with_content(
+                [{"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "cut"}]}}]
+            )
+            back = from_ledger(revised)
+            assert isinstance(back, ToolMessage)
+            assert back.content == "cut"
+            assert back.id == original.id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -30,18 +31,21 @@ from pydantic_ai.usage import RequestUsage
 from contextledger import Message
 from contextledger.aio import AsyncLedger
 from contextledger.errors import InvalidMessage
+from contextledger.integrations.kept import TEXT_DIGEST, unchanged
 from contextledger.integrations.pydantic_ai import (
     RENDERED_AT,
     LedgerHistory,
+    convert,
     dump,
     from_ledger,
     from_view,
     project,
     to_ledger,
 )
-from contextledger.integrations.pydantic_ai.convert import from_ledgers, tool_names
+from contextledger.integrations.pydantic_ai.convert import KEY, from_ledgers, tool_names
 from contextledger.managers.repair import INTERRUPTED_TOOL_TEXT
-from contextledger.model.pending import raw_fields
+from contextledger.model.pending import held_text, raw_fields
+from contextledger.model.restored import holding_text
 
 text = st.text(max_size=20)
 ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=10)
@@ -232,3 +236,105 @@ def test_a_restored_history_is_rendered_from_its_stored_text_without_decoding_it
     decoded, restored = asyncio.run(main())
     assert restored == [adapter_round_trip(m) for m in history]
     assert decoded == [False] * len(history)  # each still holds its stored text
+
+
+def _kept_history() -> list[ModelMessage]:
+    """A turn with a tool call, its arguments and result of several keys (fixed times: compared across calls)."""
+    return [
+        ModelRequest(parts=[UserPromptPart("Where is A-1?", timestamp=_AT)]),
+        ModelResponse(parts=[ToolCallPart("lookup", {"order": "A-1", "note": "zz"}, tool_call_id="c1")], timestamp=_AT),
+        ModelRequest(parts=[ToolReturnPart("lookup", {"b": 1, "a": [2, 3]}, tool_call_id="c1", timestamp=_AT)]),
+        ModelResponse(parts=[TextPart("Shipped.")], timestamp=_AT),
+    ]
+
+
+_AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def test_a_restored_kept_message_is_known_unchanged_by_hashing_its_held_text(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Written now, a kept message's fingerprint is that of the text the stores write: a
+    # restored message holding that text is recognized without reading its content.
+    url = f"sqlite:///{tmp_path}/held.db"
+    history = _kept_history()
+
+    def unread(self: Message) -> Any:
+        raise AssertionError("the content was read")
+
+    async def restore() -> tuple[list[Message], list[bool]]:
+        async with await AsyncLedger.connect(url) as ledger:
+            conversation = await ledger.conversation("held")
+            await conversation.append(*(to_ledger(d, f"m{n}") for n, d in enumerate(dump(history))))
+        async with await AsyncLedger.connect(url) as ledger:
+            messages = [e.message for e in (await ledger.conversation("held")).view]
+            assert all(held_text(m) is not None for m in messages)
+            with monkeypatch.context() as patched:
+                patched.setattr(Message, "peek_content", unread)
+                known = [unchanged(m, KEY) for m in messages]
+            # Checked here: asyncio shows a finished task's result with repr, which decodes.
+            assert all(held_text(m) is not None for m in messages)  # nothing decoded them
+            return messages, known
+
+    messages, known = asyncio.run(restore())
+    assert known == [True] * len(history)
+    assert all(TEXT_DIGEST in m.metadata[KEY] and "digest" not in m.metadata[KEY] for m in messages)
+    # A revision (a manager's truncation) holds other content: not unchanged.
+    revised = messages[2].with_content([{"text": "[truncated]"}])
+    assert not unchanged(revised, KEY)
+    assert from_ledgers([*messages[:2], revised], tool_names(messages))[2] != adapter_round_trip(history[2])
+
+
+def test_a_held_text_other_than_the_written_one_is_checked_by_its_content() -> None:
+    # A store may hand back other text for the same content (PostgreSQL's jsonb orders keys
+    # its own way): the hash of the held text then misses, and the content decides.
+    for n, dumped in enumerate(dump(_kept_history())):
+        stored = to_ledger(dumped, f"m{n}")
+        content = json.loads(json.dumps(stored.to_record()["content"]))
+        for text in (
+            json.dumps(content, separators=(",", ":")),  # the same content, other text
+            json.dumps([{k: b[k] for k in sorted(b, reverse=True)} for b in content]),
+        ):
+            restored = holding_text(stored.message_id, stored.role, stored.metadata, text)
+            assert held_text(restored) == text
+            assert unchanged(restored, KEY)
+        other = holding_text(stored.message_id, stored.role, stored.metadata, json.dumps([{"text": "other"}]))
+        assert not unchanged(other, KEY)
+
+
+def test_a_message_kept_before_the_text_digest_is_checked_by_its_compact_digest() -> None:
+    # Ledgers written before 0.3 keep the fingerprint of the content's compact text.
+    (dumped, *_) = dump(_kept_history())
+    stored = to_ledger(dumped, "m0")
+    compact = json.dumps(stored.to_record()["content"], separators=(",", ":"))
+    legacy = hashlib.blake2b(compact.encode(), digest_size=12).hexdigest()
+    old = Message(
+        message_id="m0", role=stored.role, content=stored.content, metadata={KEY: {"json": dumped, "digest": legacy}}
+    )
+    assert unchanged(old, KEY)
+    assert from_ledger(old) == adapter_round_trip(_kept_history()[0])
+    wrong = Message(
+        message_id="m0", role=stored.role, content=stored.content, metadata={KEY: {"json": dumped, "digest": "0" * 24}}
+    )
+    assert not unchanged(wrong, KEY)
+    assert not unchanged(Message.user("no kept message"), KEY)
+
+
+def test_a_view_of_unchanged_kept_messages_looks_up_no_tool_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept_messages = [to_ledger(d, f"m{n}") for n, d in enumerate(dump(_kept_history()))]
+
+    def unread(messages: Any) -> dict[str, str]:
+        raise AssertionError("tool names were looked up")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(convert, "tool_names", unread)
+        assert from_ledgers(kept_messages, convert.tool_names_of(kept_messages)) == [
+            adapter_round_trip(m) for m in _kept_history()
+        ]
+    # A tool result rendered from its blocks finds its tool's name among the messages.
+    plain = [Message.tool_use("c9", "lookup", {"order": "B-2"}), Message.tool_result("c9", "shipped")]
+    (part,) = from_ledgers(plain, convert.tool_names_of(plain))[1].parts
+    assert isinstance(part, ToolReturnPart)
+    assert part.tool_name == "lookup"
+    assert len(convert.tool_names_of(plain)) == 1
+    assert dict(convert.tool_names_of(plain)) == {"c9": "lookup"}

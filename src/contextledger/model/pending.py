@@ -20,6 +20,7 @@ from contextledger.model.stored import Unusual, load_json_text, parse_json_text,
 __all__ = [
     "PENDING",
     "decoded_fields",
+    "held_text",
     "parsed_text",
     "pending_tool_ids",
     "raw_fields",
@@ -94,6 +95,12 @@ def text_tool_ids(text: str) -> tuple[Any, ...]:
     uses = [b["toolUse"]["toolUseId"] for b in blocks if "toolUse" in b]
     results = [b["toolResult"]["toolUseId"] for b in blocks if "toolResult" in b]
     return (len(uses), *uses, *results)
+
+
+def held_text(message: BaseModel) -> str | None:
+    """The stored JSON text the message's content is still held as, or ``None`` once decoded (or never restored)."""
+    text: str | None = raw_fields(message).get(PENDING)
+    return text
 
 
 def parsed_text(message: BaseModel) -> list[Any] | None:

@@ -21,8 +21,10 @@ pins and summarizes them together. The model's reported usage (``usage_metadata`
 is kept as ``metadata["usage"]`` for projected-token management. The message id is the
 LangChain ``id`` (a fresh one when it has none; the kept message still says ``None``).
 
-Back (:func:`from_ledger`): a message whose content still equals its kept message's
-projection returns that message exactly, so ``to_ledger -> from_ledger`` is the identity
+Back (:func:`from_ledger`): a message whose content is still the one it was stored with
+returns its kept message exactly -- told by the content's fingerprint kept beside it
+(:func:`~contextledger.integrations.kept.unchanged`; for a message kept before 0.3, by
+projecting the kept message again) -- so ``to_ledger -> from_ledger`` is the identity
 (:func:`to_ledger` checks it and refuses what would not come back equal). A message
 whose content a manager revised (a truncated tool result) is the kept message with the
 revised content; a message that never was a LangChain message (a summary, the result a
@@ -52,7 +54,7 @@ from langchain_core.messages.tool import tool_call
 
 from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
-from contextledger.integrations.kept import kept, kept_text
+from contextledger.integrations.kept import fingerprinted, kept, kept_text, kept_value, unchanged
 from contextledger.model.jsonvalues import thaw
 from contextledger.model.messages import ContentBlock, Message, Role, new_message_id
 
@@ -120,7 +122,7 @@ def to_ledger(message: BaseMessage) -> Message:
         text = json.dumps(message_to_dict(message), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:  # an object, bytes, a set or NaN: not JSON
         raise InvalidMessage(f"{message.type} message {message.id!r} cannot be stored as JSON: {exc}") from exc
-    metadata: dict[str, Any] = {KEY: kept(text)}
+    metadata: dict[str, Any] = {KEY: kept(text, content)}
     usage = getattr(message, "usage_metadata", None)
     if usage:
         metadata["usage"] = {"inputTokens": usage.get("input_tokens", 0), "outputTokens": usage.get("output_tokens", 0)}
@@ -158,7 +160,7 @@ def kept_message(message: Message) -> BaseMessage | None:
     if text is None:
         return None
     try:
-        return messages_from_dict([json.loads(text)])[0]
+        return messages_from_dict([kept_value(text)])[0]
     except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
         logger.warning(
             "message_id=<%s> | the kept LangChain message is unreadable, rendered from blocks: %s",
@@ -173,11 +175,15 @@ def from_ledger(message: Message) -> BaseMessage:
     kept_one = kept_message(message)
     if kept_one is None:
         return _render(message)
-    try:
-        if project(kept_one) == (message.role, message.peek_content()):
+    if fingerprinted(message, KEY):
+        if unchanged(message, KEY):  # a restored message: its held text hashed, not parsed
             return kept_one
-    except InvalidMessage:
-        pass  # a kept message of a kind that projects to nothing: render the revision
+    else:  # kept before 0.3, without a fingerprint: the kept message projected again
+        try:
+            if project(kept_one) == (message.role, message.peek_content()):
+                return kept_one
+        except InvalidMessage:
+            pass  # a kept message of a kind that projects to nothing: render the revision
     return kept_one.model_copy(update={"content": _revised_content(kept_one, message)})
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,6 +76,7 @@ __all__ = [
     "rendered",
     "to_ledger",
     "tool_names",
+    "tool_names_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -179,19 +180,20 @@ def rendered(
     """
     out: list[tuple[ModelMessage, str] | None] = [None] * len(messages)
     texts: dict[int, str] = {}
+    names: Mapping[str, str] = {} if tool_names is None else tool_names  # not `or`: a lazy mapping stays unread
     for index, message in enumerate(messages):
         text = kept_text(message, KEY)
         if text is not None and unchanged(message, KEY):
             texts[index] = text
         else:
-            model_message = _revised_or_rendered(message, text, tool_names or {})
+            model_message = _revised_or_rendered(message, text, names)
             out[index] = (model_message, dump([model_message])[0])
     if texts:
         try:
             loaded = load(list(texts.values()))
         except ValueError as exc:  # pydantic's ValidationError: read them one by one to find the damaged one
             logger.debug("kept Pydantic AI messages unreadable as one list, read one by one: %s", exc)
-            loaded = [_revised_or_rendered(messages[i], texts[i], tool_names or {}) for i in texts]
+            loaded = [_revised_or_rendered(messages[i], texts[i], names) for i in texts]
         for (index, text), model_message in zip(texts.items(), loaded, strict=True):
             out[index] = (model_message, text)
     return [pair for pair in out if pair is not None]
@@ -200,7 +202,7 @@ def rendered(
 def from_view(view: View) -> list[ModelMessage]:
     """The active view as Pydantic AI messages, in order (a summary as a user prompt)."""
     messages = view.messages  # once: a restored view builds its messages anew on every read
-    return from_ledgers(messages, tool_names(messages))
+    return from_ledgers(messages, tool_names_of(messages))
 
 
 def tool_names(messages: Sequence[Message]) -> dict[str, str]:
@@ -208,6 +210,39 @@ def tool_names(messages: Sequence[Message]) -> dict[str, str]:
     return {
         b["toolUse"]["toolUseId"]: b["toolUse"]["name"] for m in messages for b in m.peek_content() if "toolUse" in b
     }
+
+
+def tool_names_of(messages: Sequence[Message]) -> Mapping[str, str]:
+    """:func:`tool_names` of ``messages``, found on the first lookup.
+
+    Only a message rendered from its blocks looks a tool name up; a view of unchanged
+    kept messages never reads the content for it.
+    """
+    return _ToolNames(messages)
+
+
+class _ToolNames(Mapping[str, str]):
+    """:func:`tool_names` of some messages, found when first read."""
+
+    __slots__ = ("_messages", "_names")
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self._messages = messages
+        self._names: dict[str, str] | None = None
+
+    def _found(self) -> dict[str, str]:
+        if self._names is None:
+            self._names = tool_names(self._messages)
+        return self._names
+
+    def __getitem__(self, key: str) -> str:
+        return self._found()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
 
 
 def _revised_or_rendered(message: Message, text: str | None, tool_names: Mapping[str, str]) -> ModelMessage:

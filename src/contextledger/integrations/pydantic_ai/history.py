@@ -54,7 +54,7 @@ from contextledger.core.changeset import Edit
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.mirror import match_ids, plan_mirror
-from contextledger.integrations.pydantic_ai.convert import dump, rendered, to_ledger, tool_names
+from contextledger.integrations.pydantic_ai.convert import dump, rendered, to_ledger, tool_names_of
 from contextledger.ledger import DEFAULT_URL
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message, new_message_id
@@ -304,7 +304,7 @@ class LedgerHistory(AbstractCapability[Any]):
             if (hit := self._rendered.get(e.entry_id)) is None or (hit[0] is not e.message and hit[0] != e.message)
         ]
         if misses:
-            pairs = rendered([e.message for e in misses], tool_names([e.message for e in entries]))
+            pairs = rendered([e.message for e in misses], tool_names_of([e.message for e in entries]))
             for entry, (model_message, text) in zip(misses, pairs, strict=True):
                 self._rendered[entry.entry_id] = (entry.message, model_message, text)
         self._rendered = {e.entry_id: self._rendered[e.entry_id] for e in entries}  # entries that left are dropped
