@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextledger.model.stored import Unusual, parse_json_text
+from contextledger.model.stored import Unusual, parse_json, parse_json_text
 from tests.soak import examples
 
 _scalars = st.one_of(
@@ -135,3 +135,17 @@ _stored = st.recursive(
 def test_what_the_stores_write_takes_the_fast_parse(value: Any) -> None:
     for text in _texts(value):
         assert _exact(parse_json_text(text)) == _exact(json.loads(text)), text[:200]
+
+
+def _result(parse: Any, text: Any) -> Any:
+    try:
+        return _exact(parse(text))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return (type(exc), str(exc))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.one_of(_values.map(json.dumps), st.text(max_size=30), st.binary(max_size=30), _values.map(_texts)))
+def test_parse_json_gives_the_value_or_the_error_json_loads_gives(text: Any) -> None:
+    for each in text if isinstance(text, list) else [text]:
+        assert _result(parse_json, each) == _result(json.loads, each), repr(each)[:200]

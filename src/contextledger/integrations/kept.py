@@ -21,16 +21,14 @@ integration tells a revision apart by projecting the rebuilt host message again.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contextledger.model.jsonvalues import dumps_encoded
 from contextledger.model.messages import Message
 from contextledger.model.pending import held_text
-from contextledger.model.stored import Unusual, parse_json_text
 
-__all__ = ["content_digest", "fingerprinted", "kept", "kept_text", "kept_value", "unchanged"]
+__all__ = ["content_digest", "fingerprinted", "kept", "kept_text", "unchanged"]
 
 TEXT_DIGEST = "text_digest"
 """The metadata key of the content's fingerprint (see :func:`content_digest`)."""
@@ -56,18 +54,6 @@ def kept(text: str, content: Sequence[Mapping[str, Any]] | None = None) -> dict[
     if content is None:
         return {"json": text}
     return {"json": text, TEXT_DIGEST: content_digest(content)}
-
-
-def kept_value(text: str) -> Any:
-    """``json.loads(text)`` of a kept host message's text, by the restore's parser when it takes the text.
-
-    Raises:
-        ValueError: ``text`` is not JSON (``json.JSONDecodeError``).
-    """
-    try:
-        return parse_json_text(text)
-    except Unusual:
-        return json.loads(text)
 
 
 def fingerprinted(message: Message, key: str) -> bool:

@@ -13,6 +13,7 @@ validating path, which reports it as it always has.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -43,6 +44,7 @@ __all__ = [
     "load_frozen",
     "load_json_text",
     "message_fields",
+    "parse_json",
     "parse_json_text",
     "plain_json",
     "record_fields",
@@ -165,6 +167,21 @@ def parse_json_text(text: str | bytes) -> Any:
         return from_json(text, cache_strings="keys")
     except (ValueError, TypeError):  # not JSON, or a value it does not take (see above)
         raise Unusual from None
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads(text)``: by :func:`parse_json_text` when it takes the text, else by ``json.loads`` itself.
+
+    The same value, or the same error, as ``json.loads``.
+
+    Raises:
+        ValueError: ``text`` is not JSON (``json.JSONDecodeError``).
+        UnicodeDecodeError: ``text`` is bytes ``json.loads`` cannot decode.
+    """
+    try:
+        return parse_json_text(text)
+    except Unusual:
+        return json.loads(text)
 
 
 def load_json_text(text: str | bytes) -> Any:

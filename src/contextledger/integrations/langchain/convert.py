@@ -54,9 +54,10 @@ from langchain_core.messages.tool import tool_call
 
 from contextledger.core.view import View
 from contextledger.errors import InvalidMessage
-from contextledger.integrations.kept import fingerprinted, kept, kept_text, kept_value, unchanged
+from contextledger.integrations.kept import fingerprinted, kept, kept_text, unchanged
 from contextledger.model.jsonvalues import thaw
 from contextledger.model.messages import ContentBlock, Message, Role, new_message_id
+from contextledger.model.stored import parse_json
 
 __all__ = ["KEY", "ViewRenderer", "from_ledger", "from_view", "kept_message", "project", "to_ledger", "to_ledgers"]
 
@@ -160,7 +161,7 @@ def kept_message(message: Message) -> BaseMessage | None:
     if text is None:
         return None
     try:
-        return messages_from_dict([kept_value(text)])[0]
+        return messages_from_dict([parse_json(text)])[0]
     except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
         logger.warning(
             "message_id=<%s> | the kept LangChain message is unreadable, rendered from blocks: %s",

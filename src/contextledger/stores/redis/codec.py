@@ -12,7 +12,6 @@ The names of :mod:`.encode` (:func:`commit_args`, :func:`dumps`, :func:`epoch_mi
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from contextledger.model.records import (
     ViewEntry,
     view_entry,
 )
-from contextledger.model.stored import Unusual, parse_json_text
+from contextledger.model.stored import parse_json
 from contextledger.model.trusted import builder
 from contextledger.stores.base import decoding
 from contextledger.stores.redis.encode import (
@@ -100,7 +99,7 @@ def loads(raw: bytes | str, where: str | None = None, record_id: str | None = No
             contextledger); it names ``where`` (the key) and ``record_id``.
     """
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except ValueError as exc:
         raise CorruptRecord(f"invalid JSON value: {exc}", where=where, record_id=record_id) from exc
 
@@ -244,10 +243,7 @@ def view_entry_of(
         CorruptRecord: The record, content or a mutable field is damaged.
     """
     try:
-        try:
-            base = parse_json_text(record)
-        except Unusual:
-            base = json.loads(record)
+        base = parse_json(record)
         message = restored_record_message(base, content)  # content held as its text until used
         if pin is not None:
             message = message.with_pin(pin == b"1")

@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from contextledger.errors import InvalidMessage
+from contextledger.model.stored import parse_json
 
 __all__ = [
     "ESCAPED_MARK_JSON",
@@ -94,7 +95,7 @@ def holds_escapes(text: str) -> bool:
 def loads(text: str | bytes) -> Any:
     """Parse JSON written by :func:`dumps`."""
     raw = text if isinstance(text, str) else bytes(text).decode("utf-8")
-    value = json.loads(raw)
+    value = parse_json(raw)
     if not holds_escapes(raw):
         return value
     return _walk(value, unescape)
@@ -128,7 +129,7 @@ def tolerant_loads(text: str | bytes) -> Any:
 def tolerant_sqlite_loads(text: str | bytes) -> Any:
     """``json.loads`` for SQLite (which stores NUL as it is), tolerant like :func:`tolerant_loads`."""
     try:
-        return json.loads(text)
+        return parse_json(text)
     except (ValueError, UnicodeDecodeError) as exc:
         return Undecodable(str(exc))
 
