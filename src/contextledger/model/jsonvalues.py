@@ -128,6 +128,8 @@ def check_text(value: str, what: str = "text") -> str:
     """
     if type(value) is not str:
         value = str.__str__(value)
+    if value.isascii():  # no surrogate, and no copy made to find out
+        return value
     try:
         value.encode("utf-8")
         return value
@@ -242,14 +244,36 @@ def _key(key: Any, what: str, coerce: bool) -> str:
 
 
 def _normalize(value: Any, what: str, depth: int, coerce: bool, freeze: bool) -> Any:
+    # The exact types a message is made of first, without the isinstance chain below (this
+    # runs for every value of every message built): ASCII text needs no check, a string
+    # key of a dict none but that, and ints, floats, bools and None are kept as they are.
+    kind = type(value)
+    if kind is str:
+        return value if value.isascii() else check_text(value, what)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
+        depth += 1
+        items = {}
+        for k, v in value.items():
+            key = k if type(k) is str and k.isascii() else _key(k, what, coerce)
+            items[key] = v if type(v) in _KEPT else _normalize(v, what, depth, coerce, freeze)
+        return FrozenDict(items) if freeze else items
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
+        depth += 1
+        seq = [v if type(v) in _KEPT else _normalize(v, what, depth, coerce, freeze) for v in value]
+        return FrozenList(seq) if freeze else seq
+    if kind in _KEPT:
+        return value
+    # Subclasses, bytes, tuples, other mappings: the general rules.
     if isinstance(value, str):
         return check_text(value, what)
-    if value is None or value is True or value is False:
-        return value
     if isinstance(value, int):
-        return value if type(value) is int else int(value)
+        return int(value)  # bool, kept above, is the only int subclass that stays
     if isinstance(value, float):
-        return value if type(value) is float else float(value)
+        return float(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     if depth >= MAX_DEPTH:
@@ -262,6 +286,10 @@ def _normalize(value: Any, what: str, depth: int, coerce: bool, freeze: bool) ->
         return FrozenList(seq) if freeze else seq
     # Anything else (a set, an object) is kept so the store's JSON check names it.
     return value
+
+
+_KEPT = frozenset({int, float, bool, type(None)})
+"""The exact types :func:`_normalize` keeps as they are (an ``int`` or ``float`` subclass is converted)."""
 
 
 def normalize_json(value: Any, what: str = "value", *, coerce_keys: bool = False, freeze: bool = False) -> Any:

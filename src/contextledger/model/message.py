@@ -248,9 +248,11 @@ class Message(BaseModel):
                 raise ValueError(f"content must be a list of content blocks, got {type(content).__name__}")
             if "metadata" in message and not isinstance(message["metadata"], Mapping):
                 raise ValueError(f"metadata must be a dict, got {type(message['metadata']).__name__}")
-            kwargs: dict[str, Any] = {"role": message["role"], "content": copy.deepcopy(list(content))}
+            # No copy of the caller's values: validation freezes them into containers of
+            # the message's own (see jsonvalues.freeze_value), as the constructor does.
+            kwargs: dict[str, Any] = {"role": message["role"], "content": list(content)}
             if "metadata" in message:
-                kwargs["metadata"] = copy.deepcopy(dict(message["metadata"]))
+                kwargs["metadata"] = dict(message["metadata"])
             if tracking_id:
                 kwargs["message_id"] = tracking_id
             result = cls(**kwargs)
