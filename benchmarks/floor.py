@@ -1,9 +1,9 @@
 """An append against the driver's floor: the ledger, its own statements replayed, a plain table.
 
-For each engine (SQLite, PostgreSQL, Redis) three contenders append the same turns of
+For each engine (SQLite, PostgreSQL, Redis) four contenders append the same turns of
 four messages (user text, assistant toolUse, toolResult, answer), stepped alternately in
 one process, the order rotated each round so that drift on a shared machine hits all
-three alike:
+four alike:
 
 * ``ledger`` -- ``Conversation.append(*messages)`` through the public API (the messages
   are built before the timer starts, as the raw drivers' dicts are);
@@ -13,7 +13,11 @@ three alike:
   (the ledger's JSON encoding is not in this row), the same round trips. The rows are
   the physical floor of the ledger's schema: the gap to this row is Python around them;
 * ``plain`` -- the bare driver on one table with one index (``contenders/raw.py``: a
-  version bump and four rows in one transaction, JSON encoded inside the timer).
+  version bump and four rows in one transaction, JSON encoded inside the timer);
+* ``built`` -- the ledger again (another conversation of the same database), the turn's
+  messages built inside the timer from the host's dicts (``Message.from_strands`` of
+  the same Strands dicts the plain driver encodes): what an agent's append costs from
+  its host's own messages. Its ratio to ``plain`` counts the validation of each message.
 
 Each step is timed for wall time (``perf_counter``) and for the CPU time of this thread
 (``thread_time``: the client's, never the server's). Printed: medians in microseconds and
@@ -34,7 +38,7 @@ condition an agent's append meets between two model calls, and each step of
 
 Durability is each server's as the benchmarks start it: SQLite WAL with
 ``synchronous=NORMAL`` (every contender), PostgreSQL and Redis throwaway servers
-without durability (fsync off, no persistence), the same for the three contenders.
+without durability (fsync off, no persistence), the same for the four contenders.
 The conversation's view grows with the run (no manager), as an agent's does.
 """
 
@@ -74,6 +78,7 @@ from contextledger.stores.sql import SQLStore
 
 AGENT = "agent"
 ENGINES = ("sqlite", "postgres", "redis")
+LANES = ("ledger", "replayed", "plain", "built")
 
 Call = tuple[str, Any, Any]  # (kind, statement or command, parameters)
 
@@ -151,7 +156,7 @@ def recording() -> Iterator[list[Call]]:
 
 
 class Engine:
-    """One engine's three contenders; ``replay(calls)`` sends one recorded turn."""
+    """One engine's databases and drivers (ledger, twin, replay target, plain); ``replay(calls)`` sends a turn."""
 
     name = ""
     twin: Ledger  # records
@@ -279,6 +284,14 @@ def _ledger_step(conversation: Conversation, session: str, n: int) -> Callable[[
     return partial(_append, conversation, native_turn(session, n))
 
 
+def _build_and_append(conversation: Conversation, dicts: list[dict[str, Any]]) -> None:
+    conversation.append(*[Message.from_strands(d) for d in dicts])
+
+
+def _built_step(conversation: Conversation, session: str, n: int) -> Callable[[], None]:
+    return partial(_build_and_append, conversation, turn(session, n))
+
+
 def _replay_step(engine: Engine, calls: list[Call]) -> Callable[[], None]:
     return partial(engine.replay, calls)
 
@@ -288,17 +301,19 @@ def _plain_step(engine: Engine, n: int) -> Callable[[], None]:
 
 
 def measure(engine: Engine, turns: int, evict: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Warm up, record the twin's turns, then step the three contenders alternately.
+    """Warm up, record the twin's turns, then step the four contenders alternately.
 
     With ``evict``, it runs before each step, and the step's input is built after it
     (as a worker of ``scripts/bench`` builds it), so only the timed call meets cold caches.
     """
-    session = "floor"
+    session, built_session = "floor", "floor-built"
     twin = engine.twin.conversation(session, AGENT)
     ledger = engine.ledger.conversation(session, AGENT)
+    built = engine.ledger.conversation(built_session, AGENT)
     # Turn 0 creates the conversations (a different path); not timed, not replayed.
     for conversation in (twin, engine.target.conversation(session, AGENT), ledger):
         conversation.append(*native_turn(session, 0))
+    built.append(*native_turn(built_session, 0))
     recorded: list[list[Call]] = []
     for n in range(1, turns + 1):
         messages = native_turn(session, n)
@@ -307,7 +322,7 @@ def measure(engine: Engine, turns: int, evict: Callable[[], None] | None = None)
         recorded.append(calls)
     assert all(recorded), "nothing recorded: the recording driver was not used"
 
-    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("ledger", "replayed", "plain")}
+    samples: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in LANES}
 
     def timed(name: str, run: Callable[[], None]) -> None:
         c0, w0 = time.thread_time(), time.perf_counter()
@@ -321,10 +336,11 @@ def measure(engine: Engine, turns: int, evict: Callable[[], None] | None = None)
             ("ledger", partial(_ledger_step, ledger, session, n)),
             ("replayed", partial(_replay_step, engine, recorded[n - 1])),
             ("plain", partial(_plain_step, engine, n)),
+            ("built", partial(_built_step, built, built_session, n)),
         ]
-        shift = n % 3
+        shift = n % len(steps)
         order = steps[shift:] + steps[:shift]
-        if evict is None:  # every input built first, then the three steps back to back
+        if evict is None:  # every input built first, then the four steps back to back
             for name, run in [(name, prepare()) for name, prepare in order]:
                 timed(name, run)
             continue
@@ -338,6 +354,8 @@ def measure(engine: Engine, turns: int, evict: Callable[[], None] | None = None)
         figures[name] = {"cpu_us": statistics.median(cpu) * 1e6, "wall_us": statistics.median(wall) * 1e6}
     for base in ("replayed", "plain"):
         figures[f"vs_{base}"] = {what: figures["ledger"][what] / figures[base][what] for what in ("cpu_us", "wall_us")}
+    built, plain = figures["built"], figures["plain"]
+    figures["built_vs_plain"] = {what: built[what] / plain[what] for what in ("cpu_us", "wall_us")}
     return figures
 
 
@@ -431,17 +449,19 @@ def table(results: list[dict[str, Any]], turns: int, load: str, cold: str | None
     lines = [
         f"One turn of four messages, medians of {turns} turns per contender, stepped alternately in one "
         f"process, {caches}; CPU is the client thread's ({load}). Targets: ledger within 1.5x of its "
-        "statements replayed on the bare driver, and within 2x of the plain driver.",
+        "statements replayed on the bare driver, and within 2x of the plain driver. The built "
+        "lane also builds the turn's messages from the host's dicts inside the timer (no target).",
         "",
-        "| engine | ledger CPU us | replayed | plain | ledger/replayed CPU | wall | ledger/plain CPU | wall |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| engine | ledger CPU us | replayed | plain | ledger/replayed CPU | wall | ledger/plain CPU | wall "
+        "| built CPU us | built/plain CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for f in results:
-        r, p = f["vs_replayed"], f["vs_plain"]
+        r, p, b = f["vs_replayed"], f["vs_plain"], f["built_vs_plain"]
         lines.append(
             f"| {f['engine']} | {f['ledger']['cpu_us']:.0f} | {f['replayed']['cpu_us']:.0f} | "
             f"{f['plain']['cpu_us']:.0f} | {r['cpu_us']:.2f}x | {r['wall_us']:.2f}x | "
-            f"{p['cpu_us']:.2f}x | {p['wall_us']:.2f}x |"
+            f"{p['cpu_us']:.2f}x | {p['wall_us']:.2f}x | {f['built']['cpu_us']:.0f} | {b['cpu_us']:.2f}x |"
         )
     return lines
 

@@ -185,18 +185,19 @@ def _floor(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
-def test_floor_times_the_three_lanes_warm_and_cold(cold: bool) -> None:
+def test_floor_times_the_four_lanes_warm_and_cold(cold: bool) -> None:
     # Few turns and a small eviction buffer: the shape of the figures, never their size.
     done = _floor("--turns", "4", "--json", *(["--cold", "--cold-mb", "4"] if cold else []))
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
     figures = json.loads(line)
     assert (figures["engine"], figures["turns"], figures["cold"]) == ("sqlite", 4, cold)
-    for lane in ("ledger", "replayed", "plain"):
+    for lane in ("ledger", "replayed", "plain", "built"):
         assert figures[lane]["cpu_us"] > 0, lane
         assert figures[lane]["wall_us"] > 0, lane
     for base in ("replayed", "plain"):
         assert figures[f"vs_{base}"]["cpu_us"] == figures["ledger"]["cpu_us"] / figures[base]["cpu_us"]
+    assert figures["built_vs_plain"]["cpu_us"] == figures["built"]["cpu_us"] / figures["plain"]["cpu_us"]
 
 
 @pytest.mark.parametrize("managed", [False, True], ids=["plain", "managed"])
