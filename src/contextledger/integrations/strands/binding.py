@@ -319,6 +319,24 @@ class AgentBinding:
 
     # -- the model-call cycle ----------------------------------------------------------------
 
+    # -- callbacks that read and write no store this time ----------------------------------
+    # Each says, for one callback, whether its method below will neither read nor write the
+    # store: the session manager then runs it on the caller's thread, without the hop to a
+    # worker (which costs more than the work). Each mirrors its method's own early exit.
+
+    def in_sync(self, agent: Agent) -> bool:
+        """Whether :meth:`before_model_call_first` reads no store: ``agent.messages`` unmoved since the last sync."""
+        return self._synced_shape == _shape(agent.messages)
+
+    def holds_answer(self, agent: Agent, message: Mapping[str, Any]) -> bool:
+        """Whether :meth:`message_added` only leaves ``message``, the final answer, to the end of the invocation."""
+        held = bool(agent.model.stateful) or _holds(agent.messages, message)
+        return held and bool(self._invocations) and _final_answer(message)
+
+    def call_ends_locally(self, event: StrandsAfterModelCallEvent) -> bool:
+        """Whether :meth:`after_model_call` reads no store: no contextledger manager reacts to a finished call."""
+        return event.exception is not None or not self.manages_ledger
+
     def before_model_call_first(self, agent: Agent, event: StrandsBeforeModelCallEvent) -> None:
         """First callback of Strands' ``BeforeModelCallEvent``: commit outside edits.
 
