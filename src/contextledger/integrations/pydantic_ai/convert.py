@@ -38,7 +38,6 @@ timestamps, so rendering it twice gives equal messages.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -63,6 +62,7 @@ from contextledger.errors import InvalidMessage
 from contextledger.integrations.kept import kept, kept_text, unchanged
 from contextledger.model.jsonvalues import thaw
 from contextledger.model.messages import ContentBlock, Message, Role
+from contextledger.model.stored import parse_json
 
 __all__ = [
     "KEY",
@@ -138,7 +138,7 @@ def to_ledger(text: str, message_id: str) -> Message:
         InvalidMessage: ``text`` is not a dumped message, or holds text no backend can store.
     """
     try:
-        dumped = json.loads(text)
+        dumped = parse_json(text)
     except ValueError as exc:
         raise InvalidMessage(f"not a dumped Pydantic AI message: {exc}") from exc
     if not isinstance(dumped, Mapping):
@@ -249,7 +249,7 @@ def _revised_or_rendered(message: Message, text: str | None, tool_names: Mapping
     """A message a manager revised, as its kept message with the revised content; else rendered from blocks."""
     if text is not None:
         try:
-            revised = _revised(json.loads(text), message) if not unchanged(message, KEY) else json.loads(text)
+            revised = _revised(parse_json(text), message) if not unchanged(message, KEY) else parse_json(text)
             if revised is not None:
                 return ModelMessagesTypeAdapter.validate_python([revised])[0]
         except (ValueError, InvalidMessage) as exc:  # pydantic's ValidationError is a ValueError
