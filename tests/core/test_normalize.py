@@ -148,3 +148,16 @@ def test_a_strands_message_shares_nothing_with_the_dict_it_came_from() -> None:
     given_dict["metadata"]["usage"]["inputTokens"] = 99
     assert message.to_strands() == before
     assert message.content[0]["toolUse"]["input"] == {"ids": [1, 2], "q": "x"}
+
+
+def test_a_value_kept_as_it_is_still_counts_toward_the_nesting_limit() -> None:
+    # A set is kept for the store's JSON check to name, but not past the nesting limit.
+    value: Any = frozenset({1})
+    for _ in range(MAX_DEPTH):
+        value = [value]
+    with pytest.raises(InvalidMessage, match="nested more than"):
+        normalize_json(value)
+    with pytest.raises(InvalidMessage, match="nested more than"):
+        _reference(value, "value", 0, False, False)
+    shallower: Any = value[0]
+    assert _typed(normalize_json(shallower)) == _typed(_reference(shallower, "value", 0, False, False))

@@ -244,45 +244,34 @@ def _key(key: Any, what: str, coerce: bool) -> str:
 
 
 def _normalize(value: Any, what: str, depth: int, coerce: bool, freeze: bool) -> Any:
-    # The exact types a message is made of first, without the isinstance chain below (this
-    # runs for every value of every message built): ASCII text needs no check, a string
-    # key of a dict none but that, and ints, floats, bools and None are kept as they are.
+    # The exact types a message is made of are told by ``type`` first, not by the isinstance
+    # chain (this runs for every value of every message built): ASCII text needs no check,
+    # a string key of a dict none but that, and ints, floats, bools and None stay as they are.
     kind = type(value)
     if kind is str:
         return value if value.isascii() else check_text(value, what)
-    if kind is dict:
-        if depth >= MAX_DEPTH:
-            raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
-        depth += 1
+    if kind in _KEPT:
+        return value
+    if kind is not dict and kind is not list:  # subclasses, bytes, tuples, other mappings
+        if isinstance(value, str):
+            return check_text(value, what)
+        if isinstance(value, int):
+            return int(value)  # bool, kept above, is the only int subclass that stays
+        if isinstance(value, float):
+            return float(value)
+        if isinstance(value, bytes | bytearray | memoryview):
+            return bytes(value)
+    if depth >= MAX_DEPTH:
+        raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
+    depth += 1
+    if kind is dict or isinstance(value, Mapping):
         items = {}
         for k, v in value.items():
             key = k if type(k) is str and k.isascii() else _key(k, what, coerce)
             items[key] = v if type(v) in _KEPT else _normalize(v, what, depth, coerce, freeze)
         return FrozenDict(items) if freeze else items
-    if kind is list:
-        if depth >= MAX_DEPTH:
-            raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
-        depth += 1
+    if kind is list or isinstance(value, list | tuple):
         seq = [v if type(v) in _KEPT else _normalize(v, what, depth, coerce, freeze) for v in value]
-        return FrozenList(seq) if freeze else seq
-    if kind in _KEPT:
-        return value
-    # Subclasses, bytes, tuples, other mappings: the general rules.
-    if isinstance(value, str):
-        return check_text(value, what)
-    if isinstance(value, int):
-        return int(value)  # bool, kept above, is the only int subclass that stays
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if depth >= MAX_DEPTH:
-        raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, Mapping):
-        items = {_key(k, what, coerce): _normalize(v, what, depth + 1, coerce, freeze) for k, v in value.items()}
-        return FrozenDict(items) if freeze else items
-    if isinstance(value, list | tuple):
-        seq = [_normalize(v, what, depth + 1, coerce, freeze) for v in value]
         return FrozenList(seq) if freeze else seq
     # Anything else (a set, an object) is kept so the store's JSON check names it.
     return value
