@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from contextledger.conversation.conversation import Edit
 from contextledger.core.changeset import ContentRevision, ReductionPlan, SummaryDraft
@@ -29,7 +29,7 @@ from contextledger.integrations.strands.convert import is_pinned_dict, tracking_
 from contextledger.model.messages import Message
 from contextledger.model.records import Trigger
 
-__all__ = ["plan_sync", "summary_text"]
+__all__ = ["Placement", "placement", "plan_sync", "summary_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,17 +73,14 @@ def plan_sync(
         raise InvalidMessage(f"agent messages share tracking_id(s) {duplicates}; each message needs its own")
 
     entries = view.entries  # indexed directly: this runs over the whole window on every sync
-    retained = [i for i, entry in enumerate(entries) if entry.entry_id in position]
-    removed = [entry.entry_id for entry in entries if entry.entry_id not in position]
-    agent_order = [position[entries[i].entry_id] for i in retained]
-    if agent_order != sorted(agent_order):
+    retained, removed, last_retained, new_positions, reordered = placement(
+        [entry.entry_id for entry in entries], ids, position
+    )
+    if reordered:
         logger.warning(
             "strategy=<%s> | agent messages were reordered; the ledger keeps the order they were appended in",
             strategy,
         )
-    last_retained = max(agent_order, default=-1)
-    in_view = {entry.entry_id for entry in entries}
-    new_positions = [i for i, message_id in enumerate(ids) if message_id not in in_view]
 
     summary_at = _summary_position(ids, new_positions, removed, last_retained, summary_hint)
     append_positions = [p for p in new_positions if p != summary_at]
@@ -105,23 +102,26 @@ def plan_sync(
     revisions: list[ContentRevision] = []
     for index in retained:
         entry = entries[index]
-        current = messages[position[entry.entry_id]]
+        entry_id = entry.entry_id
+        current = messages[position[entry_id]]
+        # Most messages carry no metadata, so no pin: the common case without a call.
+        pinned = current.get("metadata") is not None and is_pinned_dict(current)
         if entry.kind != "message":
-            if is_pinned_dict(current):
-                logger.debug("entry_id=<%s> | summaries cannot be pinned in the ledger, pin not stored", entry.entry_id)
+            if pinned:
+                logger.debug("entry_id=<%s> | summaries cannot be pinned in the ledger, pin not stored", entry_id)
             continue
-        pinned = is_pinned_dict(current)
-        if pinned != (bool(entry.message.metadata) and entry.message.pinned):
-            pins[entry.entry_id] = pinned
+        message = entry.message
+        if pinned != (bool(message.metadata) and message.pinned):
+            pins[entry_id] = pinned
         content = current.get("content")
-        if not isinstance(content, list):
-            raise InvalidMessage(f"message {entry.entry_id} has no content list")
-        if content != entry.message.content:
+        if type(content) is not list and not isinstance(content, list):
+            raise InvalidMessage(f"message {entry_id} has no content list")
+        if content != message.content:
             revisions.append(
                 ContentRevision(
-                    message_id=entry.entry_id,
+                    message_id=entry_id,
                     content=copy.deepcopy(content),
-                    reason=_revision_reason(entry.message.content, content),
+                    reason=_revision_reason(message.content, content),
                 )
             )
 
@@ -145,6 +145,43 @@ def plan_sync(
         as_given=True,  # what the Strands agent already holds: the ledger mirrors it
     )
     return None if edit.is_empty else edit
+
+
+class Placement(NamedTuple):
+    """Where the view's entries stand among the agent's messages (see :func:`placement`)."""
+
+    retained: Sequence[int]
+    """Indexes of the view's entries the agent still holds, in view order."""
+    removed: list[str]
+    """Ids of the view's entries the agent no longer holds, in view order."""
+    last_retained: int
+    """The agent's position of the last message it still holds of the view (-1: none)."""
+    new_positions: list[int]
+    """The agent's positions of the messages the view does not hold, in order."""
+    reordered: bool
+    """Whether the agent holds the view's messages in another order than the view's."""
+
+
+def placement(view_ids: list[str], ids: list[str], position: Mapping[str, int]) -> Placement:
+    """Match the view's entry ids against the agent's message ids (``position``: id -> agent position).
+
+    The usual sync -- the agent holds the view as it is, and perhaps new messages after
+    it -- is told by one comparison of the two id lists, without a pass per question.
+    """
+    held = len(view_ids)
+    if ids[:held] == view_ids:
+        return Placement(range(held), [], held - 1, list(range(held, len(ids))), False)
+    retained = [i for i, entry_id in enumerate(view_ids) if entry_id in position]
+    removed = [entry_id for entry_id in view_ids if entry_id not in position]
+    agent_order = [position[view_ids[i]] for i in retained]
+    in_view = set(view_ids)
+    return Placement(
+        retained,
+        removed,
+        max(agent_order, default=-1),
+        [i for i, message_id in enumerate(ids) if message_id not in in_view],
+        agent_order != sorted(agent_order),
+    )
 
 
 def summary_text(message: Mapping[str, Any]) -> str:
