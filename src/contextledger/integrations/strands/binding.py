@@ -322,7 +322,7 @@ class AgentBinding:
     # -- callbacks that read and write no store this time ----------------------------------
     # Each says, for one callback, whether its method below will neither read nor write the
     # store: the session manager then runs it on the caller's thread, without the hop to a
-    # worker (which costs more than the work). Each mirrors its method's own early exit.
+    # worker (which costs more than the work). Each method decides by the same predicate.
 
     def in_sync(self, agent: Agent) -> bool:
         """Whether :meth:`before_model_call_first` reads no store: ``agent.messages`` unmoved since the last sync."""
@@ -348,7 +348,7 @@ class AgentBinding:
             # Nothing added, removed or replaced since the last sync (the usual case, the
             # prompt was just committed): skip a full comparison. A hook that edits a message
             # in place right here has that edit recorded by the next sync instead.
-            if self._synced_shape != _shape(agent.messages):
+            if not self.in_sync(agent):
                 self.sync(agent, "manual")
             # Strands checks the proactive threshold before its per-turn callback runs; only the
             # attribution (proactive or per_turn) depends on it.
@@ -411,7 +411,7 @@ class AgentBinding:
             self.conversation.input_handed()
             if isinstance(event.exception, ContextWindowOverflowException):
                 self._overflow = event.exception
-            elif event.exception is None and self.manages_ledger:
+            elif not self.call_ends_locally(event):
                 self.conversation.after_model_call(None)
 
     def sync_after_reduction(self, agent: Agent) -> None:
@@ -435,10 +435,10 @@ class AgentBinding:
         toolResult -- is committed at once.
         """
         with self.lock:
+            if self.holds_answer(agent, message):
+                return
             if not agent.model.stateful and not _holds(agent.messages, message):
                 self._adopt(agent, message)
-            elif self._invocations and _final_answer(message):
-                return
             self.sync(agent, "manual")
 
     def _adopt(self, agent: Agent, message: Mapping[str, Any]) -> None:

@@ -114,7 +114,7 @@ def plan_sync(
         if pinned != (bool(message.metadata) and message.pinned):
             pins[entry_id] = pinned
         content = current.get("content")
-        if type(content) is not list and not isinstance(content, list):
+        if not isinstance(content, list):
             raise InvalidMessage(f"message {entry_id} has no content list")
         if content != message.content:
             revisions.append(
