@@ -148,7 +148,10 @@ def test_one_async_conversation_from_several_loops_counts_and_stores_exactly(
 @pytest.mark.timeout(60)
 def test_calls_of_one_conversation_run_in_the_order_they_were_made_and_hold_no_thread_while_waiting() -> None:
     async def main() -> tuple[list[str], int]:
-        ledger = AsyncLedger(MemoryStore(), workers=2)
+        # Every append on a worker (inline=False): on a memory store an append runs on the
+        # loop's own thread by default, and then no worker is taken at all, and whether the
+        # other conversation's append came first was left to the loop's scheduling.
+        ledger = AsyncLedger(MemoryStore(), workers=2, inline=False)
         conversation = await ledger.conversation("order")
         other = await ledger.conversation("other")
         # 50 calls queued on one conversation: with two workers, the other conversation
