@@ -18,7 +18,7 @@ from datetime import UTC
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -423,6 +423,85 @@ def test_evicting_views_carry_the_facts_a_fresh_view_computes(
         ]
         assert view.dangling_tool_uses() == fresh.dangling_tool_uses()
         assert view.orphan_results() == fresh.orphan_results()
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 20),
+            st.integers(0, 6),
+            st.lists(st.integers(0, 30), max_size=3),
+            steps,
+            st.booleans(),
+            st.integers(0, 8),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+@example(  # an eviction from a view whose tail a child took: the child's ids must not ride into the index
+    [
+        (0, 0, [], [("text", "a", 1)] * 5, True, 0),
+        (1, 0, [], [("text", "a", 1)], True, 0),
+        (1, 2, [], [], False, 0),
+        (3, 0, [], [("text", "a", 1)], False, 0),
+    ]
+)
+def test_views_after_evictions_index_as_a_fresh_view(
+    branches: list[tuple[int, int, list[int], list[Any], bool, int]],
+) -> None:
+    """Any view of a tree of appends and evictions finds each id where a fresh view of its entries does.
+
+    Evictions of the oldest entries carry the position index over (with an origin);
+    others, and evictions of a view whose tail a child took, index afresh. Siblings
+    branch from every kind of view, so an index shared down a chain of appends, copied
+    for a sibling, and carried past an eviction are all reached. Some entries come with
+    older seqs (``back``), as an undo's restored entries do, and take their place by seq.
+    """
+    views = [View(())]
+    expected: list[list[ViewEntry]] = [[]]
+    seq = 0
+    for pick, oldest, others, specs, warm, back in branches:
+        parent = pick % len(views)
+        entries = expected[parent]
+        if warm:  # an index computed (or carried) before the child is made
+            assert views[parent].index_of("x") is None
+        removed = {e.entry_id for e in entries[:oldest]}
+        removed |= {entries[p % len(entries)].entry_id for p in others if entries}
+        appends = _entries(max(0, seq - back), specs)
+        seq = max(seq, max(0, seq - back) + len(appends))
+        views.append(views[parent].project(appends, removed, {}, {}, None))
+        # In seq order, the entries kept before the appends of equal seq (as a stable sort keeps them).
+        expected.append(sorted([*(e for e in entries if e.entry_id not in removed), *appends], key=lambda e: e.seq))
+    everything = {e.entry_id for entries in expected for e in entries}
+    for view, entries in zip(views, expected, strict=True):
+        assert [e.entry_id for e in view] == [e.entry_id for e in entries]
+        assert [view.index_of(e.entry_id) for e in entries] == list(range(len(entries)))
+        held = {e.entry_id for e in entries}
+        assert all(view.index_of(i) is None for i in everything - held)
+        messages = [e.message for e in entries]
+        if messages:  # every message found where it is: a retry of the whole view
+            assert view.stored_as(messages) == messages
+        assert view.stored_as([Message.user("new")]) is None
+
+
+def test_evicting_the_oldest_entries_carries_the_position_index() -> None:
+    """A sliding window's eviction hands its index on, so the next append reads no entry of the window to index it."""
+    view = View(_entries(0, [("text", "q", 1)] * 8))
+    assert view.index_of("x") is None  # the index computed
+    kept = list(view)[3:]
+    child = view.project(_entries(8, [("text", "q", 1)]), {e.entry_id for e in list(view)[:3]}, {}, {}, None)
+    assert "_positions" in child.__dict__
+    assert child._origin == 3
+    assert [child.index_of(e.entry_id) for e in kept] == list(range(5))
+    grandchild = child.project(_entries(9, [("text", "q", 1)]), set(), {}, {}, None)  # an append shares it
+    assert grandchild._positions is child._positions
+    assert grandchild.index_of(list(grandchild)[-1].entry_id) == 6
+    assert child.index_of(list(grandchild)[-1].entry_id) is None
+    middle = view.project((), {list(view)[4].entry_id}, {}, {}, None)  # not the oldest: indexed afresh
+    assert "_positions" not in middle.__dict__
+    assert middle.index_of(list(view)[5].entry_id) == 4
 
 
 def test_a_pair_safe_eviction_carries_the_tool_facts() -> None:

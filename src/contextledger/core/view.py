@@ -116,18 +116,48 @@ class View:
             return self.appended(tuple(appends))
         live = self._live()
         view = View(_projected(live, appends, removed, revised, pins, summary))  # type: ignore[arg-type]
-        if (
-            removed
-            and not (revised or summary)
-            and "_tool_facts" in self.__dict__
-            and not any([a.entry_id in removed for a in appends])
-        ):
-            # An eviction (a sliding window's, every turn): carry the tool facts over in
+        if removed and not (revised or summary) and not any([a.entry_id in removed for a in appends]):
+            # An eviction (a sliding window's, every turn): carry the facts over in
             # O(removed + appended) instead of computing them over the whole window again.
-            facts = self._tool_facts.without([item for item in live if item.entry_id in removed])
-            if facts is not None:
-                view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
+            kept = len(live) - len(removed)
+            oldest = (
+                view._count == kept + len(appends)
+                and all([item.entry_id in removed for item in live[: len(removed)]])
+                # and the appends after every entry kept, in their order (a restore's go back in place)
+                and [item.entry_id for item in view._items[kept:]] == [a.entry_id for a in appends]
+            )
+            if oldest:  # the oldest entries leave (nearly every eviction): the index too
+                self._carry_positions(view, len(removed), appends)
+            if "_tool_facts" in self.__dict__:
+                gone = live[: len(removed)] if oldest else [item for item in live if item.entry_id in removed]
+                facts = self._tool_facts.without(gone)
+                if facts is not None:
+                    view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
         return view
+
+    def _carry_positions(self, view: View, evicted: int, appends: Sequence[ViewEntry]) -> None:
+        """Hand this view's position index to ``view``: this view less its ``evicted`` oldest entries, plus ``appends``.
+
+        The index maps an id to its position plus the view's :attr:`_origin` (0 for an
+        index computed afresh). Without its oldest entries every other entry moves down
+        by ``evicted``, so the child's origin is ``evicted`` higher and its index is a
+        copy of this one less the evicted ids: no kept entry is read, where computing the
+        index afresh reads every entry of the window on the next append. Only a view that
+        holds the tail of its index (no child appended to it in place, see
+        :meth:`appended`) has nothing else in it; any other computes it afresh.
+        """
+        with _TAIL_LOCK:  # the tail not taken meanwhile (an in-place append extends the index under this lock)
+            positions: dict[str, int] | None = self.__dict__.get("_positions")
+            if positions is None or not self._owns_tail:
+                return
+            carried = positions.copy()
+        for item in self._items[:evicted]:
+            del carried[item.entry_id]
+        origin = self._origin + evicted
+        end = origin + self._count - evicted
+        carried.update(zip([a.entry_id for a in appends], range(end, end + len(appends)), strict=True))
+        view.__dict__["_positions"] = carried
+        view.__dict__["_origin"] = origin
 
     def appended(self, appends: tuple[ViewEntry, ...], tool_ids: tuple[list[str], list[str]] | None = None) -> View:
         """``project(appends, set(), {}, {}, None)``: the view with ``appends`` after it (a plain append's).
@@ -144,11 +174,12 @@ class View:
             positions: dict[str, int] | None = known.get("_positions")
             ids = [e.entry_id for e in appends] if positions is not None else None
             in_place, self._owns_tail = self._owns_tail, False
+            end = known.get("_origin", 0) + count  # where this view's positions end in its index
             if positions is not None and (
                 # The tail's owner indexes no position past its own: an id it holds is active.
                 not positions.keys().isdisjoint(ids)  # type: ignore[arg-type]
                 if in_place
-                else any([positions.get(i, count) < count for i in ids])  # type: ignore[union-attr]
+                else any([positions.get(i, end) < end for i in ids])  # type: ignore[union-attr]
             ):
                 positions = None  # an id twice in one view (a projection of a refused append): index it afresh
             if in_place:
@@ -157,7 +188,7 @@ class View:
             else:
                 items = [*self._items[:count], *appends]
                 if positions is not None:
-                    positions = {k: i for k, i in positions.items() if i < count}
+                    positions = {k: i for k, i in positions.items() if i < end}
             child = View.__new__(View)
             # Every attribute __init__ sets, as one dict (a commit makes a view each time).
             facts: dict[str, Any] = {
@@ -178,8 +209,9 @@ class View:
             if "projected_input_tokens" in known:
                 facts["projected_input_tokens"] = projected_after(known["projected_input_tokens"], appends)
             if positions is not None:
-                positions.update(zip(ids, range(count, count + len(appends)), strict=True))  # type: ignore[arg-type]
+                positions.update(zip(ids, range(end, end + len(appends)), strict=True))  # type: ignore[arg-type]
                 facts["_positions"] = positions
+                facts["_origin"] = end - count
             if "tokens" in known:
                 facts["tokens"] = known["tokens"] + sum([e.tokens for e in appends])
             child.__dict__ = facts
@@ -228,15 +260,23 @@ class View:
         """Entry ids in order."""
         return [e.entry_id for e in self._live()]
 
+    # Where this view's first entry is in :attr:`_positions` (0 unless the index was
+    # carried over from a view with older entries, see _carry_positions).
+    _origin = 0
+
     @cached_property
     def _positions(self) -> dict[str, int]:
+        # Computed afresh, it counts from 0 (an index carried over is set with its origin).
         return {e.entry_id: i for i, e in enumerate(self._live())}
 
     def index_of(self, entry_id: str) -> int | None:
         """The index of ``entry_id`` or ``None`` when it is not active."""
         index = self._positions.get(entry_id)
+        if index is None:
+            return None
         # The index may be shared with views appended after this one (see appended).
-        return index if index is not None and index < self._count else None
+        index -= self._origin
+        return index if index < self._count else None
 
     def tool_result_ids_at(self, index: int) -> list[str]:
         """``self[index].message.tool_result_ids``, answered without building a restored entry.
@@ -319,12 +359,14 @@ class View:
         and metadata (pins may have changed since): appending it again is a retry.
         """
         positions, count = self._positions, self._count  # index_of's lookup, without its call per message
+        origin = self._origin
+        end = origin + count
         found: list[int] = []
         for m in messages:
-            i = positions.get(m.message_id, count)
-            if i >= count:  # a new message (every append but a retry): stop at the first
+            i = positions.get(m.message_id, end)
+            if i >= end:  # a new message (every append but a retry): stop at the first
                 return None
-            found.append(i)
+            found.append(i - origin)
         stored = [self[i].message for i in found]
         return stored if all(map(_same_message, messages, stored)) else None
 
