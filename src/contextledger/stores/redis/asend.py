@@ -26,6 +26,7 @@ from redis.exceptions import RedisError, ResponseError
 from contextledger.core.changeset import Changeset
 from contextledger.core.seam import Lost, Refused
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.redis.connect import IDENTITY_OPTIONS
 from contextledger.stores.redis.send import pack_in_c
 from contextledger.stores.redis.store import RedisStore
 
@@ -33,7 +34,16 @@ __all__ = ["NativeSend"]
 
 logger = logging.getLogger("contextledger.stores.redis.store")
 
-_OPTIONS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout")
+_OPTIONS = (
+    "host",
+    "port",
+    "db",
+    "username",
+    "password",
+    "socket_timeout",
+    "socket_connect_timeout",
+    *IDENTITY_OPTIONS,  # the name the store's connections give the server, and no metadata lookup per connection
+)
 """The connection settings carried over from the store's client (a plain TCP one only)."""
 
 

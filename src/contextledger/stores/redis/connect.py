@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
+import redis
 from redis import Redis
 from redis.cluster import RedisCluster
 from redis.exceptions import (
@@ -35,9 +37,11 @@ from contextledger.stores.urls import mask, mask_text, parse_redis
 
 __all__ = [
     "DRIVER_ERRORS",
+    "IDENTITY_OPTIONS",
     "UNAVAILABLE",
     "RedisClient",
     "connect",
+    "identity",
     "mask_password",
     "one_line",
     "translated",
@@ -66,13 +70,38 @@ def one_line(exc: BaseException) -> str:
     return mask_text(" ".join(str(exc).split())) or type(exc).__name__
 
 
+IDENTITY_OPTIONS = ("driver_info", "lib_name", "lib_version")
+"""redis-py's options naming the library to the server (``CLIENT SETINFO``): one given, the store adds none."""
+
+
+@cache
+def identity() -> dict[str, Any]:
+    """The options that name contextledger as redis-py's upstream driver, made once.
+
+    The server's ``CLIENT LIST`` then shows ``lib-name=redis-py(contextledger_v<version>)``
+    and redis-py's own version as ``lib-ver`` (Redis 7.2 and later record them; an older
+    server refuses ``CLIENT SETINFO``, which redis-py ignores, as it does without these).
+    redis-py's ``DriverInfo`` where it has one (7.2 and later), else its ``lib_name`` and
+    ``lib_version``. Given none, recent redis-py looks its own version up in the installed
+    package's metadata for every connection it makes; given these, no connection does.
+    """
+    from contextledger import __version__  # the package's own attribute: no module imported
+
+    try:
+        from redis import DriverInfo  # type: ignore[attr-defined,unused-ignore]  # redis-py 7.2 and later
+    except ImportError:  # pragma: no cover - the suite runs a redis-py that has it
+        return {"lib_name": f"redis-py(contextledger_v{__version__})", "lib_version": redis.__version__}
+    return {"driver_info": DriverInfo(lib_version=redis.__version__).add_upstream_driver("contextledger", __version__)}
+
+
 def connect(
     url: str, *, client_factory: Callable[[str, bool, dict[str, Any]], RedisClient] | None = None, **options: Any
 ) -> RedisClient:
     """A client for ``redis://``, ``rediss://`` or ``redis+cluster://host:port``, checked to answer.
 
     ``decode_responses`` is always off (the store decodes values itself so bytes stay
-    exact); other options go to redis-py's ``from_url``. ``client_factory(driver_url,
+    exact); other options go to redis-py's ``from_url``, with contextledger named to the
+    server (:func:`identity`) unless they name a library. ``client_factory(driver_url,
     cluster, options)``, when given, makes the client instead of redis-py's sync classes
     (a client of your own making, e.g. with TLS settings redis-py's URL cannot carry).
 
@@ -88,10 +117,13 @@ def connect(
         client: RedisClient
         if client_factory is not None:
             client = client_factory(parsed.driver_url, parsed.cluster, options)
-        elif parsed.cluster:
-            client = RedisCluster.from_url(parsed.driver_url, **options)
         else:
-            client = Redis.from_url(parsed.driver_url, **options)
+            if not any(name in options for name in IDENTITY_OPTIONS):  # the caller's name for itself wins
+                options.update(identity())
+            if parsed.cluster:
+                client = RedisCluster.from_url(parsed.driver_url, **options)
+            else:
+                client = Redis.from_url(parsed.driver_url, **options)
         client.ping()
     except (RedisError, RedisClusterException) as exc:
         raise StoreUnavailable(f"cannot reach Redis at {parsed.endpoint}: {mask_text(one_line(exc), url)}") from exc
