@@ -81,14 +81,14 @@ def identity() -> dict[str, Any]:
     The server's ``CLIENT LIST`` then shows ``lib-name=redis-py(contextledger_v<version>)``
     and redis-py's own version as ``lib-ver`` (Redis 7.2 and later record them; an older
     server refuses ``CLIENT SETINFO``, which redis-py ignores, as it does without these).
-    redis-py's ``DriverInfo`` where it has one (7.2 and later), else its ``lib_name`` and
-    ``lib_version``. Given none, recent redis-py looks its own version up in the installed
+    redis-py's ``DriverInfo`` where it has one (a recent redis-py), else its ``lib_name``
+    and ``lib_version``. Given none, recent redis-py looks its own version up in the installed
     package's metadata for every connection it makes; given these, no connection does.
     """
     from contextledger import __version__  # the package's own attribute: no module imported
 
     try:
-        from redis import DriverInfo  # type: ignore[attr-defined,unused-ignore]  # redis-py 7.2 and later
+        from redis import DriverInfo  # type: ignore[attr-defined,unused-ignore]  # a recent redis-py
     except ImportError:  # pragma: no cover - the suite runs a redis-py that has it
         return {"lib_name": f"redis-py(contextledger_v{__version__})", "lib_version": redis.__version__}
     return {"driver_info": DriverInfo(lib_version=redis.__version__).add_upstream_driver("contextledger", __version__)}
