@@ -317,8 +317,6 @@ class AgentBinding:
         self._captured_raw = raw
         self.state.capture(*raw)
 
-    # -- the model-call cycle ----------------------------------------------------------------
-
     # -- callbacks that read and write no store this time ----------------------------------
     # Each says, for one callback, whether its method below will neither read nor write the
     # store: the session manager then runs it on the caller's thread, without the hop to a
@@ -336,6 +334,8 @@ class AgentBinding:
     def call_ends_locally(self, event: StrandsAfterModelCallEvent) -> bool:
         """Whether :meth:`after_model_call` reads no store: no contextledger manager reacts to a finished call."""
         return event.exception is not None or not self.manages_ledger
+
+    # -- the model-call cycle ----------------------------------------------------------------
 
     def before_model_call_first(self, agent: Agent, event: StrandsBeforeModelCallEvent) -> None:
         """First callback of Strands' ``BeforeModelCallEvent``: commit outside edits.

@@ -142,8 +142,9 @@ class LedgerSessionManager(SessionManager):
         work runs as one call on a worker thread of this manager (see
         :mod:`contextledger.aio.runner`), so an agent under ``invoke_async`` or
         ``stream_async`` never blocks its loop on the ledger. A callback whose work this
-        time reads and writes no store (the model call's first and last notes when nothing
-        moved, the final answer left to the invocation's end) runs at once instead. Strands calls
+        time reads and writes no store (the model call's first note when ``agent.messages``
+        did not move, its end when no contextledger manager reacts to it, the final answer
+        left to the invocation's end) runs at once instead. Strands calls
         ``AgentInitializedEvent`` callbacks synchronously only (the restore, a read).
         """
         awaited = self._awaited
