@@ -142,6 +142,15 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                 verdict(None if cl is None else cl < 0.150),
             )
         )
+        floor = _med(run, "fresh_restore", "pydantic")
+        if cl is not None and floor is not None:
+            out.append(
+                (
+                    "fresh-process restore, what contextledger adds to a process that defines one pydantic model",
+                    f"{_ms(cl - floor)} ms ({_ms(floor)} ms floor)",
+                    "-",
+                )
+            )
     if "restore_window" in run.results:
         big, small = run.sizes.history[-1], run.sizes.history[0]
         for engine in ("sqlite", "postgres", "redis"):
@@ -398,6 +407,7 @@ def fresh_table(run: Run) -> list[str]:
     labels = {
         "cl-sqlite": "contextledger (SQLite): import, connect, open, read",
         "raw-sqlite": "python + sqlite3 reading the same window",
+        "pydantic": "python + pydantic, one model class defined (the floor of a library built on pydantic models)",
         "python": "python -c pass (interpreter start)",
     }
     lines = [

@@ -10,13 +10,23 @@ from pathlib import Path
 from _contenders import Spec
 from _workers import Outcome
 
-__all__ = ["POSTGRES_SETTINGS", "SQLITE_DURABILITY", "Run", "Sizes", "machine"]
+__all__ = ["POSTGRES_SETTINGS", "PYDANTIC_FLOOR", "SQLITE_DURABILITY", "Run", "Sizes", "machine"]
 
 # Durability, the same for every contender on an engine (and of one class across them:
 # a commit survives a crash of the process or the server; a power loss may take the
 # last second of commits).
 SQLITE_DURABILITY = "journal_mode=WAL, synchronous=NORMAL"
 POSTGRES_SETTINGS = {"fsync": "on", "synchronous_commit": "off", "full_page_writes": "on"}
+
+PYDANTIC_FLOOR = (
+    "from pydantic import BaseModel, ConfigDict\n"
+    "class Record(BaseModel):\n    model_config = ConfigDict(frozen=True, defer_build=True)\n    text: str\n"
+)
+"""A child's code: pydantic imported and one model class defined (its schema deferred, as ours are).
+
+The fresh-process floor of any library whose records are pydantic models: defining a
+first model imports what ``from pydantic import BaseModel`` alone does not.
+"""
 
 
 @dataclass

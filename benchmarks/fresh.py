@@ -5,8 +5,9 @@
     python benchmarks/fresh.py --against ../old/src  # also run another source tree, interleaved
 
 Each round starts one interpreter per contender, interleaved: ``python -c pass`` (the
-interpreter's floor), ``from pydantic import BaseModel`` (pydantic's own import: the
-floor of any restore that builds the library's records), the child below, and with
+interpreter's floor), pydantic imported and one model class defined (the floor of any
+process that builds the library's records: a first model imports more of pydantic than
+``from pydantic import BaseModel`` does), the child below, and with
 ``--against`` the same child on another checkout's ``src`` (put first on
 ``PYTHONPATH``). Prints the median and the fastest wall time of each, which heavy
 packages the child imported, and the medians of the child's phases as it times them
@@ -29,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _run import PYDANTIC_FLOOR
+
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -46,7 +49,6 @@ print({m: m in sys.modules for m in ("sqlalchemy", "alembic", "pydantic")})
 phases = {"import": t1 - t0, "connect": t2 - t1, "open": t3 - t2, "read": t4 - t3}
 print(json.dumps({name: seconds * 1000 for name, seconds in phases.items()}))
 """
-FLOOR = "from pydantic import BaseModel"
 
 
 def build(path: Path, session: str, entries: int, window: int) -> None:
@@ -77,7 +79,7 @@ def main() -> None:
         child = [sys.executable, "-c", CHILD, f"sqlite:///{db}", str(args.window), args.session]
         contenders: dict[str, tuple[list[str], dict[str, str]]] = {
             "python -c pass": ([sys.executable, "-c", "pass"], env),
-            f"python -c '{FLOOR}'": ([sys.executable, "-c", FLOOR], env),
+            "python + pydantic, one model class": ([sys.executable, "-c", PYDANTIC_FLOOR], env),
             "contextledger": (child, env),
         }
         if args.against is not None:

@@ -42,7 +42,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from _contenders import DEFERRED, Spec, select  # noqa: E402
-from _run import POSTGRES_SETTINGS, Run, Sizes  # noqa: E402
+from _run import POSTGRES_SETTINGS, PYDANTIC_FLOOR, Run, Sizes  # noqa: E402
 from _workers import HERE, PEER_PACKAGES, Outcome, Worker, peer_python, peer_versions  # noqa: E402
 
 WORKLOADS = (
@@ -273,6 +273,10 @@ class Harness:
         if rawspec is not None and found.get(f"raw-sqlite@{big}", Outcome(na="x")).ok:
             children["raw-sqlite"] = (rawspec, [sys.executable, "-c", raw_code], "")
         children["python"] = (None, [sys.executable, "-c", "import sys; print(len(sys.modules), 0, 0)"], "")
+        # The floor of any library whose records are pydantic models: pydantic imported and
+        # one model class defined (its schema deferred, as the library defers its own).
+        floor = PYDANTIC_FLOOR + "import sys\nprint(len(sys.modules), 0, 0)\n"
+        children["pydantic"] = (None, [sys.executable, "-c", floor], "")
         outcomes = {name: Outcome(na=why or None) for name, (_, argv, why) in children.items()}
         # An installed package has its bytecode compiled (pip does it); with
         # PYTHONDONTWRITEBYTECODE inherited from the caller, every child would compile the
