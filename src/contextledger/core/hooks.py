@@ -201,9 +201,13 @@ class HookRegistry:
 
     def callbacks_for(self, event: HookEvent) -> list[Callback]:
         """The callbacks an event of this type triggers, in order."""
+        return self.subscribers(type(event))
+
+    def subscribers(self, event_type: type[HookEvent]) -> list[Callback]:
+        """The callbacks an event of ``event_type`` triggers, in order (without an event at hand)."""
         found: list[Callback] = []
-        for event_type, callbacks in self._callbacks.items():
-            if isinstance(event, event_type):
+        for subscribed, callbacks in self._callbacks.items():
+            if issubclass(event_type, subscribed):
                 found.extend(callbacks)
         return found
 

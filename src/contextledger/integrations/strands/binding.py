@@ -335,6 +335,17 @@ class AgentBinding:
         """Whether :meth:`after_model_call` reads no store: no contextledger manager reacts to a finished call."""
         return event.exception is not None or not self.manages_ledger
 
+    def counts_locally(self, agent: Agent) -> bool:
+        """Whether :meth:`before_model_call_last` reads no store: the count deferred, nothing to sync.
+
+        That is: no contextledger manager plans on the call, ``agent.messages`` did not
+        move since the last sync (Strands' managers left it alone), and no callback but
+        the binding's own hears the conversation's ``BeforeModelCallEvent``.
+        """
+        if self.manages_ledger or not self.in_sync(agent):
+            return False
+        return self.conversation.hooks.subscribers(BeforeModelCallEvent) == [self._on_conversation_before_model_call]
+
     # -- the model-call cycle ----------------------------------------------------------------
 
     def before_model_call_first(self, agent: Agent, event: StrandsBeforeModelCallEvent) -> None:

@@ -143,8 +143,9 @@ class LedgerSessionManager(SessionManager):
         :mod:`contextledger.aio.runner`), so an agent under ``invoke_async`` or
         ``stream_async`` never blocks its loop on the ledger. A callback whose work this
         time reads and writes no store (the model call's first note when ``agent.messages``
-        did not move, its end when no contextledger manager reacts to it, the final answer
-        left to the invocation's end) runs at once instead. Strands calls
+        did not move, its last note when, besides, no contextledger manager plans on it and
+        no other ledger callback hears it, its end when no contextledger manager reacts to
+        it, the final answer left to the invocation's end) runs at once instead. Strands calls
         ``AgentInitializedEvent`` callbacks synchronously only (the restore, a read).
         """
         awaited = self._awaited
@@ -167,7 +168,10 @@ class LedgerSessionManager(SessionManager):
         )
         registry.add_callback(
             BeforeModelCallEvent,
-            awaited(lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e)),
+            awaited(
+                lambda e: self.binding(e.agent.agent_id).before_model_call_last(e.agent, e),
+                local=lambda e: self.binding(e.agent.agent_id).counts_locally(e.agent),
+            ),
             order=HookOrder.SDK_LAST,
         )
         registry.add_callback(
@@ -191,7 +195,7 @@ class LedgerSessionManager(SessionManager):
         When ``local(event)`` says the work reads and writes no store this time, it runs at
         once on the caller's thread instead: it blocks nothing (no driver, no lock the store
         holds), and a hop to a worker and back costs more than the work (about 90 us; a
-        Strands turn makes six callbacks, three of which usually touch no store). A closed
+        Strands turn makes six callbacks, four of which usually touch no store). A closed
         manager still refuses every callback (``LedgerClosed``, from its worker pool).
         """
 
