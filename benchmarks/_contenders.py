@@ -411,6 +411,7 @@ CONTENDERS: tuple[Spec, ...] = (
     *(
         Spec(key, label, "contextledger", key, None, "sqlite", _HOST_DOES, _HOST_WHY, f"{_SQLITE_EQUAL} (its default)")
         for key, label in (
+            ("cl-openai-agents", "contextledger LedgerSession, OpenAI Agents (SQLite)"),
             ("cl-langchain", "contextledger LedgerChatMessageHistory (SQLite)"),
             ("cl-pydantic-ai", "contextledger LedgerHistory, Pydantic AI (SQLite)"),
         )
@@ -421,7 +422,11 @@ HAND_WRITTEN = frozenset({"pydantic-ai-json"})
 """Peers whose rows the harness writes with the bare driver (the host has no store of its
 own): a floor like the raw drivers', shown next to contextledger without a target."""
 
-HOST_PAIRS: tuple[tuple[str, str], ...] = (("cl-langchain", "langchain"), ("cl-pydantic-ai", "pydantic-ai-json"))
+HOST_PAIRS: tuple[tuple[str, str], ...] = (
+    ("cl-openai-agents", "oai-sqlite"),
+    ("cl-langchain", "langchain"),
+    ("cl-pydantic-ai", "pydantic-ai-json"),
+)
 """(contextledger behind a host's interface, that host's own store): compared in the targets."""
 
 GROUPS = ("contextledger", "raw", "peer")

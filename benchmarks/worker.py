@@ -34,6 +34,7 @@ CONTENDERS = {
     "cl-langchain": "contenders.cl_langchain:LedgerChatHistoryContender",
     "pydantic-ai-json": "contenders.pydantic_ai_json:PydanticAIJsonRows",
     "cl-pydantic-ai": "contenders.cl_pydantic_ai:LedgerHistoryContender",
+    "cl-openai-agents": "contenders.cl_openai_agents:LedgerSessionContender",
 }
 
 

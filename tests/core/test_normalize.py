@@ -1,4 +1,4 @@
-"""``normalize_json`` and ``freeze_value``: the fast paths for exact types give what the general rules give.
+"""``normalize_json``, ``freeze_value`` and ``thaw``: the fast paths for exact types give what the general rules give.
 
 Every message built validates its content and metadata through them, so the shortcuts
 for ``str``, ``dict``, ``list`` and the scalars must change nothing: the same values of
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from contextledger import Message
 from contextledger.errors import InvalidMessage
-from contextledger.model.jsonvalues import MAX_DEPTH, FrozenDict, FrozenList, check_text, normalize_json
+from contextledger.model.jsonvalues import MAX_DEPTH, FrozenDict, FrozenList, check_text, normalize_json, thaw
 from tests.soak import examples
 
 
@@ -161,3 +161,30 @@ def test_a_value_kept_as_it_is_still_counts_toward_the_nesting_limit() -> None:
         _reference(value, "value", 0, False, False)
     shallower: Any = value[0]
     assert _typed(normalize_json(shallower)) == _typed(_reference(shallower, "value", 0, False, False))
+
+
+def _thawed_reference(value: Any) -> Any:
+    """``thaw`` as written before its fast paths: any mapping a ``dict``, any list or tuple a ``list``."""
+    if isinstance(value, Mapping):
+        return {k: _thawed_reference(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_thawed_reference(v) for v in value]
+    return value
+
+
+def _containers(value: Any) -> list[int]:
+    if isinstance(value, Mapping):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list | tuple):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(_values)
+def test_thaw_gives_what_the_general_rule_gives_and_shares_no_container(value: Any) -> None:
+    # A host is handed thawed items it may change: the same values of the same types, in
+    # new containers, whatever mix of frozen, plain and other containers they came in.
+    thawed = thaw(value)
+    assert _typed(thawed) == _typed(_thawed_reference(value))
+    assert not set(_containers(thawed)) & set(_containers(value))

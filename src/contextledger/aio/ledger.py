@@ -11,6 +11,7 @@ from contextledger.aio.conversation import AsyncConversation, check_inline, inli
 from contextledger.aio.native import native_send
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
+from contextledger.conversation.conversation import Conversation
 from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.model.paging import Pages
@@ -140,6 +141,22 @@ class AsyncLedger(ShellBase[Ledger]):
         return await AsyncConversation.open(
             self.store, session_id, agent_id, runner=self._runner, inline=self._inline, native=self._native, **options
         )
+
+    def wrap(self, conversation: Conversation) -> AsyncConversation:
+        """The async conversation over ``conversation``, an open sync conversation of this ledger's store.
+
+        It runs on this ledger's workers and takes the same fast paths as one
+        :meth:`conversation` opens (an inline append on SQLite and in-memory stores, a
+        native send on PostgreSQL and Redis), for code that opens the sync conversation
+        itself on a worker (an integration opening its ledger from a URL).
+
+        Raises:
+            ConfigurationError: ``conversation`` is not a :class:`~contextledger.Conversation`
+                of this ledger's store.
+        """
+        if not isinstance(conversation, Conversation) or conversation.store is not self.store:
+            raise ConfigurationError("wrap() takes an open Conversation of this ledger's store")
+        return AsyncConversation(conversation, self._runner, inline=self._inline, native=self._native)
 
     history = coroutine_of(Ledger.history)
 

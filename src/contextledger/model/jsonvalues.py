@@ -108,12 +108,28 @@ class FrozenList(list[Any]):
 
 
 def thaw(value: Any) -> Any:
-    """A mutable deep copy of ``value`` (read-only containers become ``dict``/``list``)."""
+    """A mutable deep copy of ``value`` (read-only containers become ``dict``/``list``).
+
+    Any mapping becomes a ``dict``, any list or tuple a ``list``; anything else is kept.
+    """
+    # The exact types JSON values are made of are told by ``type`` first (a restore thaws
+    # every item it hands a host); the isinstance checks below take any other mapping.
+    kind = type(value)
+    if kind in _THAWED:
+        return value
+    if kind is FrozenDict or kind is dict:
+        return {k: v if type(v) in _THAWED else thaw(v) for k, v in value.items()}
+    if kind is FrozenList or kind is list or kind is tuple:
+        return [v if type(v) in _THAWED else thaw(v) for v in value]
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [thaw(v) for v in value]
     return value
+
+
+_THAWED = frozenset({str, int, float, bool, type(None)})
+"""The exact types :func:`thaw` returns as they are (immutable leaves)."""
 
 
 def check_text(value: str, what: str = "text") -> str:

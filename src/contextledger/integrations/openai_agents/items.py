@@ -4,7 +4,8 @@ The OpenAI Agents SDK keeps a session as a list of Responses input items (plain 
 ``TResponseInputItem``). The ledger's canonical format is Converse content blocks, which
 every manager, token counter and summarizer understands. Each item becomes one
 :class:`~contextledger.Message` whose content is the item's *projection* into blocks,
-and which keeps the item itself, verbatim, in ``metadata["openai"]["item"]``:
+and which keeps the item itself, verbatim, in ``metadata["openai"]["item"]`` (with
+``metadata["openai"]["text_digest"]``, the fingerprint of the content it was stored with):
 
 =================================  ==========  ==========================================
 item ``type``                      role        content blocks
@@ -32,15 +33,18 @@ SDK's ``EncryptedSession``)
 Because a call and its output share a ``toolUseId``, every manager treats them as one
 tool pair: evicted, pinned and summarized together.
 
-Back from messages (:func:`messages_to_items`): a message whose content still equals
-its item's projection returns the kept item exactly, so ``items -> messages -> items``
-is the identity. A message whose content a manager revised (a truncated tool result)
-is rendered from its blocks into the kept item's shape, for the output types whose
-output is text (``function_call_output``, ``custom_tool_call_output``,
-``local_shell_call_output``, ``apply_patch_call_output``); the others return the kept
-item unchanged (the revision stays in the ledger but does not reach the host). A
-message that never was an item (a summary, the result a crash repair appended, a
-message written by another host) is rendered from its blocks.
+Back from messages (:func:`messages_to_items`): a message whose content is still the one
+it was stored with returns the kept item exactly, so ``items -> messages -> items`` is
+the identity. That is told by the fingerprint (a restored message's content is hashed as
+the text it was read as, not decoded:
+:func:`~contextledger.integrations.kept.unchanged`), or, for an item kept without one
+(before 0.3), by projecting the item again. A message whose content a manager revised (a
+truncated tool result) is rendered from its blocks into the kept item's shape, for the
+output types whose output is text (``function_call_output``,
+``custom_tool_call_output``, ``local_shell_call_output``, ``apply_patch_call_output``);
+the others return the kept item unchanged (the revision stays in the ledger but does not
+reach the host). A message that never was an item (a summary, the result a crash repair
+appended, a message written by another host) is rendered from its blocks.
 """
 
 from __future__ import annotations
@@ -56,7 +60,9 @@ from typing import Any
 
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidMessage
+from contextledger.integrations.kept import TEXT_DIGEST, content_digest, fingerprinted, unchanged
 from contextledger.integrations.openai_agents.render import output_value, render_message
+from contextledger.model.jsonvalues import thaw
 from contextledger.model.messages import ContentBlock, Message, Role
 
 __all__ = [
@@ -116,9 +122,14 @@ def item_to_message(item: Mapping[str, Any]) -> Message:
             without ``content``). Any other JSON object is kept exactly as given.
     """
     _check_item(item)
-    kept = copy.deepcopy(dict(item))
+    # A shallow copy: the message freezes its own copy of every container of the item
+    # (its content and metadata are read-only), so nothing here aliases the caller's item.
+    kept = dict(item)
     role, content = project_item(kept)
-    return Message(role=role, content=content, metadata={ITEM_KEY: {"item": kept}})
+    # The content's fingerprint: a restore tells an unrevised message by hashing the text
+    # it read, without decoding the content or projecting the item again.
+    box = {"item": kept, TEXT_DIGEST: content_digest(content)}
+    return Message(role=role, content=content, metadata={ITEM_KEY: box})
 
 
 def items_to_messages(items: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -382,12 +393,12 @@ def newest_messages(view: View, limit: int | None) -> list[Message]:
         ConfigurationError: ``limit`` is not ``None`` or an int >= 0.
     """
     if limit is None:
-        return [m.model_copy(deep=True) for m in view.messages]
+        return list(view.messages)  # messages are immutable: the view's own, not copies
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ConfigurationError(f"limit must be None or an int >= 0, got {limit!r}")
     start = max(len(view) - limit, 0)
     keep = [i for i in range(start, len(view)) if view.group_of(i)[0] >= start]
-    return [view[i].message.model_copy(deep=True) for i in keep]
+    return [view[i].message for i in keep]
 
 
 def message_to_items(message: Message, call_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
@@ -400,17 +411,20 @@ def message_to_items(message: Message, call_types: Mapping[str, str] | None = No
     """
     item = kept_item(message)
     if item is not None:
-        try:
-            unchanged = project_item(item) == (message.role, message.content)
-        except InvalidMessage:
-            unchanged = False
-        if unchanged:
-            return [copy.deepcopy(item)]
+        if fingerprinted(message, ITEM_KEY):
+            same = unchanged(message, ITEM_KEY)  # a restored message: its held text hashed, not decoded
+        else:  # kept without a fingerprint (written before 0.3): the item projected again
+            try:
+                same = project_item(item) == (message.role, message.content)
+            except InvalidMessage:
+                same = False
+        if same:
+            return [thaw(item)]
         revised = _revised_output(item, message)
         if revised is not None:
             return [revised]
         logger.debug("item_type=<%s> | content revised but the item type cannot carry it; kept", item.get("type"))
-        return [copy.deepcopy(item)]
+        return [thaw(item)]
     return render_message(message, call_types or {})
 
 

@@ -21,16 +21,16 @@ the call, runs the manager's per-turn and proactive management and gives the mod
 managed view -- so ``view_at(model_call=N)`` is exactly what call ``N`` received (see
 :mod:`~contextledger.integrations.openai_agents.modelinput`).
 
-Any loop, any thread: each method is one call of the async API (one hop to a worker
-thread of the ledger, see :mod:`contextledger.aio.runner`), and opening is guarded by a
-thread lock taken on that worker, so one session serves tasks of several event loops
-at once -- the ``Runner.run_sync`` pattern in a threaded web server -- without losing
+Any loop, any thread: each method is one call of the async API (``add_items`` appends
+as the ledger's own conversations do, inline or by a native send where the ledger takes
+them; the others are one hop to a worker thread of the ledger, see
+:mod:`contextledger.aio.runner`), and opening is guarded by a thread lock taken on that
+worker, so one session serves tasks of several event loops at once -- the ``Runner.run_sync`` pattern in a threaded web server -- without losing
 or reordering a write.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import logging
 import threading
@@ -59,6 +59,7 @@ from contextledger.integrations.openai_agents.items import (
 from contextledger.integrations.openai_agents.modelinput import mirror_filter, unsaved_items
 from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
+from contextledger.model.jsonvalues import thaw
 from contextledger.model.messages import Message
 from contextledger.model.metadata import LINKS_KEY
 
@@ -130,8 +131,8 @@ class LedgerSession:
         self._conversation: AsyncConversation | None = None
         self._opening = threading.Lock()  # taken on a worker thread, never on a loop
         # What the runner of the current run holds (see call_model_input_filter): the
-        # history it read, the items stored since, and those stored early for a call.
-        self._read: list[dict[str, Any]] | None = None
+        # history it read (as messages), the items stored since, and those stored early for a call.
+        self._read: list[Message] | None = None
         self._added: list[dict[str, Any]] = []
         self._stored_early: list[dict[str, Any]] = []
         self._prepared = 0  # calls counted by the input filter, not yet started
@@ -172,7 +173,7 @@ class LedgerSession:
                     self._ledger = AsyncLedger(open_store(self._url or DEFAULT_URL))
                 ledger = self._ledger
                 sync = ledger.sync.conversation(self.session_id, self.agent_id, **self._options)
-                self._conversation = AsyncConversation(sync, ledger.runner)
+                self._conversation = ledger.wrap(sync)  # the ledger's inline or native append, as opened there
             return self._conversation
 
     async def ledger(self) -> AsyncLedger:
@@ -192,13 +193,16 @@ class LedgerSession:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
 
-        def read(conversation: Conversation) -> list[Any]:
+        def read(conversation: Conversation) -> tuple[list[Message], list[Any]]:
             conversation.refresh()  # another process may have written since
-            return messages_to_items(newest_messages(conversation.view, limit))
+            messages = newest_messages(conversation.view, limit)
+            return messages, messages_to_items(messages)
 
-        items: list[Any] = await (await self.conversation()).run_sync(read)
-        # The history a run starts from: the input filter lines the runner's input up with it.
-        self._read, self._added, self._stored_early = copy.deepcopy(items), [], []
+        messages, items = await (await self.conversation()).run_sync(read)
+        # The history a run starts from: the input filter lines the runner's input up with
+        # it. Kept as the (immutable) messages: their items, made again when the filter
+        # asks, equal the ones returned, whatever the caller does to those.
+        self._read, self._added, self._stored_early = messages, [], []
         return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -219,7 +223,7 @@ class LedgerSession:
         if messages:
             await (await self.conversation()).append(*messages)
         del self._stored_early[:early]
-        self._added.extend(copy.deepcopy(rest))
+        self._added.extend(thaw(rest))  # JSON values (checked above): a copy the caller cannot change
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Take the newest entry out of the view (a recorded ``pop`` reduction) and return its item.
@@ -302,13 +306,16 @@ class LedgerSession:
         new = [
             dict(item)
             for item in unsaved_items(
-                runner_items, self._read, self._added, lambda: messages_to_items(conversation.view.messages)
+                runner_items,
+                None if self._read is None else messages_to_items(self._read),
+                self._added,
+                lambda: messages_to_items(conversation.view.messages),
             )
         ]
         if new:
             await conversation.append(*link_reasoning(items_to_messages(new)))
-            self._stored_early.extend(copy.deepcopy(new))
-            self._added.extend(copy.deepcopy(new))
+            self._stored_early.extend(thaw(new))
+            self._added.extend(thaw(new))
         await conversation.before_model_call(handed=self.input_filter is None)
         try:
             if self.input_filter is not None:

@@ -1,0 +1,108 @@
+"""``LedgerSession`` takes the ledger's own fast paths, and a restore hands items back without decoding them.
+
+* ``add_items`` appends as a conversation the ledger opened does: inline on SQLite and in
+  memory (no hop to a worker thread), counted by the ledger's runner;
+* an item is kept with the fingerprint of the content it was stored with, so
+  ``get_items`` after a restore tells every unrevised message by hashing the text it
+  read: the content is never decoded (the restored messages still hold their text);
+* an item kept without a fingerprint (written before 0.3) still comes back exactly, and a
+  revision of it is still seen.
+
+Speed is measured in ``benchmarks/``; these tests count hops and decodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextledger import Ledger, Message
+from contextledger.aio import AsyncConversation, AsyncLedger
+from contextledger.errors import ConfigurationError
+from contextledger.integrations.openai_agents import LedgerSession
+from contextledger.integrations.openai_agents.items import (
+    ITEM_KEY,
+    item_to_message,
+    message_to_items,
+    messages_to_items,
+    project_item,
+)
+from contextledger.model.jsonvalues import thaw
+from contextledger.model.pending import held_text
+from contextledger.stores.memory import MemoryStore
+
+
+def _turn(n: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": f"question {n}"},
+        {"type": "function_call", "call_id": f"c{n}", "name": "lookup", "arguments": f'{{"n": {n}}}'},
+        {"type": "function_call_output", "call_id": f"c{n}", "output": f"result {n} " + "x" * 40},
+        {"role": "assistant", "content": f"answer {n}"},
+    ]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_add_items_appends_inline_as_the_ledgers_own_conversations_do(backend: str, tmp_path: Path) -> None:
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/inline.db"
+
+    async def main() -> tuple[int, int]:
+        async with await AsyncLedger.connect(url) as ledger:
+            session = LedgerSession("s", ledger=ledger)
+            await session.add_items(_turn(0))  # opens the conversation; its first commit claims the session
+            runner = ledger.runner
+            calls, inline = runner.calls, runner.inline  # jobs handed to workers, calls run on the loop's thread
+            for n in range(1, 4):
+                await session.add_items(_turn(n))
+            counted = runner.calls - calls, runner.inline - inline
+            assert await session.get_items() == [item for n in range(4) for item in _turn(n)]
+            return counted
+
+    assert asyncio.run(main()) == (0, 3)  # three appends, none handed to a worker
+
+
+def test_wrap_gives_the_fast_paths_of_the_ledger_and_refuses_another_store(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path}/wrap.db") as ledger:
+            opened = await ledger.conversation("s")
+            wrapped = ledger.wrap(ledger.sync.conversation("s"))
+            assert isinstance(wrapped, AsyncConversation)
+            assert (wrapped._inline, wrapped._native) == (opened._inline, opened._native) == (True, None)
+            with pytest.raises(ConfigurationError, match="this ledger's store"):
+                ledger.wrap(Ledger(MemoryStore()).conversation("s"))
+            with pytest.raises(ConfigurationError, match="this ledger's store"):
+                ledger.wrap(opened)  # type: ignore[arg-type]  # an async conversation is not a sync one
+
+    asyncio.run(main())
+
+
+def test_a_restore_hands_items_back_without_decoding_their_content(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/restore.db"
+    items = [item for n in range(5) for item in _turn(n)]
+
+    async def write() -> None:
+        async with await AsyncLedger.connect(url) as ledger:
+            await LedgerSession("s", ledger=ledger).add_items(items)
+
+    asyncio.run(write())
+    with Ledger.connect(url) as ledger:
+        messages = ledger.conversation("s").messages
+        assert all(held_text(m) is not None for m in messages)  # restored, still text
+        assert messages_to_items(messages) == items
+        assert all(held_text(m) is not None for m in messages)  # not decoded to tell them unchanged
+
+
+def test_an_item_kept_without_a_fingerprint_still_comes_back_and_its_revision_is_seen() -> None:
+    item = {"type": "function_call_output", "call_id": "c1", "output": "the whole result", "x_extra": [1, 2]}
+    stored = item_to_message(item)
+    assert set(stored.metadata[ITEM_KEY]) == {"item", "text_digest"}
+    # As 0.2 kept it: the item alone.
+    old = Message(role=stored.role, content=thaw(stored.content), metadata={ITEM_KEY: {"item": item}})
+    assert message_to_items(old) == [item]
+    revised = old.with_content([{"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "cut"}]}}])
+    assert project_item(item) != (revised.role, revised.content)
+    assert message_to_items(revised) == [{**item, "output": "cut"}]
+    # With a fingerprint, the same revision is told from the content's text.
+    assert message_to_items(stored.with_content(revised.content)) == [{**item, "output": "cut"}]
