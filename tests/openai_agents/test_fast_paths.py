@@ -14,10 +14,13 @@ Speed is measured in ``benchmarks/``; these tests count hops and decodes.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncConversation, AsyncLedger
@@ -26,6 +29,7 @@ from contextledger.integrations.openai_agents import LedgerSession
 from contextledger.integrations.openai_agents.items import (
     ITEM_KEY,
     item_to_message,
+    items_to_messages,
     message_to_items,
     messages_to_items,
     project_item,
@@ -33,9 +37,12 @@ from contextledger.integrations.openai_agents.items import (
 from contextledger.model.jsonvalues import thaw
 from contextledger.model.pending import held_text
 from contextledger.stores.memory import MemoryStore
+from tests.openai_agents.strategies import any_item
+from tests.soak import examples
 
 
-def _turn(n: int) -> list[dict[str, Any]]:
+def _turn(n: int) -> list[Any]:
+    """Turn ``n`` as Responses input items (``Any``: the SDK types an item as a union of TypedDicts)."""
     return [
         {"role": "user", "content": f"question {n}"},
         {"type": "function_call", "call_id": f"c{n}", "name": "lookup", "arguments": f'{{"n": {n}}}'},
@@ -106,3 +113,15 @@ def test_an_item_kept_without_a_fingerprint_still_comes_back_and_its_revision_is
     assert message_to_items(revised) == [{**item, "output": "cut"}]
     # With a fingerprint, the same revision is told from the content's text.
     assert message_to_items(stored.with_content(revised.content)) == [{**item, "output": "cut"}]
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=st.lists(any_item, min_size=1, max_size=6))
+def test_items_restored_from_a_sqlite_file_come_back_exactly_from_their_text(items: list[dict[str, Any]]) -> None:
+    # The fingerprint is taken of the content as given, the check of the text SQLite wrote:
+    # every item of every type comes back equal, told unrevised without decoding it.
+    with tempfile.TemporaryDirectory() as directory, Ledger.connect(f"sqlite:///{directory}/items.db") as ledger:
+        ledger.conversation("s").append(*items_to_messages(items))
+        messages = Ledger(ledger.store).conversation("s").messages
+        assert messages_to_items(messages) == items
+        assert all(held_text(m) is not None for m in messages)
