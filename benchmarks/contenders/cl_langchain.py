@@ -12,7 +12,7 @@ import warnings
 from typing import Any
 
 from _protocol import Contender, NotApplicable, start, stop
-from contenders._files import tree_bytes
+from contenders._files import stored_bytes
 from contenders._lc_turns import messages_of
 from contextledger import Ledger
 from contextledger.integrations.langchain import LedgerChatMessageHistory
@@ -61,10 +61,7 @@ class LedgerChatHistoryContender(Contender):
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:
-        if self.workload != "storage":
-            raise NotApplicable("bytes are counted on the storage workload")
-        self.close()
-        return tree_bytes(self.path)
+        return stored_bytes(self.workload, self.close, self.path)
 
     def close(self) -> None:
         if self.ledger is not None:

@@ -8,63 +8,26 @@ message with the adapter, the unchanged ones in one call).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from _protocol import Contender, NotApplicable, start, stop
-from contenders._files import tree_bytes
+from contenders._async_host import AsyncHostContender
 from contenders._pai_turns import messages_of
 from contextledger.aio import AsyncLedger
 from contextledger.integrations.pydantic_ai import LedgerHistory
 
 
-class LedgerHistoryContender(Contender):
+class LedgerHistoryContender(AsyncHostContender):
     """``LedgerHistory`` on a SQLite ledger (the async API, aiosqlite)."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.ledger: AsyncLedger | None = None
-        self.history: LedgerHistory | None = None
-        self.workload = ""
-        self.session = ""
-        self.path = ""
+    def open(self, ledger: AsyncLedger, session: str) -> LedgerHistory:
+        return LedgerHistory(session, ledger=ledger)
 
-    def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
-        if workload not in ("append", "restore_wide", "storage"):
-            raise NotApplicable(f"no {workload} workload")
-        self.workload = workload
-        self.session = str(params["session"])
-        self.path = str(params["path"])
-        self.ledger = self.loop.run_until_complete(AsyncLedger.connect(str(params["url"])))
-        self.history = LedgerHistory(self.session, ledger=self.ledger)
-        count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
-        for n in range(count):
-            self.loop.run_until_complete(self.history.extend(messages_of(self.session, n)))
-        return {}
+    def turn(self, session: str, n: int) -> Any:
+        return messages_of(session, n)
 
-    def step(self, n: int) -> float:
-        assert self.history is not None
-        if self.workload == "append":
-            messages = messages_of(self.session, n)
-            t0 = start()
-            self.loop.run_until_complete(self.history.extend(messages))
-            return stop(t0)
-        if self.workload == "restore_wide":
-            t0 = start()
-            # A history object of its own, as a new process has: nothing rendered yet.
-            messages = self.loop.run_until_complete(LedgerHistory(self.session, ledger=self.ledger).messages())
-            elapsed = stop(t0)
-            assert messages
-            return elapsed
-        raise NotApplicable(f"nothing to time in {self.workload}")
+    async def add(self, host: Any, turn: Any) -> None:
+        await host.extend(turn)
 
-    def measure(self) -> Any:
-        if self.workload != "storage":
-            raise NotApplicable("bytes are counted on the storage workload")
-        self.close()
-        return tree_bytes(self.path)
-
-    def close(self) -> None:
-        if self.ledger is not None:
-            self.loop.run_until_complete(self.ledger.close())
-            self.ledger = None
+    async def read(self, ledger: AsyncLedger, host: Any) -> Any:
+        # A history object of its own, as a new process has: nothing rendered yet.
+        return await LedgerHistory(self.session, ledger=ledger).messages()

@@ -14,7 +14,7 @@ from langchain_community.chat_message_histories import SQLChatMessageHistory
 from sqlalchemy import create_engine, event
 
 from _protocol import Contender, NotApplicable, start, stop
-from contenders._files import tree_bytes
+from contenders._files import stored_bytes
 from contenders._lc_turns import messages_of
 
 
@@ -65,10 +65,7 @@ class SQLChatHistoryContender(Contender):
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:
-        if self.workload != "storage":
-            raise NotApplicable("bytes are counted on the storage workload")
-        self.close()
-        return tree_bytes(self.path)
+        return stored_bytes(self.workload, self.close, self.path)
 
     def close(self) -> None:
         if self.engine is not None:

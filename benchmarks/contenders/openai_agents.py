@@ -25,7 +25,7 @@ from typing import Any
 from agents import SQLiteSession
 
 from _protocol import Contender, NotApplicable, start, stop, text_of, tool_result, tool_use, turn
-from contenders._files import tree_bytes
+from contenders._files import stored_bytes
 
 
 def items_of(session: str, n: int) -> list[Any]:
@@ -97,10 +97,7 @@ class _Session(Contender):
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:
-        if self.workload != "storage":
-            raise NotApplicable("bytes are counted on the storage workload")
-        self.close()
-        return tree_bytes(self.path)
+        return stored_bytes(self.workload, self.close, self.path)
 
 
 class SQLiteSessionContender(_Session):

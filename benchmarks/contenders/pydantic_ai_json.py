@@ -17,7 +17,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from _protocol import Contender, NotApplicable, start, stop
-from contenders._files import tree_bytes
+from contenders._files import stored_bytes
 from contenders._pai_turns import messages_of
 
 
@@ -72,10 +72,7 @@ class PydanticAIJsonRows(Contender):
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:
-        if self.workload != "storage":
-            raise NotApplicable("bytes are counted on the storage workload")
-        self.close()
-        return tree_bytes(self.path)
+        return stored_bytes(self.workload, self.close, self.path)
 
     def close(self) -> None:
         if self.db is not None:
