@@ -25,8 +25,9 @@ Any loop, any thread: each method is one call of the async API (``add_items`` ap
 as the ledger's own conversations do, inline or by a native send where the ledger takes
 them; the others are one hop to a worker thread of the ledger, see
 :mod:`contextledger.aio.runner`), and opening is guarded by a thread lock taken on that
-worker, so one session serves tasks of several event loops at once -- the ``Runner.run_sync`` pattern in a threaded web server -- without losing
-or reordering a write.
+worker, so one session serves tasks of several event loops at once -- the
+``Runner.run_sync`` pattern in a threaded web server -- without losing or reordering a
+write.
 """
 
 from __future__ import annotations
