@@ -1,7 +1,8 @@
 """``LedgerSession`` takes the ledger's own fast paths, and a restore hands items back without decoding them.
 
-* ``add_items`` appends as a conversation the ledger opened does: inline on SQLite and in
-  memory (no hop to a worker thread), counted by the ledger's runner;
+* ``add_items`` appends as a conversation the ledger opened does, also when the SDK's
+  ``Runner`` drives the session: inline on SQLite and in memory (no hop to a worker
+  thread), counted by the ledger's runner;
 * an item is kept with the fingerprint of the content it was stored with, so
   ``get_items`` after a restore tells every unrevised message by hashing the text it
   read: the content is never decoded (the restored messages still hold their text);
@@ -19,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, Runner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.errors import ConfigurationError
-from contextledger.integrations.openai_agents import LedgerSession
+from contextledger.integrations.openai_agents import LedgerSession, ScriptedModel
 from contextledger.integrations.openai_agents.items import (
     ITEM_KEY,
     item_to_message,
@@ -125,3 +127,28 @@ def test_items_restored_from_a_sqlite_file_come_back_exactly_from_their_text(ite
         messages = Ledger(ledger.store).conversation("s").messages
         assert messages_to_items(messages) == items
         assert all(held_text(m) is not None for m in messages)
+
+
+def test_runs_of_the_sdks_runner_append_inline_on_sqlite(tmp_path: Path) -> None:
+    # The SDK's own Runner drives the session: after the run that creates the
+    # conversation, every add_items it makes runs on the loop's thread, and each model
+    # call was given exactly the session's items so far.
+    model = ScriptedModel([f"answer {n}" for n in range(4)])
+    agent = Agent(name="Assistant", model=model)
+
+    async def main() -> tuple[int, int, list[Any]]:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path}/runner.db") as ledger:
+            session = LedgerSession("u", ledger=ledger)
+            await Runner.run(agent, "question 0", session=session)
+            runner = ledger.runner
+            inline = runner.inline
+            for n in range(1, 4):
+                result = await Runner.run(agent, f"question {n}", session=session)
+                assert result.final_output == f"answer {n}"
+            return runner.inline - inline, len(model.calls), await session.get_items()
+
+    appended, calls, items = asyncio.run(main())
+    assert appended == 2 * 3  # each run stores its input, then the model's output: all on the loop's thread
+    assert calls == 4
+    assert model.calls[-1].input == items[: len(model.calls[-1].input)]
+    assert [i["content"] for i in items if i.get("role") == "user"] == [f"question {n}" for n in range(4)]
