@@ -73,18 +73,22 @@ def test_add_items_appends_inline_as_the_ledgers_own_conversations_do(backend: s
 
 
 def test_wrap_gives_the_fast_paths_of_the_ledger_and_refuses_another_store(tmp_path: Path) -> None:
-    async def main() -> None:
+    async def main() -> tuple[int, int]:
         async with await AsyncLedger.connect(f"sqlite:///{tmp_path}/wrap.db") as ledger:
-            opened = await ledger.conversation("s")
             wrapped = ledger.wrap(ledger.sync.conversation("s"))
             assert isinstance(wrapped, AsyncConversation)
-            assert (wrapped._inline, wrapped._native) == (opened._inline, opened._native) == (True, None)
             with pytest.raises(ConfigurationError, match="this ledger's store"):
                 ledger.wrap(Ledger(MemoryStore()).conversation("s"))
             with pytest.raises(ConfigurationError, match="this ledger's store"):
-                ledger.wrap(opened)  # type: ignore[arg-type]  # an async conversation is not a sync one
+                ledger.wrap(await ledger.conversation("s"))  # type: ignore[arg-type]  # an async one is not a sync one
+            await wrapped.append(Message.user("first"))  # claims the session: a worker's job
+            runner = ledger.runner
+            calls, inline = runner.calls, runner.inline
+            for n in range(3):
+                await wrapped.append(Message.user(f"message {n}"))
+            return runner.calls - calls, runner.inline - inline
 
-    asyncio.run(main())
+    assert asyncio.run(main()) == (0, 3)  # inline, as a conversation the ledger opens appends
 
 
 def test_a_restore_hands_items_back_without_decoding_their_content(tmp_path: Path) -> None:

@@ -115,12 +115,12 @@ def thaw(value: Any) -> Any:
     # The exact types JSON values are made of are told by ``type`` first (a restore thaws
     # every item it hands a host); the isinstance checks below take any other mapping.
     kind = type(value)
-    if kind in _THAWED:
+    if kind in _LEAVES:
         return value
     if kind is FrozenDict or kind is dict:
-        return {k: v if type(v) in _THAWED else thaw(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAVES else thaw(v) for k, v in value.items()}
     if kind is FrozenList or kind is list or kind is tuple:
-        return [v if type(v) in _THAWED else thaw(v) for v in value]
+        return [v if type(v) in _LEAVES else thaw(v) for v in value]
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -128,8 +128,8 @@ def thaw(value: Any) -> Any:
     return value
 
 
-_THAWED = frozenset({str, int, float, bool, type(None)})
-"""The exact types :func:`thaw` returns as they are (immutable leaves)."""
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""The exact types of a JSON value's immutable leaves (what a walk over its containers takes as they are)."""
 
 
 def check_text(value: str, what: str = "text") -> str:

@@ -26,6 +26,7 @@ from contextledger.errors import EncryptionKeyMissing
 from contextledger.model.jsonvalues import (  # the codec's private parts: the walk mirrors its decoding
     _BYTES_TAG,
     _ESCAPED_TAG,
+    _LEAVES,
     MAX_DEPTH,
     MAX_ID_LENGTH,
     FrozenDict,
@@ -72,7 +73,6 @@ class Unusual(Exception):
     """A stored value the fast restore path leaves to the validating constructor."""
 
 
-_LEAVES = frozenset({str, int, float, bool, type(None)})
 _BYTES_TAG_BYTES = _BYTES_TAG.encode("ascii")
 # JSON's white space, as characters (text) and as byte values (bytes): none may stand
 # around the value the stores write.

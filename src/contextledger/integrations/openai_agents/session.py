@@ -134,6 +134,7 @@ class LedgerSession:
         # What the runner of the current run holds (see call_model_input_filter): the
         # history it read (as messages), the items stored since, and those stored early for a call.
         self._read: list[Message] | None = None
+        self._read_items: list[dict[str, Any]] | None = None  # the items of _read, made once when the filter asks
         self._added: list[dict[str, Any]] = []
         self._stored_early: list[dict[str, Any]] = []
         self._prepared = 0  # calls counted by the input filter, not yet started
@@ -203,7 +204,7 @@ class LedgerSession:
         # The history a run starts from: the input filter lines the runner's input up with
         # it. Kept as the (immutable) messages: their items, made again when the filter
         # asks, equal the ones returned, whatever the caller does to those.
-        self._read, self._added, self._stored_early = messages, [], []
+        self._read, self._read_items, self._added, self._stored_early = messages, None, [], []
         return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -308,7 +309,7 @@ class LedgerSession:
             dict(item)
             for item in unsaved_items(
                 runner_items,
-                None if self._read is None else messages_to_items(self._read),
+                self._history_read(),
                 self._added,
                 lambda: messages_to_items(conversation.view.messages),
             )
@@ -335,6 +336,16 @@ class LedgerSession:
             len(new),
         )
         return ModelInputData(input=items, instructions=data.model_data.instructions)  # type: ignore[arg-type]
+
+    def _history_read(self) -> list[dict[str, Any]] | None:
+        """The items the last ``get_items`` returned, made again from its messages once (``None``: not read).
+
+        Every model call of a run compares the runner's input with them; the items are
+        this session's own, never handed out, so one rendering serves them all.
+        """
+        if self._read is not None and self._read_items is None:
+            self._read_items = messages_to_items(self._read)
+        return self._read_items
 
     async def _run_input_filter(self, conversation: AsyncConversation, data: CallModelData[Any]) -> None:
         assert self.input_filter is not None
