@@ -28,6 +28,7 @@ import string
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any, TextIO
 
 # The characters random text is made of: letters, digits and a space now and then, so
@@ -54,6 +55,29 @@ def stop(started: tuple[float, float]) -> float:
     wall = time.perf_counter() - started[0]
     _last[:] = [wall, time.process_time() - started[1]]
     return wall
+
+
+def host_workload(workload: str, params: dict[str, Any]) -> tuple[str, str]:
+    """The session and the database path of a workload a host's own store runs: append, restore_wide, storage.
+
+    Raises:
+        NotApplicable: Any other workload.
+    """
+    if workload not in ("append", "restore_wide", "storage"):
+        raise NotApplicable(f"no {workload} workload")
+    return str(params["session"]), str(params["path"])
+
+
+def timed_read(read: Callable[[], Any]) -> float:
+    """One timed read (a restore step): :func:`start`, ``read()``, :func:`stop`.
+
+    What it read must not be empty (a restore that finds nothing is not a restore).
+    """
+    started = start()
+    got = read()
+    elapsed = stop(started)
+    assert got, "the timed read found nothing"
+    return elapsed
 
 
 def _cpu_of(seconds: float) -> float | None:

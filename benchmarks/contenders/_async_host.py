@@ -13,7 +13,7 @@ import asyncio
 from abc import abstractmethod
 from typing import Any
 
-from _protocol import Contender, NotApplicable, start, stop
+from _protocol import Contender, NotApplicable, host_workload, start, stop, timed_read
 from contenders._files import stored_bytes
 from contextledger.aio import AsyncLedger
 
@@ -46,11 +46,8 @@ class AsyncHostContender(Contender):
         """The active view back, as the host reads it."""
 
     def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
-        if workload not in ("append", "restore_wide", "storage"):
-            raise NotApplicable(f"no {workload} workload")
+        self.session, self.path = host_workload(workload, params)
         self.workload = workload
-        self.session = str(params["session"])
-        self.path = str(params["path"])
         self.ledger = self.loop.run_until_complete(AsyncLedger.connect(str(params["url"])))
         self.host = self.open(self.ledger, self.session)
         count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
@@ -66,11 +63,8 @@ class AsyncHostContender(Contender):
             self.loop.run_until_complete(self.add(self.host, turn))
             return stop(t0)
         if self.workload == "restore_wide":
-            t0 = start()
-            restored = self.loop.run_until_complete(self.read(self.ledger, self.host))
-            elapsed = stop(t0)
-            assert restored
-            return elapsed
+            ledger = self.ledger
+            return timed_read(lambda: self.loop.run_until_complete(self.read(ledger, self.host)))
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:

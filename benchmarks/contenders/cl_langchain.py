@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from _protocol import Contender, NotApplicable, start, stop
+from _protocol import Contender, NotApplicable, host_workload, start, stop, timed_read
 from contenders._files import stored_bytes
 from contenders._lc_turns import messages_of
 from contextledger import Ledger
@@ -31,11 +31,8 @@ class LedgerChatHistoryContender(Contender):
         self.path = ""
 
     def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
-        if workload not in ("append", "restore_wide", "storage"):
-            raise NotApplicable(f"no {workload} workload")
+        self.session, self.path = host_workload(workload, params)
         self.workload = workload
-        self.session = str(params["session"])
-        self.path = str(params["path"])
         self.ledger = Ledger.connect(str(params["url"]))
         self.history = LedgerChatMessageHistory(self.session, ledger=self.ledger)
         count = int(params["entries"]) // 4 if workload == "restore_wide" else int(params.get("turns", 0))
@@ -52,12 +49,9 @@ class LedgerChatHistoryContender(Contender):
             return stop(t0)
         if self.workload == "restore_wide":
             assert self.ledger is not None
-            t0 = start()
+            ledger = self.ledger
             # A history object of its own, as RunnableWithMessageHistory makes per call: nothing rendered yet.
-            messages = LedgerChatMessageHistory(self.session, ledger=self.ledger).messages
-            elapsed = stop(t0)
-            assert messages
-            return elapsed
+            return timed_read(lambda: LedgerChatMessageHistory(self.session, ledger=ledger).messages)
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:

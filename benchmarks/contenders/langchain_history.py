@@ -13,7 +13,7 @@ from typing import Any
 from langchain_community.chat_message_histories import SQLChatMessageHistory
 from sqlalchemy import create_engine, event
 
-from _protocol import Contender, NotApplicable, start, stop
+from _protocol import Contender, NotApplicable, host_workload, start, stop, timed_read
 from contenders._files import stored_bytes
 from contenders._lc_turns import messages_of
 
@@ -29,11 +29,8 @@ class SQLChatHistoryContender(Contender):
         self.path = ""
 
     def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
-        if workload not in ("append", "restore_wide", "storage"):
-            raise NotApplicable(f"no {workload} workload")
+        self.session, self.path = host_workload(workload, params)
         self.workload = workload
-        self.session = str(params["session"])
-        self.path = str(params["path"])
         self.engine = create_engine(f"sqlite:///{self.path}")
         if params.get("durability", "equal") == "equal":
 
@@ -57,11 +54,8 @@ class SQLChatHistoryContender(Contender):
             self.history.add_messages(messages)
             return stop(t0)
         if self.workload == "restore_wide":
-            t0 = start()
-            messages = self.history.messages
-            elapsed = stop(t0)
-            assert messages
-            return elapsed
+            history = self.history
+            return timed_read(lambda: history.messages)
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 from agents import SQLiteSession
 
-from _protocol import Contender, NotApplicable, start, stop, text_of, tool_result, tool_use, turn
+from _protocol import Contender, NotApplicable, start, stop, text_of, timed_read, tool_result, tool_use, turn
 from contenders._files import stored_bytes
 
 
@@ -89,11 +89,7 @@ class _Session(Contender):
             self.loop.run_until_complete(self.session.add_items(items))
             return stop(t0)
         if self.workload == "restore_wide":
-            t0 = start()
-            items = self.loop.run_until_complete(self.session.get_items())
-            elapsed = stop(t0)
-            assert items
-            return elapsed
+            return timed_read(lambda: self.loop.run_until_complete(self.session.get_items()))
         raise NotApplicable(f"nothing to time in {self.workload}")
 
     def measure(self) -> Any:

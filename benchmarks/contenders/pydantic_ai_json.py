@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from _protocol import Contender, NotApplicable, start, stop
+from _protocol import Contender, NotApplicable, host_workload, start, stop, timed_read
 from contenders._files import stored_bytes
 from contenders._pai_turns import messages_of
 
@@ -31,11 +31,8 @@ class PydanticAIJsonRows(Contender):
         self.path = ""
 
     def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
-        if workload not in ("append", "restore_wide", "storage"):
-            raise NotApplicable(f"no {workload} workload")
+        self.session, self.path = host_workload(workload, params)
         self.workload = workload
-        self.session = str(params["session"])
-        self.path = str(params["path"])
         self.db = sqlite3.connect(self.path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
@@ -63,13 +60,14 @@ class PydanticAIJsonRows(Contender):
             self._add(ModelMessagesTypeAdapter.dump_json(messages))  # what result.new_messages_json() gives
             return stop(t0)
         if self.workload == "restore_wide":
-            t0 = start()
-            rows = self.db.execute("SELECT message_list FROM messages WHERE session = ? ORDER BY id", (self.session,))
-            messages = [m for (payload,) in rows for m in ModelMessagesTypeAdapter.validate_json(payload)]
-            elapsed = stop(t0)
-            assert messages
-            return elapsed
+            return timed_read(self._read)
         raise NotApplicable(f"nothing to time in {self.workload}")
+
+    def _read(self) -> list[Any]:
+        """Every message of the session: each run's row, validated by the host's adapter."""
+        assert self.db is not None
+        rows = self.db.execute("SELECT message_list FROM messages WHERE session = ? ORDER BY id", (self.session,))
+        return [m for (payload,) in rows for m in ModelMessagesTypeAdapter.validate_json(payload)]
 
     def measure(self) -> Any:
         return stored_bytes(self.workload, self.close, self.path)
