@@ -422,12 +422,17 @@ HAND_WRITTEN = frozenset({"pydantic-ai-json"})
 """Peers whose rows the harness writes with the bare driver (the host has no store of its
 own): a floor like the raw drivers', shown next to contextledger without a target."""
 
-HOST_PAIRS: tuple[tuple[str, str], ...] = (
-    ("cl-openai-agents", "oai-sqlite"),
-    ("cl-langchain", "langchain"),
-    ("cl-pydantic-ai", "pydantic-ai-json"),
+HOST_PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("cl-openai-agents", "oai-sqlite", "each read through one open session, as each run of the SDK's Runner reads"),
+    ("cl-langchain", "langchain", "each read through a history object of its own, as RunnableWithMessageHistory makes"),
+    ("cl-pydantic-ai", "pydantic-ai-json", "each read through a history object of its own, as a new process has"),
 )
-"""(contextledger behind a host's interface, that host's own store): compared in the targets."""
+"""(contextledger behind a host's interface, that host's own store, how both read back): compared in the targets.
+
+How a read is made matters to the ledger (an open conversation re-reads its view only
+when the stored version moved; a new object restores it), not to the peers (each reads
+its table every time), so the target row says it.
+"""
 
 GROUPS = ("contextledger", "raw", "peer")
 

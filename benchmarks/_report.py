@@ -127,11 +127,13 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                     verdict(None if r is None else r >= factor),
                 )
             )
-    for ours, theirs in HOST_PAIRS:
-        for workload, what in (("append", "appends a turn"), ("restore_wide", f"restores {run.sizes.wide:,} messages")):
+    reads = f"reads {run.sizes.wide:,} messages back"
+    for ours, theirs, how in HOST_PAIRS:
+        for workload, what in (("append", "appends a turn"), ("restore_wide", reads)):
             if workload in run.results and (_get(run, workload, ours) or _get(run, workload, theirs)):
                 r = _ratio(_med(run, workload, theirs), _med(run, workload, ours))
-                out.append((f"{_label(run, ours)} {what} x faster than {_label(run, theirs)}", _x(r), "-"))
+                read = f" ({how})" if workload == "restore_wide" else ""
+                out.append((f"{_label(run, ours)} {what} x faster than {_label(run, theirs)}{read}", _x(r), "-"))
     if "fresh_restore" in run.results:
         cl = _med(run, "fresh_restore", "cl-sqlite")
         out.append(

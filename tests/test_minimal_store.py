@@ -159,6 +159,16 @@ def test_a_conversation_with_a_manager_runs_on_it() -> None:
     assert restored.model_call_count == 6
 
 
+def test_a_refresh_reads_the_view_on_a_store_without_the_state_read() -> None:
+    ledger = Ledger(DictStore())
+    mine = ledger.conversation("s")
+    mine.append(Message.user("one"))
+    mine.refresh()
+    ledger.conversation("s").append(Message.assistant("two"))
+    mine.refresh()  # no conversation_state to tell whether it moved: the view is read
+    assert [e.message.plain_text for e in mine.view] == ["one", "two"]
+
+
 FEATURES: list[tuple[str, str, Callable[[Ledger], object]]] = [
     ("history", "Ledger.history", lambda ledger: ledger.history("s")),
     ("history", "Ledger.reductions", lambda ledger: ledger.reductions("s")),

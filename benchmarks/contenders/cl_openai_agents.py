@@ -1,9 +1,10 @@
 """contextledger through the OpenAI Agents SDK's ``Session`` protocol: ``LedgerSession`` on SQLite.
 
 The same items and calls as ``openai_agents`` (``SQLiteSession``): a turn is
-``add_items`` of four Responses input items (one commit); a restore is ``get_items()``
-(it reads the active view from the database and renders every item, as the peer reads
-its table).
+``add_items`` of four Responses input items (one commit); a read back is ``get_items()``
+on the same open session, as each run of the SDK's ``Runner`` calls it. The session reads
+the conversation's state from the database and, when the stored version moved, the
+active view; then it renders every item. The peer reads its table each time.
 """
 
 from __future__ import annotations
@@ -29,4 +30,4 @@ class LedgerSessionContender(AsyncHostContender):
         await host.add_items(turn)
 
     async def read(self, ledger: AsyncLedger, host: Any) -> Any:
-        return await host.get_items()  # the same session, as the peer's get_items re-reads its table
+        return await host.get_items()  # the same open session (see the module's docstring)

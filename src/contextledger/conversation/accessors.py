@@ -179,5 +179,9 @@ class Accessors:
         return self._reader.request(trigger, error, **overrides)
 
     def refresh(self) -> None:
-        """Re-read state and active view from the store (one read of the active view)."""
+        """Re-read state and active view from the store: one read of the state, and of the view when it moved.
+
+        Another process's commit or erasure moves the stored version; an unmoved
+        conversation keeps the view held (see ``Transaction.refresh``).
+        """
         self.transaction.refresh()

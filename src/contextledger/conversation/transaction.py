@@ -38,6 +38,7 @@ from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState, Reduction
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
+from contextledger.stores.capabilities import HISTORY
 from contextledger.telemetry import spans as telemetry
 
 __all__ = ["Build", "CallCount", "Planner", "Prepared", "Transaction"]
@@ -157,11 +158,24 @@ class Transaction:
         return self._state.model_call_count + self.calls.pending
 
     def refresh(self) -> None:
-        """Re-read state and active view from the store (one read of the active view).
+        """Re-read state and active view from the store, when the stored conversation moved.
 
-        Pending model calls stay pending: they are added to the count read.
+        On a store with the history capability, one read of the conversation's state
+        tells: the same version of the same conversation (its ``created_at`` as the store
+        keeps it) holds the same view, since every change to a view -- a commit, an
+        erasure -- moves the version. Otherwise (and on a store without that read) one
+        read of the active view follows. Pending model calls stay pending: they are added
+        to the count read.
         """
         with self.lock:
+            held = self._state
+            if held.version and HISTORY.held_by(self.store):
+                stored = HISTORY.of(self.store, "refresh").conversation_state(self.session_id, self.agent_id)
+                if stored is not None and stored.version == held.version and stored.created_at == held.created_at:
+                    self._state = stored  # the view is the one held
+                    if self.manager is not None:
+                        self.manager.restore_state(stored.manager_state)
+                    return
             snapshot = telemetry.restore(self.store, self.session_id, self.agent_id)
             if snapshot is None:
                 self._state = ConversationState(session_id=self.session_id, agent_id=self.agent_id)

@@ -1,0 +1,139 @@
+"""``refresh()``: one read of the state tells whether the stored conversation moved; only then the view is read.
+
+Every backend: another handle's commit, erasure, or a session deleted and made again up
+to the same version is seen; an unmoved conversation reads no view (counted on the
+store's ``load``), and a hypothesis property checks that after any mix of these a
+refresh gives what a fresh open gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextledger import Ledger, Message
+from contextledger.conversation.conversation import Conversation
+from contextledger.stores.capabilities import CompleteStore
+
+
+def _texts(conversation: Conversation) -> list[str]:
+    return [entry.message.plain_text for entry in conversation.view]
+
+
+class CountingLoads:
+    """Counts the view reads (``load``) of a real store, which it serves unchanged."""
+
+    def __init__(self, store: CompleteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        load = store.load
+
+        def counted(session_id: str, agent_id: str) -> Any:
+            self.count += 1
+            return load(session_id, agent_id)
+
+        monkeypatch.setattr(store, "load", counted)
+
+
+def test_an_unmoved_conversation_reads_its_state_and_no_view(
+    store: CompleteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = Ledger(store).conversation("s", "a")
+    chat.append(Message.user("one"), Message.assistant("two"))
+    loads = CountingLoads(store, monkeypatch)
+    chat.refresh()  # the state held was made here (its created_at may not be the store's): one view read at most
+    first = loads.count
+    assert first <= 1
+    for _ in range(3):
+        chat.refresh()
+    assert loads.count == first
+    assert _texts(chat) == ["one", "two"]
+    chat.append(Message.user("three"))  # a commit of its own keeps the store's created_at
+    chat.refresh()
+    assert loads.count == first
+    assert _texts(chat) == ["one", "two", "three"]
+
+
+def test_another_handles_commit_is_read(store: CompleteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(store)
+    mine = ledger.conversation("s", "a")
+    mine.append(Message.user("one"))
+    mine.refresh()
+    other = ledger.conversation("s", "a")
+    other.append(Message.assistant("two"))
+    loads = CountingLoads(store, monkeypatch)
+    mine.refresh()
+    assert loads.count == 1
+    assert _texts(mine) == ["one", "two"]
+    assert mine.state.version == other.state.version
+
+
+def test_an_erasure_elsewhere_is_read(store: CompleteStore) -> None:
+    ledger = Ledger(store)
+    mine = ledger.conversation("s", "a")
+    (secret,) = mine.append(Message.user("my card is 4111"))
+    mine.append(Message.assistant("noted"))
+    mine.refresh()
+    ledger.erase("s", secret.message_id, reason="asked")
+    mine.refresh()
+    assert "4111" not in " ".join(_texts(mine))
+    assert _texts(mine)[1] == "noted"
+
+
+def test_a_session_deleted_and_made_again_to_the_same_version_is_read(store: CompleteStore) -> None:
+    ledger = Ledger(store)
+    mine = ledger.conversation("s", "a")
+    mine.append(Message.user("old one"))
+    mine.append(Message.assistant("old two"))
+    mine.refresh()
+    version = mine.state.version
+    assert ledger.delete_session("s")
+    again = ledger.conversation("s", "a")
+    again.append(Message.user("new one"))
+    again.append(Message.assistant("new two"))
+    assert again.state.version == version  # the same version: the conversation's creation tells them apart
+    mine.refresh()
+    assert _texts(mine) == ["new one", "new two"]
+
+
+def test_a_deleted_session_refreshes_to_nothing(store: CompleteStore) -> None:
+    ledger = Ledger(store)
+    mine = ledger.conversation("s", "a")
+    mine.append(Message.user("one"))
+    mine.refresh()
+    assert ledger.delete_session("s")
+    mine.refresh()
+    assert _texts(mine) == []
+    assert mine.state.version == 0
+
+
+steps = st.lists(
+    st.sampled_from(["append here", "append there", "erase there", "delete there", "refresh"]), max_size=12
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=steps)
+def test_a_refresh_gives_what_a_fresh_open_gives(store: CompleteStore, steps: list[str]) -> None:
+    session = f"p{id(steps)}-{len(steps)}"
+    ledger = Ledger(store)
+    mine = ledger.conversation(session, "a")
+    for number, step in enumerate(steps):
+        if step == "append here":
+            mine.append(Message.user(f"here {number}"))
+        elif step == "append there":
+            ledger.conversation(session, "a").append(Message.assistant(f"there {number}"))
+        elif step == "erase there":
+            view = ledger.conversation(session, "a").view
+            if len(view):
+                ledger.erase(session, view[0].entry_id, reason="asked")
+        elif step == "delete there":
+            ledger.delete_session(session)
+        else:
+            mine.refresh()
+            fresh = ledger.conversation(session, "a")
+            assert _texts(mine) == _texts(fresh), steps
+            assert mine.state.version == fresh.state.version, steps
+    ledger.delete_session(session)
