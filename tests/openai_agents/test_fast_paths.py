@@ -32,9 +32,11 @@ from contextledger.integrations.openai_agents.items import (
     ITEM_KEY,
     item_to_message,
     items_to_messages,
+    project_item,
+)
+from contextledger.integrations.openai_agents.rendering import (
     message_to_items,
     messages_to_items,
-    project_item,
 )
 from contextledger.model.jsonvalues import thaw
 from contextledger.model.pending import held_text

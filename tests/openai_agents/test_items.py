@@ -15,6 +15,8 @@ from contextledger.core.view import View
 from contextledger.integrations.openai_agents.items import (
     item_to_message,
     items_to_messages,
+)
+from contextledger.integrations.openai_agents.rendering import (
     kept_item,
     messages_to_items,
     newest_messages,

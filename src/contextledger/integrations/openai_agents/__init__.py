@@ -37,6 +37,8 @@ from contextledger.integrations.openai_agents.hooks import LedgerRunHooks, Model
 from contextledger.integrations.openai_agents.items import (
     item_to_message,
     items_to_messages,
+)
+from contextledger.integrations.openai_agents.rendering import (
     message_to_items,
     messages_to_items,
     newest_messages,

@@ -33,18 +33,7 @@ SDK's ``EncryptedSession``)
 Because a call and its output share a ``toolUseId``, every manager treats them as one
 tool pair: evicted, pinned and summarized together.
 
-Back from messages (:func:`messages_to_items`): a message whose content is still the one
-it was stored with returns the kept item exactly, so ``items -> messages -> items`` is
-the identity. That is told by the fingerprint (a restored message's content is hashed as
-the text it was read as, not decoded:
-:func:`~contextledger.integrations.kept.unchanged`), or, for an item kept without one
-(before 0.3), by projecting the item again. A message whose content a manager revised (a
-truncated tool result) is rendered from its blocks into the kept item's shape, for the
-output types whose output is text (``function_call_output``,
-``custom_tool_call_output``, ``local_shell_call_output``, ``apply_patch_call_output``);
-the others return the kept item unchanged (the revision stays in the ledger but does not
-reach the host). A message that never was an item (a summary, the result a crash repair
-appended, a message written by another host) is rendered from its blocks.
+Back from messages: :mod:`~contextledger.integrations.openai_agents.rendering`.
 """
 
 from __future__ import annotations
@@ -53,34 +42,23 @@ import base64
 import binascii
 import copy
 import json
-import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contextledger.core.view import View
-from contextledger.errors import ConfigurationError, InvalidMessage
-from contextledger.integrations.kept import TEXT_DIGEST, content_digest, fingerprinted, unchanged
-from contextledger.integrations.openai_agents.render import output_value, render_message
-from contextledger.model.jsonvalues import thaw
+from contextledger.errors import InvalidMessage
+from contextledger.integrations.kept import TEXT_DIGEST, content_digest
 from contextledger.model.messages import ContentBlock, Message, Role
 
 __all__ = [
     "CALL_OUTPUT_TYPES",
     "ITEM_KEY",
     "OPAQUE_ROLE",
-    "is_opaque",
-    "item_groups",
     "item_to_message",
     "items_to_messages",
-    "kept_item",
-    "message_to_items",
-    "messages_to_items",
-    "newest_messages",
     "project_item",
 ]
 
-logger = logging.getLogger(__name__)
 
 ITEM_KEY = "openai"
 """``Message.metadata[ITEM_KEY]["item"]`` holds the original item."""
@@ -101,12 +79,6 @@ OPAQUE_ROLE: Role = "user"
 
 _OUTPUT_CALL_TYPES = {output: call for call, output in CALL_OUTPUT_TYPES.items()}
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
-_TEXT_OUTPUTS = {
-    "function_call_output",
-    "custom_tool_call_output",
-    "local_shell_call_output",
-    "apply_patch_call_output",
-}
 
 
 # -- items -> messages ---------------------------------------------------------------------
@@ -343,96 +315,3 @@ def _check_json(value: Any, where: str) -> None:
             raise InvalidMessage(f"{where}: {value!r} is not a JSON number")
     elif not (value is None or isinstance(value, str | int | bool)):
         raise InvalidMessage(f"{where}: a {type(value).__name__} is not a JSON value and would not come back equal")
-
-
-# -- messages -> items ---------------------------------------------------------------------
-
-
-def is_opaque(message: Message) -> bool:
-    """Whether ``message`` keeps an item with neither ``type`` nor ``role`` (a wrapper's envelope)."""
-    item = kept_item(message)
-    return item is not None and "type" not in item and "role" not in item
-
-
-def kept_item(message: Message) -> dict[str, Any] | None:
-    """The original item a message was made from, or ``None`` (not a copy: do not mutate)."""
-    box = message.metadata.get(ITEM_KEY)
-    item = box.get("item") if isinstance(box, Mapping) else None
-    return item if isinstance(item, dict) else None
-
-
-def messages_to_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The items for ``messages``, in order (fresh copies).
-
-    The inverse of :func:`items_to_messages`: messages made from items and not revised
-    since give back exactly those items. A tool result without an item is rendered as
-    the output type that answers its call (looked up among ``messages``).
-    """
-    return [item for group in item_groups(messages) for item in group]
-
-
-def item_groups(messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
-    """The items of each message of ``messages`` (see :func:`messages_to_items`), one list per message."""
-    call_types = {}
-    for message in messages:
-        item = kept_item(message)
-        kind = item.get("type") if item is not None else None
-        for tool_use_id in message.tool_use_ids:
-            call_types[tool_use_id] = kind if kind in CALL_OUTPUT_TYPES else "function_call"
-    return [message_to_items(message, call_types) for message in messages]
-
-
-def newest_messages(view: View, limit: int | None) -> list[Message]:
-    """The newest ``limit`` messages of ``view`` (all when ``None``), never half a tool pair.
-
-    A tool group cut by the limit (a call kept without its output, or an output whose
-    call falls before the cut) is left out whole, so at most ``limit`` messages come back
-    and every call among them has its output. This is ``Session.get_items(limit)``.
-
-    Raises:
-        ConfigurationError: ``limit`` is not ``None`` or an int >= 0.
-    """
-    if limit is None:
-        return list(view.messages)  # messages are immutable: the view's own, not copies
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ConfigurationError(f"limit must be None or an int >= 0, got {limit!r}")
-    start = max(len(view) - limit, 0)
-    keep = [i for i in range(start, len(view)) if view.group_of(i)[0] >= start]
-    return [view[i].message for i in keep]
-
-
-def message_to_items(message: Message, call_types: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The items one message stands for (usually one; a foreign message may give several).
-
-    Args:
-        message: A ledger message.
-        call_types: toolUseId -> the call item type, used to give a rendered tool result
-            the output type that answers its call (default ``function_call``).
-    """
-    item = kept_item(message)
-    if item is not None:
-        if fingerprinted(message, ITEM_KEY):
-            same = unchanged(message, ITEM_KEY)  # a restored message: its held text hashed, not decoded
-        else:  # kept without a fingerprint (written before 0.3): the item projected again
-            try:
-                same = project_item(item) == (message.role, message.content)
-            except InvalidMessage:
-                same = False
-        if same:
-            return [thaw(item)]
-        revised = _revised_output(item, message)
-        if revised is not None:
-            return [revised]
-        logger.debug("item_type=<%s> | content revised but the item type cannot carry it; kept", item.get("type"))
-        return [thaw(item)]
-    return render_message(message, call_types or {})
-
-
-def _revised_output(item: Mapping[str, Any], message: Message) -> dict[str, Any] | None:
-    """The kept output item with its output replaced by the message's revised result."""
-    results = [b["toolResult"] for b in message.content if "toolResult" in b]
-    if item.get("type") not in _TEXT_OUTPUTS or len(results) != 1 or len(message.content) != 1:
-        return None
-    revised = copy.deepcopy(dict(item))
-    revised["output"] = output_value(results[0].get("content", []), text_only=item["type"] != "function_call_output")
-    return revised

@@ -51,13 +51,15 @@ from contextledger.core.changeset import ReductionPlan
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.openai_agents.items import (
-    is_opaque,
-    item_groups,
     items_to_messages,
+)
+from contextledger.integrations.openai_agents.modelinput import mirror_filter, unsaved_items
+from contextledger.integrations.openai_agents.rendering import (
+    ItemRenderer,
+    is_opaque,
     messages_to_items,
     newest_messages,
 )
-from contextledger.integrations.openai_agents.modelinput import mirror_filter, unsaved_items
 from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
 from contextledger.model.jsonvalues import thaw
@@ -131,6 +133,7 @@ class LedgerSession:
         self._options: dict[str, Any] = {"manager": manager, **options}
         self._conversation: AsyncConversation | None = None
         self._opening = threading.Lock()  # taken on a worker thread, never on a loop
+        self._renderer = ItemRenderer()  # each view message's fingerprint checked once, not on every read
         # What the runner of the current run holds (see call_model_input_filter): the
         # history it read (as messages), the items stored since, and those stored early for a call.
         self._read: list[Message] | None = None
@@ -198,7 +201,7 @@ class LedgerSession:
         def read(conversation: Conversation) -> tuple[list[Message], list[Any]]:
             conversation.refresh()  # another process may have written since
             messages = newest_messages(conversation.view, limit)
-            return messages, messages_to_items(messages)
+            return messages, self._renderer.items(messages)
 
         messages, items = await (await self.conversation()).run_sync(read)
         # The history a run starts from: the input filter lines the runner's input up with
@@ -311,7 +314,7 @@ class LedgerSession:
                 runner_items,
                 self._history_read(),
                 self._added,
-                lambda: messages_to_items(conversation.view.messages),
+                lambda: self._renderer.items(conversation.view.messages),
             )
         ]
         if new:
@@ -326,7 +329,7 @@ class LedgerSession:
             if self.input_filter is not None:
                 await conversation.input_handed()
         self._prepared += 1
-        items = messages_to_items(conversation.view.messages)
+        items = self._renderer.items(conversation.view.messages)
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, model_call=<%d>, items=<%d>, stored_first=<%d> | model input",
             self.session_id,
@@ -344,13 +347,13 @@ class LedgerSession:
         this session's own, never handed out, so one rendering serves them all.
         """
         if self._read is not None and self._read_items is None:
-            self._read_items = messages_to_items(self._read)
+            self._read_items = self._renderer.items(self._read)
         return self._read_items
 
     async def _run_input_filter(self, conversation: AsyncConversation, data: CallModelData[Any]) -> None:
         assert self.input_filter is not None
         view = conversation.view
-        groups = item_groups(view.messages)
+        groups = self._renderer.groups(view.messages)
         given = ModelInputData(input=[i for g in groups for i in g], instructions=data.model_data.instructions)  # type: ignore[misc]
         result = self.input_filter(CallModelData(model_data=given, agent=data.agent, context=data.context))
         returned = await result if inspect.isawaitable(result) else result
@@ -361,7 +364,7 @@ class LedgerSession:
 
         def plan(current: View) -> ReductionPlan | None:
             if current is not view:  # another writer moved the view: its items are planned again
-                return mirror_filter(current, item_groups(current.messages), changed, strategy)
+                return mirror_filter(current, self._renderer.groups(current.messages), changed, strategy)
             return mirror_filter(view, groups, changed, strategy)
 
         await conversation.apply_plan(plan, trigger="per_turn", as_given=True)  # the model gets exactly this
