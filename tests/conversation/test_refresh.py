@@ -82,6 +82,24 @@ def test_an_erasure_elsewhere_is_read(store: CompleteStore) -> None:
     assert _texts(mine)[1] == "noted"
 
 
+def test_an_erasure_through_forks_is_read_by_a_conversation_open_on_each(store: CompleteStore) -> None:
+    ledger = Ledger(store)
+    origin = ledger.conversation("p", "default")
+    (secret,) = origin.append(Message.user("my card is 4111"))
+    origin.append(Message.assistant("noted"))
+    ledger.fork("p", "c")
+    ledger.fork("c", "g")
+    opened = {session: ledger.conversation(session, "default") for session in ("p", "c", "g")}
+    for chat in opened.values():
+        chat.refresh()
+        assert "4111" in " ".join(_texts(chat))
+    ledger.erase("p", secret.message_id, reason="asked")
+    for session, chat in opened.items():
+        chat.refresh()
+        assert "4111" not in " ".join(_texts(chat)), session
+        assert _texts(chat)[1] == "noted"
+
+
 def test_a_session_deleted_and_made_again_to_the_same_version_is_read(store: CompleteStore) -> None:
     ledger = Ledger(store)
     mine = ledger.conversation("s", "a")
