@@ -146,23 +146,40 @@ def test_one_async_conversation_from_several_loops_counts_and_stores_exactly(
 
 
 @pytest.mark.timeout(60)
+class _GatedStore(MemoryStore):
+    """A memory store whose commits to session ``order`` wait until the gate opens (at most 10 s)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def commit(self, changeset: Any) -> int:
+        if changeset.session_id == "order":
+            self.gate.wait(10)
+        return super().commit(changeset)
+
+
 def test_calls_of_one_conversation_run_in_the_order_they_were_made_and_hold_no_thread_while_waiting() -> None:
     async def main() -> tuple[list[str], int]:
         # Every append on a worker (inline=False): on a memory store an append runs on the
-        # loop's own thread by default, and then no worker is taken at all, and whether the
-        # other conversation's append came first was left to the loop's scheduling.
-        ledger = AsyncLedger(MemoryStore(), workers=2, inline=False)
+        # loop's own thread by default, and then no worker is taken at all.
+        store = _GatedStore()
+        ledger = AsyncLedger(store, workers=2, inline=False)
         conversation = await ledger.conversation("order")
         other = await ledger.conversation("other")
-        # 50 calls queued on one conversation: with two workers, the other conversation
-        # still gets a thread at once (the queued calls wait in the lane, not on a worker).
+        # 50 calls queued on one conversation, the first held on its worker by the gate:
+        # with two workers the other conversation still gets a thread at once (the queued
+        # calls wait in the lane, not on a worker). Starved, it would wait for the gate.
         queued = [asyncio.ensure_future(conversation.append(Message.user(f"m{n}"))) for n in range(50)]
-        await other.append(Message.user("not starved"))
-        done_before = sum(task.done() for task in queued)
+        try:
+            await asyncio.wait_for(other.append(Message.user("not starved")), timeout=5)
+            done_before = sum(task.done() for task in queued)
+        finally:
+            store.gate.set()
         await asyncio.gather(*queued)
         await ledger.close()
         return [m.plain_text for m in conversation.messages], done_before
 
     texts, done_before = asyncio.run(main())
     assert texts == [f"m{n}" for n in range(50)]
-    assert done_before < 50  # the other conversation did not wait behind all of them
+    assert done_before == 0  # the other conversation did not wait behind any of them
