@@ -4,9 +4,11 @@
   (counted), also when the view is restored from SQLite and builds its messages anew;
 * a message a manager revised since is rendered from its new content, with the
   renderer's memory of the old one ignored;
+* the same view read again is not rendered again (its items are copied from what was
+  rendered, counted), and the copies are the caller's;
 * a hypothesis property: after any mix of appends, revisions, evictions and writes by
   another handle, a renderer that rendered every view before gives exactly what
-  :func:`messages_to_items` gives for the view now.
+  :func:`messages_to_items` gives for the view now, with and without a limit.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from contextledger.core.view import View
 from contextledger.integrations.kept import unchanged
 from contextledger.integrations.openai_agents import LedgerSession, rendering
 from contextledger.integrations.openai_agents.items import items_to_messages
-from contextledger.integrations.openai_agents.rendering import ItemRenderer, item_groups, messages_to_items
+from contextledger.integrations.openai_agents.rendering import (
+    ItemRenderer,
+    item_groups,
+    messages_to_items,
+    newest_messages,
+)
 from tests.soak import examples
 
 
@@ -54,6 +61,20 @@ class CountingChecks:
         monkeypatch.setattr(rendering, "unchanged", counted)
 
 
+class CountingViews:
+    """Counts the views the renderer renders (the messages it takes from a view)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        take = rendering.newest_messages
+
+        def counted(view: View, limit: int | None) -> list[Any]:
+            self.count += 1
+            return take(view, limit)
+
+        monkeypatch.setattr(rendering, "newest_messages", counted)
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_an_open_session_checks_each_fingerprint_once(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -69,14 +90,19 @@ def test_an_open_session_checks_each_fingerprint_once(
         checks = CountingChecks(monkeypatch)
         first: list[Any] = await session.get_items()
         assert checks.count == 20
+        built = CountingViews(monkeypatch)
         for _ in range(3):
-            assert await session.get_items() == first
+            again_items: list[Any] = await session.get_items()
+            assert again_items == first
+            again_items[0]["content"] = "changed by the caller"  # a copy: the next read is not changed
         assert checks.count == 20  # no message checked again
+        assert built.count == 0  # the view nothing moved is not rendered again: its items are copied
         await writer.add_items(_turn(5))  # another session's write: the view moved
         again: list[Any] = await session.get_items()
         assert again[:20] == first
         assert [item.get("call_id") for item in again[20:]] == [None, "c5", "c5", None]
         assert checks.count == 24  # the four new messages only
+        assert built.count == 1
         await ledger.close()
 
     asyncio.run(run())
@@ -131,6 +157,10 @@ def test_a_renderer_gives_what_a_fresh_rendering_gives(steps: list[tuple[str, in
         def check(view: View) -> None:
             assert renderer.items(view.messages) == messages_to_items(view.messages), steps
             assert renderer.groups(view.messages) == item_groups(view.messages), steps
+            # Asked again, from what was rendered; a moved view is first asked as the last was.
+            for limit in (None, 3, 3, None, None):
+                expected = messages_to_items(newest_messages(view, limit))
+                assert renderer.view_items(view, limit) == expected, (steps, limit)
 
         for step, size in steps:
             other = ledger.conversation(session)  # another handle: its view is restored from the file

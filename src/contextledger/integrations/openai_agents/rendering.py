@@ -163,28 +163,54 @@ def _revised_output(item: Mapping[str, Any], message: Message) -> dict[str, Any]
 
 
 class ItemRenderer:
-    """Renders a view's messages as items (fresh copies), remembering which render as their kept item unrevised.
+    """Renders views as items (fresh copies each time), remembering what it rendered.
 
-    A view's messages are immutable: a message once found unrevised (its fingerprint
-    checked, see :func:`unrevised_item`) renders as its kept item again without the
-    check while an equal message stands in the views rendered. Each rendering keeps only
-    the messages it met, so what is remembered never outgrows the view. Safe to share
-    between threads: a rendering reads one record and replaces it whole.
+    Two memories, both safe because views and their messages are immutable:
+
+    * the view rendered last (the same object, with the same ``limit``): asked again, as
+      each ``get_items`` of a session nothing moved asks (a refresh keeps the view it
+      holds), its items are copied from what was rendered, with no message built again;
+    * the messages found unrevised (the fingerprint checked, see :func:`unrevised_item`):
+      while an equal message stands in the views rendered, it renders as its kept item
+      without the check. Each rendering keeps only the messages it met, so what is
+      remembered never outgrows the view.
+
+    Safe to share between threads: a rendering reads each memory once and replaces it
+    whole. Besides the view it holds, the renderer keeps the rendered items of messages
+    that never were an item (the kept ones are the view's own, shared).
     """
 
     def __init__(self) -> None:
         """Remember nothing yet."""
         self._unrevised: dict[str, Message] = {}
+        self._last: tuple[View, int | None, list[Any]] | None = None
+
+    def view_items(self, view: View, limit: int | None = None) -> list[dict[str, Any]]:
+        """The items of :func:`newest_messages` (``view``, ``limit``), oldest first.
+
+        Raises:
+            ConfigurationError: ``limit`` is not ``None`` or an int >= 0.
+        """
+        last = self._last
+        if last is None or last[0] is not view or last[1] != limit:
+            sources = [item for group in self._sources(newest_messages(view, limit)) for item in group]
+            last = (view, limit, sources)
+            self._last = last
+        return [thaw(item) for item in last[2]]
 
     def items(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         """:func:`messages_to_items` of ``messages``."""
-        return [item for group in self.groups(messages) for item in group]
+        return [thaw(item) for group in self._sources(messages) for item in group]
 
     def groups(self, messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
         """:func:`item_groups` of ``messages``."""
+        return [[thaw(item) for item in group] for group in self._sources(messages)]
+
+    def _sources(self, messages: Sequence[Message]) -> list[list[Any]]:
+        """Per message, what its items are copied from: the kept item (read-only) or items rendered here (kept here)."""
         known, now = self._unrevised, {}
         call_types: dict[str, str] | None = None
-        groups = []
+        sources: list[list[Any]] = []
         for message in messages:
             message_id = message.message_id
             # A restored view builds its messages anew on each read: the one met before is
@@ -195,10 +221,10 @@ class ItemRenderer:
             item = kept_item(message) if same else unrevised_item(message)
             if item is not None:
                 now[message_id] = message
-                groups.append([thaw(item)])
+                sources.append([item])
                 continue
             if call_types is None:  # only a message rendered from its blocks needs them
                 call_types = call_types_of(messages)
-            groups.append(message_to_items(message, call_types))
+            sources.append(message_to_items(message, call_types))
         self._unrevised = now
-        return groups
+        return sources

@@ -58,7 +58,6 @@ from contextledger.integrations.openai_agents.rendering import (
     ItemRenderer,
     is_opaque,
     messages_to_items,
-    newest_messages,
 )
 from contextledger.ledger import DEFAULT_URL, open_store
 from contextledger.managers.base import ConversationManager
@@ -136,7 +135,7 @@ class LedgerSession:
         self._renderer = ItemRenderer()  # each view message's fingerprint checked once, not on every read
         # What the runner of the current run holds (see call_model_input_filter): the
         # history it read (as messages), the items stored since, and those stored early for a call.
-        self._read: list[Message] | None = None
+        self._read: tuple[View, int | None] | None = None  # the view the last get_items read, and its limit
         self._read_items: list[dict[str, Any]] | None = None  # the items of _read, made once when the filter asks
         self._added: list[dict[str, Any]] = []
         self._stored_early: list[dict[str, Any]] = []
@@ -198,16 +197,16 @@ class LedgerSession:
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
 
-        def read(conversation: Conversation) -> tuple[list[Message], list[Any]]:
+        def read(conversation: Conversation) -> tuple[View, list[Any]]:
             conversation.refresh()  # another process may have written since
-            messages = newest_messages(conversation.view, limit)
-            return messages, self._renderer.items(messages)
+            view = conversation.view
+            return view, self._renderer.view_items(view, limit)
 
-        messages, items = await (await self.conversation()).run_sync(read)
+        view, items = await (await self.conversation()).run_sync(read)
         # The history a run starts from: the input filter lines the runner's input up with
-        # it. Kept as the (immutable) messages: their items, made again when the filter
-        # asks, equal the ones returned, whatever the caller does to those.
-        self._read, self._read_items, self._added, self._stored_early = messages, None, [], []
+        # it. Kept as the (immutable) view and limit: their items, made again when the
+        # filter asks, equal the ones returned, whatever the caller does to those.
+        self._read, self._read_items, self._added, self._stored_early = (view, limit), None, [], []
         return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
@@ -314,7 +313,7 @@ class LedgerSession:
                 runner_items,
                 self._history_read(),
                 self._added,
-                lambda: self._renderer.items(conversation.view.messages),
+                lambda: self._renderer.view_items(conversation.view),
             )
         ]
         if new:
@@ -329,7 +328,7 @@ class LedgerSession:
             if self.input_filter is not None:
                 await conversation.input_handed()
         self._prepared += 1
-        items = self._renderer.items(conversation.view.messages)
+        items = self._renderer.view_items(conversation.view)
         logger.debug(
             "session_id=<%s>, agent_id=<%s>, model_call=<%d>, items=<%d>, stored_first=<%d> | model input",
             self.session_id,
@@ -347,7 +346,7 @@ class LedgerSession:
         this session's own, never handed out, so one rendering serves them all.
         """
         if self._read is not None and self._read_items is None:
-            self._read_items = self._renderer.items(self._read)
+            self._read_items = self._renderer.view_items(*self._read)
         return self._read_items
 
     async def _run_input_filter(self, conversation: AsyncConversation, data: CallModelData[Any]) -> None:
