@@ -199,9 +199,17 @@ class ViewRenderer:
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[Message, BaseMessage]] = {}
+        self._last: tuple[View, list[BaseMessage]] | None = None  # the view rendered last (immutable)
 
     def __call__(self, view: View) -> list[BaseMessage]:
-        """The view's entries as LangChain messages, in order (shallow copies the caller may keep)."""
+        """The view's entries as LangChain messages, in order (shallow copies the caller may keep).
+
+        The same view object asked again (a read of a conversation nothing moved: its
+        refresh keeps the view it holds) is not walked again.
+        """
+        last = self._last
+        if last is not None and last[0] is view:
+            return [m.model_copy() for m in last[1]]
         out: list[BaseMessage] = []
         cache: dict[str, tuple[Message, BaseMessage]] = {}
         for entry in view:
@@ -213,6 +221,7 @@ class ViewRenderer:
             cache[entry.entry_id] = (entry.message, rendered)
             out.append(rendered)
         self._cache = cache  # entries that left the view are dropped
+        self._last = (view, out)
         return [m.model_copy() for m in out]  # copies: a graph may set fields on the messages it holds
 
     def known(self, message: BaseMessage) -> Message | None:

@@ -115,6 +115,8 @@ class LedgerHistory(AbstractCapability[Any]):
         self._conversation: AsyncConversation | None = None
         self._opening = asyncio.Lock()
         self._rendered: dict[str, tuple[Message, ModelMessage, str]] = {}
+        # The view rendered last (walked once), its messages and the renderings they came from.
+        self._last_render: tuple[View, list[ModelMessage], dict[str, Any]] | None = None
         self._sent_version: int | None = None
 
     # -- the conversation ----------------------------------------------------------------
@@ -297,6 +299,10 @@ class LedgerHistory(AbstractCapability[Any]):
         Each entry also keeps its host form (the JSON text the adapter writes for the
         message it renders as), which the mirror matches the host's messages against.
         """
+        last = self._last_render
+        # The same (immutable) view, its renderings still the ones held: a read nothing moved.
+        if last is not None and last[0] is view and last[2] is self._rendered:
+            return list(last[1])
         entries = list(view)  # built once: a restored view builds its entries anew on every read
         misses = [
             e
@@ -308,7 +314,9 @@ class LedgerHistory(AbstractCapability[Any]):
             for entry, (model_message, text) in zip(misses, pairs, strict=True):
                 self._rendered[entry.entry_id] = (entry.message, model_message, text)
         self._rendered = {e.entry_id: self._rendered[e.entry_id] for e in entries}  # entries that left are dropped
-        return [self._rendered[e.entry_id][1] for e in entries]
+        out = [self._rendered[e.entry_id][1] for e in entries]
+        self._last_render = (view, out, self._rendered)
+        return list(out)
 
     def __repr__(self) -> str:
         return f"LedgerHistory(session_id={self.session_id!r}, agent_id={self.agent_id!r})"
