@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, Runner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,7 @@ from contextledger.aio import AsyncLedger
 from contextledger.core.changeset import ContentRevision, ReductionPlan
 from contextledger.core.view import View
 from contextledger.integrations.kept import unchanged
-from contextledger.integrations.openai_agents import LedgerSession, rendering
+from contextledger.integrations.openai_agents import LedgerSession, ScriptedModel, rendering
 from contextledger.integrations.openai_agents.items import items_to_messages
 from contextledger.integrations.openai_agents.rendering import (
     ItemRenderer,
@@ -134,6 +135,36 @@ def test_a_message_revised_since_is_rendered_from_its_new_content(tmp_path: Path
     asyncio.run(run())
 
 
+def test_runs_of_the_sdks_runner_check_each_fingerprint_once_and_see_each_call_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's own Runner drives a session reopened from the file (a restored view, whose
+    # messages are built anew on each read), with the model calls counted and managed by
+    # the input filter: every model call is given exactly the view the ledger records for
+    # it, and no message's fingerprint is checked twice over the runs.
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    model = ScriptedModel([f"answer {n}" for n in range(4)])
+    agent = Agent(name="Assistant", model=model)
+
+    async def run() -> tuple[list[list[Any]], int, int]:
+        async with await AsyncLedger.connect(url) as ledger:
+            await LedgerSession("u", ledger=ledger).add_items(_turn(0))
+        checks = CountingChecks(monkeypatch)
+        async with await AsyncLedger.connect(url) as ledger:
+            session = LedgerSession("u", ledger=ledger)
+            for n in range(1, 5):
+                result = await Runner.run(agent, f"question {n}", session=session, run_config=session.run_config())
+                assert result.final_output == f"answer {n - 1}"
+            stored = len(await session.get_items())
+            checked = checks.count  # before the views below are rendered for the comparison
+            seen = [messages_to_items(ledger.sync.view_at("u", model_call=n).messages) for n in range(1, 5)]
+        return seen, checked, stored
+
+    seen, checked, stored = asyncio.run(run())
+    assert [call.input for call in model.calls] == seen
+    assert checked <= stored  # each message at most once, however many reads and calls rendered it
+
+
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(1, 3)),
@@ -155,7 +186,6 @@ def test_a_renderer_gives_what_a_fresh_rendering_gives(steps: list[tuple[str, in
         turn = 0
 
         def check(view: View) -> None:
-            assert renderer.items(view.messages) == messages_to_items(view.messages), steps
             assert renderer.groups(view.messages) == item_groups(view.messages), steps
             # Asked again, from what was rendered; a moved view is first asked as the last was.
             for limit in (None, 3, 3, None, None):

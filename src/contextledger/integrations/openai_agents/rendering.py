@@ -198,10 +198,6 @@ class ItemRenderer:
             self._last = last
         return [thaw(item) for item in last[2]]
 
-    def items(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
-        """:func:`messages_to_items` of ``messages``."""
-        return [thaw(item) for group in self._sources(messages) for item in group]
-
     def groups(self, messages: Sequence[Message]) -> list[list[dict[str, Any]]]:
         """:func:`item_groups` of ``messages``."""
         return [[thaw(item) for item in group] for group in self._sources(messages)]

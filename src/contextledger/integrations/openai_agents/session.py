@@ -134,7 +134,7 @@ class LedgerSession:
         self._opening = threading.Lock()  # taken on a worker thread, never on a loop
         self._renderer = ItemRenderer()  # each view message's fingerprint checked once, not on every read
         # What the runner of the current run holds (see call_model_input_filter): the
-        # history it read (as messages), the items stored since, and those stored early for a call.
+        # history it read (as a view and limit), the items stored since, and those stored early for a call.
         self._read: tuple[View, int | None] | None = None  # the view the last get_items read, and its limit
         self._read_items: list[dict[str, Any]] | None = None  # the items of _read, made once when the filter asks
         self._added: list[dict[str, Any]] = []
@@ -340,7 +340,7 @@ class LedgerSession:
         return ModelInputData(input=items, instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
     def _history_read(self) -> list[dict[str, Any]] | None:
-        """The items the last ``get_items`` returned, made again from its messages once (``None``: not read).
+        """The items the last ``get_items`` returned, made again from its view once (``None``: not read).
 
         Every model call of a run compares the runner's input with them; the items are
         this session's own, never handed out, so one rendering serves them all.
