@@ -119,14 +119,21 @@ class Apis:
         sweep: tuple[int, ...] = (),
         native: bool = True,
     ) -> Apis:
+        # shared_views=0: a restore reads the store, as the bridge's does (it shares no views).
         if name == "memory":
             shared = MemoryStore()
-            return cls(Ledger(shared), AsyncLedger(shared, workers=workers), None, AsyncLedger(shared, inline=False))
-        sync = Ledger.connect(url, **options)  # creates the schema
+            return cls(
+                Ledger(shared, shared_views=0),
+                AsyncLedger(shared, workers=workers, shared_views=0),
+                None,
+                AsyncLedger(shared, inline=False, shared_views=0),
+            )
+        ours = {**options, "shared_views": 0}
+        sync = Ledger.connect(url, **ours)  # creates the schema
         # None: the default (Redis appends sent from the loop, docs/async.md); False: every call one hop
-        aio = await AsyncLedger.connect(url, workers=workers, native=None if native else False, **options)
-        sized = {n: await AsyncLedger.connect(url, workers=n, **options) for n in sweep if n != workers}
-        worker = await AsyncLedger.connect(url, workers=workers, inline=False, **options) if name in INLINE else None
+        aio = await AsyncLedger.connect(url, workers=workers, native=None if native else False, **ours)
+        sized = {n: await AsyncLedger.connect(url, workers=n, **ours) for n in sweep if n != workers}
+        worker = await AsyncLedger.connect(url, workers=workers, inline=False, **ours) if name in INLINE else None
         return cls(sync, aio, await bridge.open_ledger(url, **options), worker, sized)
 
     def names(self) -> list[str]:

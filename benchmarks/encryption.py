@@ -84,8 +84,9 @@ def main() -> None:
             clear_opts = {"key_prefix": prefixes["clear"]} if prefixes else {}
             sealed_opts = {"key_prefix": prefixes["sealed"]} if prefixes else {}
             with (
-                Ledger.connect(clear_url, **clear_opts) as clear,
-                Ledger.connect(sealed_url, encryption=Keyring([("old", old)]), **sealed_opts) as sealed,
+                # shared_views=0: each restore reads (and unseals) the store's rows.
+                Ledger.connect(clear_url, shared_views=0, **clear_opts) as clear,
+                Ledger.connect(sealed_url, encryption=Keyring([("old", old)]), shared_views=0, **sealed_opts) as sealed,
             ):
                 for workload, by_name in run(clear, sealed, args.rounds).items():
                     c = [statistics.median(s[i] for s in by_name["clear"]) for i in (0, 1)]

@@ -66,7 +66,8 @@ def main() -> None:
     parser.add_argument("--url", default=None, help="default: a SQLite file in a temporary directory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        ledger = Ledger.connect(args.url or f"sqlite:///{directory}/memory.db")
+        # What each conversation holds itself: no views kept by the ledger for the next open.
+        ledger = Ledger.connect(args.url or f"sqlite:///{directory}/memory.db", shared_views=0)
         sessions = [f"s{n}" for n in range(args.conversations)]
         turns = {s: [native_turn(s, n) for n in range(args.turns)] for s in sessions}
         tracemalloc.start()

@@ -59,18 +59,21 @@ class ContextLedger(Contender):
         self.defer = False
         self.window = 0
 
-    def _connect(self, params: dict[str, Any]) -> Ledger:
+    def _connect(self, workload: str, params: dict[str, Any]) -> Ledger:
         url = str(params["url"])
         options: dict[str, Any] = {"auto_upgrade": True} if url.startswith("postgres") else {}
         if url.startswith("redis"):
             options["key_prefix"] = str(params.get("key_prefix", "clbench"))
         self.path = url.removeprefix("sqlite:///") if url.startswith("sqlite") else None
+        if workload.startswith("restore"):
+            # A restore reads the store: not the view the ledger's last open of it shared.
+            options["shared_views"] = 0
         return Ledger.connect(url, **options)
 
     def setup(self, workload: str, params: dict[str, Any]) -> dict[str, Any]:
         self.workload = workload
         self.session = str(params["session"])
-        self.ledger = ledger = self._connect(params)
+        self.ledger = ledger = self._connect(workload, params)
         if workload in ("append", "concurrency"):
             self.conversation = ledger.conversation(self.session, AGENT)
             self.window = int(params.get("window", 0))

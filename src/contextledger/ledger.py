@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from contextledger.conversation.conversation import Conversation
+from contextledger.conversation.shared import DEFAULT_SHARED_ENTRIES, SharedViews
 from contextledger.core.checks import check_owner, check_scope_delta
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
@@ -180,17 +182,26 @@ class Ledger:
     :class:`~contextledger.errors.CapabilityMissing` before anything is read or written.
     """
 
-    def __init__(self, store: LedgerStore) -> None:
+    def __init__(self, store: LedgerStore, *, shared_views: int = DEFAULT_SHARED_ENTRIES) -> None:
         """Wrap ``store``.
+
+        Args:
+            store: The store.
+            shared_views: The most entries, in all, of the views this ledger's
+                conversations last held that a conversation it opens next may take
+                instead of reading them again (``0``: none; see
+                :mod:`~contextledger.conversation.shared`). A view is taken only when
+                the stored state, read first, says the conversation has not moved.
 
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore` (for a URL, use
-                :meth:`connect`).
+                :meth:`connect`), or ``shared_views`` is not a non-negative int.
         """
         if not isinstance(store, LedgerStore):
             hint = f"; to open a URL use Ledger.connect({store!r})" if isinstance(store, str) else ""
             raise ConfigurationError(f"Ledger wraps a LedgerStore, got {type(store).__name__}{hint}")
         self.store = store
+        self.shared_views = SharedViews(shared_views)
 
     @classmethod
     def connect(cls, url: str = DEFAULT_URL, **options: Any) -> Ledger:
@@ -202,20 +213,22 @@ class Ledger:
         a Redis commit only once a replica holds it -- also ``?durability=replicated`` in
         the URL), except ``encryption``: a
         :class:`~contextledger.encryption.Keyring` (or key provider, or a callable returning
-        one) seals content, summaries and state at rest (see :mod:`contextledger.encryption`).
+        one) seals content, summaries and state at rest (see :mod:`contextledger.encryption`),
+        and ``shared_views`` (see :meth:`__init__`).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
             ConfigurationError: An option is not one the backend takes (``ttl`` or
                 ``durability`` on a backend other than Redis, a ttl that is not positive,
-                an unknown durability).
+                an unknown durability), or ``shared_views`` is not a non-negative int.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library (run
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
             EncryptionKeyMissing: ``encryption`` is a callable that gave no key.
         """
-        return cls(open_store(url, **options))
+        views = SharedViews(options.pop("shared_views", DEFAULT_SHARED_ENTRIES))  # checked before the store opens
+        return cls(open_store(url, **options), shared_views=views.max_entries)
 
     @property
     def url(self) -> str:
@@ -275,6 +288,7 @@ class Ledger:
             repair=repair,
             app=app,
             user=user,
+            shared=self.shared_views,
             **options,
         )
         return conversation
@@ -589,16 +603,17 @@ class Ledger:
 
         stores = [o if isinstance(o, LedgerStore) else o.store for o in also]
         needs(self.store, "erase")
-        return erase(
-            self.store,
-            session_id,
-            entry_id,
-            reason=reason,
-            summarizer=summarizer,
-            agent_id=agent_id,
-            also=stores,
-            settle_timeout=DEFAULT_SETTLE_TIMEOUT if settle_timeout is None else settle_timeout,
-        )
+        with self._rewriting(None):  # forks and copies too
+            return erase(
+                self.store,
+                session_id,
+                entry_id,
+                reason=reason,
+                summarizer=summarizer,
+                agent_id=agent_id,
+                also=stores,
+                settle_timeout=DEFAULT_SETTLE_TIMEOUT if settle_timeout is None else settle_timeout,
+            )
 
     def settle_erasure(self, *, timeout: float = 5.0, vacuum: bool = False) -> str | None:
         """Make erased bytes leave the ledger's files; ``None`` when none is known to remain, else why and what to do.
@@ -625,7 +640,8 @@ class Ledger:
         from contextledger.history.lifecycle import prune
 
         needs(self.store, "prune")
-        return prune(self.store, older_than=older_than, keep_summaries=keep_summaries, session_id=session_id)
+        with self._rewriting(session_id):
+            return prune(self.store, older_than=older_than, keep_summaries=keep_summaries, session_id=session_id)
 
     def expire(
         self, *, idle: timedelta | datetime, session_id: str | None = None, dry_run: bool = False
@@ -641,7 +657,8 @@ class Ledger:
         from contextledger.history.expiry import expire
 
         needs(self.store, "expire")
-        return expire(self.store, idle=idle, session_id=session_id, dry_run=dry_run)
+        with self._rewriting(session_id):
+            return expire(self.store, idle=idle, session_id=session_id, dry_run=dry_run)
 
     def expirations(self, session_id: str) -> list[Expiry]:
         """What expired of the session (``Ledger.expire``): which conversation, when, why, its last write."""
@@ -690,7 +707,8 @@ class Ledger:
         from contextledger.history.transfer import write_conversation
 
         needs(self.store, "import_records")
-        outcome = write_conversation(self.store, records)
+        with self._rewriting(records.session_id):
+            outcome = write_conversation(self.store, records)
         register_forks(self.store, [(records.session_id, records.agent_id)])
         return outcome
 
@@ -807,7 +825,8 @@ class Ledger:
 
         check_owner(_required(app, "app"), _required(user, "user"))
         needs(self.store, "erase_user")
-        return erase_user(self.store, app, user, reason=reason)
+        with self._rewriting(None):
+            return erase_user(self.store, app, user, reason=reason)
 
     def require_session(self, session_id: str) -> list[str]:
         """The session's agent ids.
@@ -822,7 +841,8 @@ class Ledger:
 
     def delete_session(self, session_id: str) -> bool:
         """Delete every entry, summary, revision and reduction of the session."""
-        deleted = SESSIONS.of(self.store, "Ledger.delete_session").delete_session(session_id)
+        with self._rewriting(session_id):
+            deleted = SESSIONS.of(self.store, "Ledger.delete_session").delete_session(session_id)
         logger.info("session_id=<%s>, deleted=<%s> | delete_session", session_id, deleted)
         return deleted
 
@@ -834,7 +854,20 @@ class Ledger:
 
     def close(self) -> None:
         """Close the store: calls already running finish, every later call raises ``LedgerClosed``."""
+        self.shared_views.forget()
         self.store.close()
+
+    @contextmanager
+    def _rewriting(self, session_id: str | None) -> Iterator[None]:
+        """Around a write that is not a conversation's commit: the shared views of ``session_id`` (``None``: all) go.
+
+        The version check alone keeps them from being served (these writes move it); they
+        are dropped so that no erased text stays in memory after the call.
+        """
+        try:
+            yield
+        finally:
+            self.shared_views.forget(session_id)
 
     def __enter__(self) -> Ledger:
         """Return self."""

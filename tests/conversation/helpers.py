@@ -1,8 +1,11 @@
-"""A store that records what it is asked to commit, and the collaborators of a conversation wired by hand."""
+"""A store that records what it is asked to commit, one that counts its view reads, and a conversation wired by hand."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import pytest
 
 from contextledger.conversation.modelcalls import ModelCalls
 from contextledger.conversation.reading import Reader
@@ -13,6 +16,7 @@ from contextledger.core.hooks import HookRegistry
 from contextledger.errors import ConcurrencyConflict, ContextWindowOverflowError
 from contextledger.managers.base import ConversationManager
 from contextledger.model.tokens import CharTokenCounter
+from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
 
 
@@ -71,3 +75,17 @@ def compose(
     if manager is not None:
         hooks.add_hook(manager)
     return Parts(transaction, reader, reducer, ModelCalls(transaction, reader, reducer), hooks)
+
+
+class CountingLoads:
+    """Counts the view reads (``load``) of a real store, which it serves unchanged."""
+
+    def __init__(self, store: CompleteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        load = store.load
+
+        def counted(session_id: str, agent_id: str) -> Any:
+            self.count += 1
+            return load(session_id, agent_id)
+
+        monkeypatch.setattr(store, "load", counted)

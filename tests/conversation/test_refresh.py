@@ -9,7 +9,6 @@ refresh gives what a fresh open gives.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,24 +18,11 @@ from contextledger import Ledger, Message
 from contextledger.conversation.conversation import Conversation
 from contextledger.errors import SessionDeleted
 from contextledger.stores.capabilities import CompleteStore
+from tests.conversation.helpers import CountingLoads
 
 
 def _texts(conversation: Conversation) -> list[str]:
     return [entry.message.plain_text for entry in conversation.view]
-
-
-class CountingLoads:
-    """Counts the view reads (``load``) of a real store, which it serves unchanged."""
-
-    def __init__(self, store: CompleteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.count = 0
-        load = store.load
-
-        def counted(session_id: str, agent_id: str) -> Any:
-            self.count += 1
-            return load(session_id, agent_id)
-
-        monkeypatch.setattr(store, "load", counted)
 
 
 def test_an_unmoved_conversation_reads_its_state_and_no_view(
@@ -59,7 +45,9 @@ def test_an_unmoved_conversation_reads_its_state_and_no_view(
 
 
 def test_another_handles_commit_is_read(store: CompleteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    ledger = Ledger(store)
+    ledger = Ledger(
+        store, shared_views=0
+    )  # the other's view is not handed over (tests/conversation/test_shared_views.py)
     mine = ledger.conversation("s", "a")
     mine.append(Message.user("one"))
     mine.refresh()
@@ -138,7 +126,7 @@ steps = st.lists(
 @given(steps=steps)
 def test_a_refresh_gives_what_a_fresh_open_gives(store: CompleteStore, steps: list[str]) -> None:
     session = f"p-{uuid.uuid4().hex}"  # the store outlives an example: a session of its own each
-    ledger = Ledger(store)
+    ledger, unshared = Ledger(store), Ledger(store, shared_views=0)  # mine may take a view another handle left
     mine = ledger.conversation(session, "a")
     for number, step in enumerate(steps):
         if step == "append here":
@@ -158,7 +146,7 @@ def test_a_refresh_gives_what_a_fresh_open_gives(store: CompleteStore, steps: li
             ledger.delete_session(session)
         else:
             mine.refresh()
-            fresh = ledger.conversation(session, "a")
+            fresh = unshared.conversation(session, "a")
             assert _texts(mine) == _texts(fresh), steps
             assert mine.state.version == fresh.state.version, steps
     ledger.delete_session(session)

@@ -33,8 +33,8 @@ def records() -> Counter[str]:
 
 @pytest.fixture
 def ledger(ledger_url: str) -> Any:
-    """A ledger on each SQL engine (SQLite, PostgreSQL)."""
-    opened = Ledger.connect(ledger_url)
+    """A ledger on each SQL engine (SQLite, PostgreSQL); every open restores from the rows (no view is shared)."""
+    opened = Ledger.connect(ledger_url, shared_views=0)
     yield opened
     opened.close()
 

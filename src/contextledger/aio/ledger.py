@@ -12,6 +12,7 @@ from contextledger.aio.native import native_send
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
+from contextledger.conversation.shared import DEFAULT_SHARED_ENTRIES, SharedViews
 from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.model.paging import Pages
@@ -40,18 +41,20 @@ class AsyncLedger(ShellBase[Ledger]):
         workers: int = DEFAULT_WORKERS,
         inline: bool | None = None,
         native: bool | None = None,
+        shared_views: int = DEFAULT_SHARED_ENTRIES,
     ) -> None:
         """Wrap ``store`` (any :class:`LedgerStore`); its calls run on up to ``workers`` threads.
 
-        ``inline``, ``native``: see :meth:`connect`.
+        ``inline``, ``native``, ``shared_views``: see :meth:`connect`.
 
         Raises:
             ConfigurationError: ``store`` is not a :class:`LedgerStore`, ``workers`` is
                 not a positive int, or ``inline`` is not a bool or ``None`` or is true for
                 a store other than SQLite or in-memory, or ``native`` is not a bool or ``None``
-                or is true for a store without a native send.
+                or is true for a store without a native send, or ``shared_views`` is not a
+                non-negative int.
         """
-        ledger = Ledger(store)
+        ledger = Ledger(store, shared_views=shared_views)
         self._inline = inline_for(store, inline)
         self._native = native_send(store, native, inline)
         super().__init__(ledger, Runner(workers, name=ledger.url))
@@ -84,18 +87,22 @@ class AsyncLedger(ShellBase[Ledger]):
                 ``AsyncConnection`` (:mod:`contextledger.aio.native`). ``None`` (the default): where the
                 store takes it, unless ``inline`` is ``False``; ``True`` is refused for
                 other stores.
-            **options: The backend's options, as for :meth:`Ledger.connect`.
+            **options: The backend's options, as for :meth:`Ledger.connect`, and
+                ``shared_views``: the views its conversations last held, in entries, that
+                a conversation it opens next may take (see :class:`~contextledger.Ledger`).
 
         Raises:
             InvalidLedgerURL: The URL is malformed, names no supported backend, or needs an
                 optional driver that is not installed.
             ConfigurationError: An option is not one the backend takes, ``workers`` is
                 not a positive int, or ``inline`` is not a bool or ``None`` or is true for a
-                store other than SQLite or in-memory.
+                store other than SQLite or in-memory, or ``shared_views`` is not a
+                non-negative int.
             StoreUnavailable: The database or server could not be reached.
             SchemaOutOfDate: The SQL schema does not match this library.
         """
         check_inline(inline)
+        shared_views = SharedViews(options.pop("shared_views", DEFAULT_SHARED_ENTRIES)).max_entries  # checked first
         runner = Runner(workers, name="a ledger being opened")
         opened: list[LedgerStore] = []
 
@@ -121,7 +128,7 @@ class AsyncLedger(ShellBase[Ledger]):
         ledger = cls.__new__(cls)
         ledger._inline = checked
         ledger._native = sender
-        ShellBase.__init__(ledger, Ledger(store), runner)
+        ShellBase.__init__(ledger, Ledger(store, shared_views=shared_views), runner)
         return ledger
 
     mirrors = Ledger
@@ -139,7 +146,14 @@ class AsyncLedger(ShellBase[Ledger]):
             ConfigurationError: An option is invalid.
         """
         return await AsyncConversation.open(
-            self.store, session_id, agent_id, runner=self._runner, inline=self._inline, native=self._native, **options
+            self.store,
+            session_id,
+            agent_id,
+            runner=self._runner,
+            inline=self._inline,
+            native=self._native,
+            shared=self._sync.shared_views,
+            **options,
         )
 
     def wrap(self, conversation: Conversation) -> AsyncConversation:

@@ -33,6 +33,7 @@ from contextledger.conversation.modelcalls import ModelCalls
 from contextledger.conversation.pins import Pins
 from contextledger.conversation.reading import Reader
 from contextledger.conversation.reducer import Reducer
+from contextledger.conversation.shared import SharedViews
 from contextledger.conversation.transaction import Planner, Transaction
 from contextledger.conversation.undo import Undo
 from contextledger.core.changeset import Edit, ReductionPlan
@@ -89,6 +90,8 @@ class Conversation(Accessors):
         defer_count: The default of :meth:`before_model_call`'s ``defer_count``: the
             count of a model call rides with the next commit (``True``), or is
             committed before the call when nothing else is (``False``).
+        shared: The views the ledger's conversations last held (see
+            :mod:`~contextledger.conversation.shared`); ``None``: this one's alone.
 
     Attributes:
         hooks: The registry the manager's (and any other provider's) callbacks are in.
@@ -110,6 +113,7 @@ class Conversation(Accessors):
         app: str | None = None,
         user: str | None = None,
         defer_count: bool = False,
+        shared: SharedViews | None = None,
     ) -> None:
         """Open the conversation (read only; a new one is created by its first commit).
 
@@ -119,8 +123,10 @@ class Conversation(Accessors):
                 ``context_window_limit`` is not a positive int, ``max_retries`` is negative,
                 ``overflow_errors`` holds something that is not an exception type, or
                 ``app`` / ``user`` is not ``None`` or a non-empty string, or
-                ``defer_count`` is not a bool.
+                ``defer_count`` is not a bool, or ``shared`` is not a :class:`SharedViews`.
         """
+        if shared is not None and not isinstance(shared, SharedViews):
+            raise ConfigurationError(f"shared must be a SharedViews or None, got {type(shared).__name__}")
         if not isinstance(defer_count, bool):
             raise ConfigurationError(f"defer_count must be a bool, got {defer_count!r}")
         check_conversation_options(
@@ -145,6 +151,7 @@ class Conversation(Accessors):
             repair=repair,
             app=app,
             user=user,
+            shared=shared,
         )
         reader = Reader(
             transaction,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
+from contextledger.conversation.shared import SharedViews
 from contextledger.core.building import build_changeset, projected, ride_with
 from contextledger.core.changeset import Changeset, Edit
 from contextledger.core.reduction import log_committed
@@ -56,6 +57,11 @@ class _Again(enum.Enum):
 
 
 _AGAIN = _Again.AGAIN
+
+
+def _same(stored: ConversationState, held: ConversationState) -> bool:
+    """Whether ``held`` is the state of the conversation ``stored`` is, at the same version (so the same view)."""
+    return stored.version == held.version and stored.created_at == held.created_at
 
 
 @cache
@@ -127,9 +133,16 @@ class Transaction:
         repair: bool,
         app: str | None = None,
         user: str | None = None,
+        shared: SharedViews | None = None,
     ) -> None:
-        """Hold the settings; nothing is read until :meth:`refresh` (the arguments are checked by the caller)."""
+        """Hold the settings; nothing is read until :meth:`refresh` (the arguments are checked by the caller).
+
+        ``shared``: the views the ledger's conversations last held (see
+        :mod:`~contextledger.conversation.shared`), read by :meth:`refresh` and given
+        every view this one commits or reads.
+        """
         self.store, self.session_id, self.agent_id = store, session_id, agent_id
+        self.shared = shared if shared is not None and shared.max_entries else None
         self.manager = manager
         self.token_counter = token_counter
         self.max_retries = max_retries
@@ -163,16 +176,26 @@ class Transaction:
         On a store with the history capability, one read of the conversation's state
         tells: the same version of the same conversation (its ``created_at`` as the store
         keeps it) holds the same view, since every change to a view -- a commit, an
-        erasure -- moves the version. Otherwise (and on a store without that read) one
-        read of the active view follows. Pending model calls stay pending: they are added
-        to the count read.
+        erasure -- moves the version. That view is the one held here, or the one another
+        conversation of the ledger last held (:attr:`shared`). Otherwise (and on a store
+        without that read) one read of the active view follows. Pending model calls stay
+        pending: they are added to the count read.
         """
         with self.lock:
-            held = self._state
-            if held.version and HISTORY.held_by(self.store):
+            held, shared = self._state, self.shared
+            key = (self.session_id, self.agent_id)
+            other = shared.get(key) if shared is not None else None
+            if (held.version or other is not None) and HISTORY.held_by(self.store):
                 stored = HISTORY.of(self.store, "refresh").conversation_state(self.session_id, self.agent_id)
-                if stored is not None and stored.version == held.version and stored.created_at == held.created_at:
-                    self._state = stored  # the view is the one held
+                view = None
+                if stored is not None and _same(stored, held):
+                    view = self._view
+                elif stored is not None and other is not None and _same(stored, other.state):
+                    view = other.view
+                if stored is not None and view is not None:
+                    self._state, self._view = stored, view  # the view is the one held
+                    if shared is not None:
+                        shared.put(key, stored, view)
                     if self.manager is not None:
                         self.manager.restore_state(stored.manager_state)
                     return
@@ -182,6 +205,8 @@ class Transaction:
                 self._view = View(())
             else:
                 self._state, self._view = snapshot.state, View(snapshot.entries)
+                if shared is not None:
+                    shared.put(key, self._state, self._view)
             if self.manager is not None:
                 self.manager.restore_state(self._state.manager_state)
 
@@ -331,6 +356,8 @@ class Transaction:
         changeset = prepared.changeset
         self._state = changeset.state_after(self._state, version)
         before, self._view = self._view, prepared.view
+        if self.shared is not None:
+            self.shared.put((self.session_id, self.agent_id), self._state, self._view)
         calls = self.calls
         calls.pending, calls.defer = 0, False
         self._riding = None
