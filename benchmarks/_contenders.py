@@ -424,14 +424,26 @@ own): a floor like the raw drivers', shown next to contextledger without a targe
 
 HOST_PAIRS: tuple[tuple[str, str, str], ...] = (
     ("cl-openai-agents", "oai-sqlite", "each read through one open session, as each run of the SDK's Runner reads"),
-    ("cl-langchain", "langchain", "each read through a history object of its own, as RunnableWithMessageHistory makes"),
-    ("cl-pydantic-ai", "pydantic-ai-json", "each read through a history object of its own, as a new process has"),
+    (
+        "cl-langchain",
+        "langchain",
+        "each read through a history object of its own, as RunnableWithMessageHistory makes;"
+        " the ledger's shared views on, its default",
+    ),
+    (
+        "cl-pydantic-ai",
+        "pydantic-ai-json",
+        "each read through a history object of its own, as each request of a server makes;"
+        " the ledger's shared views on, its default",
+    ),
 )
 """(contextledger behind a host's interface, that host's own store, how both read back): compared in the targets.
 
 How a read is made matters to the ledger (an open conversation re-reads its view only
-when the stored version moved; a new object restores it), not to the peers (each reads
-its table every time), so the target row says it.
+when the stored version moved; a new object on the same ledger takes the view the
+ledger's conversations last held when it did not move -- its shared views -- and a new
+process restores it), not to the peers (each reads its table every time), so the target
+row says it.
 """
 
 GROUPS = ("contextledger", "raw", "peer")

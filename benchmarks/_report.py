@@ -391,6 +391,11 @@ def sized_table(run: Run, workload: str, sizes: list[int], unit: str) -> list[st
 
 def wide_table(run: Run) -> list[str]:
     lines = [
+        "contextledger's own rows restore from the store each time (`ledger.conversation(...)` on a ledger"
+        " without shared views); the rows behind a host's interface read as that host does, a new object"
+        " each time on one ledger with its shared views on (the default: the view its conversations last"
+        " held, taken when the stored state says nothing moved).",
+        "",
         "| contender | median ms | p95 ms | client CPU ms | x slower than contextledger (SQLite): wall / CPU |",
         "|---|---|---|---|---|",
     ]

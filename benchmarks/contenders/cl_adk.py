@@ -2,7 +2,8 @@
 
 The service is opened from the URL the harness gives, on the asyncio drivers, as an ADK
 application opens it; each turn is four ``append_event`` (four commits, as ADK makes
-them) and a restore ``get_session`` (every event).
+them) and a restore ``get_session`` (every event; the service's ledger shares the view
+its conversations last held, its default, taken when the stored state says nothing moved).
 """
 
 from __future__ import annotations

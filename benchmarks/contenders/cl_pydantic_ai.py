@@ -2,8 +2,9 @@
 
 The same turns as ``pydantic_ai_json`` (Pydantic AI's recommended JSON rows): a turn is
 ``extend(result.new_messages())`` of four messages (one commit); a restore is
-``messages()`` of a new history object (it reads the active view and rebuilds every
-message with the adapter, the unchanged ones in one call).
+``messages()`` of a new history object on the same ledger (it reads the conversation's
+state, takes the view the ledger shares when nothing moved, its default, and rebuilds
+every message with the adapter, the unchanged ones in one call).
 """
 
 from __future__ import annotations
@@ -29,5 +30,5 @@ class LedgerHistoryContender(AsyncHostContender):
         await host.extend(turn)
 
     async def read(self, ledger: AsyncLedger, host: Any) -> Any:
-        # A history object of its own, as a new process has: nothing rendered yet.
+        # A history object of its own, as each request of a server makes: nothing rendered yet.
         return await LedgerHistory(self.session, ledger=ledger).messages()
