@@ -180,6 +180,11 @@ class Ledger:
     the store's capabilities (:mod:`contextledger.stores.capabilities`; :data:`NEEDS` for
     the operations built on the history modules): on a store without one they raise
     :class:`~contextledger.errors.CapabilityMissing` before anything is read or written.
+
+    Attributes:
+        store: The store.
+        shared_views: The views this ledger's conversations last committed or read, which
+            a conversation it opens next takes when the stored state says nothing moved.
     """
 
     def __init__(self, store: LedgerStore, *, shared_views: int = DEFAULT_SHARED_ENTRIES) -> None:
