@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from contextledger import Ledger, Message
+from contextledger import Ledger, Message, ReductionPlan
 from contextledger.conversation.conversation import Conversation
 from tests.soak import examples
 
@@ -67,8 +67,8 @@ def build(ledger: Ledger, session: str, turns: int = 3) -> list[Message]:
 
 @pytest.fixture
 def ledger(ledger_url: str) -> Any:
-    """A ledger on each SQL engine (SQLite, PostgreSQL)."""
-    opened = Ledger.connect(ledger_url)
+    """A ledger on each SQL engine (SQLite, PostgreSQL); every open restores from the rows (no view is shared)."""
+    opened = Ledger.connect(ledger_url, shared_views=0)
     yield opened
     opened.close()
 
@@ -79,6 +79,19 @@ def test_opening_decodes_no_content(ledger: Ledger) -> None:
     messages = [e.message for e in restored.view]
     assert messages
     assert not any(decoded(m) for m in messages)
+
+
+def test_history_holds_the_content_as_text_until_read(ledger: Ledger) -> None:
+    sent = build(ledger, "s")
+    ledger.conversation("s", "agent").apply_plan(
+        lambda view: ReductionPlan(strategy="test", evict=tuple(view.ids[:3])), trigger="manual"
+    )
+    entries = ledger.history("s", "agent")
+    assert {e.status for e in entries} == {"evicted", "active"}  # the view rules widen the plan to whole turns
+    assert not any(decoded(e.message) for e in entries)  # listed, previewed by id and status: nothing decoded
+    assert [e.message for e in entries] == sent  # compared by value: the stored texts against the live content
+    assert [e.message.content for e in entries] == [m.content for m in sent]
+    assert all(decoded(e.message) for e in entries)  # read: decoded once, held decoded
 
 
 def test_tool_pair_rules_and_an_idle_model_call_decode_nothing(ledger: Ledger) -> None:

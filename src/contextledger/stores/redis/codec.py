@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from contextledger.errors import CorruptRecord
-from contextledger.model.messages import Message, message_from_stored_content, restored_record_message
+from contextledger.model.messages import Message, restored_record_message
 from contextledger.model.records import (
     ConversationState,
     HistoryEntry,
@@ -188,8 +188,8 @@ class MessageRow:
     @classmethod
     def _decode(cls, entry_id: str, record: bytes, content: bytes, mut: Mapping[str, bytes]) -> MessageRow:
         base = loads(record)
-        try:  # the content text parsed straight into the message, as a restore does (see view_entry_of)
-            message = message_from_stored_content(base, content)
+        try:  # the content held as its text until read, as a restore holds it (see view_entry_of)
+            message = restored_record_message(base, content)
         except Exception:  # reported by the general decode, as it always has been
             message = Message.from_record({**base, "content": loads(content)})
         pin = mut.get(f"p|{entry_id}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from contextledger.model.messages import Message, message_from_json
+from contextledger.model.messages import Message, restored_message
 from contextledger.model.records import (
     Eviction,
     HistoryEntry,
@@ -101,7 +101,7 @@ def history_entries(
         try:
             if escaped is not None and (escaped(content) or (meta is not None and escaped(meta))):
                 raise ValueError("escaped text: decoded by the store")
-            found = message_from_json(message_id, role, content, meta)
+            found = restored_message(message_id, role, content, meta)  # content held as its text until read
         except Exception:  # re-raised as CorruptRecord, located, by message()
             found = message(message_id, role, _decoded(loads, content), _decoded(loads, meta))
         out.append(build(session_id, agent_id, found, row))
