@@ -195,7 +195,10 @@ def long_server(long_ledger: LongLedger, tmp_path_factory: pytest.TempPathFactor
         yield running
 
 
-@pytest.fixture(scope="session")
+# One per module, not per session: while it is open, Playwright's sync API keeps an event
+# loop running on the main thread, and a test of another directory collected after these
+# (``asyncio.run`` in the main thread) would find it running and fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless Chromium through Playwright (Debian's binary; nothing downloaded)."""
     try:
