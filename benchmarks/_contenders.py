@@ -428,7 +428,7 @@ HOST_PAIRS: tuple[tuple[str, str, str], ...] = (
         "cl-langchain",
         "langchain",
         "each read through a history object of its own, as RunnableWithMessageHistory makes;"
-        " the ledger's shared views on, its default",
+        " the ledger's shared views on (the view and the renderer kept), its default",
     ),
     (
         "cl-pydantic-ai",

@@ -3,8 +3,9 @@
 The same turns and the same calls as ``langchain_history`` (``SQLChatMessageHistory``):
 a turn is ``add_messages`` of four messages (one commit); a restore is ``.messages`` of a
 new history object on the same ledger: it reads the conversation's state, takes the view
-the ledger shares when nothing moved (its default), and builds every LangChain message,
-as the peer builds them from its table.
+the ledger shares when nothing moved (its default) and the renderer kept with it, and
+hands out copies of the LangChain messages rendered for that view before (the peer
+builds every message from its table each time).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class LedgerChatHistoryContender(Contender):
         if self.workload == "restore_wide":
             assert self.ledger is not None
             ledger = self.ledger
-            # A history object of its own, as RunnableWithMessageHistory makes per call: nothing rendered yet
-            # (the view itself is the one the ledger shares, its state read first).
+            # A history object of its own, as RunnableWithMessageHistory makes per call (the view and
+            # the renderer are the ones the ledger keeps, the state read first).
             return timed_read(lambda: LedgerChatMessageHistory(self.session, ledger=ledger).messages)
         raise NotApplicable(f"nothing to time in {self.workload}")
 

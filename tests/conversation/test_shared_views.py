@@ -174,6 +174,33 @@ def test_shared_views_hold_at_most_their_bound_dropping_the_least_recently_used(
     assert shared.entries == 0
 
 
+def test_a_companion_lives_as_long_as_its_view_is_kept() -> None:
+    shared = SharedViews(max_entries=4)
+    assert shared.companion(("a", "x"), "renderer", list) is not shared.companion(("a", "x"), "renderer", list)
+    shared.put(("a", "x"), _state("a", 1), _view(2))
+    kept: list[object] = shared.companion(("a", "x"), "renderer", list)
+    assert shared.companion(("a", "x"), "renderer", list) is kept  # one per key and kind while the view is kept
+    assert shared.companion(("a", "x"), "other", list) is not kept
+    shared.put(("a", "x"), _state("a", 2), _view(3))  # the view replaced by a commit: the companion stays
+    assert shared.companion(("a", "x"), "renderer", list) is kept
+    shared.put(("b", "x"), _state("b", 1), _view(2))  # past the bound: a's view, and its companion, go
+    assert shared.get(("a", "x")) is None
+    shared.put(("a", "x"), _state("a", 3), _view(1))
+    assert shared.companion(("a", "x"), "renderer", list) is not kept
+    kept = shared.companion(("a", "x"), "renderer", list)
+    shared.put(("a", "x"), _state("a", 4), _view(5))  # too long to keep
+    shared.put(("a", "x"), _state("a", 5), _view(1))
+    assert shared.companion(("a", "x"), "renderer", list) is not kept
+    kept = shared.companion(("a", "x"), "renderer", list)
+    shared.forget("a")
+    shared.put(("a", "x"), _state("a", 6), _view(1))
+    assert shared.companion(("a", "x"), "renderer", list) is not kept
+    kept = shared.companion(("a", "x"), "renderer", list)
+    shared.forget()
+    shared.put(("a", "x"), _state("a", 7), _view(1))
+    assert shared.companion(("a", "x"), "renderer", list) is not kept
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "20", True, None])
 def test_a_bound_that_is_not_a_count_is_refused_before_anything_opens(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="shared_views"):

@@ -134,6 +134,7 @@ class AsyncLedger(ShellBase[Ledger]):
     mirrors = Ledger
     store: synced[LedgerStore] = synced()
     url: synced[str] = synced()
+    shared_views: synced[SharedViews] = synced()
 
     async def conversation(self, session_id: str, agent_id: str = "default", **options: Any) -> AsyncConversation:
         """Open the conversation of (session_id, agent_id), restoring its active view (reads only).

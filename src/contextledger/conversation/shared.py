@@ -16,18 +16,25 @@ conversation holds). Views are immutable, so one view object may be held by any 
 of conversations. Nothing is ever served from here without that state read.
 
 Bounded by the entries held, oldest used first out; ``0`` turns sharing off.
+
+A host binding may keep a *companion* with a kept view (:meth:`SharedViews.companion`):
+its renderer, whose renderings of the view's messages the next object of the same
+conversation reuses. A companion lives as long as its conversation's view is kept.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar, cast
 
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.model.records import ConversationState
 
 __all__ = ["DEFAULT_SHARED_ENTRIES", "Shared", "SharedViews"]
+
+T = TypeVar("T")
 
 DEFAULT_SHARED_ENTRIES = 20_000
 """Entries the shared views of one ledger hold at most by default (a few tens of MB of a long conversation's text)."""
@@ -59,6 +66,7 @@ class SharedViews:
         # In order of use, the latest last: (state, view, len(view)) -- a plain tuple, made on every commit.
         self._held: dict[tuple[str, str], tuple[ConversationState, View, int]] = {}
         self._entries = 0
+        self._companions: dict[tuple[str, str], dict[str, Any]] = {}  # only of keys held
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -84,6 +92,24 @@ class SharedViews:
             self._held[key] = held
         return Shared(held[0], held[1])
 
+    def companion(self, key: tuple[str, str], kind: str, make: Callable[[], T]) -> T:
+        """The object of ``kind`` kept with the view of ``key``, made by ``make`` the first time it is asked for.
+
+        Every caller asking for the same ``key`` and ``kind`` while that view is kept gets
+        the same object, so it must be safe to share between threads (a host's renderer
+        that replaces what it holds instead of changing it). It is dropped with the view
+        (the bound, an erasure, a deletion); while no view of ``key`` is kept, a new object
+        is made for the caller alone.
+        """
+        with self._lock:
+            if key not in self._held:
+                return make()
+            kinds = self._companions.setdefault(key, {})
+            found = kinds.get(kind)
+            if found is None:
+                found = kinds[kind] = make()
+            return cast(T, found)
+
     def put(self, key: tuple[str, str], state: ConversationState, view: View) -> None:
         """Keep ``view`` and ``state`` as what a conversation of ``key`` holds now (replacing what was kept).
 
@@ -97,14 +123,17 @@ class SharedViews:
             if size > self.max_entries:
                 if old is not None:
                     self._entries -= old[2]
+                    self._companions.pop(key, None)
                 return
             held[key] = (state, view, size)
             self._entries += size if old is None else size - old[2]
             while self._entries > self.max_entries:
-                self._entries -= held.pop(next(iter(held)))[2]
+                oldest = next(iter(held))
+                self._entries -= held.pop(oldest)[2]
+                self._companions.pop(oldest, None)
 
     def forget(self, session_id: str | None = None) -> None:
-        """Drop what is kept for ``session_id`` (every agent), or everything (``None``).
+        """Drop what is kept for ``session_id`` (every agent), or everything (``None``), companions included.
 
         Nothing kept is ever served without the state read that confirms it; a ledger's
         own erasures and deletions still drop it at once, so erased text does not stay
@@ -113,7 +142,9 @@ class SharedViews:
         with self._lock:
             if session_id is None:
                 self._held.clear()
+                self._companions.clear()
                 self._entries = 0
                 return
             for key in [k for k in self._held if k[0] == session_id]:
                 self._entries -= self._held.pop(key)[2]
+                self._companions.pop(key, None)

@@ -93,6 +93,7 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         with self._opening:
             if self._sync is None:
                 self._sync = self.ledger.conversation(self.session_id, self.agent_id, **self._options)
+                self._render = self._shared_renderer()
             return self._sync
 
     async def aconversation(self) -> AsyncConversation | Conversation:
@@ -102,7 +103,18 @@ class LedgerChatMessageHistory(BaseChatMessageHistory):
         async with self._aopening:
             if self._async is None:
                 self._async = await self.ledger.conversation(self.session_id, self.agent_id, **self._options)
+                self._render = self._shared_renderer()
             return self._async
+
+    def _shared_renderer(self) -> ViewRenderer:
+        """The renderer kept with the view the ledger shares for this conversation (made by the history before).
+
+        A history object made per call (``RunnableWithMessageHistory``) then renders only
+        the messages the one before did not. A renderer replaces what it holds and hands
+        out copies, so objects of any thread may share it.
+        """
+        key = (self.session_id, self.agent_id)
+        return self.ledger.shared_views.companion(key, "langchain", ViewRenderer)
 
     # -- BaseChatMessageHistory ---------------------------------------------------------------
 

@@ -177,6 +177,10 @@ class LedgerSession:
                     self._ledger = AsyncLedger(open_store(self._url or DEFAULT_URL))
                 ledger = self._ledger
                 sync = ledger.sync.conversation(self.session_id, self.agent_id, **self._options)
+                # The renderer kept with the view the ledger shares: a session made per request
+                # renders only what the one before did not (it replaces what it holds: shareable).
+                key = (self.session_id, self.agent_id)
+                self._renderer = ledger.sync.shared_views.companion(key, "openai-agents", ItemRenderer)
                 self._conversation = ledger.wrap(sync)  # the ledger's inline or native append, as opened there
             return self._conversation
 
