@@ -1,5 +1,9 @@
 """Host objects made per call share the renderer kept with the ledger's shared view (LangChain, OpenAI Agents).
 
+Also through the hosts' own drivers: LangChain's ``RunnableWithMessageHistory`` and the
+SDK's ``Runner`` given a new ``LedgerSession`` per request render each message once
+across their calls (without shared views, every call renders the whole conversation).
+
 LangChain's ``RunnableWithMessageHistory`` makes a history object for every call, and a
 server makes a ``LedgerSession`` per request. Each new object of a conversation whose
 view the ledger keeps takes the renderer kept with it, so it renders only the messages
@@ -14,13 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, Runner
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from contextledger import Ledger
 from contextledger.aio import AsyncLedger
-from contextledger.integrations.langchain import LedgerChatMessageHistory, convert
-from contextledger.integrations.openai_agents import LedgerSession
+from contextledger.integrations.langchain import LedgerChatMessageHistory, ScriptedChatModel, convert
+from contextledger.integrations.openai_agents import LedgerSession, ScriptedModel
 from tests.openai_agents.test_renderer import CountingChecks, _turn
+
+# LangChain marks BaseChatMessageHistory and RunnableWithMessageHistory deprecated; these tests use them on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore:.*deprecated.*")
 
 
 class CountingRenders:
@@ -102,3 +112,56 @@ def test_openai_sessions_made_per_request_check_no_fingerprint_the_ones_before_c
             await unshared.close()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize(("shared_views", "rendered"), [(20_000, [0, 2, 2, 2]), (0, [0, 2, 4, 6])])
+def test_runnable_with_message_history_renders_each_message_once_across_its_calls(
+    shared_views: int, rendered: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LangChain's own runnable makes a history object for every call, on one ledger.
+    model = ScriptedChatModel(script=[f"answer {n}" for n in range(4)])
+    renders = CountingRenders(monkeypatch)
+    counts = []
+    with Ledger.connect(f"sqlite:///{tmp_path / 'chat.db'}", shared_views=shared_views) as ledger:
+        chain = RunnableWithMessageHistory(
+            model, lambda session_id: LedgerChatMessageHistory(session_id, ledger=ledger)
+        )
+        config: RunnableConfig = {"configurable": {"session_id": "ada"}}
+        for n in range(4):
+            before = renders.count
+            chain.invoke([HumanMessage(f"question {n}")], config=config)
+            counts.append(renders.count - before)
+    # Each call is given the whole conversation; with shared views it renders only the
+    # exchange the call before stored (the first read after the creating commit reads the view).
+    assert counts == rendered
+    assert [m.content for m in model.received[3]] == [
+        *[text for n in range(3) for text in (f"question {n}", f"answer {n}")],
+        "question 3",
+    ]
+
+
+@pytest.mark.parametrize(("shared_views", "checked"), [(20_000, [0, 2, 2, 2]), (0, [0, 2, 4, 6])])
+def test_runs_of_the_sdks_runner_with_a_session_per_request_check_each_fingerprint_once(
+    shared_views: int, checked: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's own Runner, given a new LedgerSession for every request (a server's way), on one ledger.
+    model = ScriptedModel([f"answer {n}" for n in range(4)])
+    agent = Agent(name="Assistant", model=model)
+    checks = CountingChecks(monkeypatch)
+
+    async def main() -> tuple[list[int], list[Any]]:
+        counts = []
+        async with await AsyncLedger.connect(
+            f"sqlite:///{tmp_path / 'runner.db'}", shared_views=shared_views
+        ) as ledger:
+            for n in range(4):
+                before = checks.count
+                result = await Runner.run(agent, f"question {n}", session=LedgerSession("u", ledger=ledger))
+                assert result.final_output == f"answer {n}"
+                counts.append(checks.count - before)
+            return counts, await LedgerSession("u", ledger=ledger).get_items()
+
+    counts, items = asyncio.run(main())
+    assert counts == checked
+    assert model.calls[-1].input == items[: len(model.calls[-1].input)]  # each call given the session's items
+    assert [i["content"] for i in items if i.get("role") == "user"] == [f"question {n}" for n in range(4)]

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from contextledger.conversation.conversation import Conversation
-from contextledger.conversation.shared import DEFAULT_SHARED_ENTRIES, SharedViews
+from contextledger.conversation.shared import DEFAULT_SHARED_ENTRIES, SharedViews, checked_bound
 from contextledger.core.checks import check_owner, check_scope_delta
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError, InvalidLedgerURL, SessionNotFound
@@ -232,8 +232,8 @@ class Ledger:
                 ``contextledger db upgrade``, or pass ``auto_upgrade=True``).
             EncryptionKeyMissing: ``encryption`` is a callable that gave no key.
         """
-        views = SharedViews(options.pop("shared_views", DEFAULT_SHARED_ENTRIES))  # checked before the store opens
-        return cls(open_store(url, **options), shared_views=views.max_entries)
+        bound = checked_bound(options.pop("shared_views", DEFAULT_SHARED_ENTRIES))  # before the store opens
+        return cls(open_store(url, **options), shared_views=bound)
 
     @property
     def url(self) -> str:

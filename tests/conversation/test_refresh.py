@@ -2,8 +2,9 @@
 
 Every backend: another handle's commit, erasure, or a session deleted and made again up
 to the same version is seen; an unmoved conversation reads no view (counted on the
-store's ``load``), and a hypothesis property checks that after any mix of these a
-refresh gives what a fresh open gives.
+store's ``load``), and a hypothesis property checks that after any mix of these -- written
+through this ledger or through another process -- a refresh, and an open through the
+ledger's shared views, give what an open without shared views gives.
 """
 
 from __future__ import annotations
@@ -118,35 +119,55 @@ def test_a_deleted_session_refreshes_to_nothing(store: CompleteStore) -> None:
 
 
 steps = st.lists(
-    st.sampled_from(["append here", "append there", "erase there", "delete there", "refresh"]), max_size=12
+    st.sampled_from(
+        [
+            "append here",
+            "append there",
+            "append elsewhere",
+            "erase there",
+            "erase elsewhere",
+            "delete elsewhere",
+            "check",
+        ]
+    ),
+    max_size=12,
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=steps)
-def test_a_refresh_gives_what_a_fresh_open_gives(store: CompleteStore, steps: list[str]) -> None:
+def test_a_refresh_and_an_open_give_what_an_open_without_shared_views_gives(
+    store: CompleteStore, steps: list[str]
+) -> None:
+    """ "there": another conversation of the same ledger (its views shared); "elsewhere": another process."""
     session = f"p-{uuid.uuid4().hex}"  # the store outlives an example: a session of its own each
-    ledger, unshared = Ledger(store), Ledger(store, shared_views=0)  # mine may take a view another handle left
+    ledger, elsewhere = Ledger(store), Ledger(store, shared_views=0)
+    writers = {"there": ledger, "elsewhere": elsewhere}
     mine = ledger.conversation(session, "a")
     for number, step in enumerate(steps):
+        action, _, where = step.partition(" ")
         if step == "append here":
             try:
                 mine.append(Message.user(f"here {number}"))
             except SessionDeleted:  # deleted elsewhere since mine last read it: never re-created by mine
-                assert not ledger.conversation(session, "a").state.version, steps
+                assert not elsewhere.conversation(session, "a").state.version, steps
                 mine.refresh()
                 mine.append(Message.user(f"here {number}"))
-        elif step == "append there":
-            ledger.conversation(session, "a").append(Message.assistant(f"there {number}"))
-        elif step == "erase there":
-            view = ledger.conversation(session, "a").view
+        elif action == "append":
+            writers[where].conversation(session, "a").append(Message.assistant(f"{where} {number}"))
+        elif action == "erase":
+            view = writers[where].conversation(session, "a").view
             if len(view):
-                ledger.erase(session, view[0].entry_id, reason="asked")
-        elif step == "delete there":
-            ledger.delete_session(session)
+                writers[where].erase(session, view[0].entry_id, reason="asked")
+        elif action == "delete":
+            elsewhere.delete_session(session)
         else:
+            opened = ledger.conversation(session, "a")  # before mine's refresh, which would share what it reads
             mine.refresh()
-            fresh = unshared.conversation(session, "a")
-            assert _texts(mine) == _texts(fresh), steps
-            assert mine.state.version == fresh.state.version, steps
-    ledger.delete_session(session)
+            fresh = elsewhere.conversation(session, "a")
+            for chat in (mine, opened):
+                assert _texts(chat) == _texts(fresh), steps
+                assert chat.state.version == fresh.state.version, steps
+                if fresh.state.version:  # a conversation not made yet has no creation time of its own
+                    assert chat.state.created_at == fresh.state.created_at, steps
+    elsewhere.delete_session(session)

@@ -3,18 +3,16 @@
 Every backend. A view is taken only when the stored state, read first, says the same
 conversation stands at the same version; a commit, an erasure or a deletion made through
 another ledger on the same database (another process) is read. Counted on the store's
-``load``; a hypothesis property checks that after any mix of writes here and elsewhere an
-open through the shared views gives what an open without them gives.
+``load``; the hypothesis property of ``test_refresh.py`` checks that after any mix of
+writes here and elsewhere an open through the shared views gives what an open without
+them gives.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
@@ -212,36 +210,3 @@ def test_a_bound_that_is_not_a_count_is_refused_before_anything_opens(bad: objec
     if bad is not None:  # a conversation of no ledger shares nothing: None
         with pytest.raises(ConfigurationError, match="shared"):
             Conversation(MemoryStore(), "s", shared=bad)  # type: ignore[arg-type]
-
-
-steps = st.lists(
-    st.sampled_from(["append here", "append elsewhere", "erase elsewhere", "delete elsewhere", "open here"]),
-    max_size=12,
-)
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=steps)
-def test_an_open_through_shared_views_gives_what_an_open_without_them_gives(
-    store: CompleteStore, steps: list[str]
-) -> None:
-    session = f"p-{uuid.uuid4().hex}"  # the store outlives an example: a session of its own each
-    here, elsewhere = Ledger(store), Ledger(store, shared_views=0)
-    for number, step in enumerate(steps):
-        if step == "append here":
-            here.conversation(session, "a").append(Message.user(f"here {number}"))
-        elif step == "append elsewhere":
-            elsewhere.conversation(session, "a").append(Message.assistant(f"elsewhere {number}"))
-        elif step == "erase elsewhere":
-            view = elsewhere.conversation(session, "a").view
-            if len(view):
-                elsewhere.erase(session, view[0].entry_id, reason="asked")
-        elif step == "delete elsewhere":
-            elsewhere.delete_session(session)
-        else:
-            opened, fresh = here.conversation(session, "a"), elsewhere.conversation(session, "a")
-            assert _texts(opened) == _texts(fresh), steps
-            assert opened.state.version == fresh.state.version, steps
-            if fresh.state.version:  # a conversation not made yet has no creation time of its own
-                assert opened.state.created_at == fresh.state.created_at, steps
-    elsewhere.delete_session(session)

@@ -12,7 +12,7 @@ from contextledger.aio.native import native_send
 from contextledger.aio.runner import DEFAULT_WORKERS, Runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
-from contextledger.conversation.shared import DEFAULT_SHARED_ENTRIES, SharedViews
+from contextledger.conversation.shared import DEFAULT_SHARED_ENTRIES, SharedViews, checked_bound
 from contextledger.errors import ConfigurationError
 from contextledger.ledger import DEFAULT_URL, Ledger, open_store
 from contextledger.model.paging import Pages
@@ -102,7 +102,7 @@ class AsyncLedger(ShellBase[Ledger]):
             SchemaOutOfDate: The SQL schema does not match this library.
         """
         check_inline(inline)
-        shared_views = SharedViews(options.pop("shared_views", DEFAULT_SHARED_ENTRIES)).max_entries  # checked first
+        shared_views = checked_bound(options.pop("shared_views", DEFAULT_SHARED_ENTRIES))  # before the store opens
         runner = Runner(workers, name="a ledger being opened")
         opened: list[LedgerStore] = []
 

@@ -32,12 +32,23 @@ from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.model.records import ConversationState
 
-__all__ = ["DEFAULT_SHARED_ENTRIES", "Shared", "SharedViews"]
+__all__ = ["DEFAULT_SHARED_ENTRIES", "Shared", "SharedViews", "checked_bound"]
 
 T = TypeVar("T")
 
 DEFAULT_SHARED_ENTRIES = 20_000
 """Entries the shared views of one ledger hold at most by default (a few tens of MB of a long conversation's text)."""
+
+
+def checked_bound(max_entries: object) -> int:
+    """``max_entries`` as the bound of a :class:`SharedViews` (what ``shared_views=`` takes).
+
+    Raises:
+        ConfigurationError: It is not a non-negative int.
+    """
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
+        raise ConfigurationError(f"shared_views must be a non-negative int, got {max_entries!r}")
+    return max_entries
 
 
 class Shared(NamedTuple):
@@ -60,9 +71,7 @@ class SharedViews:
         Raises:
             ConfigurationError: ``max_entries`` is not a non-negative int.
         """
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
-            raise ConfigurationError(f"shared_views must be a non-negative int, got {max_entries!r}")
-        self.max_entries = max_entries
+        self.max_entries = checked_bound(max_entries)
         # In order of use, the latest last: (state, view, len(view)) -- a plain tuple, made on every commit.
         self._held: dict[tuple[str, str], tuple[ConversationState, View, int]] = {}
         self._entries = 0
@@ -116,7 +125,7 @@ class SharedViews:
         Called after every commit of a conversation that shares: a dict replacement under
         the lock, in the common case (the bound not reached).
         """
-        size = view._count  # len(view), without a call: this runs on every commit
+        size = len(view)
         with self._lock:
             held = self._held
             old = held.pop(key, None)
