@@ -136,6 +136,11 @@ class AsyncLedger(ShellBase[Ledger]):
     url: synced[str] = synced()
     shared_views: synced[SharedViews] = synced()
 
+    @property
+    def inline(self) -> bool:
+        """Whether an append runs on the calling thread when it can, instead of as a job on a worker (see :meth:`connect`)."""
+        return self._inline
+
     async def conversation(self, session_id: str, agent_id: str = "default", **options: Any) -> AsyncConversation:
         """Open the conversation of (session_id, agent_id), restoring its active view (reads only).
 

@@ -30,6 +30,7 @@ from google.genai import types
 
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Edit
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.core.view import View
 from contextledger.errors import DuplicateEntry
 from contextledger.history.users import user_sessions
@@ -111,6 +112,11 @@ class SessionCore:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return found
+
+    def _open_conversation(self, key: str) -> Conversation | None:
+        """The conversation of the ADK session ``key`` when it is open already (nothing is read)."""
+        with self._guard:
+            return self._cache.get(key)
 
     def _forget(self, key: str) -> None:
         with self._guard:
@@ -224,15 +230,32 @@ class SessionCore:
         The event and the session-scoped state change are one commit; the ``app:`` and
         ``user:`` changes are merged into the app's and user's state right after it.
 
+        Under the async API's :data:`~contextledger.core.seam.INLINE` (on the caller's
+        event loop) it is that one commit or nothing: an event that needs a read first (the
+        session's conversation not open yet, an id already stored) or a merge after it
+        (``app:`` or ``user:`` changes), and a commit that would wait, raise
+        :class:`~contextledger.core.seam.WouldWait` with nothing committed.
+
         Raises:
             AdkSessionNotFound: The session does not exist (ADK's ``SessionNotFoundError``).
             AdkStaleSession: The session was updated in the ledger since ``session`` was
                 read (ADK's ``StaleSessionError``, with the message of its database service).
+            WouldWait: Inline only, as above.
         """
-        conversation = self.conversation(session.app_name, session.user_id, session.id)
-        if conversation.version == 0:
-            conversation.refresh()  # opened before another process created the session
+        inline = INLINE.get()
+        if inline:
+            # On the caller's loop (the async API's inline call) only the event's one commit
+            # may run: nothing here reads or waits before it, and nothing commits after it.
+            conversation = self._open_conversation(ledger_session_id(session.app_name, session.user_id, session.id))
+            if conversation is None or not conversation.version:
+                raise WouldWait("the session's conversation is read first")
+        else:
+            conversation = self.conversation(session.app_name, session.user_id, session.id)
+            if conversation.version == 0:
+                conversation.refresh()  # opened before another process created the session
         deltas = split_state(event.actions.state_delta if event.actions is not None else None)
+        if inline and (deltas.app or deltas.user):
+            raise WouldWait("the app's and the user's state are merged after the event's commit")
         message = event_to_message(event)
 
         def build(view: View) -> Edit | None:
@@ -260,6 +283,8 @@ class SessionCore:
         try:
             conversation.edit(build)
         except DuplicateEntry:
+            if inline:  # nothing was committed: a worker reads what is stored
+                raise WouldWait("an event id already stored is read") from None
             if not self._stored_again(conversation, message):
                 raise
             return  # the same event delivered again: stored once, its state applied once

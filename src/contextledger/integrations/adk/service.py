@@ -9,6 +9,7 @@ methods -- the ones ADK's in-memory service offers -- run it directly, blocking.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -22,6 +23,7 @@ from typing_extensions import override
 
 from contextledger.aio import AsyncLedger
 from contextledger.aio.shell import run
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.adk.core import ManagerFactory, SessionCore
 from contextledger.integrations.adk.events import ledger_session_id
@@ -164,6 +166,26 @@ class LedgerSessionService(BaseSessionService):
             return await shell.runner.run(fn, *args)
         return await run(fn, *args)
 
+    async def _append(self, core: SessionCore, session: Session, event: Event) -> None:
+        """``core.append_event`` on the calling thread when the ledger appends inline and it can, else on a worker.
+
+        Inline (an :class:`~contextledger.aio.AsyncLedger` appending on the caller's thread:
+        SQLite and in-memory stores by default) the event's one commit runs on the loop
+        and nothing waits; where it would, nothing was committed and the call runs again
+        on a worker, as every other call (see :meth:`SessionCore.append_event`).
+        """
+        shell = self._opened if self._opened is not None else self._ledger
+        if isinstance(shell, AsyncLedger) and shell.inline:
+            context = contextvars.copy_context()
+            context.run(INLINE.set, True)
+            try:
+                context.run(core.append_event, session, event)
+            except WouldWait:
+                pass  # nothing was committed: on a worker, below
+            else:
+                return
+        await self._run(core.append_event, session, event)
+
     async def _call(self, key: str, fn: Callable[..., R], *args: Any) -> R:
         """Run ``fn(*args)`` of the core, after the calls on the same session before it."""
         async with self._session(key):
@@ -244,7 +266,7 @@ class LedgerSessionService(BaseSessionService):
         core = await self.core()
         key = ledger_session_id(session.app_name, session.user_id, session.id)
         async with self._session(key):  # the session in hand moves on before the next append is checked
-            await self._run(core.append_event, session, event)
+            await self._append(core, session, event)
             session.last_update_time = event.timestamp
             return self._commit_event_to_session(session, event)
 
