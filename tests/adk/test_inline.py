@@ -66,7 +66,8 @@ async def test_an_event_of_an_open_session_commits_on_the_loop_thread_where_the_
             assert ledger.runner.calls == calls + (0 if inline else 1)  # no hand-over inline; one otherwise
         got = await service.get_session(app_name=APP, user_id=USER, session_id="s")
         assert got is not None
-        assert _texts(got) == ["q0", "q1", "q2"] and got.state == {"turn": 2}
+        assert _texts(got) == ["q0", "q1", "q2"]
+        assert got.state == {"turn": 2}
 
 
 async def test_app_and_user_state_and_an_unopened_session_run_on_a_worker_and_lose_nothing(sqlite_url: str) -> None:
@@ -107,7 +108,8 @@ async def test_an_event_delivered_again_inline_is_stored_once_and_a_stale_sessio
         assert ledger.runner.calls == calls + 1
         got = await service.get_session(app_name=APP, user_id=USER, session_id="s")
         assert got is not None
-        assert _texts(got) == ["once"] and got.state == {"n": 1}
+        assert _texts(got) == ["once"]
+        assert got.state == {"n": 1}
         assert len(await ledger.history("shop/ada/s", "default")) == 1
 
 

@@ -138,7 +138,7 @@ class AsyncLedger(ShellBase[Ledger]):
 
     @property
     def inline(self) -> bool:
-        """Whether an append runs on the calling thread when it can, instead of as a job on a worker (see :meth:`connect`)."""
+        """Whether an append runs on the calling thread when it can, not as a job on a worker (see :meth:`connect`)."""
         return self._inline
 
     async def conversation(self, session_id: str, agent_id: str = "default", **options: Any) -> AsyncConversation:
