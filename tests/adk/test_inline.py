@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -21,8 +20,12 @@ from google.adk.events import Event, EventActions
 from google.genai import types
 
 from contextledger.aio import AsyncLedger
-from contextledger.integrations.adk import AdkStaleSession, LedgerSessionService
+from contextledger.integrations.adk import AdkStaleSession, CallTool, LedgerSessionService
 from contextledger.stores.sql import SQLStore
+from tests.adk.scenarios import APP as SCENARIO_APP
+from tests.adk.scenarios import USER as SCENARIO_USER
+from tests.adk.scenarios import build, say
+from tests.aio.heartbeat import heartbeat
 from tests.aio.test_runner import statement_threads
 
 pytestmark = pytest.mark.anyio
@@ -38,6 +41,20 @@ def _said(text: str, timestamp: float, state: dict[str, Any] | None = None) -> E
         timestamp=timestamp,
         actions=EventActions(state_delta=state or {}),
     )
+
+
+def _parts(event: Event) -> list[str]:
+    """What each part of ``event`` says, without the ids ADK makes afresh for each run."""
+    assert event.content is not None
+    out = []
+    for part in event.content.parts or []:
+        if part.function_call is not None:
+            out.append(f"call {part.function_call.name}({part.function_call.args})")
+        elif part.function_response is not None:
+            out.append(f"response {part.function_response.name}: {part.function_response.response}")
+        else:
+            out.append(f"text {part.text}")
+    return out
 
 
 def _texts(session: Any) -> list[str]:
@@ -124,14 +141,7 @@ async def test_an_inline_event_never_waits_on_the_loop_for_a_write_lock_held_els
         holder.execute("BEGIN IMMEDIATE")
         threading.Timer(0.3, holder.commit).start()  # the lock is released 0.3 s later
         calls = ledger.runner.calls
-
-        async def heartbeat() -> None:
-            while True:
-                start = time.perf_counter()
-                await asyncio.sleep(0.01)
-                lags.append(time.perf_counter() - start - 0.01)
-
-        beat = asyncio.create_task(heartbeat())
+        beat = asyncio.create_task(heartbeat(lags, 0.01))
         await asyncio.sleep(0.02)
         await service.append_event(session, _said("while locked", session.last_update_time + 1))
         beat.cancel()
@@ -166,3 +176,30 @@ async def test_a_session_created_elsewhere_after_this_service_looked_for_it_is_r
         got = await other.get_session(app_name=APP, user_id=USER, session_id="s")
         assert got is not None
         assert _texts(got) == ["first"]
+
+
+async def test_through_adk_s_runner_each_event_of_a_turn_is_one_worker_call_fewer(tmp_path: Any) -> None:
+    """A real ADK turn (agent, tool call, the ledger's plugin): every event it stores commits inline.
+
+    The same turn on a ledger opened with ``inline=False`` makes exactly one worker call
+    more per stored event, and stores the same events.
+    """
+    calls: dict[bool, int] = {}
+    stored: dict[bool, list[Any]] = {}
+    for inline in (True, False):
+        ledger = await AsyncLedger.connect(f"sqlite:///{tmp_path / f'inline-{inline}.db'}", inline=inline)
+        try:
+            service = LedgerSessionService(ledger=ledger)
+            runner, _model = build(service, [CallTool("lookup", {"city": "Paris"}), "Paris is sunny."])
+            await service.create_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
+            before = ledger.runner.calls
+            await say(runner, "s", "Weather in Paris?")
+            calls[inline] = ledger.runner.calls - before
+            session = await service.get_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
+            assert session is not None
+            stored[inline] = [(e.author, _parts(e)) for e in session.events]
+        finally:
+            await ledger.close()
+    assert len(stored[True]) == 4  # the question, the call, its response, the answer
+    assert stored[True] == stored[False]
+    assert calls[False] - calls[True] == len(stored[True])

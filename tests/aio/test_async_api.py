@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from contextledger.aio.shell import synced
 from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
 from contextledger.integrations.openai_agents import LedgerRunHooks
 from contextledger.stores.memory import MemoryStore
+from tests.aio.heartbeat import heartbeat
 from tests.managers.helpers import assert_valid_view, chat, overflow, tool_turn
 
 Options = dict[str, Any]
@@ -136,12 +136,6 @@ def test_the_loop_is_never_blocked_while_50_conversations_commit(
             lags: list[float] = []
             stop = asyncio.Event()
 
-            async def heartbeat() -> None:
-                while not stop.is_set():
-                    start = time.perf_counter()
-                    await asyncio.sleep(0.005)
-                    lags.append(time.perf_counter() - start - 0.005)
-
             async def agent(conv: AsyncConversation) -> None:
                 for t in range(turns):
                     await conv.append(Message.user(f"q{t}"))
@@ -167,7 +161,7 @@ def test_the_loop_is_never_blocked_while_50_conversations_commit(
             gc.collect()
             gc.freeze()
             try:
-                beat = asyncio.create_task(heartbeat())
+                beat = asyncio.create_task(heartbeat(lags, 0.005, stop))
                 await asyncio.sleep(0.02)  # a few beats before the load
                 await asyncio.gather(*(agent(conv) for conv in opened))
                 stop.set()

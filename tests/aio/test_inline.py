@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
 import uuid
 from collections.abc import Awaitable
 from typing import Any
@@ -19,6 +18,7 @@ from contextledger.aio import AsyncConversation, AsyncLedger
 from contextledger.core.hooks import MessageAddedEvent
 from contextledger.errors import ConfigurationError, DuplicateEntry, InvalidMessage, LedgerClosed
 from contextledger.stores.sql import SQLStore
+from tests.aio.heartbeat import heartbeat
 from tests.aio.test_runner import statement_threads
 from tests.soak import examples
 
@@ -202,14 +202,7 @@ def test_an_inline_append_never_waits_for_a_write_lock_held_elsewhere(tmp_path: 
             holder.execute("BEGIN IMMEDIATE")
             threading.Timer(0.3, holder.commit).start()  # the lock is released 0.3 s later
             calls, inline = ledger.runner.calls, ledger.runner.inline
-
-            async def heartbeat() -> None:
-                while True:
-                    start = time.perf_counter()
-                    await asyncio.sleep(0.01)
-                    lags.append(time.perf_counter() - start - 0.01)
-
-            beat = asyncio.create_task(heartbeat())
+            beat = asyncio.create_task(heartbeat(lags, 0.01))
             await asyncio.sleep(0.02)
             await conversation.append(Message.user("while locked"))
             beat.cancel()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +23,7 @@ from strands import Agent, tool
 
 from contextledger import Ledger
 from contextledger.integrations.strands import CallTool, LedgerSessionManager, ScriptedModel
+from tests.aio.heartbeat import heartbeat
 from tests.plugins.proxy import FaultPlan, TcpProxy
 from tests.plugins.redis import purge
 
@@ -87,12 +87,6 @@ def test_the_ledger_work_of_async_strands_agents_never_blocks_their_loop(
             lags: list[float] = []
             stop = asyncio.Event()
 
-            async def heartbeat() -> None:
-                while not stop.is_set():
-                    start = time.perf_counter()
-                    await asyncio.sleep(0.005)
-                    lags.append(time.perf_counter() - start - 0.005)
-
             async def converse(agent: Agent, turns: range) -> None:
                 for t in turns:
                     if t % 2:
@@ -107,7 +101,7 @@ def test_the_ledger_work_of_async_strands_agents_never_blocks_their_loop(
             gc.collect()
             gc.freeze()
             try:
-                beat = asyncio.create_task(heartbeat())
+                beat = asyncio.create_task(heartbeat(lags, 0.005, stop))
                 await asyncio.sleep(0.02)
                 await asyncio.gather(*(converse(agent, range(1, TURNS)) for agent in agents))
                 stop.set()
