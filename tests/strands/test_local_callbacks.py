@@ -5,7 +5,8 @@ not (the model call's first note when ``agent.messages`` did not move, its last 
 besides no contextledger manager plans on it and no other ledger callback hears it, its
 end when no contextledger manager reacts, the final answer left to the invocation's end):
 they run at once, and the ledger records exactly what it recorded with every callback on
-a worker.
+a worker. The managers here are opened with ``inline=False``, so the callbacks that do
+commit go to a worker and can be counted (the inline commits are ``test_inline.py``'s).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _turns(agent: Any, steps: list[list[Any]]) -> None:
 @pytest.mark.parametrize("url", ["memory://", "sqlite"])
 def test_a_plain_turn_hands_two_callbacks_to_a_worker(url: str, tmp_path: Any, hops: list[str]) -> None:
     ledger = Ledger.connect(url if url != "sqlite" else f"sqlite:///{tmp_path}/local.db")
-    manager = LedgerSessionManager("s", ledger=ledger)
+    manager = LedgerSessionManager("s", ledger=ledger, inline=False)
     agent = build_agent(manager, SlidingWindowConversationManager(window_size=40))
     hops.clear()  # the agent's initialization
     _turns(agent, [[Reply(f"answer {n}")] for n in range(4)])
@@ -71,7 +72,7 @@ def test_a_plain_turn_hands_two_callbacks_to_a_worker(url: str, tmp_path: Any, h
 
 def test_a_tool_turn_keeps_every_message_that_reaches_the_store_on_a_worker(hops: list[str]) -> None:
     ledger = Ledger.connect("memory://")
-    manager = LedgerSessionManager("s", ledger=ledger)
+    manager = LedgerSessionManager("s", ledger=ledger, inline=False)
     agent = build_agent(manager, SlidingWindowConversationManager(window_size=40))
     hops.clear()
     _turns(agent, [[CallTool("lookup", {"key": "alpha"}, "tu-1"), Reply("alpha found")]])
@@ -85,7 +86,7 @@ def test_a_tool_turn_keeps_every_message_that_reaches_the_store_on_a_worker(hops
 
 def test_a_contextledger_manager_still_hears_the_end_of_each_model_call_on_a_worker(hops: list[str]) -> None:
     ledger = Ledger.connect("memory://")
-    manager = LedgerSessionManager("s", ledger=ledger)
+    manager = LedgerSessionManager("s", ledger=ledger, inline=False)
     agent = build_agent(manager, StrandsConversationManager(LedgerSlidingWindow(window_size=40)))
     hops.clear()
     _turns(agent, [[Reply("answer")]])
@@ -98,7 +99,7 @@ def test_a_contextledger_manager_still_hears_the_end_of_each_model_call_on_a_wor
 
 def test_a_ledger_callback_on_the_model_call_keeps_its_last_note_on_a_worker(hops: list[str]) -> None:
     ledger = Ledger.connect("memory://")
-    manager = LedgerSessionManager("s", ledger=ledger)
+    manager = LedgerSessionManager("s", ledger=ledger, inline=False)
     agent = build_agent(manager, SlidingWindowConversationManager(window_size=40))
     heard: list[bool] = []  # whether each call ran on the agent's event loop thread
 
@@ -124,7 +125,7 @@ def test_a_ledger_callback_on_the_model_call_keeps_its_last_note_on_a_worker(hop
 
 def test_the_last_note_runs_at_once_only_when_nothing_moved_and_no_manager_plans() -> None:
     ledger = Ledger.connect("memory://")
-    manager = LedgerSessionManager("s", ledger=ledger)
+    manager = LedgerSessionManager("s", ledger=ledger, inline=False)
     agent = build_agent(manager, SlidingWindowConversationManager(window_size=40))
     _turns(agent, [[Reply("answer")]])
     binding = manager.binding(agent.agent_id)
@@ -132,7 +133,7 @@ def test_the_last_note_runs_at_once_only_when_nothing_moved_and_no_manager_plans
     agent.messages[:] = agent.messages[2:]  # what a Strands manager's trim does: the list moved
     assert not binding.counts_locally(agent)
 
-    adapted = LedgerSessionManager("s2", ledger=ledger)
+    adapted = LedgerSessionManager("s2", ledger=ledger, inline=False)
     other = build_agent(adapted, StrandsConversationManager(LedgerSlidingWindow(window_size=40)))
     _turns(other, [[Reply("answer")]])
     assert not adapted.binding(other.agent_id).counts_locally(other)  # the ledger's manager plans on the call

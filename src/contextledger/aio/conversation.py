@@ -9,7 +9,6 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.hooks import HookRegistry, MessageAddedEvent
-from contextledger.core.seam import INLINE, WouldWait
+from contextledger.core.seam import WouldWait, run_inline
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager
@@ -166,16 +165,12 @@ class AsyncConversation(ShellBase[Conversation]):
         if self._inline or self._native is not None:
             lane = self._taken_lane()
             if lane is not None and self._inline:
-                context = contextvars.copy_context()
-                context.run(INLINE.set, True)
                 try:
-                    appended: list[Message] | None = context.run(self._sync.append, *messages)
-                except WouldWait:
-                    appended = None  # nothing was committed: it runs again on a worker, still in the lane
+                    appended = run_inline(self._sync.append, *messages)
                 except BaseException:
                     self._runner.leave(lane)
                     raise
-                if appended is None:
+                if isinstance(appended, WouldWait):  # nothing was committed: again on a worker, still in the lane
                     return await on_worker(self._runner, lane, self._sync, messages, cancelled=False)
                 self._runner.leave(lane)
                 return appended

@@ -15,15 +15,19 @@ committed then, and the async API runs the call again on a worker thread.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from contextledger.errors import ConfigurationError
 
-__all__ = ["CALLER", "INLINE", "Lost", "Refused", "WouldWait", "pause", "settle"]
+__all__ = ["CALLER", "INLINE", "Lost", "Refused", "WouldWait", "pause", "run_inline", "settle"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 CALLER: ContextVar[Callable[[Any], Any] | None] = ContextVar("contextledger_caller", default=None)
 """Under the async API: awaits an awaitable on the calling task's loop and returns its result."""
@@ -47,6 +51,22 @@ class Refused(Exception):  # a signal to the async API, never seen by a caller
 
 class Lost(Exception):  # a signal to the async API, never seen by a caller
     """A native async send's connection failed after sending may have begun: applied at most once."""
+
+
+def run_inline(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R | WouldWait:
+    """``fn(*args, **kwargs)`` on the calling thread with :data:`INLINE` set; a :class:`WouldWait` it raised, returned.
+
+    It runs in a copy of the caller's context (the caller's own context never sees
+    :data:`INLINE` set). A returned :class:`WouldWait` means ``fn`` stopped where it
+    would have waited, with nothing committed: the caller runs it again on a worker.
+    Any other exception propagates.
+    """
+    context = contextvars.copy_context()
+    context.run(INLINE.set, True)
+    try:
+        return context.run(fn, *args, **kwargs)
+    except WouldWait as signal:
+        return signal
 
 
 def pause(seconds: float) -> None:

@@ -9,7 +9,6 @@ methods -- the ones ADK's in-memory service offers -- run it directly, blocking.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -23,7 +22,7 @@ from typing_extensions import override
 
 from contextledger.aio import AsyncLedger
 from contextledger.aio.shell import run
-from contextledger.core.seam import INLINE, WouldWait
+from contextledger.core.seam import WouldWait, run_inline
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.adk.core import ManagerFactory, SessionCore
 from contextledger.integrations.adk.events import ledger_session_id
@@ -175,16 +174,10 @@ class LedgerSessionService(BaseSessionService):
         on a worker, as every other call (see :meth:`SessionCore.append_event`).
         """
         shell = self._opened if self._opened is not None else self._ledger
-        if isinstance(shell, AsyncLedger) and shell.inline:
-            context = contextvars.copy_context()
-            context.run(INLINE.set, True)
-            try:
-                context.run(core.append_event, session, event)
-            except WouldWait:
-                pass  # nothing was committed: on a worker, below
-            else:
-                return
-        await self._run(core.append_event, session, event)
+        inline = isinstance(shell, AsyncLedger) and shell.inline
+        if inline and not isinstance(run_inline(core.append_event, session, event), WouldWait):
+            return
+        await self._run(core.append_event, session, event)  # not inline, or nothing was committed inline
 
     async def _call(self, key: str, fn: Callable[..., R], *args: Any) -> R:
         """Run ``fn(*args)`` of the core, after the calls on the same session before it."""

@@ -44,6 +44,7 @@ from contextledger.conversation.pins import handle_pin_message_tool
 from contextledger.core.building import build_changeset
 from contextledger.core.changeset import ContentRevision, ReductionPlan
 from contextledger.core.hooks import BeforeModelCallEvent
+from contextledger.core.seam import WouldWait
 from contextledger.core.view import View
 from contextledger.errors import EntryNotFound, ReductionFailed
 from contextledger.integrations.strands import _compat
@@ -473,11 +474,25 @@ class AgentBinding:
         )
 
     def after_invocation(self, agent: Agent) -> None:
-        """Commit the final answer and what the end-of-invocation management changed, as one commit."""
+        """Commit the final answer and what the end-of-invocation management changed, as one commit.
+
+        Raises:
+            WouldWait: Inline only (:data:`~contextledger.core.seam.INLINE`): the commit would
+                wait. Nothing was committed and the invocation has not ended here: the
+                callback runs again on a worker, which ends it.
+        """
         with self.lock:
-            self._invocations = max(0, self._invocations - 1)
-            self._overflow = None
-            self.sync(agent, "end_of_invocation")
+            try:
+                self.sync(agent, "end_of_invocation")
+            except BaseException as exc:
+                if not isinstance(exc, WouldWait):  # else nothing was committed: a worker runs this again
+                    self._invocation_ended()
+                raise
+            self._invocation_ended()
+
+    def _invocation_ended(self) -> None:
+        self._invocations = max(0, self._invocations - 1)
+        self._overflow = None
 
     # -- the adapter's reductions (contextledger managers reduce the ledger) -----------------
 

@@ -26,8 +26,10 @@ from strands.hooks import (
 from strands.session.session_manager import SessionManager
 from strands.types.content import Message as StrandsMessage
 
+from contextledger.aio.conversation import check_inline, inline_for
 from contextledger.aio.runner import Runner
 from contextledger.conversation.conversation import Conversation
+from contextledger.core.seam import WouldWait, run_inline
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands.binding import AgentBinding
 from contextledger.integrations.strands.errors import DuplicateAgentId
@@ -97,10 +99,17 @@ class LedgerSessionManager(SessionManager):
         context_window_limit: Used when the agent's model reports none.
         repair: Repair conversations left mid-tool when an agent is restored (shown at once,
             committed with the next write).
+        inline: Whether the callbacks that commit one message or the end of an invocation
+            (the two commits of a plain turn) run on the caller's thread when they can,
+            instead of on a worker thread (see :meth:`register_hooks`). ``None`` (the
+            default): on SQLite and in-memory ledgers, whose commit waits on no network;
+            ``True`` is refused for other stores.
         **options: Passed to :meth:`Ledger.connect` with ``url``.
 
     Raises:
-        ConfigurationError: ``session_id`` is empty, or both ``ledger`` and ``url`` are given.
+        ConfigurationError: ``session_id`` is empty, both ``ledger`` and ``url`` are given,
+            or ``inline`` is not a bool or ``None`` or is true for a store other than SQLite
+            or in-memory.
         InvalidLedgerURL: ``url`` names no supported backend.
     """
 
@@ -113,9 +122,11 @@ class LedgerSessionManager(SessionManager):
         token_counter: TokenCounter | None = None,
         context_window_limit: int | None = None,
         repair: bool = True,
+        inline: bool | None = None,
         **options: Any,
     ) -> None:
         """Open (or connect to) the ledger; see the class docstring."""
+        check_inline(inline)
         if not isinstance(session_id, str) or not session_id:
             raise ConfigurationError(f"session_id must be a non-empty string, got {session_id!r}")
         if ledger is not None and url is not None:
@@ -132,6 +143,17 @@ class LedgerSessionManager(SessionManager):
         self._bindings: dict[str, AgentBinding] = {}
         self._multi_agents: dict[str, MultiAgentBinding] = {}
         self._runner = Runner(name=self.ledger.url)  # threads start with the first awaited callback
+        try:
+            self._inline = inline_for(self.ledger.store, inline)
+        except ConfigurationError:
+            if self._owns_ledger:
+                self.ledger.close()
+            raise
+
+    @property
+    def inline(self) -> bool:
+        """Whether the commits of a message and of an invocation's end run on the caller's thread when they can."""
+        return self._inline
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -147,6 +169,13 @@ class LedgerSessionManager(SessionManager):
         no other ledger callback hears it, its end when no contextledger manager reacts to
         it, the final answer left to the invocation's end) runs at once instead. Strands calls
         ``AgentInitializedEvent`` callbacks synchronously only (the restore, a read).
+
+        With ``inline`` (the default on SQLite and in-memory ledgers) the commit of a
+        message and the end of an invocation -- the two commits of a plain turn -- also run
+        on the caller's thread, as the async API's inline appends do, when they can commit
+        without waiting: where one would wait (SQLite's write lock held elsewhere, a
+        retry's sleep, a changeset off the one-transaction path) nothing has been
+        committed, and it runs again on a worker.
         """
         awaited = self._awaited
         registry.add_callback(AgentInitializedEvent, lambda event: self.initialize(event.agent))
@@ -156,6 +185,7 @@ class LedgerSessionManager(SessionManager):
             awaited(
                 lambda e: self.append_message(e.message, e.agent),
                 local=lambda e: self.binding(e.agent.agent_id).holds_answer(e.agent, e.message),
+                inline=True,
             ),
         )
         registry.add_callback(
@@ -183,26 +213,35 @@ class LedgerSessionManager(SessionManager):
             order=HookOrder.SDK_FIRST,  # the input was handed: nothing after this belongs to it
         )
         registry.add_callback(
-            AfterInvocationEvent, awaited(lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent))
+            AfterInvocationEvent,
+            awaited(lambda e: self.binding(e.agent.agent_id).after_invocation(e.agent), inline=True),
         )
         registry.add_callback(MultiAgentInitializedEvent, awaited(lambda e: self.initialize_multi_agent(e.source)))
         registry.add_callback(AfterNodeCallEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
         registry.add_callback(AfterMultiAgentInvocationEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
 
-    def _awaited(self, work: Callable[[E], object], local: Callable[[E], bool] | None = None) -> HookCallback[E]:
+    def _awaited(
+        self, work: Callable[[E], object], local: Callable[[E], bool] | None = None, *, inline: bool = False
+    ) -> HookCallback[E]:
         """A coroutine callback that runs ``work(event)`` on a worker thread and waits for it.
 
         When ``local(event)`` says the work reads and writes no store this time, it runs at
         once on the caller's thread instead: it blocks nothing (no driver, no lock the store
         holds), and a hop to a worker and back costs more than the work (about 90 us; a
-        Strands turn makes six callbacks, four of which usually touch no store). A closed
-        manager still refuses every callback (``LedgerClosed``, from its worker pool).
+        Strands turn makes six callbacks, four of which usually touch no store). With
+        ``inline``, on a manager that commits inline, the work runs on the caller's thread
+        too, unless it would wait (it then committed nothing and runs on a worker): ``work``
+        is one commit, or commits that running it again completes rather than repeats. A
+        closed manager still refuses every callback (``LedgerClosed``, from its worker pool).
         """
 
         async def callback(event: E) -> None:
-            if local is not None and not self._runner.closed and local(event):
-                work(event)
-                return
+            if not self._runner.closed:
+                if local is not None and local(event):
+                    work(event)
+                    return
+                if inline and self._inline and not isinstance(run_inline(work, event), WouldWait):
+                    return
             await self._runner.run(work, event)
 
         return callback
