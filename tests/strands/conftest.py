@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from contextledger.aio.runner import Runner
 from contextledger.ledger import Ledger
 from contextledger.stores.memory import MemoryStore
 from tests.strands.scenarios import loads
@@ -26,6 +27,20 @@ def _quiet_strands() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         yield
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of every callback's work handed to a worker thread, in order."""
+    handed: list[str] = []
+    run = Runner.run
+
+    async def counted(self: Runner, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        handed.append(getattr(fn, "__name__", repr(fn)))
+        return await run(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(Runner, "run", counted)
+    return handed
 
 
 @pytest.fixture

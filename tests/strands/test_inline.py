@@ -18,7 +18,6 @@ import pytest
 from strands.agent.conversation_manager import SlidingWindowConversationManager
 from strands.types.content import Message as StrandsMessage
 
-from contextledger.aio.runner import Runner
 from contextledger.core.seam import WouldWait, run_inline
 from contextledger.errors import ConfigurationError
 from contextledger.integrations.strands import LedgerSessionManager
@@ -27,20 +26,6 @@ from contextledger.ledger import Ledger
 from tests.aio.heartbeat import heartbeat
 from tests.aio.test_runner import statement_threads
 from tests.strands.scenarios import build_agent, model_of
-
-
-@pytest.fixture
-def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every callback's work handed to a worker thread, in order."""
-    handed: list[str] = []
-    run = Runner.run
-
-    async def counted(self: Runner, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        handed.append(getattr(fn, "__name__", repr(fn)))
-        return await run(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(Runner, "run", counted)
-    return handed
 
 
 def _recorded(manager: LedgerSessionManager, agent: Any) -> tuple[list[Any], int, list[str]]:

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from strands.agent.conversation_manager import SlidingWindowConversationManager
 
-from contextledger.aio.runner import Runner
 from contextledger.core.hooks import BeforeModelCallEvent
 from contextledger.errors import LedgerClosed
 from contextledger.integrations.strands import LedgerSessionManager, StrandsConversationManager
@@ -26,20 +25,6 @@ from contextledger.integrations.strands.scripted import CallTool, Reply
 from contextledger.ledger import Ledger
 from contextledger.managers import SlidingWindowConversationManager as LedgerSlidingWindow
 from tests.strands.scenarios import build_agent, model_of
-
-
-@pytest.fixture
-def hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of every callback's work handed to a worker thread, in order."""
-    handed: list[str] = []
-    run = Runner.run
-
-    async def counted(self: Runner, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        handed.append(getattr(fn, "__name__", repr(fn)))
-        return await run(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(Runner, "run", counted)
-    return handed
 
 
 def _turns(agent: Any, steps: list[list[Any]]) -> None:
