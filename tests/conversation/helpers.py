@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from contextledger import Ledger, Message
+from contextledger.conversation.conversation import Conversation
 from contextledger.conversation.modelcalls import ModelCalls
 from contextledger.conversation.reading import Reader
 from contextledger.conversation.reducer import Reducer
@@ -89,3 +91,21 @@ class CountingLoads:
             return load(session_id, agent_id)
 
         monkeypatch.setattr(store, "load", counted)
+
+
+def two_turns(conversation: Conversation, first: str, second: str) -> None:
+    """Append ``first`` (the user's) and ``second`` (the assistant's), one commit each."""
+    conversation.append(Message.user(first))
+    conversation.append(Message.assistant(second))
+
+
+def made_again_to(ledger: Ledger, version: int) -> None:
+    """Delete session ``s`` through ``ledger`` and write its agent ``a`` again, up to the same ``version``.
+
+    Only the conversation's creation tells the new one from the old: what a view kept
+    for the old one must not be served for it.
+    """
+    assert ledger.delete_session("s")
+    again = ledger.conversation("s", "a")
+    two_turns(again, "new one", "new two")
+    assert again.state.version == version

@@ -19,7 +19,7 @@ from contextledger import Ledger, Message
 from contextledger.conversation.conversation import Conversation
 from contextledger.errors import SessionDeleted
 from contextledger.stores.capabilities import CompleteStore
-from tests.conversation.helpers import CountingLoads
+from tests.conversation.helpers import CountingLoads, made_again_to, two_turns
 
 
 def _texts(conversation: Conversation) -> list[str]:
@@ -94,15 +94,9 @@ def test_an_erasure_through_forks_is_read_by_a_conversation_open_on_each(store: 
 def test_a_session_deleted_and_made_again_to_the_same_version_is_read(store: CompleteStore) -> None:
     ledger = Ledger(store)
     mine = ledger.conversation("s", "a")
-    mine.append(Message.user("old one"))
-    mine.append(Message.assistant("old two"))
+    two_turns(mine, "old one", "old two")
     mine.refresh()
-    version = mine.state.version
-    assert ledger.delete_session("s")
-    again = ledger.conversation("s", "a")
-    again.append(Message.user("new one"))
-    again.append(Message.assistant("new two"))
-    assert again.state.version == version  # the same version: the conversation's creation tells them apart
+    made_again_to(ledger, mine.state.version)
     mine.refresh()
     assert _texts(mine) == ["new one", "new two"]
 

@@ -23,7 +23,7 @@ from contextledger.errors import ConfigurationError
 from contextledger.model.records import ConversationState
 from contextledger.stores.capabilities import CompleteStore
 from contextledger.stores.memory import MemoryStore
-from tests.conversation.helpers import CountingLoads
+from tests.conversation.helpers import CountingLoads, made_again_to, two_turns
 
 
 def _texts(conversation: Conversation) -> list[str]:
@@ -91,15 +91,9 @@ def test_an_erasure_through_another_ledger_is_read(store: CompleteStore) -> None
 def test_a_session_deleted_and_made_again_elsewhere_to_the_same_version_is_read(store: CompleteStore) -> None:
     here, elsewhere = Ledger(store), Ledger(store)
     old = here.conversation("s", "a")
-    old.append(Message.user("old one"))
-    old.append(Message.assistant("old two"))
+    two_turns(old, "old one", "old two")
     here.conversation("s", "a")  # the view shared here holds the store's created_at
-    version = old.state.version
-    assert elsewhere.delete_session("s")
-    again = elsewhere.conversation("s", "a")
-    again.append(Message.user("new one"))
-    again.append(Message.assistant("new two"))
-    assert again.state.version == version  # the same version: the conversation's creation tells them apart
+    made_again_to(elsewhere, old.state.version)
     assert _texts(here.conversation("s", "a")) == ["new one", "new two"]
 
 
