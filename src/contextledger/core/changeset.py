@@ -5,8 +5,6 @@ an :class:`Edit` made against a view into the one :class:`Changeset` a store com
 atomically and the view that commit leaves.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -74,7 +72,7 @@ class SummaryDraft(BaseModel):
     seq: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
-    def _non_empty(self) -> SummaryDraft:
+    def _non_empty(self) -> "SummaryDraft":
         if not self.replaces:
             raise ValueError("a summary must replace at least one entry")
         return self
@@ -205,7 +203,7 @@ class Edit(BaseModel):
     restore: tuple[ViewEntry, ...] = ()
 
     @classmethod
-    def appending(cls, messages: Sequence[Message], *, checked: bool = False) -> Edit:
+    def appending(cls, messages: Sequence[Message], *, checked: bool = False) -> "Edit":
         """``Edit(appends=tuple(messages))`` for messages already validated (every append builds one).
 
         The messages are :class:`Message` instances, which the constructor would take as
@@ -306,7 +304,7 @@ class Changeset(BaseModel):
     user: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _reduction_required(self) -> Changeset:
+    def _reduction_required(self) -> "Changeset":
         if (self.evict or self.revisions or self.summary or self.restore) and self.reduction is None:
             raise ValueError("evictions, revisions and summaries need a reduction row")
         return self

@@ -1,7 +1,5 @@
 """The manager protocol, its typed state, and the protection settings shared by policies."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 

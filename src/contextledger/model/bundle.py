@@ -5,8 +5,6 @@ can write it and :mod:`contextledger.history.transfer` can read and move it with
 cycle.
 """
 
-from __future__ import annotations
-
 import json
 from typing import Any
 
@@ -61,7 +59,7 @@ class ConversationRecords(BaseModel):
         """The agent."""
         return self.state.agent_id
 
-    def canonical(self) -> ConversationRecords:
+    def canonical(self) -> "ConversationRecords":
         """The same records in the one order every store reads them back in.
 
         Messages by seq; summaries, revisions and tombstones by time; reductions and pin

@@ -3,8 +3,6 @@
 Reductions, revisions, evictions and pin events.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any

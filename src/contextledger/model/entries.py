@@ -1,7 +1,5 @@
 """Entries as the ledger keeps them, active or evicted: messages and first-class summaries."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from datetime import datetime
 

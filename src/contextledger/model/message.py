@@ -18,8 +18,6 @@ with :class:`~contextledger.errors.InvalidMessage`, so the live view and a resto
 are always equal.
 """
 
-from __future__ import annotations
-
 import copy
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -167,34 +165,34 @@ class Message(BaseModel):
             raise InvalidMessage(too_long("message_id", value))
         return check_text(value, "message_id")
 
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Message:
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> "Message":
         # Immutable all the way down: a deep copy can share the frozen content.
         return self.__copy__()
 
     # -- constructors ------------------------------------------------------------------
 
     @classmethod
-    def text(cls, role: Role, text: str, **kwargs: Any) -> Message:
+    def text(cls, role: Role, text: str, **kwargs: Any) -> "Message":
         """Build a message holding one text block."""
         return cls(role=role, content=[{"text": text}], **kwargs)
 
     @classmethod
-    def user(cls, text: str, **kwargs: Any) -> Message:
+    def user(cls, text: str, **kwargs: Any) -> "Message":
         """Build a user text message."""
         return cls.text("user", text, **kwargs)
 
     @classmethod
-    def assistant(cls, text: str, **kwargs: Any) -> Message:
+    def assistant(cls, text: str, **kwargs: Any) -> "Message":
         """Build an assistant text message."""
         return cls.text("assistant", text, **kwargs)
 
     @classmethod
-    def system(cls, text: str, **kwargs: Any) -> Message:
+    def system(cls, text: str, **kwargs: Any) -> "Message":
         """Build a system text message."""
         return cls.text("system", text, **kwargs)
 
     @classmethod
-    def tool_use(cls, tool_use_id: str, name: str, tool_input: Any, *, text: str | None = None) -> Message:
+    def tool_use(cls, tool_use_id: str, name: str, tool_input: Any, *, text: str | None = None) -> "Message":
         """Build an assistant message requesting one tool call."""
         blocks: list[ContentBlock] = [{"text": text}] if text else []
         blocks.append({"toolUse": {"toolUseId": tool_use_id, "name": name, "input": tool_input}})
@@ -207,7 +205,7 @@ class Message(BaseModel):
         result: str | Sequence[ContentBlock],
         *,
         status: Literal["success", "error"] = "success",
-    ) -> Message:
+    ) -> "Message":
         """Build the user message carrying one tool result.
 
         Raises:
@@ -223,7 +221,7 @@ class Message(BaseModel):
         )
 
     @classmethod
-    def from_strands(cls, message: Mapping[str, Any]) -> Message:
+    def from_strands(cls, message: Mapping[str, Any]) -> "Message":
         """Convert a Strands message dict; its ``tracking_id`` becomes the ``message_id``.
 
         ``from_strands(d).to_strands()`` equals ``d`` with its ``tracking_id`` (a new one
@@ -292,7 +290,7 @@ class Message(BaseModel):
 
     # -- storage codec -----------------------------------------------------------------
 
-    def stored_copy(self) -> Message:
+    def stored_copy(self) -> "Message":
         """The message as every store returns it: a plain :class:`Message` (no subclass rides along).
 
         A message is immutable all the way down (frozen model, frozen content and
@@ -314,7 +312,7 @@ class Message(BaseModel):
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Message:
+    def from_record(cls, record: Mapping[str, Any]) -> "Message":
         """Rebuild a message stored with :meth:`to_record`.
 
         Like the constructor, the message takes the record's values as they are (its
@@ -340,7 +338,7 @@ class Message(BaseModel):
         """Whether ``metadata.custom.pinned`` is set."""
         return pinned_in(self.metadata)
 
-    def with_pin(self, pinned: bool) -> Message:
+    def with_pin(self, pinned: bool) -> "Message":
         """Return a copy whose pin flag is ``pinned`` (unpinning removes the flag)."""
         metadata = copy.deepcopy(self.metadata)
         custom = dict(metadata.get("custom") or {})
@@ -353,7 +351,7 @@ class Message(BaseModel):
             metadata.pop("custom")
         return self.model_copy(update={"metadata": freeze_value(metadata, "message metadata")})
 
-    def with_content(self, content: Sequence[ContentBlock]) -> Message:
+    def with_content(self, content: Sequence[ContentBlock]) -> "Message":
         """Return a copy with ``content`` replaced (the id is kept)."""
         checked = Message(message_id=self.message_id, role=self.role, content=list(content)).content
         return self.model_copy(update={"content": checked})

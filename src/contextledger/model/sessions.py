@@ -3,8 +3,6 @@
 Also what is left of an erased entry (a tombstone) and of an expired conversation.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import NamedTuple
 

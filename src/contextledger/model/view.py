@@ -1,7 +1,5 @@
 """The active view as a store reads it: its entries, the conversation's state, the snapshot a restore reads."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any
 

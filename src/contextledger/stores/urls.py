@@ -68,7 +68,9 @@ _EXAMPLES = "expected e.g. sqlite:///agents.db, postgresql+psycopg://..., redis:
 _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _REDIS_DRIVERS = {"redis": "redis", "rediss": "rediss", "redis+cluster": "redis", "rediss+cluster": "rediss"}
-_DB_PATH = re.compile(r"/?|/\d+/?")
+# Patterns are strings, compiled (and cached by ``re``) on first use: a process that never
+# masks a secret does not pay for compiling them at import.
+_DB_PATH = r"/?|/\d+/?"
 
 SECRET_NAMES = (
     "password",
@@ -97,14 +99,14 @@ showing a secret cannot be undone.
 MASK = "***"
 """What a credential is replaced with."""
 
-_SECRET_NAME = re.compile("(?:" + "|".join(SECRET_NAMES) + ")$")
+_SECRET_NAME = "(?:" + "|".join(SECRET_NAMES) + ")$"
 # A query parameter anywhere in a URL; its value runs to the next separator (an "@", "?"
 # or "/" left unencoded stays inside it).
-_SECRET_PARAM = re.compile(r"[?&;](?P<name>[^=&;?#/\s]+)=(?P<value>[^&;#\s]*)")
+_SECRET_PARAM = r"[?&;](?P<name>[^=&;?#/\s]+)=(?P<value>[^&;#\s]*)"
 # A URL in free text: a scheme, "://", then everything up to whitespace.
-_URL_IN_TEXT = re.compile(r"\b[a-z][a-z0-9+.-]*://\S*", re.IGNORECASE)
+_URL_IN_TEXT = r"(?i)\b[a-z][a-z0-9+.-]*://\S*"
 # A keyword=value pair (libpq DSN strings, driver options, echoed settings); the value may be quoted.
-_PAIR = re.compile(
+_PAIR = (
     r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<eq>\s*=\s*)"
     r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;,'\"]*)"
 )
@@ -112,7 +114,7 @@ _PAIR = re.compile(
 
 def is_secret_name(name: str) -> bool:
     """Whether a query parameter or DSN keyword named ``name`` carries a credential (see :data:`SECRET_NAMES`)."""
-    return _SECRET_NAME.search(re.sub(r"[_.\-\s]", "", unquote(name).lower())) is not None
+    return re.search(_SECRET_NAME, re.sub(r"[_.\-\s]", "", unquote(name).lower())) is not None
 
 
 def mask(url: str) -> str:
@@ -158,18 +160,18 @@ def _secret_spans(url: str) -> list[tuple[int, int]]:
             colon = rest.find(":", 0, at)
             if colon >= 0:
                 spans.append((offset + colon + 1, offset + at))
-    for match in _SECRET_PARAM.finditer(url):
+    for match in re.finditer(_SECRET_PARAM, url):
         value = unquote(match["value"])
         if match["value"] and (is_secret_name(match["name"]) or _holds_secret_pair(value)):
             spans.append(match.span("value"))
-    for match in _PAIR.finditer(url):
+    for match in re.finditer(_PAIR, url):
         if match["value"] and is_secret_name(match["name"]):
             spans.append(match.span("value"))
     return spans
 
 
 def _holds_secret_pair(text: str) -> bool:
-    return any(m["value"] and is_secret_name(m["name"]) for m in _PAIR.finditer(text))
+    return any(m["value"] and is_secret_name(m["name"]) for m in re.finditer(_PAIR, text))
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -201,14 +203,14 @@ def secrets_of(url: str | URL | None) -> tuple[str, ...]:
     found = [url[start:end] for start, end in _merged(_secret_spans(url))]
     found += [value[1:-1] for value in found if len(value) > 1 and value[0] == value[-1] and value[0] in "'\""]
     for value in list(found):  # a DSN pair inside a decoded value: its value alone too
-        found += [m["value"].strip("'\"") for m in _PAIR.finditer(unquote(value)) if is_secret_name(m["name"])]
+        found += [m["value"].strip("'\"") for m in re.finditer(_PAIR, unquote(value)) if is_secret_name(m["name"])]
     return _with_decoded(found)
 
 
 def _mask_pairs(text: str) -> str:
     """``text`` with the value of every secret-named ``keyword=value`` pair masked."""
-    return _PAIR.sub(
-        lambda m: f"{m['name']}{m['eq']}{MASK}" if is_secret_name(m["name"]) and m["value"] else m[0], text
+    return re.sub(
+        _PAIR, lambda m: f"{m['name']}{m['eq']}{MASK}" if is_secret_name(m["name"]) and m["value"] else m[0], text
     )
 
 
@@ -231,7 +233,7 @@ def mask_text(text: str, *urls: str | URL | None) -> str:
     for url in urls:
         for secret in secrets_of(url):
             text = text.replace(secret, MASK)
-    text = _URL_IN_TEXT.sub(lambda m: mask(m[0]), text)
+    text = re.sub(_URL_IN_TEXT, lambda m: mask(m[0]), text)
     return _mask_pairs(text)
 
 
@@ -384,7 +386,7 @@ def parse_redis(url: str) -> RedisURL:
         host = parts.hostname
     except ValueError as exc:
         raise InvalidLedgerURL(f"invalid Redis URL {masked!r}: {_url_problem(exc)}") from None
-    if not _DB_PATH.fullmatch(parts.path):
+    if not re.fullmatch(_DB_PATH, parts.path):
         raise InvalidLedgerURL(
             f"invalid Redis URL {masked!r}: the path names the database number "
             "(redis://host:port/0); use key_prefix= to separate applications"
