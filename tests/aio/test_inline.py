@@ -53,7 +53,9 @@ def test_an_inline_append_runs_on_the_loop_thread_with_no_hand_over_and_the_sync
                     await conversation.append(Message.user(f"q{n}"), Message.assistant(f"a{n}"))
                 assert (ledger.runner.calls, ledger.runner.inline) == (calls, inline + 1)  # no hand-over
             calls = ledger.runner.calls
-            await conversation.before_model_call()  # not an append: a job on a worker, as before
+            await conversation.before_model_call()  # nothing plans on it: inline too (tests/aio/test_inline_calls.py)
+            assert ledger.runner.calls == calls
+            await conversation.refresh()  # not a write: a job on a worker, as before
             assert ledger.runner.calls == calls + 1
             return conversation.messages
         finally:

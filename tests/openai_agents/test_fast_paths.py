@@ -158,3 +158,33 @@ def test_runs_of_the_sdks_runner_append_inline_on_sqlite(tmp_path: Path) -> None
     assert calls == 4
     assert model.calls[-1].input == items[: len(model.calls[-1].input)]
     assert [i["content"] for i in items if i.get("role") == "user"] == [f"question {n}" for n in range(4)]
+
+
+def test_with_the_input_filter_each_model_call_is_counted_inline_on_sqlite(tmp_path: Path) -> None:
+    # run_config() sets the session's input filter, which counts each model call: on SQLite
+    # that commit runs on the loop's thread as the appends do, one worker call fewer per
+    # model call than on a ledger opened with inline=False, with the same count and inputs.
+    async def runs(inline: bool) -> tuple[int, int, int, list[Any]]:
+        model = ScriptedModel([f"answer {n}" for n in range(4)])
+        agent = Agent(name="Assistant", model=model)
+        path = f"{tmp_path}/filter-{inline}.db"
+        async with await AsyncLedger.connect(f"sqlite:///{path}", inline=inline) as ledger:
+            session = LedgerSession("u", ledger=ledger)
+            await Runner.run(agent, "question 0", session=session, run_config=session.run_config())
+            runner = ledger.runner
+            calls = runner.calls
+            for n in range(1, 4):
+                result = await Runner.run(agent, f"question {n}", session=session, run_config=session.run_config())
+                assert result.final_output == f"answer {n}"
+            count = (await session.conversation()).model_call_count
+            # the scripted model names its output items at random: compared without their ids
+            inputs = [[{k: v for k, v in dict(i).items() if k != "id"} for i in call.input] for call in model.calls]
+            return runner.calls - calls, count, len(model.calls), inputs
+
+    inline_calls, count, made, inputs = asyncio.run(runs(True))
+    worker_calls, worker_count, _, worker_inputs = asyncio.run(runs(False))
+    assert (count, worker_count, made) == (4, 4, 4)
+    assert inputs == worker_inputs
+    # per run, its input's and its output's appends and its model call's count run on the
+    # loop's thread (the session's read of its items is a worker's on both)
+    assert worker_calls - inline_calls == 3 * 3

@@ -9,14 +9,14 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextledger.aio.native import append_native, on_worker
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
-from contextledger.core.hooks import HookRegistry, MessageAddedEvent
+from contextledger.core.hooks import BeforeModelCallEvent, HookEvent, HookRegistry, MessageAddedEvent
 from contextledger.core.seam import WouldWait, run_inline
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
@@ -25,6 +25,8 @@ from contextledger.model.messages import Message
 from contextledger.model.records import ConversationState
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from contextledger.aio.native import NativeSend
@@ -77,11 +79,15 @@ class AsyncConversation(ShellBase[Conversation]):
     other call of this conversation is running or waiting and no
     :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
     to run off the loop); otherwise it is one job on a worker thread like every other
-    call. Inline, nothing waits: where the append would wait -- SQLite's write lock held
-    by another connection or thread, a retry's sleep after a conflict, a changeset off
-    the one-transaction hot path -- nothing has been committed, and it runs again as a job
-    on a worker (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a copy of
-    the caller's context, in this conversation's order of calls, and a cancellation never
+    call. :meth:`before_model_call` runs inline the same way when nothing plans on the
+    call (no manager, no :class:`~contextledger.BeforeModelCallEvent` callback): its count
+    is committed at once, or rides with the next write. Inline, nothing waits: where the
+    call would wait -- SQLite's write lock held by another connection or thread, a
+    retry's sleep after a conflict, a changeset off the one-transaction hot path --
+    nothing has been committed (a model call stays counted once), and it runs again as a
+    job on a worker (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a
+    copy of the caller's context, in this conversation's order of calls, and a
+    cancellation never
     stops it half-way.
     """
 
@@ -163,33 +169,37 @@ class AsyncConversation(ShellBase[Conversation]):
     async def append(self, *messages: Message | Mapping[str, Any]) -> list[Message]:
         """:meth:`Conversation.append`'s (the docstring is replaced by it below; inline: see the class)."""
         if self._inline or self._native is not None:
-            lane = self._taken_lane()
+            lane = self._taken_lane(MessageAddedEvent)
             if lane is not None and self._inline:
-                try:
-                    appended = run_inline(self._sync.append, *messages)
-                except BaseException:
-                    self._runner.leave(lane)
-                    raise
-                if isinstance(appended, WouldWait):  # nothing was committed: again on a worker, still in the lane
-                    return await on_worker(self._runner, lane, self._sync, messages, cancelled=False)
-                self._runner.leave(lane)
-                return appended
+                return await self._in_lane(lane, self._sync.append, messages, {})
             if lane is not None and self._native is not None:
                 return await append_native(self._sync, self._runner, lane, self._native, messages)
         return await self._append(*messages)
 
-    def _taken_lane(self) -> Lane | None:
-        """This conversation's lane, taken, when an append may run without a worker hop; else ``None``.
+    def _taken_lane(self, event: type[HookEvent]) -> Lane | None:
+        """This conversation's lane, taken, when a call may run without a worker hop; else ``None``.
 
         Not while another call of the conversation runs or waits (order is kept), nor with a
-        :class:`~contextledger.MessageAddedEvent` callback subscribed (it may expect to run off
-        the loop), nor for the conversation's first commit (it claims and lists the session:
-        more than one statement or script).
+        callback subscribed to ``event``, the one the call fires (it may expect to run off the
+        loop, or plan with a model: a manager's callbacks), nor for the conversation's first
+        commit (it claims and lists the session: more than one statement or script).
         """
         sync, runner, lane = self._sync, self._runner, self._lane
-        if lane is None or runner.closed or not sync.version or sync.hooks.has_callbacks(MessageAddedEvent):
+        if lane is None or runner.closed or not sync.version or sync.hooks.has_callbacks(event):
             return None
         return lane if lane.take() else None
+
+    async def _in_lane(self, lane: Lane, call: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        """``call(*args, **kwargs)`` inline in ``lane`` (taken); on a worker, still in the lane, if it would wait."""
+        try:
+            done = run_inline(call, *args, **kwargs)
+        except BaseException:
+            self._runner.leave(lane)
+            raise
+        if isinstance(done, WouldWait):  # nothing was committed: again on a worker, still in the lane
+            return await on_worker(self._runner, lane, call, args, kwargs, cancelled=False)
+        self._runner.leave(lane)
+        return done
 
     append.__doc__ = Conversation.append.__doc__  # the shell states the sync method's contract, as every other
 
@@ -203,7 +213,31 @@ class AsyncConversation(ShellBase[Conversation]):
     undo = coroutine_of(Conversation.undo)
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
     edit = coroutine_of(Conversation.edit)
-    before_model_call = coroutine_of(Conversation.before_model_call)
+    _before_model_call = coroutine_of(Conversation.before_model_call)
+
+    async def before_model_call(
+        self,
+        *,
+        context_window_limit: int | None = None,
+        projected_input_tokens: int | None = None,
+        defer_count: bool | None = None,
+        handed: bool = True,
+    ) -> BeforeModelCallEvent:
+        """:meth:`Conversation.before_model_call`'s (the docstring is replaced by it below; inline: see the class)."""
+        options: dict[str, Any] = {
+            "context_window_limit": context_window_limit,
+            "projected_input_tokens": projected_input_tokens,
+            "defer_count": defer_count,
+            "handed": handed,
+        }
+        # Inline when nothing plans on the call (no manager, no callback): the count is
+        # committed at once or rides with the next write, neither of which waits here.
+        lane = self._taken_lane(BeforeModelCallEvent) if self._inline else None
+        if lane is None:
+            return await self._before_model_call(**options)
+        return await self._in_lane(lane, self._sync.before_model_call, (), options)
+
+    before_model_call.__doc__ = Conversation.before_model_call.__doc__
     input_handed = coroutine_of(Conversation.input_handed)
     after_model_call = coroutine_of(Conversation.after_model_call)
     after_invocation = coroutine_of(Conversation.after_invocation)

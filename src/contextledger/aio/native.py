@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from contextledger.aio.loop_end import watch
 from contextledger.aio.runner import Lane, Runner, outlast
@@ -32,6 +32,8 @@ from contextledger.errors import ConfigurationError
 from contextledger.model.messages import Message
 from contextledger.stores.base import LedgerStore
 from contextledger.telemetry import spans as telemetry
+
+R = TypeVar("R")
 
 __all__ = ["NativeSend", "append_native", "native_for", "native_send", "on_worker"]
 
@@ -116,7 +118,7 @@ async def append_native(
     transaction = sync.transaction
     lock = transaction.lock
     if not lock.acquire(blocking=False):  # a sync call of another thread is committing: wait on a worker
-        return await on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync.append, messages, cancelled=False)
     try:
         converted, stored = transaction.converted(messages)
         if stored is not None or not converted:
@@ -127,14 +129,14 @@ async def append_native(
         call = send.call(prepared.changeset) if prepared is not None else None
     except WouldWait:
         lock.release()
-        return await on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync.append, messages, cancelled=False)
     except BaseException:
         lock.release()
         runner.leave(lane)
         raise
     if prepared is None or call is None:
         lock.release()
-        return await on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync.append, messages, cancelled=False)
     cancelled = False
     watch(send)  # the loop closes its connections as it ends (aio.loop_end)
     try:
@@ -142,13 +144,13 @@ async def append_native(
             sent.version = version = await send.send(call)
     except Refused:  # nothing applied: the sync path meets the same reply and answers it
         lock.release()
-        return await on_worker(runner, lane, sync, messages, cancelled=False)
+        return await on_worker(runner, lane, sync.append, messages, cancelled=False)
     except (Lost, asyncio.CancelledError) as exc:
         # Sent at most once: settled by its changeset id on the worker before this call ends.
         cancelled = isinstance(exc, asyncio.CancelledError)
         transaction.lost(prepared.changeset)
         lock.release()
-        return await on_worker(runner, lane, sync, messages, cancelled=cancelled)
+        return await on_worker(runner, lane, sync.append, messages, cancelled=cancelled)
     except BaseException:
         lock.release()
         runner.leave(lane)
@@ -162,10 +164,19 @@ async def append_native(
 
 
 async def on_worker(
-    runner: Runner, lane: Lane, sync: Conversation, messages: tuple[Any, ...], *, cancelled: bool
-) -> list[Message]:
-    """Run the append as a job on a worker in ``lane``, which the caller took; re-raise a cancellation once it ended."""
-    job = runner.resume(lane, sync.append, messages, {})
+    runner: Runner,
+    lane: Lane,
+    call: Callable[..., R],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    cancelled: bool,
+) -> R:
+    """Run ``call(*args, **kwargs)`` as a job on a worker in ``lane``, which the caller took.
+
+    A cancellation of the caller is re-raised once the job ended (the call is settled first).
+    """
+    job = runner.resume(lane, call, args, kwargs or {})
     if cancelled:
         with contextlib.suppress(Exception):  # the caller was cancelled: it hears that, once the append is settled
             await outlast(job)
@@ -175,5 +186,5 @@ async def on_worker(
         await job.future
     except asyncio.CancelledError:
         await runner.cancelled(job)
-    result: list[Message] = job.outcome()
+    result: R = job.outcome()
     return result

@@ -14,6 +14,7 @@ from contextledger.conversation.reading import Reader
 from contextledger.conversation.reducer import Reducer
 from contextledger.conversation.transaction import Planner, Transaction
 from contextledger.core.hooks import AfterInvocationEvent, AfterModelCallEvent, BeforeModelCallEvent
+from contextledger.core.seam import WouldWait
 from contextledger.managers.repair import needs_repair
 from contextledger.telemetry import spans as telemetry
 
@@ -68,8 +69,15 @@ class ModelCalls:
         finally:
             try:
                 transaction.commit_count()
-            finally:
+            except WouldWait:
+                # Run inline by the async API, the count's commit would have waited: nothing
+                # was committed, and the call stays announced and prepared, so its run on a
+                # worker counts it once (announce_call does not count a prepared call again).
+                raise
+            except BaseException:
                 transaction.calls.preparing = not handed
+                raise
+            transaction.calls.preparing = not handed
 
     def input_handed(self) -> None:
         """Note that the host handed the prepared call's input to the model.

@@ -1,0 +1,145 @@
+"""``before_model_call`` inline: counted on the caller's thread when nothing plans on the call, never waiting.
+
+On SQLite and in-memory stores (an ``AsyncLedger``'s ``inline`` default) a model call no
+manager and no callback plans on runs as an inline append does: its count is committed
+at once (or rides with the next write) on the loop's thread. Where the commit would
+wait -- SQLite's write lock held by another connection -- nothing is committed, the call
+stays counted once, and a worker commits it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sqlite3
+import threading
+from typing import Any
+
+import pytest
+
+from contextledger import Ledger, Message
+from contextledger.aio import AsyncLedger
+from contextledger.core.hooks import BeforeModelCallEvent
+from contextledger.managers import SlidingWindowConversationManager
+from contextledger.stores.sql import SQLStore
+from tests.aio.heartbeat import heartbeat
+from tests.aio.test_runner import statement_threads
+
+Options = dict[str, Any]
+INLINE_BACKENDS = ("memory", "sqlite")
+
+
+def test_a_model_call_nothing_plans_on_is_counted_on_the_loop_thread_where_commits_do_not_wait(
+    backend_url: tuple[str, Options], request: pytest.FixtureRequest
+) -> None:
+    url, options = backend_url
+    inline_store = str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+
+    async def main() -> tuple[int, list[str]]:
+        ledger = await AsyncLedger.connect(url, **options)
+        try:
+            conversation = await ledger.conversation("counted")
+            await conversation.append(Message.user("q0"))
+            loop_thread = threading.get_ident()
+            for n in range(3):
+                calls, inline = ledger.runner.calls, ledger.runner.inline
+                if isinstance(ledger.store, SQLStore):
+                    with statement_threads(ledger.store) as threads:
+                        await conversation.before_model_call()  # the count committed at once
+                    # the count's commit: on the caller's thread (SQLite), on a worker's (PostgreSQL)
+                    assert (threads == {loop_thread}) is inline_store
+                else:
+                    await conversation.before_model_call()
+                counted = (ledger.runner.calls - calls, ledger.runner.inline - inline)
+                assert counted == ((0, 1) if inline_store else (1, 0))
+                assert conversation.model_call_count == n + 1
+                await conversation.append(Message.assistant(f"a{n}"), Message.user(f"q{n + 1}"))
+            # Deferred: nothing written until the next write, which carries the count.
+            version = conversation.version
+            calls = ledger.runner.calls
+            await conversation.before_model_call(defer_count=True)
+            assert (conversation.version, conversation.model_call_count) == (version, 4)
+            assert ledger.runner.calls == calls + (0 if inline_store else 1)
+            await conversation.append(Message.assistant("a3"))
+            assert conversation.version == version + 1
+            return conversation.model_call_count, [m.plain_text for m in conversation.messages]
+        finally:
+            await ledger.close()
+
+    count, texts = asyncio.run(main())
+    assert count == 4
+    if url == "memory://":
+        return  # a second memory:// is another, empty store
+    with Ledger.connect(url, **options) as sync:
+        restored = sync.conversation("counted")
+        assert restored.model_call_count == 4
+        assert [m.plain_text for m in restored.messages] == texts
+
+
+def test_a_manager_or_a_callback_planning_on_the_call_runs_it_on_a_worker(tmp_path: Any) -> None:
+    """A manager may plan a summary with a model, a callback may block: neither runs on the loop."""
+    heard: list[bool] = []
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'planned.db'}") as ledger:
+            managed = await ledger.conversation("managed", manager=SlidingWindowConversationManager(window_size=4))
+            hooked = await ledger.conversation("hooked")
+            loop_thread = threading.get_ident()
+            on_loop = lambda _event: heard.append(threading.get_ident() == loop_thread)  # noqa: E731
+            hooked.hooks.add_callback(BeforeModelCallEvent, on_loop)
+            for conversation in (managed, hooked):
+                await conversation.append(Message.user("hello"))
+                calls, inline = ledger.runner.calls, ledger.runner.inline
+                await conversation.before_model_call()
+                assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
+                assert conversation.model_call_count == 1
+
+    asyncio.run(main())
+    assert heard == [False]  # the callback ran off the loop
+
+
+@pytest.mark.parametrize("handed", [True, False])
+def test_a_count_that_meets_a_held_write_lock_is_committed_once_on_a_worker(tmp_path: Any, handed: bool) -> None:
+    """Another connection holds SQLite's write lock for 0.3 s: the loop keeps beating, the call is counted once."""
+    path = tmp_path / "locked.db"
+    lags: list[float] = []
+
+    async def main() -> tuple[int, int]:
+        async with await AsyncLedger.connect(f"sqlite:///{path}") as ledger:
+            conversation = await ledger.conversation("locked")
+            await conversation.append(Message.user("first"))
+            holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")
+            threading.Timer(0.3, holder.commit).start()
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+            beat = asyncio.create_task(heartbeat(lags, 0.01))
+            await asyncio.sleep(0.02)
+            await conversation.before_model_call(handed=handed)  # tried inline, committed by a worker
+            beat.cancel()
+            holder.close()
+            assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
+            assert conversation.model_call_count == 1  # not counted again by the worker's run
+            if not handed:
+                await conversation.input_handed()
+            await conversation.before_model_call()  # the next call: a call of its own, inline again
+            assert ledger.runner.inline == inline + 1
+            return conversation.model_call_count, conversation.version
+
+    count, version = asyncio.run(main())
+    assert count == 2
+    assert len(lags) >= 10  # the loop beat all through the 0.3 s the count waited
+    assert max(lags) < 0.25
+    with Ledger.connect(f"sqlite:///{path}") as sync:
+        restored = sync.conversation("locked")
+        assert (restored.model_call_count, restored.version) == (2, version)
+
+
+@pytest.mark.parametrize("name", ["append", "before_model_call"])
+def test_the_methods_written_out_for_inline_take_the_sync_methods_parameters(name: str) -> None:
+    """Written out (not made by ``coroutine_of``), they must still mirror the sync method, docstring included."""
+    from contextledger import Conversation
+    from contextledger.aio import AsyncConversation
+
+    shell, sync = getattr(AsyncConversation, name), getattr(Conversation, name)
+    assert inspect.signature(shell).parameters == inspect.signature(sync).parameters
+    assert shell.__doc__ == sync.__doc__
