@@ -21,10 +21,11 @@ from google.genai import types
 
 from contextledger.aio import AsyncLedger
 from contextledger.integrations.adk import AdkStaleSession, CallTool, LedgerSessionService
+from contextledger.integrations.adk.events import ledger_session_id
 from contextledger.stores.sql import SQLStore
 from tests.adk.scenarios import APP as SCENARIO_APP
 from tests.adk.scenarios import USER as SCENARIO_USER
-from tests.adk.scenarios import build, say
+from tests.adk.scenarios import build, model_inputs, say
 from tests.aio.heartbeat import heartbeat
 from tests.aio.test_runner import statement_threads
 
@@ -178,23 +179,32 @@ async def test_a_session_created_elsewhere_after_this_service_looked_for_it_is_r
         assert _texts(got) == ["first"]
 
 
-async def test_through_adk_s_runner_each_event_of_a_turn_is_one_worker_call_fewer(tmp_path: Any) -> None:
-    """A real ADK turn (agent, tool call, the ledger's plugin): every event it stores commits inline.
+async def test_through_adk_s_runner_each_event_and_model_call_of_a_turn_is_one_worker_call_fewer(
+    tmp_path: Any,
+) -> None:
+    """A real ADK turn (agent, tool call, the ledger's plugin): its events and model calls run inline.
 
     The same turn on a ledger opened with ``inline=False`` makes exactly one worker call
-    more per stored event, and stores the same events.
+    more per stored event and two more per model call (the plugin's count before it and
+    its report after it), and stores the same events.
     """
     calls: dict[bool, int] = {}
     stored: dict[bool, list[Any]] = {}
+    made: dict[bool, int] = {}
     for inline in (True, False):
         ledger = await AsyncLedger.connect(f"sqlite:///{tmp_path / f'inline-{inline}.db'}", inline=inline)
         try:
             service = LedgerSessionService(ledger=ledger)
-            runner, _model = build(service, [CallTool("lookup", {"city": "Paris"}), "Paris is sunny."])
+            runner, model = build(service, [CallTool("lookup", {"city": "Paris"}), "Paris is sunny."])
             await service.create_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
             before = ledger.runner.calls
             await say(runner, "s", "Weather in Paris?")
             calls[inline] = ledger.runner.calls - before
+            made[inline] = len(model.calls)
+            # each call counted, and the input time travel rebuilds for it is what the model got
+            key = ledger_session_id(SCENARIO_APP, SCENARIO_USER, "s")
+            assert (await ledger.conversation(key)).model_call_count == len(model.calls)
+            assert await model_inputs(ledger, "s", len(model.calls)) == [call.contents for call in model.calls]
             session = await service.get_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
             assert session is not None
             stored[inline] = [(e.author, _parts(e)) for e in session.events]
@@ -202,4 +212,39 @@ async def test_through_adk_s_runner_each_event_of_a_turn_is_one_worker_call_fewe
             await ledger.close()
     assert len(stored[True]) == 4  # the question, the call, its response, the answer
     assert stored[True] == stored[False]
-    assert calls[False] - calls[True] == len(stored[True])
+    assert made[True] == made[False] == 2  # the tool call, then the answer
+    assert calls[False] - calls[True] == len(stored[True]) + 2 * made[True]
+
+
+async def test_with_a_manager_the_model_calls_of_a_turn_run_on_workers_and_are_counted(tmp_path: Any) -> None:
+    """A manager plans on each model call (and may summarize with a model): those callbacks stay off the loop.
+
+    The turn's events still commit inline: against ``inline=False`` it makes one worker
+    call fewer per event only, and both ledgers count the same two model calls.
+    """
+    from contextledger.managers import SlidingWindowConversationManager
+
+    calls: dict[bool, int] = {}
+    counted: dict[bool, int] = {}
+    stored: dict[bool, int] = {}
+    for inline in (True, False):
+        ledger = await AsyncLedger.connect(f"sqlite:///{tmp_path / f'managed-{inline}.db'}", inline=inline)
+        try:
+            service = LedgerSessionService(
+                ledger=ledger, manager=lambda: SlidingWindowConversationManager(window_size=8)
+            )
+            runner, _model = build(service, [CallTool("lookup", {"city": "Paris"}), "Paris is sunny."])
+            await service.create_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
+            before = ledger.runner.calls
+            await say(runner, "s", "Weather in Paris?")
+            calls[inline] = ledger.runner.calls - before
+            session = await service.get_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
+            assert session is not None
+            stored[inline] = len(session.events)
+            key = ledger_session_id(SCENARIO_APP, SCENARIO_USER, "s")
+            counted[inline] = (await ledger.conversation(key)).model_call_count
+        finally:
+            await ledger.close()
+    assert stored == {True: 4, False: 4}
+    assert counted == {True: 2, False: 2}
+    assert calls[False] - calls[True] == stored[True]

@@ -30,6 +30,7 @@ from google.genai import types
 
 from contextledger.conversation.conversation import Conversation
 from contextledger.core.changeset import Edit
+from contextledger.core.hooks import AfterModelCallEvent, BeforeModelCallEvent, HookEvent
 from contextledger.core.seam import INLINE, WouldWait
 from contextledger.core.view import View
 from contextledger.errors import DuplicateEntry
@@ -37,6 +38,7 @@ from contextledger.history.users import user_sessions
 from contextledger.integrations.adk.compaction import compaction_plan
 from contextledger.integrations.adk.errors import AdkSessionExists, AdkSessionNotFound, AdkStaleSession
 from contextledger.integrations.adk.events import (
+    Rendered,
     contents_of,
     event_to_message,
     ledger_session_id,
@@ -60,6 +62,9 @@ STALE_SESSION_MESSAGE = (
 """What a stale session is refused with: the message of ADK's own database service."""
 
 ManagerFactory = Callable[[], ConversationManager | None]
+
+RENDERED_KEPT = 16
+"""Conversations whose model contents stay parsed between model calls (the ones that called last)."""
 
 
 class SessionCore:
@@ -90,6 +95,9 @@ class SessionCore:
         self._options = dict(conversation_options or {})
         self._cache: OrderedDict[str, Conversation] = OrderedDict()
         self._cache_size = cache_size
+        # The model contents of the messages of the conversations that called the model last,
+        # parsed once (contents_of): about 3 KB an entry, so only RENDERED_KEPT of them.
+        self._rendered: OrderedDict[str, tuple[Conversation, Rendered]] = OrderedDict()
         self._guard = threading.Lock()
 
     # -- conversations ---------------------------------------------------------------------------
@@ -246,9 +254,7 @@ class SessionCore:
         if inline:
             # On the caller's loop (the async API's inline call) only the event's one commit
             # may run: nothing here reads or waits before it, and nothing commits after it.
-            conversation = self._open_conversation(ledger_session_id(session.app_name, session.user_id, session.id))
-            if conversation is None or not conversation.version:
-                raise WouldWait("the session's conversation is read first")
+            conversation = self._read_conversation(session)
         else:
             conversation = self.conversation(session.app_name, session.user_id, session.id)
             if conversation.version == 0:
@@ -302,21 +308,66 @@ class SessionCore:
         """Count a model call, let the manager reduce, and return the model input: the active view.
 
         The count rides with the next commit (the model's answer), so a call costs no commit
-        of its own unless a reduction runs.
+        of its own unless a reduction runs. Under :data:`~contextledger.core.seam.INLINE`
+        it runs only when it neither reads nor writes: the session's conversation open and
+        read, and no manager or callback planning on the call (else
+        :class:`~contextledger.core.seam.WouldWait`, with nothing done).
         """
-        conversation = self.conversation(session.app_name, session.user_id, session.id)
+        conversation = self._call_conversation(session, BeforeModelCallEvent)
         conversation.before_model_call(defer_count=True)
-        return contents_of(conversation.view)
+        return contents_of(conversation.view, self._rendered_of(conversation))
 
     def finish_model_call(self, session: Session, error: BaseException | None) -> bool:
         """Report how the call ended; whether to call the model again (a reactive reduction committed).
 
+        Under :data:`~contextledger.core.seam.INLINE`, as :meth:`prepare_model_call`: only
+        when no manager or callback hears the end of the call.
+
         Raises:
             ReductionFailed: The context overflowed and nothing could be reduced.
             BaseException: ``error`` itself, when it is an overflow no manager handled.
+            WouldWait: Inline only, as above.
         """
-        conversation = self.conversation(session.app_name, session.user_id, session.id)
+        conversation = self._call_conversation(session, AfterModelCallEvent)
         return conversation.after_model_call(error)
+
+    def _rendered_of(self, conversation: Conversation) -> Rendered:
+        """The contents rendered for ``conversation``'s model calls so far (new for one not among the last few)."""
+        key = conversation.session_id
+        with self._guard:
+            found = self._rendered.get(key)
+            if found is None or found[0] is not conversation:  # the session's conversation was opened again
+                found = self._rendered[key] = (conversation, {})
+            self._rendered.move_to_end(key)
+            while len(self._rendered) > RENDERED_KEPT:
+                self._rendered.popitem(last=False)
+            return found[1]
+
+    def _call_conversation(self, session: Session, event: type[HookEvent]) -> Conversation:
+        """The conversation of ``session`` for a model-call callback firing ``event``.
+
+        Raises:
+            WouldWait: Under :data:`~contextledger.core.seam.INLINE`, when the callback
+                might read or wait: the conversation not read yet, or a manager or callback
+                subscribed to ``event`` (a manager may summarize with a model).
+        """
+        if not INLINE.get():
+            return self.conversation(session.app_name, session.user_id, session.id)
+        conversation = self._read_conversation(session)
+        if conversation.hooks.has_callbacks(event):
+            raise WouldWait("a manager or callback plans on the model call")
+        return conversation
+
+    def _read_conversation(self, session: Session) -> Conversation:
+        """The conversation of ``session`` when it is open here and was read (inline calls only).
+
+        Raises:
+            WouldWait: It is not open, or not read yet (it must be read on a worker first).
+        """
+        conversation = self._open_conversation(ledger_session_id(session.app_name, session.user_id, session.id))
+        if conversation is None or not conversation.version:
+            raise WouldWait("the session's conversation is read first")
+        return conversation
 
     # -- app and user state ------------------------------------------------------------------------
 

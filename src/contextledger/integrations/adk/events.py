@@ -235,11 +235,23 @@ def message_to_event(entry: HistoryEntry) -> Event:
 # -- views -> model input ---------------------------------------------------------------------------
 
 
-def contents_of(entries: Iterable[ViewEntry]) -> list[types.Content]:
+Rendered = dict[str, tuple[Message, "types.Content | None"]]
+"""Per entry id, a message shown as its kept event's content unchanged, and that content (never handed out)."""
+
+
+def contents_of(entries: Iterable[ViewEntry], rendered: Rendered | None = None) -> list[types.Content]:
     """The model input a view renders to: one content per entry with something to show, in order.
 
     A call's name is looked up by id for a function response rendered from blocks (a
-    crash repair's, whose event never existed).
+    crash repair's, whose event never existed). Every content returned is a new object
+    the caller may change.
+
+    Args:
+        entries: The view's entries.
+        rendered: Kept across calls on one conversation (the LedgerPlugin's, one per
+            conversation): the contents of the messages shown as their kept event's
+            content, each parsed once (a message never changes; only its entry's message
+            object is compared). Left holding the entries of ``entries`` only.
     """
     listed = list(entries)
     names = {
@@ -249,26 +261,64 @@ def contents_of(entries: Iterable[ViewEntry]) -> list[types.Content]:
         if "toolUse" in block
     }
     out: list[types.Content] = []
+    kept: Rendered = {}
     for entry in listed:
         if entry.kind == "summary":
             out.append(types.Content(role="user", parts=[types.Part(text=entry.message.plain_text)]))
             continue
-        content = content_of(entry.message, names)
-        if content is not None:
-            out.append(content)
+        message = entry.message
+        hit = rendered.get(entry.entry_id) if rendered is not None else None
+        if hit is not None and hit[0] is message:
+            verbatim, shown = True, hit[1]
+        else:
+            verbatim, shown = _verbatim(message)
+        if not verbatim:  # revised, repaired or written by another host: rendered from its blocks
+            content = _rendered(message, names)
+            if content is not None:
+                out.append(content)
+            continue
+        kept[entry.entry_id] = (message, shown)
+        if shown is not None:
+            out.append(shown.model_copy(deep=True))
+    if rendered is not None:
+        rendered.clear()
+        rendered.update(kept)
     return out
 
 
 def content_of(message: Message, names: Mapping[str, str] | None = None) -> types.Content | None:
     """The content one message gives the model, or ``None`` when it has nothing to show."""
+    verbatim, shown = _verbatim(message)
+    if verbatim:
+        return shown.model_copy(deep=True) if shown is not None else None
+    return _rendered(message, names or {})
+
+
+def _verbatim(message: Message) -> tuple[bool, types.Content | None]:
+    """``(True, content)`` when ``message`` is its kept event's content unchanged (``None``: nothing to show).
+
+    The content is the one parsed from the kept event now (the caller copies it before
+    handing it out). ``(False, None)``: the message is rendered from its blocks.
+    """
+    event = kept_event(message)
+    original = event.content if event is not None else None
+    if (
+        original is not None
+        and original.parts
+        and project_content(original) == thaw([dict(b) for b in message.content])
+    ):
+        return True, original if _visible(original) else None
+    return False, None
+
+
+def _rendered(message: Message, names: Mapping[str, str]) -> types.Content | None:
+    """The content of a message that is not its kept event's content unchanged, rendered from its blocks."""
     event = kept_event(message)
     original = event.content if event is not None else None
     blocks = [dict(b) for b in message.content]
-    if original is not None and original.parts and project_content(original) == thaw(blocks):
-        return original.model_copy(deep=True) if _visible(original) else None
     parts_of_event = list(original.parts or []) if original is not None else []
     pairs: Sequence[types.Part | None] = parts_of_event if len(parts_of_event) == len(blocks) else [None] * len(blocks)
-    parts = [p for p in (_render_block(b, o, names or {}) for b, o in zip(blocks, pairs, strict=True)) if p is not None]
+    parts = [p for p in (_render_block(b, o, names) for b, o in zip(blocks, pairs, strict=True)) if p is not None]
     if not parts:
         return None
     role = original.role if original is not None and original.role else ("user" if message.role == "user" else "model")

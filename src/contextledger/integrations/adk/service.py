@@ -165,23 +165,27 @@ class LedgerSessionService(BaseSessionService):
             return await shell.runner.run(fn, *args)
         return await run(fn, *args)
 
-    async def _append(self, core: SessionCore, session: Session, event: Event) -> None:
-        """``core.append_event`` on the calling thread when the ledger appends inline and it can, else on a worker.
+    async def _inline_or_run(self, fn: Callable[..., R], *args: Any) -> R:
+        """``fn(*args)`` of the core on the calling thread when the ledger appends inline and it can, else on a worker.
 
         Inline (an :class:`~contextledger.aio.AsyncLedger` appending on the caller's thread:
-        SQLite and in-memory stores by default) the event's one commit runs on the loop
-        and nothing waits; where it would, nothing was committed and the call runs again
-        on a worker, as every other call (see :meth:`SessionCore.append_event`).
+        SQLite and in-memory stores by default) an event's one commit, or a model-call
+        callback that neither reads nor writes, runs on the loop and nothing waits; where it
+        would, nothing was done and the call runs again on a worker, as every other call
+        (see :meth:`SessionCore.append_event`, :meth:`SessionCore.prepare_model_call`).
         """
         shell = self._opened if self._opened is not None else self._ledger
-        inline = isinstance(shell, AsyncLedger) and shell.inline
-        if inline and not isinstance(run_inline(core.append_event, session, event), WouldWait):
-            return
-        await self._run(core.append_event, session, event)  # not inline, or nothing was committed inline
+        if isinstance(shell, AsyncLedger) and shell.inline:
+            done = run_inline(fn, *args)
+            if not isinstance(done, WouldWait):
+                return done
+        return await self._run(fn, *args)  # not inline, or nothing was done inline
 
-    async def _call(self, key: str, fn: Callable[..., R], *args: Any) -> R:
-        """Run ``fn(*args)`` of the core, after the calls on the same session before it."""
+    async def _call(self, key: str, fn: Callable[..., R], *args: Any, inline: bool = False) -> R:
+        """Run ``fn(*args)`` of the core, after the calls on the same session before it (``inline``: when it can)."""
         async with self._session(key):
+            if inline:
+                return await self._inline_or_run(fn, *args)
             return await self._run(fn, *args)
 
     def _sync_core(self) -> SessionCore:
@@ -259,7 +263,7 @@ class LedgerSessionService(BaseSessionService):
         core = await self.core()
         key = ledger_session_id(session.app_name, session.user_id, session.id)
         async with self._session(key):  # the session in hand moves on before the next append is checked
-            await self._append(core, session, event)
+            await self._inline_or_run(core.append_event, session, event)
             session.last_update_time = event.timestamp
             return self._commit_event_to_session(session, event)
 
@@ -269,7 +273,7 @@ class LedgerSessionService(BaseSessionService):
         """Count a model call of ``session``, let its manager reduce, and give the model the active view."""
         core = await self.core()
         key = ledger_session_id(session.app_name, session.user_id, session.id)
-        llm_request.contents = await self._call(key, core.prepare_model_call, session)
+        llm_request.contents = await self._call(key, core.prepare_model_call, session, inline=True)
 
     async def finish_model_call(self, session: Session, error: BaseException | None = None) -> bool:
         """Report how a model call of ``session`` ended; whether to call the model again.
@@ -280,7 +284,7 @@ class LedgerSessionService(BaseSessionService):
         """
         core = await self.core()
         key = ledger_session_id(session.app_name, session.user_id, session.id)
-        return await self._call(key, core.finish_model_call, session, error)
+        return await self._call(key, core.finish_model_call, session, error, inline=True)
 
     # -- the synchronous methods of ADK's in-memory service -----------------------------------------
 
