@@ -120,9 +120,9 @@ def test_a_count_that_meets_a_held_write_lock_is_committed_once_on_a_worker(tmp_
             assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
             assert conversation.model_call_count == 1  # not counted again by the worker's run
             if not handed:
-                await conversation.input_handed()
+                await conversation.input_handed()  # inline: it sets a flag
             await conversation.before_model_call()  # the next call: a call of its own, inline again
-            assert ledger.runner.inline == inline + 1
+            assert ledger.runner.inline == inline + (1 if handed else 2)
             return conversation.model_call_count, conversation.version
 
     count, version = asyncio.run(main())
@@ -134,7 +134,41 @@ def test_a_count_that_meets_a_held_write_lock_is_committed_once_on_a_worker(tmp_
         assert (restored.model_call_count, restored.version) == (2, version)
 
 
-@pytest.mark.parametrize("name", ["append", "before_model_call"])
+def test_handing_a_prepared_call_over_is_inline_where_the_count_is(
+    backend_url: tuple[str, Options], request: pytest.FixtureRequest
+) -> None:
+    """``input_handed`` only sets a flag: inline on SQLite and in memory; what commits after it is the next call's."""
+    url, options = backend_url
+    inline_store = str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+
+    async def main() -> None:
+        ledger = await AsyncLedger.connect(url, **options)
+        try:
+            conversation = await ledger.conversation("handed")
+            await conversation.append(Message.user("q0"))
+            await conversation.before_model_call(handed=False)
+            await conversation.append(Message.user("added before the call was handed"))
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+            await conversation.input_handed()
+            counted = (ledger.runner.calls - calls, ledger.runner.inline - inline)
+            assert counted == ((0, 1) if inline_store else (1, 0))
+            await conversation.append(Message.assistant("a0"))
+            await conversation.before_model_call()
+            assert conversation.model_call_count == 2
+            if url == "memory://":
+                return
+            # call 1 was given what was appended before it was handed; the answer is call 2's input
+            with Ledger.connect(url, **options) as sync:
+                first, second = sync.view_at("handed", model_call=1), sync.view_at("handed", model_call=2)
+                assert [m.plain_text for m in first.messages] == ["q0", "added before the call was handed"]
+                assert [m.plain_text for m in second.messages][-1] == "a0"
+        finally:
+            await ledger.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("name", ["append", "before_model_call", "input_handed"])
 def test_the_methods_written_out_for_inline_take_the_sync_methods_parameters(name: str) -> None:
     """Written out (not made by ``coroutine_of``), they must still mirror the sync method, docstring included."""
     from contextledger import Conversation

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, Runner
+from agents.run import CallModelData, ModelInputData
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -160,16 +161,25 @@ def test_runs_of_the_sdks_runner_append_inline_on_sqlite(tmp_path: Path) -> None
     assert [i["content"] for i in items if i.get("role") == "user"] == [f"question {n}" for n in range(4)]
 
 
-def test_with_the_input_filter_each_model_call_is_counted_inline_on_sqlite(tmp_path: Path) -> None:
+def _unchanged(data: CallModelData[Any]) -> ModelInputData:
+    """An application's input filter that changes nothing."""
+    return data.model_data
+
+
+@pytest.mark.parametrize("application_filter", [False, True])
+def test_with_the_input_filter_each_model_call_is_counted_inline_on_sqlite(
+    tmp_path: Path, application_filter: bool
+) -> None:
     # run_config() sets the session's input filter, which counts each model call: on SQLite
     # that commit runs on the loop's thread as the appends do, one worker call fewer per
     # model call than on a ledger opened with inline=False, with the same count and inputs.
+    # With an application's filter too, the call is handed over after it, inline as well.
     async def runs(inline: bool) -> tuple[int, int, int, list[Any]]:
         model = ScriptedModel([f"answer {n}" for n in range(4)])
         agent = Agent(name="Assistant", model=model)
         path = f"{tmp_path}/filter-{inline}.db"
         async with await AsyncLedger.connect(f"sqlite:///{path}", inline=inline) as ledger:
-            session = LedgerSession("u", ledger=ledger)
+            session = LedgerSession("u", ledger=ledger, input_filter=_unchanged if application_filter else None)
             await Runner.run(agent, "question 0", session=session, run_config=session.run_config())
             runner = ledger.runner
             calls = runner.calls
@@ -185,6 +195,7 @@ def test_with_the_input_filter_each_model_call_is_counted_inline_on_sqlite(tmp_p
     worker_calls, worker_count, _, worker_inputs = asyncio.run(runs(False))
     assert (count, worker_count, made) == (4, 4, 4)
     assert inputs == worker_inputs
-    # per run, its input's and its output's appends and its model call's count run on the
-    # loop's thread (the session's read of its items is a worker's on both)
-    assert worker_calls - inline_calls == 3 * 3
+    # per run, its input's and its output's appends, its model call's count (and with an
+    # application's filter its hand-over) run on the loop's thread (the session's read of
+    # its items is a worker's on both)
+    assert worker_calls - inline_calls == 3 * (4 if application_filter else 3)

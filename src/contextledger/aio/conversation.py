@@ -81,7 +81,8 @@ class AsyncConversation(ShellBase[Conversation]):
     to run off the loop); otherwise it is one job on a worker thread like every other
     call. :meth:`before_model_call` runs inline the same way when nothing plans on the
     call (no manager, no :class:`~contextledger.BeforeModelCallEvent` callback): its count
-    is committed at once, or rides with the next write. Inline, nothing waits: where the
+    is committed at once, or rides with the next write; :meth:`input_handed` (a flag) runs
+    inline whenever the lane is free. Inline, nothing waits: where the
     call would wait -- SQLite's write lock held by another connection or thread, a
     retry's sleep after a conflict, a changeset off the one-transaction hot path --
     nothing has been committed (a model call stays counted once), and it runs again as a
@@ -176,16 +177,16 @@ class AsyncConversation(ShellBase[Conversation]):
                 return await append_native(self._sync, self._runner, lane, self._native, messages)
         return await self._append(*messages)
 
-    def _taken_lane(self, event: type[HookEvent]) -> Lane | None:
+    def _taken_lane(self, event: type[HookEvent] | None) -> Lane | None:
         """This conversation's lane, taken, when a call may run without a worker hop; else ``None``.
 
         Not while another call of the conversation runs or waits (order is kept), nor with a
-        callback subscribed to ``event``, the one the call fires (it may expect to run off the
+        callback subscribed to ``event``, the one the call fires if any (it may expect to run off the
         loop, or plan with a model: a manager's callbacks), nor for the conversation's first
         commit (it claims and lists the session: more than one statement or script).
         """
         sync, runner, lane = self._sync, self._runner, self._lane
-        if lane is None or runner.closed or not sync.version or sync.hooks.has_callbacks(event):
+        if lane is None or runner.closed or not sync.version or (event is not None and sync.hooks.has_callbacks(event)):
             return None
         return lane if lane.take() else None
 
@@ -238,7 +239,17 @@ class AsyncConversation(ShellBase[Conversation]):
         return await self._in_lane(lane, self._sync.before_model_call, (), options)
 
     before_model_call.__doc__ = Conversation.before_model_call.__doc__
-    input_handed = coroutine_of(Conversation.input_handed)
+    _input_handed = coroutine_of(Conversation.input_handed)
+
+    async def input_handed(self) -> None:
+        """:meth:`Conversation.input_handed`'s (the docstring is replaced by it below; inline: see the class)."""
+        lane = self._taken_lane(None) if self._inline else None  # it sets a flag: nothing to wait for
+        if lane is None:
+            await self._input_handed()
+        else:
+            await self._in_lane(lane, self._sync.input_handed, (), {})
+
+    input_handed.__doc__ = Conversation.input_handed.__doc__
     after_model_call = coroutine_of(Conversation.after_model_call)
     after_invocation = coroutine_of(Conversation.after_invocation)
     projected_input_tokens = coroutine_of(Conversation.projected_input_tokens)
