@@ -20,6 +20,7 @@ import pytest
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.core.hooks import BeforeModelCallEvent
+from contextledger.errors import ContextWindowOverflowError
 from contextledger.managers import SlidingWindowConversationManager
 from contextledger.stores.sql import SQLStore
 from tests.aio.heartbeat import heartbeat
@@ -76,6 +77,40 @@ def test_a_model_call_nothing_plans_on_is_counted_on_the_loop_thread_where_commi
         assert [m.plain_text for m in restored.messages] == texts
 
 
+def test_the_end_of_a_call_and_of_an_invocation_nothing_hears_run_inline_where_commits_do_not_wait(
+    backend_url: tuple[str, Options], request: pytest.FixtureRequest
+) -> None:
+    """``after_model_call`` and ``after_invocation`` with nothing subscribed: no store work, inline on SQLite."""
+    url, options = backend_url
+    inline_store = str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+
+    async def main() -> None:
+        ledger = await AsyncLedger.connect(url, **options)
+        try:
+            conversation = await ledger.conversation("ended")
+            await conversation.append(Message.user("q0"))
+            for n in range(3):
+                await conversation.before_model_call(defer_count=True)
+                calls, inline = ledger.runner.calls, ledger.runner.inline
+                assert await conversation.after_model_call(None) is False  # nothing to retry
+                ended_call = (ledger.runner.calls - calls, ledger.runner.inline - inline)
+                await conversation.append(Message.assistant(f"a{n}"))
+                calls, inline = ledger.runner.calls, ledger.runner.inline
+                await conversation.after_invocation()
+                ended_invocation = (ledger.runner.calls - calls, ledger.runner.inline - inline)
+                assert ended_call == ended_invocation == ((0, 1) if inline_store else (1, 0))
+                await conversation.append(Message.user(f"q{n + 1}"))
+            assert conversation.model_call_count == 3
+            # An overflow nothing handles comes back from after_model_call, inline or not.
+            overflow = ContextWindowOverflowError("the context overflowed")
+            with pytest.raises(ContextWindowOverflowError):
+                await conversation.after_model_call(overflow)
+        finally:
+            await ledger.close()
+
+    asyncio.run(main())
+
+
 def test_a_manager_or_a_callback_planning_on_the_call_runs_it_on_a_worker(tmp_path: Any) -> None:
     """A manager may plan a summary with a model, a callback may block: neither runs on the loop."""
     heard: list[bool] = []
@@ -93,6 +128,12 @@ def test_a_manager_or_a_callback_planning_on_the_call_runs_it_on_a_worker(tmp_pa
                 await conversation.before_model_call()
                 assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
                 assert conversation.model_call_count == 1
+            # The manager hears the end of the call and of the invocation too; the callback does not.
+            for conversation, workers in ((managed, 2), (hooked, 0)):
+                calls, inline = ledger.runner.calls, ledger.runner.inline
+                await conversation.after_model_call(None)
+                await conversation.after_invocation()
+                assert (ledger.runner.calls - calls, ledger.runner.inline - inline) == (workers, 2 - workers)
 
     asyncio.run(main())
     assert heard == [False]  # the callback ran off the loop
@@ -168,7 +209,9 @@ def test_handing_a_prepared_call_over_is_inline_where_the_count_is(
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("name", ["append", "before_model_call", "input_handed"])
+@pytest.mark.parametrize(
+    "name", ["append", "before_model_call", "input_handed", "after_model_call", "after_invocation"]
+)
 def test_the_methods_written_out_for_inline_take_the_sync_methods_parameters(name: str) -> None:
     """Written out (not made by ``coroutine_of``), they must still mirror the sync method, docstring included."""
     from contextledger import Conversation

@@ -9,14 +9,22 @@ turn holds no thread). Properties read the last committed state and stay propert
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextledger.aio.native import append_native, on_worker
 from contextledger.aio.runner import Lane, Runner, default_runner
 from contextledger.aio.shell import ShellBase, coroutine_of, synced
 from contextledger.conversation.conversation import Conversation
-from contextledger.core.hooks import BeforeModelCallEvent, HookEvent, HookRegistry, MessageAddedEvent
+from contextledger.conversation.transaction import Planner
+from contextledger.core.hooks import (
+    AfterInvocationEvent,
+    AfterModelCallEvent,
+    BeforeModelCallEvent,
+    HookEvent,
+    HookRegistry,
+    MessageAddedEvent,
+)
 from contextledger.core.seam import WouldWait, run_inline
 from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
@@ -79,10 +87,11 @@ class AsyncConversation(ShellBase[Conversation]):
     other call of this conversation is running or waiting and no
     :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
     to run off the loop); otherwise it is one job on a worker thread like every other
-    call. :meth:`before_model_call` runs inline the same way when nothing plans on the
-    call (no manager, no :class:`~contextledger.BeforeModelCallEvent` callback): its count
-    is committed at once, or rides with the next write; :meth:`input_handed` (a flag) runs
-    inline whenever the lane is free. Inline, nothing waits: where the
+    call. :meth:`before_model_call`, :meth:`after_model_call` and :meth:`after_invocation`
+    run inline the same way when nothing subscribes to the event they fire (no manager, no
+    callback: nothing plans on the call): a count is committed at once, or rides with the
+    next write; :meth:`input_handed` (a flag) runs inline whenever the lane is free, and
+    :meth:`after_invocation` with a ``pending`` write always runs on a worker. Inline, nothing waits: where the
     call would wait -- SQLite's write lock held by another connection or thread, a
     retry's sleep after a conflict, a changeset off the one-transaction hot path --
     nothing has been committed (a model call stays counted once), and it runs again as a
@@ -214,7 +223,12 @@ class AsyncConversation(ShellBase[Conversation]):
     undo = coroutine_of(Conversation.undo)
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
     edit = coroutine_of(Conversation.edit)
+    # The model-call cycle: inline when nothing subscribes to the event a call fires (no
+    # manager, no callback), so nothing plans on it and nothing waits (see the class).
     _before_model_call = coroutine_of(Conversation.before_model_call)
+    _input_handed = coroutine_of(Conversation.input_handed)
+    _after_model_call = coroutine_of(Conversation.after_model_call)
+    _after_invocation = coroutine_of(Conversation.after_invocation)
 
     async def before_model_call(
         self,
@@ -231,27 +245,44 @@ class AsyncConversation(ShellBase[Conversation]):
             "defer_count": defer_count,
             "handed": handed,
         }
-        # Inline when nothing plans on the call (no manager, no callback): the count is
-        # committed at once or rides with the next write, neither of which waits here.
-        lane = self._taken_lane(BeforeModelCallEvent) if self._inline else None
-        if lane is None:
-            return await self._before_model_call(**options)
-        return await self._in_lane(lane, self._sync.before_model_call, (), options)
-
-    before_model_call.__doc__ = Conversation.before_model_call.__doc__
-    _input_handed = coroutine_of(Conversation.input_handed)
+        return await self._first_inline(
+            BeforeModelCallEvent, self._sync.before_model_call, self._before_model_call, options
+        )
 
     async def input_handed(self) -> None:
         """:meth:`Conversation.input_handed`'s (the docstring is replaced by it below; inline: see the class)."""
-        lane = self._taken_lane(None) if self._inline else None  # it sets a flag: nothing to wait for
-        if lane is None:
-            await self._input_handed()
-        else:
-            await self._in_lane(lane, self._sync.input_handed, (), {})
+        await self._first_inline(None, self._sync.input_handed, self._input_handed, {})  # it sets a flag
 
-    input_handed.__doc__ = Conversation.input_handed.__doc__
-    after_model_call = coroutine_of(Conversation.after_model_call)
-    after_invocation = coroutine_of(Conversation.after_invocation)
+    async def after_model_call(self, error: BaseException | None = None) -> bool:
+        """:meth:`Conversation.after_model_call`'s (the docstring is replaced by it below; inline: see the class)."""
+        return await self._first_inline(
+            AfterModelCallEvent, self._sync.after_model_call, self._after_model_call, {"error": error}
+        )
+
+    async def after_invocation(self, pending: Planner | None = None) -> None:
+        """:meth:`Conversation.after_invocation`'s (the docstring is replaced by it below; inline: see the class)."""
+        if pending is not None:  # a write the host owes rides with it: a job on a worker, as before
+            await self._after_invocation(pending)
+        else:
+            await self._first_inline(AfterInvocationEvent, self._sync.after_invocation, self._after_invocation, {})
+
+    async def _first_inline(
+        self,
+        event: type[HookEvent] | None,
+        call: Callable[..., R],
+        on_worker: Callable[..., Awaitable[R]],
+        options: dict[str, Any],
+    ) -> R:
+        """``call(**options)`` inline if the lane is free and no callback hears ``event``; else ``on_worker``'s job."""
+        lane = self._taken_lane(event) if self._inline else None
+        if lane is None:
+            return await on_worker(**options)
+        return await self._in_lane(lane, call, (), options)
+
+    for _method in (before_model_call, input_handed, after_model_call, after_invocation):
+        _method.__doc__ = getattr(Conversation, _method.__name__).__doc__
+    del _method
+
     projected_input_tokens = coroutine_of(Conversation.projected_input_tokens)
     is_overflow = coroutine_of(Conversation.is_overflow)
     context = coroutine_of(Conversation.context)
