@@ -21,7 +21,7 @@ from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.core.hooks import BeforeModelCallEvent
 from contextledger.errors import ContextWindowOverflowError
-from contextledger.managers import SlidingWindowConversationManager
+from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from contextledger.stores.sql import SQLStore
 from tests.aio.heartbeat import heartbeat
 from tests.aio.test_runner import statement_threads
@@ -111,32 +111,83 @@ def test_the_end_of_a_call_and_of_an_invocation_nothing_hears_run_inline_where_c
     asyncio.run(main())
 
 
-def test_a_manager_or_a_callback_planning_on_the_call_runs_it_on_a_worker(tmp_path: Any) -> None:
-    """A manager may plan a summary with a model, a callback may block: neither runs on the loop."""
+def test_a_manager_s_reductions_commit_inline_and_a_callback_of_yours_runs_on_a_worker(tmp_path: Any) -> None:
+    """A manager plans without I/O: its evictions commit on the loop; a callback of yours may block: a worker."""
     heard: list[bool] = []
+    path = tmp_path / "planned.db"
 
     async def main() -> None:
-        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'planned.db'}") as ledger:
+        async with await AsyncLedger.connect(f"sqlite:///{path}") as ledger:
             managed = await ledger.conversation("managed", manager=SlidingWindowConversationManager(window_size=4))
-            hooked = await ledger.conversation("hooked")
+            await managed.append(Message.user("q0"))
             loop_thread = threading.get_ident()
+            calls = ledger.runner.calls
+            store = ledger.store
+            assert isinstance(store, SQLStore)
+            with statement_threads(store) as threads:
+                for n in range(6):
+                    await managed.before_model_call()
+                    await managed.append(Message.assistant(f"a{n}"), Message.user(f"q{n + 1}"))
+                    await managed.after_model_call(None)
+                    await managed.after_invocation()  # evicts past the window of 4
+            assert threads == {loop_thread}  # every statement, the evictions' too, on the loop's thread
+            assert ledger.runner.calls == calls  # the model cycle and its evictions: no worker call
+            assert len(managed.view) <= 5
+            assert managed.model_call_count == 6
+
+            hooked = await ledger.conversation("hooked")
             on_loop = lambda _event: heard.append(threading.get_ident() == loop_thread)  # noqa: E731
             hooked.hooks.add_callback(BeforeModelCallEvent, on_loop)
-            for conversation in (managed, hooked):
-                await conversation.append(Message.user("hello"))
-                calls, inline = ledger.runner.calls, ledger.runner.inline
-                await conversation.before_model_call()
-                assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
-                assert conversation.model_call_count == 1
-            # The manager hears the end of the call and of the invocation too; the callback does not.
-            for conversation, workers in ((managed, 2), (hooked, 0)):
-                calls, inline = ledger.runner.calls, ledger.runner.inline
-                await conversation.after_model_call(None)
-                await conversation.after_invocation()
-                assert (ledger.runner.calls - calls, ledger.runner.inline - inline) == (workers, 2 - workers)
+            await hooked.append(Message.user("hello"))
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+            await hooked.before_model_call()
+            assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+            await hooked.after_model_call(None)  # nothing of yours hears this one: inline
+            assert (ledger.runner.calls, ledger.runner.inline) == (calls, inline + 1)
 
     asyncio.run(main())
-    assert heard == [False]  # the callback ran off the loop
+    assert heard == [False]  # your callback ran off the loop
+    with Ledger.connect(f"sqlite:///{path}") as sync:
+        restored = sync.conversation("managed")
+        reductions = sync.reductions("managed")
+        assert restored.model_call_count == 6
+        assert len(reductions) >= 2
+        assert {r.trigger for r in reductions} == {"end_of_invocation"}
+        # each eviction recorded once: no entry evicted by two reductions
+        evicted = [e for r in reductions for e in r.evicted]
+        assert len(evicted) == len(set(evicted))
+
+
+def test_a_summary_to_write_sends_the_call_to_a_worker_and_is_written_once(tmp_path: Any) -> None:
+    """A summarizer may call a model: the reduction that needs one leaves the loop before it is called."""
+    summarized: list[bool] = []
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'summary.db'}") as ledger:
+            loop_thread = threading.get_ident()
+
+            def summarizer(messages: list[Message]) -> str:
+                summarized.append(threading.get_ident() == loop_thread)
+                return f"summary of {len(messages)} messages"
+
+            manager = SummarizingConversationManager(
+                summary_ratio=0.5, preserve_recent_messages=2, summarizer=summarizer
+            )
+            conversation = await ledger.conversation("summarized", manager=manager)
+            await conversation.append(*[Message.user(f"m{n} " + "words " * 20) for n in range(8)])
+            await conversation.before_model_call()
+            calls, inline = ledger.runner.calls, ledger.runner.inline
+            overflow = ContextWindowOverflowError("the context overflowed")
+            assert await conversation.after_model_call(overflow) is True  # reduced: call the model again
+            assert (ledger.runner.calls, ledger.runner.inline) == (calls + 1, inline)  # on a worker, after the try
+            assert conversation.view[0].kind == "summary"
+            reductions = await ledger.reductions("summarized")
+            assert len(reductions) == 1
+            assert reductions[0].trigger == "reactive"
+
+    asyncio.run(main())
+    assert summarized == [False]  # written once, off the loop
 
 
 @pytest.mark.parametrize("handed", [True, False])
@@ -220,3 +271,44 @@ def test_the_methods_written_out_for_inline_take_the_sync_methods_parameters(nam
     shell, sync = getattr(AsyncConversation, name), getattr(Conversation, name)
     assert inspect.signature(shell).parameters == inspect.signature(sync).parameters
     assert shell.__doc__ == sync.__doc__
+
+
+@pytest.mark.parametrize(("handed", "defer"), [(True, False), (False, False), (True, True)])
+def test_a_manager_s_reduction_that_meets_a_held_lock_commits_once_on_a_worker(
+    tmp_path: Any, handed: bool, defer: bool
+) -> None:
+    """The per-turn eviction before a call, tried on the loop, meets a write lock: a worker commits it, once.
+
+    Deferred, the eviction is the call's only commit: a reduction given up inline would go unmade.
+    """
+    path = tmp_path / "reduced.db"
+    lags: list[float] = []
+
+    async def main() -> tuple[int, int]:
+        async with await AsyncLedger.connect(f"sqlite:///{path}") as ledger:
+            manager = SlidingWindowConversationManager(window_size=4, per_turn=True)
+            conversation = await ledger.conversation("reduced", manager=manager)
+            await conversation.append(*[Message.user(f"m{n}") for n in range(7)])
+            holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")
+            threading.Timer(0.3, holder.commit).start()
+            calls = ledger.runner.calls
+            beat = asyncio.create_task(heartbeat(lags, 0.01))
+            await asyncio.sleep(0.02)
+            await conversation.before_model_call(handed=handed, defer_count=defer)  # evicts past the window
+            beat.cancel()
+            holder.close()
+            assert ledger.runner.calls == calls + 1  # tried inline, committed by a worker
+            assert len(conversation.view) <= 4
+            if not handed:
+                await conversation.input_handed()
+            await conversation.before_model_call()  # the next call: inline again, counted once more
+            assert ledger.runner.calls == calls + 1
+            return conversation.model_call_count, len(await ledger.reductions("reduced"))
+
+    count, reductions = asyncio.run(main())
+    assert (count, reductions) == (2, 1)  # the eviction committed once, each call counted once
+    assert len(lags) >= 10
+    assert max(lags) < 0.25
+    with Ledger.connect(f"sqlite:///{path}") as sync:
+        assert sync.conversation("reduced").model_call_count == 2

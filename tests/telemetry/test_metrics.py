@@ -184,3 +184,27 @@ def test_a_native_async_append_on_postgres_has_its_commit_span(otel: Recorded, p
     assert attrs(mine[1])["contextledger.version"] == 2
     assert attrs(mine[1])["contextledger.commit.appended"] == 1
     assert all(s.status.status_code.name != "ERROR" for s in mine)
+
+
+def test_an_inline_reduction_that_would_wait_is_its_own_outcome_not_a_failure(otel: Recorded, tmp_path: Path) -> None:
+    """A manager's eviction tried on the loop meets a held lock: a ``would_wait`` span, then the worker's commit."""
+    path = tmp_path / "reduced.db"
+
+    async def main() -> None:
+        async with await AsyncLedger.connect(f"sqlite:///{path}") as ledger:
+            manager = SlidingWindowConversationManager(window_size=4, per_turn=True)
+            chat = await ledger.conversation("s", manager=manager)
+            await chat.append(*[Message.user(f"m{n}") for n in range(7)])
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            task = asyncio.ensure_future(chat.before_model_call())  # inline: its eviction finds the lock taken
+            await asyncio.sleep(0.1)
+            holder.commit()
+            holder.close()
+            await task
+            assert len(chat.view) <= 4
+
+    asyncio.run(main())
+    spans = otel.spans("contextledger.reduction")
+    assert [attrs(s)["contextledger.reduction.outcome"] for s in spans] == ["would_wait", "committed"]
+    assert spans[0].status.status_code.name != "ERROR"

@@ -75,6 +75,16 @@ def check_inline(inline: object) -> None:
         raise ConfigurationError(f"inline must be a bool or None, got {inline!r}")
 
 
+def _hears_inline(sync: Conversation, event: type[HookEvent]) -> bool:
+    """Whether every callback ``event`` triggers is one of the conversation's manager's (or there is none)."""
+    if not sync.hooks.has_callbacks(event):
+        return True
+    manager = sync.manager
+    return manager is not None and all(
+        getattr(callback, "__self__", None) is manager for callback in sync.hooks.subscribers(event)
+    )
+
+
 class AsyncConversation(ShellBase[Conversation]):
     """One conversation's active view on the async API; every I/O method is a coroutine.
 
@@ -88,10 +98,12 @@ class AsyncConversation(ShellBase[Conversation]):
     :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
     to run off the loop); otherwise it is one job on a worker thread like every other
     call. :meth:`before_model_call`, :meth:`after_model_call` and :meth:`after_invocation`
-    run inline the same way when nothing subscribes to the event they fire (no manager, no
-    callback: nothing plans on the call): a count is committed at once, or rides with the
-    next write; :meth:`input_handed` (a flag) runs inline whenever the lane is free, and
-    :meth:`after_invocation` with a ``pending`` write always runs on a worker. Inline, nothing waits: where the
+    run inline the same way when no callback but the manager's hears the event they fire:
+    a manager plans without I/O (its contract), so its reductions commit inline too, and
+    one that writes a summary (a summarizer may call a model) runs on a worker; a count is
+    committed at once, or rides with the next write. :meth:`input_handed` (a flag) runs
+    inline whenever the lane is free; :meth:`after_invocation` with a ``pending`` write
+    always runs on a worker. Inline, nothing waits: where the
     call would wait -- SQLite's write lock held by another connection or thread, a
     retry's sleep after a conflict, a changeset off the one-transaction hot path --
     nothing has been committed (a model call stays counted once), and it runs again as a
@@ -190,12 +202,14 @@ class AsyncConversation(ShellBase[Conversation]):
         """This conversation's lane, taken, when a call may run without a worker hop; else ``None``.
 
         Not while another call of the conversation runs or waits (order is kept), nor with a
-        callback subscribed to ``event``, the one the call fires if any (it may expect to run off the
-        loop, or plan with a model: a manager's callbacks), nor for the conversation's first
+        callback subscribed to ``event`` (the one the call fires, if any) other than the
+        conversation's manager's (a callback may expect to run off the loop; a manager's
+        only request reductions, and a reduction that would wait -- a summary to write, a
+        lock held elsewhere -- runs again on a worker), nor for the conversation's first
         commit (it claims and lists the session: more than one statement or script).
         """
         sync, runner, lane = self._sync, self._runner, self._lane
-        if lane is None or runner.closed or not sync.version or (event is not None and sync.hooks.has_callbacks(event)):
+        if lane is None or runner.closed or not sync.version or (event is not None and not _hears_inline(sync, event)):
             return None
         return lane if lane.take() else None
 

@@ -65,19 +65,29 @@ class ModelCalls:
             transaction.announce_call(defer=defer_count)
             context = self.reader.context(projected=projected_input_tokens, limit=context_window_limit)
         try:
-            return self.reducer.dispatch(BeforeModelCallEvent(context))
-        finally:
-            try:
-                transaction.commit_count()
-            except WouldWait:
-                # Run inline by the async API, the count's commit would have waited: nothing
-                # was committed, and the call stays announced and prepared, so its run on a
-                # worker counts it once (announce_call does not count a prepared call again).
-                raise
-            except BaseException:
-                transaction.calls.preparing = not handed
-                raise
+            event = self.reducer.dispatch(BeforeModelCallEvent(context))
+        except WouldWait:
+            raise  # a reduction would have waited (inline): left as the count's below
+        except BaseException:
+            self._count(handed)
+            raise
+        self._count(handed)
+        return event
+
+    def _count(self, handed: bool) -> None:
+        """Commit the announced call's count unless deferred; the call is prepared until handed."""
+        transaction = self.transaction
+        try:
+            transaction.commit_count()
+        except WouldWait:
+            # Run inline by the async API, the commit would have waited: nothing was
+            # committed, and the call stays announced and prepared, so its run on a worker
+            # counts it once (announce_call does not count a prepared call again).
+            raise
+        except BaseException:
             transaction.calls.preparing = not handed
+            raise
+        transaction.calls.preparing = not handed
 
     def input_handed(self) -> None:
         """Note that the host handed the prepared call's input to the model.

@@ -34,6 +34,7 @@ from contextledger.core.reduction import (
     reduction_edit,
     write_summary,
 )
+from contextledger.core.seam import INLINE, WouldWait
 from contextledger.core.view import View
 from contextledger.errors import ContextLedgerError, InvalidPlan, ReductionFailed
 from contextledger.managers.base import ConversationManager
@@ -112,6 +113,8 @@ class Reducer:
             try:
                 return self.transaction.run(build)
             except SummaryNeeded as need:  # out of the lock and the retry loop: write it, then plan again
+                if INLINE.get():  # a summarizer may call a model: never on the caller's loop
+                    raise WouldWait("a summary is written first") from None
                 if len(written) == MAX_SUMMARIES:
                     break
                 summary = telemetry.summarize(
@@ -160,6 +163,8 @@ class Reducer:
         """Run ``request``; a failure is logged, never raised (the turn goes on). Whether it reduced."""
         try:
             reduction = self.reduce(request)
+        except WouldWait:  # run inline, it would wait: nothing was committed, a worker runs the call again
+            raise
         except Exception as exc:  # best-effort by contract: the turn must go on
             self._warn(
                 request.trigger, f"{type(exc).__name__}: {exc}", exc_info=not isinstance(exc, ContextLedgerError)

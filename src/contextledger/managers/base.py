@@ -48,6 +48,9 @@ class ConversationManager(Protocol):
     concurrency conflict. Its callbacks request reductions on the event
     (:meth:`~contextledger.core.hooks.HookEvent.request_reduction`); they never commit.
     A ``plan`` that returns a bare :class:`ReductionPlan` (or ``None``) keeps its state.
+    Under the async API on SQLite and in-memory stores, the callbacks and ``plan`` run on
+    the caller's event-loop thread: they must not block (a summary is written on a worker
+    thread, before the summarizer is called).
     """
 
     name: str

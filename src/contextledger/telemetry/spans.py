@@ -257,6 +257,9 @@ def reduction(
     ) as span:
         try:
             done = run()
+        except WouldWait:
+            span.set_attribute(names.REDUCTION_OUTCOME, "would_wait")  # tried on a loop: a worker runs it again
+            raise
         except BaseException as exc:
             span.set_attribute(names.REDUCTION_OUTCOME, "failed")
             span.set_attribute(names.REDUCTION_REASON, f"{type(exc).__name__}: {exc}")
