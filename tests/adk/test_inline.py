@@ -216,25 +216,41 @@ async def test_through_adk_s_runner_each_event_and_model_call_of_a_turn_is_one_w
     assert calls[False] - calls[True] == len(stored[True]) + 2 * made[True]
 
 
-async def test_with_a_manager_the_model_calls_of_a_turn_run_on_workers_and_are_counted(tmp_path: Any) -> None:
-    """A manager plans on each model call (and may summarize with a model): those callbacks stay off the loop.
+@pytest.mark.parametrize("listener", [False, True])
+async def test_with_a_manager_the_model_calls_run_inline_unless_a_callback_of_yours_hears_them(
+    tmp_path: Any, listener: bool
+) -> None:
+    """A manager plans without I/O: its callbacks and evictions run on the loop; a callback of yours may block.
 
-    The turn's events still commit inline: against ``inline=False`` it makes one worker
-    call fewer per event only, and both ledgers count the same two model calls.
+    Against ``inline=False`` a turn makes one worker call fewer per event, and two fewer
+    per model call (one when the application's own callback hears the count before it).
+    Both ledgers count the same three model calls and evict the same.
     """
+    from contextledger.core.hooks import BeforeModelCallEvent
+    from contextledger.integrations.adk.scripted import Step
     from contextledger.managers import SlidingWindowConversationManager
 
     calls: dict[bool, int] = {}
     counted: dict[bool, int] = {}
     stored: dict[bool, int] = {}
+    evicted: dict[bool, int] = {}
     for inline in (True, False):
         ledger = await AsyncLedger.connect(f"sqlite:///{tmp_path / f'managed-{inline}.db'}", inline=inline)
         try:
             service = LedgerSessionService(
-                ledger=ledger, manager=lambda: SlidingWindowConversationManager(window_size=8)
+                ledger=ledger, manager=lambda: SlidingWindowConversationManager(window_size=3, per_turn=True)
             )
-            runner, _model = build(service, [CallTool("lookup", {"city": "Paris"}), "Paris is sunny."])
+            script: list[Step] = [
+                CallTool("lookup", {"city": "Paris"}),
+                CallTool("lookup", {"city": "Rome"}),
+                "Both sunny.",
+            ]
+            runner, _model = build(service, script)
             await service.create_session(app_name=SCENARIO_APP, user_id=SCENARIO_USER, session_id="s")
+            if listener:
+                core = await service.core()
+                opened = await asyncio.to_thread(core.conversation, SCENARIO_APP, SCENARIO_USER, "s")
+                opened.hooks.add_callback(BeforeModelCallEvent, lambda _event: None)
             before = ledger.runner.calls
             await say(runner, "s", "Weather in Paris?")
             calls[inline] = ledger.runner.calls - before
@@ -243,8 +259,11 @@ async def test_with_a_manager_the_model_calls_of_a_turn_run_on_workers_and_are_c
             stored[inline] = len(session.events)
             key = ledger_session_id(SCENARIO_APP, SCENARIO_USER, "s")
             counted[inline] = (await ledger.conversation(key)).model_call_count
+            evicted[inline] = sum(len(r.evicted) for r in await ledger.reductions(key))
         finally:
             await ledger.close()
-    assert stored == {True: 4, False: 4}
-    assert counted == {True: 2, False: 2}
-    assert calls[False] - calls[True] == stored[True]
+    assert stored == {True: 6, False: 6}  # the question, two calls and their responses, the answer
+    assert counted == {True: 3, False: 3}
+    assert evicted[True] == evicted[False] > 0  # the window of 3 evicted the first pair before the third call
+    # with your callback, the count before each call runs on a worker; the report after it does not
+    assert calls[False] - calls[True] == stored[True] + (1 if listener else 2) * 3

@@ -75,16 +75,6 @@ def check_inline(inline: object) -> None:
         raise ConfigurationError(f"inline must be a bool or None, got {inline!r}")
 
 
-def _hears_inline(sync: Conversation, event: type[HookEvent]) -> bool:
-    """Whether every callback ``event`` triggers is one of the conversation's manager's (or there is none)."""
-    if not sync.hooks.has_callbacks(event):
-        return True
-    manager = sync.manager
-    return manager is not None and all(
-        getattr(callback, "__self__", None) is manager for callback in sync.hooks.subscribers(event)
-    )
-
-
 class AsyncConversation(ShellBase[Conversation]):
     """One conversation's active view on the async API; every I/O method is a coroutine.
 
@@ -209,7 +199,12 @@ class AsyncConversation(ShellBase[Conversation]):
         commit (it claims and lists the session: more than one statement or script).
         """
         sync, runner, lane = self._sync, self._runner, self._lane
-        if lane is None or runner.closed or not sync.version or (event is not None and not _hears_inline(sync, event)):
+        if (
+            lane is None
+            or runner.closed
+            or not sync.version
+            or (event is not None and not sync.hooks.heard_only_by(event, sync.manager))
+        ):
             return None
         return lane if lane.take() else None
 

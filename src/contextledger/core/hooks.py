@@ -221,6 +221,18 @@ class HookRegistry:
             )
         return known
 
+    def heard_only_by(self, event_type: type[HookEvent], owner: object) -> bool:
+        """Whether every callback ``event_type`` triggers is a method of ``owner`` (or none is subscribed).
+
+        The async API runs a call inline when only the conversation's manager hears the
+        event it fires: a manager's callbacks request reductions and never block.
+        """
+        if not self.has_callbacks(event_type):
+            return True
+        return owner is not None and all(
+            [getattr(callback, "__self__", None) is owner for callback in self.subscribers(event_type)]
+        )
+
     def invoke(self, event: E) -> E:
         """Run every callback subscribed to the event's type and return the event."""
         for callback in self.callbacks_for(event):

@@ -309,9 +309,10 @@ class SessionCore:
 
         The count rides with the next commit (the model's answer), so a call costs no commit
         of its own unless a reduction runs. Under :data:`~contextledger.core.seam.INLINE`
-        it runs only when it neither reads nor writes: the session's conversation open and
-        read, and no manager or callback planning on the call (else
-        :class:`~contextledger.core.seam.WouldWait`, with nothing done).
+        it runs only when the session's conversation is open and read, and no callback but
+        its manager's hears the call (else :class:`~contextledger.core.seam.WouldWait`,
+        with nothing done); the manager's reductions commit inline too, or raise
+        :class:`~contextledger.core.seam.WouldWait` where they would write a summary or wait.
         """
         conversation = self._call_conversation(session, BeforeModelCallEvent)
         conversation.before_model_call(defer_count=True)
@@ -321,7 +322,7 @@ class SessionCore:
         """Report how the call ended; whether to call the model again (a reactive reduction committed).
 
         Under :data:`~contextledger.core.seam.INLINE`, as :meth:`prepare_model_call`: only
-        when no manager or callback hears the end of the call.
+        when no callback but the manager's hears the end of the call.
 
         Raises:
             ReductionFailed: The context overflowed and nothing could be reduced.
@@ -348,14 +349,14 @@ class SessionCore:
 
         Raises:
             WouldWait: Under :data:`~contextledger.core.seam.INLINE`, when the callback
-                might read or wait: the conversation not read yet, or a manager or callback
-                subscribed to ``event`` (a manager may summarize with a model).
+                might read or wait: the conversation not read yet, or a callback other than
+                the manager's subscribed to ``event`` (one of the application's may block).
         """
         if not INLINE.get():
             return self.conversation(session.app_name, session.user_id, session.id)
         conversation = self._read_conversation(session)
-        if conversation.hooks.has_callbacks(event):
-            raise WouldWait("a manager or callback plans on the model call")
+        if not conversation.hooks.heard_only_by(event, conversation.manager):
+            raise WouldWait("a callback hears the model call")  # one of the application's may block
         return conversation
 
     def _read_conversation(self, session: Session) -> Conversation:
