@@ -168,3 +168,40 @@ def test_inline_is_refused_for_stores_that_wait_on_a_network_and_off_there_by_de
         assert manager.inline is False  # the default where a commit waits on a network
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("listener", [False, True])
+def test_with_a_contextledger_manager_the_end_of_each_call_runs_on_the_loop_unless_a_callback_of_yours_hears_it(
+    tmp_path: Any, hops: list[str], listener: bool
+) -> None:
+    """The manager hears each call end (it reacts to an overflow) without blocking: no hop for it on SQLite.
+
+    A callback of the application on the conversation's ``AfterModelCallEvent`` may block:
+    the end of each call then goes to a worker, as before.
+    """
+    from contextledger.core.hooks import AfterModelCallEvent
+    from contextledger.integrations.strands import StrandsConversationManager
+    from contextledger.managers import SlidingWindowConversationManager as LedgerSlidingWindow
+
+    heard: list[bool] = []
+    ledger = Ledger.connect(f"sqlite:///{tmp_path}/managed.db")
+    manager = LedgerSessionManager("s", ledger=ledger)
+    agent = build_agent(manager, StrandsConversationManager(LedgerSlidingWindow(window_size=40)))
+    if listener:
+        conversation = manager.conversation(agent.agent_id)
+        conversation.hooks.add_callback(AfterModelCallEvent, lambda _e: heard.append(True))
+
+    async def main() -> None:
+        for n in range(3):
+            model_of(agent).extend([Reply(f"answer {n}")])
+            await agent.invoke_async(f"question {n}")
+
+    hops.clear()
+    asyncio.run(main())
+    ended = [name for name in hops if name == "<lambda>"]
+    # the count before each call is the manager's to plan on: a worker's, either way; the
+    # end of each call: a worker's only when a callback of yours hears it
+    assert len(ended) == 3 * (2 if listener else 1)
+    assert heard == ([True] * 3 if listener else [])
+    assert manager.conversation(agent.agent_id).state.model_call_count == 3
+    manager.close()

@@ -221,16 +221,20 @@ class HookRegistry:
             )
         return known
 
-    def heard_only_by(self, event_type: type[HookEvent], owner: object) -> bool:
-        """Whether every callback ``event_type`` triggers is a method of ``owner`` (or none is subscribed).
+    def heard_only_by(self, event_type: type[HookEvent], *owners: object) -> bool:
+        """Whether every callback ``event_type`` triggers is a method of one of ``owners`` (or none is subscribed).
 
         The async API runs a call inline when only the conversation's manager hears the
         event it fires: a manager's callbacks request reductions and never block.
         """
         if not self.has_callbacks(event_type):
             return True
-        return owner is not None and all(
-            [getattr(callback, "__self__", None) is owner for callback in self.subscribers(event_type)]
+        known = [owner for owner in owners if owner is not None]
+        return all(
+            [
+                any(getattr(callback, "__self__", None) is owner for owner in known)
+                for callback in self.subscribers(event_type)
+            ]
         )
 
     def invoke(self, event: E) -> E:

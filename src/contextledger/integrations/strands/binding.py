@@ -43,7 +43,7 @@ from contextledger.conversation.conversation import Conversation, Edit
 from contextledger.conversation.pins import handle_pin_message_tool
 from contextledger.core.building import build_changeset
 from contextledger.core.changeset import ContentRevision, ReductionPlan
-from contextledger.core.hooks import BeforeModelCallEvent
+from contextledger.core.hooks import AfterModelCallEvent, BeforeModelCallEvent
 from contextledger.core.seam import WouldWait
 from contextledger.core.view import View
 from contextledger.errors import EntryNotFound, ReductionFailed
@@ -335,6 +335,14 @@ class AgentBinding:
     def call_ends_locally(self, event: StrandsAfterModelCallEvent) -> bool:
         """Whether :meth:`after_model_call` reads no store: no contextledger manager reacts to a finished call."""
         return event.exception is not None or not self.manages_ledger
+
+    def call_ends_inline(self) -> bool:
+        """Whether :meth:`after_model_call` may run on the caller's thread: only the manager hears the call end.
+
+        A manager's callbacks request reductions and never block; a reduction that would
+        write a summary or wait commits nothing there (the callback then runs on a worker).
+        """
+        return self.conversation.hooks.heard_only_by(AfterModelCallEvent, self, self.state, self.state.inner)
 
     def counts_locally(self, agent: Agent) -> bool:
         """Whether :meth:`before_model_call_last` reads no store: the count deferred, nothing to sync.

@@ -209,6 +209,7 @@ class LedgerSessionManager(SessionManager):
             awaited(
                 lambda e: self.binding(e.agent.agent_id).after_model_call(e.agent, e),
                 local=lambda e: self.binding(e.agent.agent_id).call_ends_locally(e),
+                inline=lambda e: self.binding(e.agent.agent_id).call_ends_inline(),
             ),
             order=HookOrder.SDK_FIRST,  # the input was handed: nothing after this belongs to it
         )
@@ -221,7 +222,11 @@ class LedgerSessionManager(SessionManager):
         registry.add_callback(AfterMultiAgentInvocationEvent, awaited(lambda e: self.sync_multi_agent(e.source)))
 
     def _awaited(
-        self, work: Callable[[E], object], local: Callable[[E], bool] | None = None, *, inline: bool = False
+        self,
+        work: Callable[[E], object],
+        local: Callable[[E], bool] | None = None,
+        *,
+        inline: bool | Callable[[E], bool] = False,
     ) -> HookCallback[E]:
         """A coroutine callback that runs ``work(event)`` on a worker thread and waits for it.
 
@@ -229,10 +234,11 @@ class LedgerSessionManager(SessionManager):
         once on the caller's thread instead: it blocks nothing (no driver, no lock the store
         holds), and a hop to a worker and back costs more than the work (about 90 us; a
         Strands turn makes six callbacks, four of which usually touch no store). With
-        ``inline``, on a manager that commits inline, the work runs on the caller's thread
-        too, unless it would wait (it then committed nothing and runs on a worker): ``work``
-        is one commit, or commits that running it again completes rather than repeats. A
-        closed manager still refuses every callback (``LedgerClosed``, from its worker pool).
+        ``inline`` (or when ``inline(event)`` says so), on a manager that commits inline, the
+        work runs on the caller's thread too, unless it would wait (it then committed
+        nothing and runs on a worker): ``work`` is one commit, or commits that running it
+        again completes rather than repeats. A closed manager still refuses every callback
+        (``LedgerClosed``, from its worker pool).
         """
 
         async def callback(event: E) -> None:
@@ -240,7 +246,11 @@ class LedgerSessionManager(SessionManager):
                 if local is not None and local(event):
                     work(event)
                     return
-                if inline and self._inline and not isinstance(run_inline(work, event), WouldWait):
+                if (
+                    self._inline
+                    and (inline is True or (callable(inline) and inline(event)))
+                    and not isinstance(run_inline(work, event), WouldWait)
+                ):
                     return
             await self._runner.run(work, event)
 
