@@ -19,22 +19,18 @@ from contextledger.core.hooks import MessageAddedEvent
 from contextledger.errors import ConfigurationError, DuplicateEntry, InvalidMessage, LedgerClosed
 from contextledger.stores.sql import SQLStore
 from tests.aio.heartbeat import heartbeat
+from tests.aio.inline import inline_capable
 from tests.aio.test_runner import statement_threads
 from tests.soak import examples
 
 Options = dict[str, Any]
-INLINE_BACKENDS = ("memory", "sqlite")
-
-
-def _inline_capable(request: pytest.FixtureRequest) -> bool:
-    return str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
 
 
 def test_an_inline_append_runs_on_the_loop_thread_with_no_hand_over_and_the_sync_api_restores_it(
     backend_url: tuple[str, Options], request: pytest.FixtureRequest
 ) -> None:
     url, options = backend_url
-    if not _inline_capable(request):
+    if not inline_capable(request):
         pytest.skip("inline is taken by SQLite and in-memory stores only (refusal tested below)")
 
     async def main() -> list[Message]:
@@ -77,7 +73,7 @@ def test_inline_is_refused_for_stores_that_wait_on_a_network_and_when_not_a_bool
     async def main() -> None:
         with pytest.raises(ConfigurationError, match="inline must be a bool or None"):
             await AsyncLedger.connect(url, inline=1, **options)  # type: ignore[arg-type]
-        if _inline_capable(request):
+        if inline_capable(request):
             return
         with pytest.raises(ConfigurationError, match="only SQLite and in-memory"):
             await AsyncLedger.connect(url, inline=True, **options)
@@ -184,7 +180,7 @@ def test_inline_is_off_by_default_for_stores_that_wait_on_a_network_and_off_when
                 # None: inline on SQLite and in memory, sent from the loop on Redis and PostgreSQL
                 # (test_native.py, test_native_postgres.py)
                 native = request.node.callspec.params["backend_url"] in ("redis", "postgres")
-                expected = 0 if inline is None and (_inline_capable(request) or native) else 1
+                expected = 0 if inline is None and (inline_capable(request) or native) else 1
                 assert ledger.runner.calls == calls + expected
 
     asyncio.run(main())

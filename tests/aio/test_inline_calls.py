@@ -24,23 +24,20 @@ from contextledger.errors import ContextWindowOverflowError
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from contextledger.stores.sql import SQLStore
 from tests.aio.heartbeat import heartbeat
+from tests.aio.inline import asked, inline_capable
 from tests.aio.test_runner import statement_threads
 
 Options = dict[str, Any]
-INLINE_BACKENDS = ("memory", "sqlite")
 
 
 def test_a_model_call_nothing_plans_on_is_counted_on_the_loop_thread_where_commits_do_not_wait(
     backend_url: tuple[str, Options], request: pytest.FixtureRequest
 ) -> None:
     url, options = backend_url
-    inline_store = str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+    inline_store = inline_capable(request)
 
     async def main() -> tuple[int, list[str]]:
-        ledger = await AsyncLedger.connect(url, **options)
-        try:
-            conversation = await ledger.conversation("counted")
-            await conversation.append(Message.user("q0"))
+        async with asked(url, options, "counted") as (ledger, conversation):
             loop_thread = threading.get_ident()
             for n in range(3):
                 calls, inline = ledger.runner.calls, ledger.runner.inline
@@ -64,8 +61,6 @@ def test_a_model_call_nothing_plans_on_is_counted_on_the_loop_thread_where_commi
             await conversation.append(Message.assistant("a3"))
             assert conversation.version == version + 1
             return conversation.model_call_count, [m.plain_text for m in conversation.messages]
-        finally:
-            await ledger.close()
 
     count, texts = asyncio.run(main())
     assert count == 4
@@ -82,13 +77,10 @@ def test_the_end_of_a_call_and_of_an_invocation_nothing_hears_run_inline_where_c
 ) -> None:
     """``after_model_call`` and ``after_invocation`` with nothing subscribed: no store work, inline on SQLite."""
     url, options = backend_url
-    inline_store = str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+    inline_store = inline_capable(request)
 
     async def main() -> None:
-        ledger = await AsyncLedger.connect(url, **options)
-        try:
-            conversation = await ledger.conversation("ended")
-            await conversation.append(Message.user("q0"))
+        async with asked(url, options, "ended") as (ledger, conversation):
             for n in range(3):
                 await conversation.before_model_call(defer_count=True)
                 calls, inline = ledger.runner.calls, ledger.runner.inline
@@ -105,8 +97,6 @@ def test_the_end_of_a_call_and_of_an_invocation_nothing_hears_run_inline_where_c
             overflow = ContextWindowOverflowError("the context overflowed")
             with pytest.raises(ContextWindowOverflowError):
                 await conversation.after_model_call(overflow)
-        finally:
-            await ledger.close()
 
     asyncio.run(main())
 
@@ -231,13 +221,10 @@ def test_handing_a_prepared_call_over_is_inline_where_the_count_is(
 ) -> None:
     """``input_handed`` only sets a flag: inline on SQLite and in memory; what commits after it is the next call's."""
     url, options = backend_url
-    inline_store = str(request.node.callspec.params["backend_url"]) in INLINE_BACKENDS
+    inline_store = inline_capable(request)
 
     async def main() -> None:
-        ledger = await AsyncLedger.connect(url, **options)
-        try:
-            conversation = await ledger.conversation("handed")
-            await conversation.append(Message.user("q0"))
+        async with asked(url, options, "handed") as (ledger, conversation):
             await conversation.before_model_call(handed=False)
             await conversation.append(Message.user("added before the call was handed"))
             calls, inline = ledger.runner.calls, ledger.runner.inline
@@ -254,8 +241,6 @@ def test_handing_a_prepared_call_over_is_inline_where_the_count_is(
                 first, second = sync.view_at("handed", model_call=1), sync.view_at("handed", model_call=2)
                 assert [m.plain_text for m in first.messages] == ["q0", "added before the call was handed"]
                 assert [m.plain_text for m in second.messages][-1] == "a0"
-        finally:
-            await ledger.close()
 
     asyncio.run(main())
 
