@@ -246,7 +246,7 @@ def test_handing_a_prepared_call_over_is_inline_where_the_count_is(
 
 
 @pytest.mark.parametrize(
-    "name", ["append", "before_model_call", "input_handed", "after_model_call", "after_invocation"]
+    "name", ["append", "edit", "before_model_call", "input_handed", "after_model_call", "after_invocation"]
 )
 def test_the_methods_written_out_for_inline_take_the_sync_methods_parameters(name: str) -> None:
     """Written out (not made by ``coroutine_of``), they must still mirror the sync method, docstring included."""

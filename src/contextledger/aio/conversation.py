@@ -30,7 +30,7 @@ from contextledger.core.view import View
 from contextledger.errors import ConfigurationError
 from contextledger.managers.base import ConversationManager
 from contextledger.model.messages import Message
-from contextledger.model.records import ConversationState
+from contextledger.model.records import ConversationState, Reduction
 from contextledger.model.tokens import TokenCounter
 from contextledger.stores.base import LedgerStore
 
@@ -93,7 +93,8 @@ class AsyncConversation(ShellBase[Conversation]):
     one that writes a summary (a summarizer may call a model) runs on a worker; a count is
     committed at once, or rides with the next write. :meth:`input_handed` (a flag) runs
     inline whenever the lane is free; :meth:`after_invocation` with a ``pending`` write
-    always runs on a worker. Inline, nothing waits: where the
+    always runs on a worker. :meth:`edit` runs inline as an append does (its ``build`` then
+    runs on the calling thread; it is called again after a conflict, so it is pure). Inline, nothing waits: where the
     call would wait -- SQLite's write lock held by another connection or thread, a
     retry's sleep after a conflict, a changeset off the one-transaction hot path --
     nothing has been committed (a model call stays counted once), and it runs again as a
@@ -231,7 +232,7 @@ class AsyncConversation(ShellBase[Conversation]):
     apply_plan = coroutine_of(Conversation.apply_plan)
     undo = coroutine_of(Conversation.undo)
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
-    edit = coroutine_of(Conversation.edit)
+    _edit = coroutine_of(Conversation.edit)
     # The model-call cycle: inline when nothing subscribes to the event a call fires (no
     # manager, no callback), so nothing plans on it and nothing waits (see the class).
     _before_model_call = coroutine_of(Conversation.before_model_call)
@@ -268,6 +269,10 @@ class AsyncConversation(ShellBase[Conversation]):
             AfterModelCallEvent, self._sync.after_model_call, self._after_model_call, {"error": error}
         )
 
+    async def edit(self, build: Planner) -> Reduction | None:
+        """:meth:`Conversation.edit`'s (the docstring is replaced by it below; inline: see the class)."""
+        return await self._first_inline(None, self._sync.edit, self._edit, {"build": build})
+
     async def after_invocation(self, pending: Planner | None = None) -> None:
         """:meth:`Conversation.after_invocation`'s (the docstring is replaced by it below; inline: see the class)."""
         if pending is not None:  # a write the host owes rides with it: a job on a worker, as before
@@ -288,7 +293,7 @@ class AsyncConversation(ShellBase[Conversation]):
             return await on_worker(**options)
         return await self._in_lane(lane, call, (), options)
 
-    for _method in (before_model_call, input_handed, after_model_call, after_invocation):
+    for _method in (edit, before_model_call, input_handed, after_model_call, after_invocation):
         _method.__doc__ = getattr(Conversation, _method.__name__).__doc__
     del _method
 
