@@ -84,24 +84,24 @@ class AsyncConversation(ShellBase[Conversation]):
 
     On a ledger opened with ``inline=True`` (SQLite and in-memory stores only),
     :meth:`append` runs on the calling thread, blocking its loop for the commit, when no
-    other call of this conversation is running or waiting and no
-    :class:`~contextledger.MessageAddedEvent` callback is subscribed (a callback may expect
-    to run off the loop); otherwise it is one job on a worker thread like every other
-    call. :meth:`before_model_call`, :meth:`after_model_call` and :meth:`after_invocation`
-    run inline the same way when no callback but the manager's hears the event they fire:
-    a manager plans without I/O (its contract), so its reductions commit inline too, and
-    one that writes a summary (a summarizer may call a model) runs on a worker; a count is
-    committed at once, or rides with the next write. :meth:`input_handed` (a flag) runs
-    inline whenever the lane is free; :meth:`after_invocation` with a ``pending`` write
-    always runs on a worker. :meth:`edit` runs inline as an append does (its ``build`` then
-    runs on the calling thread; it is called again after a conflict, so it is pure). Inline, nothing waits: where the
-    call would wait -- SQLite's write lock held by another connection or thread, a
-    retry's sleep after a conflict, a changeset off the one-transaction hot path --
-    nothing has been committed (a model call stays counted once), and it runs again as a
-    job on a worker (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a
-    copy of the caller's context, in this conversation's order of calls, and a
-    cancellation never
-    stops it half-way.
+    other call of this conversation is running or waiting and no callback but the
+    manager's hears :class:`~contextledger.MessageAddedEvent` (a callback may expect to
+    run off the loop); otherwise it is one job on a worker thread like every other call.
+    :meth:`edit` runs inline the same way (its ``build`` then runs on the calling thread;
+    it is called again after a conflict, so it is pure), and so do
+    :meth:`before_model_call`, :meth:`after_model_call` and :meth:`after_invocation` when
+    no callback but the manager's hears the event they fire: a manager plans without I/O
+    (its contract), so its reductions commit inline too, and one that would write a
+    summary (a summarizer may call a model) runs on a worker; a count is committed at
+    once, or rides with the next write. :meth:`input_handed` (a flag) runs inline whenever
+    the lane is free; :meth:`after_invocation` with a ``pending`` write always runs on a
+    worker. Inline, nothing waits: where the call would wait -- SQLite's write lock held
+    by another connection or thread, a retry's sleep after a conflict, a changeset off
+    the one-transaction hot path -- nothing has been committed (a model call stays counted
+    once), and it runs again as a job on a worker
+    (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a copy of the caller's
+    context, in this conversation's order of calls, and a cancellation never stops it
+    half-way.
     """
 
     def __init__(
@@ -233,8 +233,7 @@ class AsyncConversation(ShellBase[Conversation]):
     undo = coroutine_of(Conversation.undo)
     repair_interrupted_tools = coroutine_of(Conversation.repair_interrupted_tools)
     _edit = coroutine_of(Conversation.edit)
-    # The model-call cycle: inline when nothing subscribes to the event a call fires (no
-    # manager, no callback), so nothing plans on it and nothing waits (see the class).
+    # Written out: each runs inline when only the manager hears the event it fires (see the class).
     _before_model_call = coroutine_of(Conversation.before_model_call)
     _input_handed = coroutine_of(Conversation.input_handed)
     _after_model_call = coroutine_of(Conversation.after_model_call)
@@ -287,7 +286,7 @@ class AsyncConversation(ShellBase[Conversation]):
         on_worker: Callable[..., Awaitable[R]],
         options: dict[str, Any],
     ) -> R:
-        """``call(**options)`` inline if the lane is free and no callback hears ``event``; else ``on_worker``'s job."""
+        """``call(**options)`` inline if the lane is free and only the manager hears ``event``; else ``on_worker``'s job."""
         lane = self._taken_lane(event) if self._inline else None
         if lane is None:
             return await on_worker(**options)

@@ -67,7 +67,7 @@ class ModelCalls:
         try:
             event = self.reducer.dispatch(BeforeModelCallEvent(context))
         except WouldWait:
-            raise  # a reduction would have waited (inline): left as the count's below
+            raise  # inline, a reduction would have waited: as in _count, the call stays announced and prepared
         except BaseException:
             self._count(handed)
             raise
