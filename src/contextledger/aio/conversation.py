@@ -286,7 +286,7 @@ class AsyncConversation(ShellBase[Conversation]):
         on_worker: Callable[..., Awaitable[R]],
         options: dict[str, Any],
     ) -> R:
-        """``call(**options)`` inline if the lane is free and only the manager hears ``event``; else ``on_worker``'s job."""
+        """``call(**options)`` inline if the lane is free and only the manager hears ``event``, else on a worker."""
         lane = self._taken_lane(event) if self._inline else None
         if lane is None:
             return await on_worker(**options)
