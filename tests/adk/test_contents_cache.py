@@ -85,7 +85,9 @@ def test_a_second_render_parses_nothing_and_hands_out_new_objects(monkeypatch: p
         assert contents_of(conversation.view, rendered) == second
 
 
-def test_a_revised_message_is_rendered_from_its_blocks_and_an_evicted_one_leaves_the_cache() -> None:
+def test_a_revised_message_is_rendered_from_its_blocks_and_an_evicted_one_leaves_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with Ledger.connect("memory://") as ledger:
         conversation = ledger.conversation("revised")
         messages = [event_to_message(_text(f"m{n}")) for n in range(4)]
@@ -103,6 +105,9 @@ def test_a_revised_message_is_rendered_from_its_blocks_and_an_evicted_one_leaves
         assert [c.parts[0].text for c in after if c.parts] == ["redacted", "m2", "m3"]
         # the evicted entry is gone; the revised one is rendered from its blocks each time, not kept
         assert set(rendered) == {messages[2].message_id, messages[3].message_id}
+        parsed = _parses(monkeypatch)
+        contents_of(conversation.view, rendered)
+        assert len(parsed) == 1  # the revised message's kept event, once (its parts pair with the blocks)
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -208,3 +208,29 @@ def test_an_inline_reduction_that_would_wait_is_its_own_outcome_not_a_failure(ot
     spans = otel.spans("contextledger.reduction")
     assert [attrs(s)["contextledger.reduction.outcome"] for s in spans] == ["would_wait", "committed"]
     assert spans[0].status.status_code.name != "ERROR"
+
+
+def test_an_overflow_reduced_on_a_worker_after_an_inline_try_records_its_window_once(
+    otel: Recorded, tmp_path: Path
+) -> None:
+    """The reactive reduction needs a summary: tried on the loop, run again on a worker; one window point."""
+    from contextledger.errors import ContextWindowOverflowError
+    from contextledger.managers import SummarizingConversationManager
+
+    async def main() -> int:
+        async with await AsyncLedger.connect(f"sqlite:///{tmp_path / 'overflow.db'}") as ledger:
+            manager = SummarizingConversationManager(
+                summary_ratio=0.5, preserve_recent_messages=2, summarizer=lambda ms: f"{len(ms)} messages"
+            )
+            chat = await ledger.conversation("s", manager=manager)
+            await chat.append(*[Message.user(f"m{n} " + "words " * 20) for n in range(8)])
+            await chat.before_model_call()
+            ended = chat.view.tokens  # the window the call ended with, before the reduction
+            calls = ledger.runner.calls
+            assert await chat.after_model_call(ContextWindowOverflowError("overflowed")) is True
+            assert ledger.runner.calls == calls + 1  # the summary was written on a worker
+            return ended
+
+    ended = asyncio.run(main())
+    [point] = otel.points("contextledger.window.tokens")
+    assert (point.count, point.sum) == (1, ended)

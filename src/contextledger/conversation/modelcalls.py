@@ -112,12 +112,20 @@ class ModelCalls:
                 handled (the null manager re-raises this way).
         """
         self.input_handed()  # the call is over: whatever commits now reaches the next one
-        telemetry.window(self.transaction)
-        event = self.reducer.dispatch(AfterModelCallEvent(self.reader.context(error=error)))
-        reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
-        if reactive is not None and error is not None:
-            self.reducer.reactive(reactive, error)
-            event.retry_model_call = True
+        ended = self.transaction.view  # the window the call ended with, before any reduction
+        waited = False
+        try:
+            event = self.reducer.dispatch(AfterModelCallEvent(self.reader.context(error=error)))
+            reactive = next((r for r in event.requests if r.trigger == "reactive"), None)
+            if reactive is not None and error is not None:
+                self.reducer.reactive(reactive, error)
+                event.retry_model_call = True
+        except WouldWait:
+            waited = True  # inline, a reduction would have waited: the worker's run records the window
+            raise
+        finally:
+            if not waited:
+                telemetry.window(self.transaction, ended)
         if event.retry_model_call:
             return True
         if error is not None and self.reader.is_overflow(error):

@@ -355,10 +355,10 @@ def _messages_json(entries: tuple[ViewEntry, ...]) -> str:
 # -- the window -----------------------------------------------------------------------------
 
 
-def window(conversation: _Conversation) -> None:
-    """Record the estimated tokens in the window after a model call."""
+def window(conversation: _Conversation, view: View) -> None:
+    """Record the estimated tokens in ``view``, the window a model call of ``conversation`` ended with."""
     tel = active()
     if tel is None:
         return
     backend, _ = backend_of(conversation.store.url)
-    tel.window_tokens.record(conversation.view.tokens, {names.BACKEND: backend})
+    tel.window_tokens.record(view.tokens, {names.BACKEND: backend})

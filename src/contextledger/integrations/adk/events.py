@@ -269,17 +269,18 @@ def contents_of(entries: Iterable[ViewEntry], rendered: Rendered | None = None) 
         message = entry.message
         hit = rendered.get(entry.entry_id) if rendered is not None else None
         if hit is not None and hit[0] is message:
-            verbatim, shown = True, hit[1]
+            shown = hit[1]
         else:
-            verbatim, shown = _verbatim(message)
-        if not verbatim:  # revised, repaired or written by another host: rendered from its blocks
-            content = _rendered(message, names)
-            if content is not None:
-                out.append(content)
-            continue
+            original = _original(message)
+            if not _unchanged(original, message):  # revised, repaired or another host's: from its blocks
+                content = _rendered(message, original, names)
+                if content is not None:
+                    out.append(content)
+                continue
+            shown = original if original is not None and _visible(original) else None
         kept[entry.entry_id] = (message, shown)
         if shown is not None:
-            out.append(shown.model_copy(deep=True))
+            out.append(shown.model_copy(deep=True))  # the kept one is never handed out
     if rendered is not None:
         rendered.clear()
         rendered.update(kept)
@@ -288,33 +289,29 @@ def contents_of(entries: Iterable[ViewEntry], rendered: Rendered | None = None) 
 
 def content_of(message: Message, names: Mapping[str, str] | None = None) -> types.Content | None:
     """The content one message gives the model, or ``None`` when it has nothing to show."""
-    verbatim, shown = _verbatim(message)
-    if verbatim:
-        return shown.model_copy(deep=True) if shown is not None else None
-    return _rendered(message, names or {})
+    original = _original(message)
+    if _unchanged(original, message):  # parsed here for this call alone: handed out as it is
+        return original if original is not None and _visible(original) else None
+    return _rendered(message, original, names or {})
 
 
-def _verbatim(message: Message) -> tuple[bool, types.Content | None]:
-    """``(True, content)`` when ``message`` is its kept event's content unchanged (``None``: nothing to show).
-
-    The content is the one parsed from the kept event now (the caller copies it before
-    handing it out). ``(False, None)``: the message is rendered from its blocks.
-    """
+def _original(message: Message) -> types.Content | None:
+    """The content of the event ``message`` was made from, parsed from its kept event (``None``: none kept)."""
     event = kept_event(message)
-    original = event.content if event is not None else None
-    if (
+    return event.content if event is not None else None
+
+
+def _unchanged(original: types.Content | None, message: Message) -> bool:
+    """Whether ``message`` shows ``original`` unchanged (else it is rendered from its blocks)."""
+    return (
         original is not None
-        and original.parts
+        and bool(original.parts)
         and project_content(original) == thaw([dict(b) for b in message.content])
-    ):
-        return True, original if _visible(original) else None
-    return False, None
+    )
 
 
-def _rendered(message: Message, names: Mapping[str, str]) -> types.Content | None:
-    """The content of a message that is not its kept event's content unchanged, rendered from its blocks."""
-    event = kept_event(message)
-    original = event.content if event is not None else None
+def _rendered(message: Message, original: types.Content | None, names: Mapping[str, str]) -> types.Content | None:
+    """The content of a message that does not show its kept event's content unchanged, rendered from its blocks."""
     blocks = [dict(b) for b in message.content]
     parts_of_event = list(original.parts or []) if original is not None else []
     pairs: Sequence[types.Part | None] = parts_of_event if len(parts_of_event) == len(blocks) else [None] * len(blocks)
