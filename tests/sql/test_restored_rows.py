@@ -76,6 +76,23 @@ def test_two_reads_of_a_restored_message_compare_without_decoding(ledger: Ledger
     assert first == sent  # against a live message: compared by value, as before
 
 
+def test_an_eviction_keeps_the_rows_it_leaves_and_a_view_without_rows_keeps_its_entries(ledger: Ledger) -> None:
+    build(ledger, "s")  # 12 restored messages
+    restored = ledger.conversation("s", "agent", repair=False)
+    before = records()
+    restored.apply_plan(lambda v: ReductionPlan(strategy="test", evict=(v.ids[0],)), trigger="manual")
+    left = len(restored.view)
+    assert 0 < left < 12  # the first turn evicted (the view rules take its whole turn)
+    assert records() == before  # the view after it holds the rest as rows, as before
+    assert restored.view.entries is not restored.view.entries  # built on each read, never kept
+    restored.append(Message.user("new"), Message.assistant("answer"))
+    old = tuple(restored.view.ids[:left])
+    restored.apply_plan(lambda _v: ReductionPlan(strategy="test", evict=old), trigger="manual")
+    view = restored.view
+    assert [m.plain_text for m in view.messages] == ["new", "answer"]
+    assert view.entries is view.entries  # no row left: its entries are built once and kept
+
+
 @settings(max_examples=examples(30), deadline=None)
 @given(
     turns=st.lists(

@@ -74,10 +74,10 @@ class View:
         known: tuple[ViewEntry, ...] | None = self.__dict__.get("_entries")
         if known is not None:
             return known
-        entries = tuple(map(entry_of, self._items[: self._count]))
-        if not self._lazy:
-            self.__dict__["_entries"] = entries
-        return entries
+        if not self._lazy:  # every item an entry: kept once built
+            entries = self.__dict__["_entries"] = tuple(self._items[: self._count])
+            return entries
+        return tuple(map(entry_of, self._items[: self._count]))
 
     def built(self) -> View:
         """This view with its restored entries built once and kept (``self`` when none is a row).
@@ -115,7 +115,7 @@ class View:
         ):
             return self.appended(tuple(appends))
         live = self._live()
-        view = View(_projected(live, appends, removed, revised, pins, summary))  # type: ignore[arg-type]
+        view = self._of(_projected(live, appends, removed, revised, pins, summary))
         if removed and not (revised or summary) and not any([a.entry_id in removed for a in appends]):
             # An eviction (a sliding window's, every turn): carry the facts over in
             # O(removed + appended) instead of computing them over the whole window again.
@@ -133,6 +133,21 @@ class View:
                 facts = self._tool_facts.without(gone)
                 if facts is not None:
                     view.__dict__["_tool_facts"] = facts.extended(appends, in_place=True) if appends else facts
+        return view
+
+    def _of(self, items: list[ViewEntry | Row]) -> View:
+        """A view of ``items``: this view's own items (rows kept as rows) and entries it made, in view order.
+
+        What :meth:`__init__` makes of them, without compacting them again: the rows among
+        them are this view's, the rest were compacted when they came in, or are entries a
+        commit made (an appended message, a revised or re-pinned copy, a summary).
+        """
+        view = View.__new__(View)
+        view._items = items
+        view._count = len(items)
+        view._owns_tail = True  # a list of its own
+        # Set-of-types in C: a view with no row left builds no entry anew on each read.
+        view._lazy = self._lazy and Row in set(map(type, items))
         return view
 
     def _carry_positions(self, view: View, evicted: int, appends: Sequence[ViewEntry]) -> None:

@@ -51,6 +51,7 @@ from contextledger.integrations.strands import _compat
 from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict, render_entry, tracking_id
 from contextledger.integrations.strands.diff import plan_sync
 from contextledger.integrations.strands.errors import StrandsReductionFailed
+from contextledger.integrations.strands.shape import Shape
 from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
@@ -110,7 +111,7 @@ class AgentBinding:
         self._would_compress = False
         self._invocations = 0
         self._captured_raw: tuple[str | None, dict[str, Any] | None, dict[str, Any]] | None = None
-        self._synced_shape: list[tuple[int, int]] | None = None
+        self._synced_shape: Shape | None = None
         self._overflow: BaseException | None = None
 
     @property
@@ -256,14 +257,14 @@ class AgentBinding:
             self._synced(shape)
             return reduction
 
-    def _synced(self, shape: list[tuple[int, int]]) -> None:
+    def _synced(self, shape: Shape) -> None:
         self._synced_shape = shape
         if self.conversation.repair and not needs_repair(self.conversation.view):
             self.conversation.repair = False  # committed: this conversation needs no more
 
     def _sync_builder(
         self, agent: Agent, trigger: Trigger, *, error: BaseException | None = None, force: bool = False
-    ) -> tuple[Callable[[View], Edit | None], list[tuple[int, int]]]:
+    ) -> tuple[Callable[[View], Edit | None], Shape]:
         """What a sync of ``agent`` would write, as a builder for a view, and the shape it syncs."""
         with self.lock:
             self._agent = weakref.ref(agent)
@@ -307,7 +308,7 @@ class AgentBinding:
                     agent_state=agent_state if changed_state else None,
                 )
 
-            return build, _shape(messages)
+            return build, Shape(messages)
 
     def _capture(self, agent: Agent) -> None:
         internal = _compat.internal_state(agent)
@@ -325,7 +326,7 @@ class AgentBinding:
 
     def in_sync(self, agent: Agent) -> bool:
         """Whether :meth:`before_model_call_first` reads no store: ``agent.messages`` unmoved since the last sync."""
-        return self._synced_shape == _shape(agent.messages)
+        return self._synced_shape is not None and self._synced_shape.holds(agent.messages)
 
     def holds_answer(self, agent: Agent, message: Mapping[str, Any]) -> bool:
         """Whether :meth:`message_added` only leaves ``message``, the final answer, to the end of the invocation."""
@@ -417,7 +418,7 @@ class AgentBinding:
             return
         # Strands' managers replace the list, a message or its content list when they change
         # something, so an unchanged shape means they did nothing this time.
-        if self.manages_ledger or self._synced_shape != _shape(agent.messages):
+        if self.manages_ledger or not self.in_sync(agent):
             self.sync(agent, trigger)
 
     def after_model_call(self, agent: Agent, event: StrandsAfterModelCallEvent) -> None:
@@ -639,8 +640,3 @@ def _final_answer(message: Mapping[str, Any]) -> bool:
         and isinstance(content, list)
         and not any(isinstance(b, Mapping) and "toolUse" in b for b in content)
     )
-
-
-def _shape(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
-    """The identity of each message dict and of its content list (a cheap "did anything move" check)."""
-    return [(id(m), id(m.get("content"))) for m in messages]

@@ -33,6 +33,8 @@ __all__ = ["Placement", "placement", "plan_sync", "summary_text"]
 
 logger = logging.getLogger(__name__)
 
+_STR = frozenset({str})
+
 
 def plan_sync(
     view: View,
@@ -66,7 +68,9 @@ def plan_sync(
         InvalidMessage: Two messages share a ``tracking_id``, or one has none, or a new
             message is not a Strands message.
     """
-    ids = [tracking_id(m) for m in messages]
+    found: list[Any] = [m.get("tracking_id") for m in messages]
+    # Every id a non-empty str, checked in C; else tracking_id() names the message without one.
+    ids: list[str] = [tracking_id(m) for m in messages] if set(map(type, found)) - _STR or "" in found else found
     position = {message_id: i for i, message_id in enumerate(ids)}
     if len(position) != len(ids):
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -100,12 +104,23 @@ def plan_sync(
 
     pins: dict[str, bool] = {}
     revisions: list[ContentRevision] = []
-    for index in retained:
-        entry = entries[index]
+    kept = [entries[index] for index in retained]
+    held = [messages[position[entry.entry_id]] for entry in kept]
+    # Every kept entry's content at once, compared in C: a revision is rare, and this runs
+    # over the whole window on every sync. Where it holds, an entry whose message carries
+    # no "custom" metadata on either side (so no pin) is left at that.
+    same_content = [current.get("content") for current in held] == [entry.message.content for entry in kept]
+    for entry, current in zip(kept, held, strict=True):
+        metadata = current.get("metadata")
+        if (
+            same_content
+            and (metadata is None or (type(metadata) is dict and "custom" not in metadata))
+            and "custom" not in entry.message.metadata
+        ):
+            continue
         entry_id = entry.entry_id
-        current = messages[position[entry_id]]
         # Most messages carry no metadata, so no pin: the common case without a call.
-        pinned = current.get("metadata") is not None and is_pinned_dict(current)
+        pinned = metadata is not None and is_pinned_dict(current)
         if entry.kind != "message":
             if pinned:
                 logger.debug("entry_id=<%s> | summaries cannot be pinned in the ledger, pin not stored", entry_id)

@@ -1,0 +1,41 @@
+"""Whether a Strands agent's messages moved since the ledger last synced them, told by identity.
+
+Strands' conversation managers replace the list, a message or its content list when they
+change something, so the same message dicts holding the same content lists, in the same
+order, mean nothing was added, removed or replaced: the binding then skips a full
+comparison of the agent with the view (an edit made in place inside a content list is
+recorded by the next full sync instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from operator import is_
+from typing import Any
+
+__all__ = ["Shape"]
+
+
+class Shape:
+    """The message dicts of an agent and their content lists, as one sync saw them.
+
+    The objects themselves are held, not their ids: CPython reuses the address of an
+    object that is gone, so a message dropped and another made in its place could carry
+    its id, and a comparison of ids would take the new list for the old one. What is
+    held is the window the agent holds anyway (until the next sync).
+    """
+
+    __slots__ = ("_contents", "_messages")
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Note ``messages`` (the agent's list, copied) and each one's content list."""
+        self._messages = list(messages)
+        self._contents = [m.get("content") for m in self._messages]
+
+    def holds(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether ``messages`` are the same dicts, holding the same content lists, in the same order."""
+        mine = self._messages
+        # Both walks run in C (map over operator.is_): this is asked before every model call.
+        if len(messages) != len(mine) or not all(map(is_, messages, mine)):
+            return False
+        return all(map(is_, [m.get("content") for m in messages], self._contents))
