@@ -10,10 +10,12 @@ recorded by the next full sync instead).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import is_
+from operator import is_, methodcaller
 from typing import Any
 
 __all__ = ["Shape"]
+
+_content = methodcaller("get", "content")
 
 
 class Shape:
@@ -30,12 +32,12 @@ class Shape:
     def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Note ``messages`` (the agent's list, copied) and each one's content list."""
         self._messages = list(messages)
-        self._contents = [m.get("content") for m in self._messages]
+        self._contents = list(map(_content, self._messages))
 
     def holds(self, messages: Sequence[Mapping[str, Any]]) -> bool:
         """Whether ``messages`` are the same dicts, holding the same content lists, in the same order."""
         mine = self._messages
-        # Both walks run in C (map over operator.is_): this is asked before every model call.
+        # Every walk runs in C (maps over operator.is_ and dict.get): asked before every model call.
         if len(messages) != len(mine) or not all(map(is_, messages, mine)):
             return False
-        return all(map(is_, [m.get("content") for m in messages], self._contents))
+        return all(map(is_, map(_content, messages), self._contents))
