@@ -24,7 +24,8 @@ class Shape:
     The objects themselves are held, not their ids: CPython reuses the address of an
     object that is gone, so a message dropped and another made in its place could carry
     its id, and a comparison of ids would take the new list for the old one. What is
-    held is the window the agent holds anyway (until the next sync).
+    held is the window the agent held at its last sync: the agent holds it too, and the
+    next sync replaces it (a binding whose agent is gone keeps its last window).
     """
 
     __slots__ = ("_contents", "_messages")
