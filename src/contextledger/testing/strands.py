@@ -30,6 +30,7 @@ from strands.agent.conversation_manager import (
     SlidingWindowConversationManager,
     SummarizingConversationManager,
 )
+from strands.hooks import BeforeModelCallEvent
 from strands.multiagent import GraphBuilder, Swarm
 from strands.types.exceptions import SessionException
 
@@ -198,6 +199,30 @@ class StrandsSessionContract:
         assert [e.message.plain_text for e in first] == ["q1"]
         assert isinstance(agent.model, ScriptedModel)
         assert_inputs_exact(ledger, "s", "default", model_inputs(agent.model), fork=True)
+
+    def test_edits_in_place_reach_view_at_as_the_model_got_them(self, store: CompleteStore) -> None:
+        """A hook redacting a message's text in place before a call, and the app editing one between calls."""
+        ledger = Ledger(store)
+        agent = build_agent(LedgerSessionManager("s", ledger=ledger), script=["one", "two", "three"])
+
+        def redact(event: BeforeModelCallEvent) -> None:
+            for message in event.agent.messages:
+                for block in message["content"]:
+                    if "secret" in block.get("text", ""):
+                        block["text"] = block["text"].replace("secret", "[redacted]")  # in place
+
+        agent("my code is 42")
+        agent.messages[0]["content"][0]["text"] = "my secret code is 43"  # between calls, in place
+        agent("second")
+        agent.hooks.add_callback(BeforeModelCallEvent, redact)
+        agent("third")
+        assert isinstance(agent.model, ScriptedModel)
+        inputs = model_inputs(agent.model)
+        assert inputs[1][0]["content"] == [{"text": "my secret code is 43"}]
+        assert inputs[2][0]["content"] == [{"text": "my [redacted] code is 43"}]
+        assert_inputs_exact(ledger, "s", "default", inputs)
+        originals = [revision.original for revision in ledger.revisions("s")]  # the ledger keeps each text
+        assert originals == [[{"text": "my code is 42"}], [{"text": "my secret code is 43"}]]
 
     def test_a_restored_agent_continues_exactly(self, store: CompleteStore) -> None:
         """A new agent on the session gets the live view, state and count, and time travel stays exact."""

@@ -51,7 +51,7 @@ from contextledger.integrations.strands import _compat
 from contextledger.integrations.strands.convert import ensure_tracking_ids, is_pinned_dict, render_entry, tracking_id
 from contextledger.integrations.strands.diff import plan_sync
 from contextledger.integrations.strands.errors import StrandsReductionFailed
-from contextledger.integrations.strands.shape import Shape
+from contextledger.integrations.strands.shape import Shape, contents
 from contextledger.integrations.strands.state import StrandsState
 from contextledger.ledger import Ledger
 from contextledger.managers.base import ConversationManager
@@ -112,6 +112,7 @@ class AgentBinding:
         self._invocations = 0
         self._captured_raw: tuple[str | None, dict[str, Any] | None, dict[str, Any]] | None = None
         self._synced_shape: Shape | None = None
+        self._shown_contents: tuple[View, list[Any]] | None = None  # see _contents_shown
         self._overflow: BaseException | None = None
 
     @property
@@ -325,8 +326,26 @@ class AgentBinding:
     # worker (which costs more than the work). Each method decides by the same predicate.
 
     def in_sync(self, agent: Agent) -> bool:
-        """Whether :meth:`before_model_call_first` reads no store: ``agent.messages`` unmoved since the last sync."""
-        return self._synced_shape is not None and self._synced_shape.holds(agent.messages)
+        """Whether ``agent.messages`` are as the last sync left them (then a check before a model call reads no store).
+
+        The same message dicts with the same content lists, in the same order, and no
+        content edited in place since: a hook that redacts a message's text before the
+        model call changes what the call is given, and is committed before the call as any
+        other change. (A pin set in place changes nothing the model is given: the next
+        sync records it.)
+        """
+        shape = self._synced_shape
+        if shape is None or not shape.holds(agent.messages):
+            return False
+        return bool(agent.model.stateful) or self._contents_shown(agent.messages)
+
+    def _contents_shown(self, messages: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether ``messages`` hold, in order, the contents of the view the agent is shown (compared in C)."""
+        view = self.shown_view()
+        known = self._shown_contents
+        if known is None or known[0] is not view:  # a view's contents are listed once
+            known = self._shown_contents = (view, [entry.message.content for entry in view.entries])
+        return contents(messages) == known[1]
 
     def holds_answer(self, agent: Agent, message: Mapping[str, Any]) -> bool:
         """Whether :meth:`message_added` only leaves ``message``, the final answer, to the end of the invocation."""
@@ -348,9 +367,9 @@ class AgentBinding:
     def counts_locally(self, agent: Agent) -> bool:
         """Whether :meth:`before_model_call_last` reads no store: the count deferred, nothing to sync.
 
-        That is: no contextledger manager plans on the call, ``agent.messages`` did not
-        move since the last sync (Strands' managers left it alone), and no callback but
-        the binding's own hears the conversation's ``BeforeModelCallEvent``.
+        That is: no contextledger manager plans on the call, ``agent.messages`` are as the
+        last sync left them (:meth:`in_sync`: Strands' managers and hooks left them alone),
+        and no callback but the binding's own hears the conversation's ``BeforeModelCallEvent``.
         """
         if self.manages_ledger or not self.in_sync(agent):
             return False
@@ -366,9 +385,9 @@ class AgentBinding:
         proactive compression is about to run (it runs before its per-turn check).
         """
         with self.lock:
-            # Nothing added, removed or replaced since the last sync (the usual case, the
-            # prompt was just committed): skip a full comparison. A hook that edits a message
-            # in place right here has that edit recorded by the next sync instead.
+            # Nothing added, removed, replaced or edited since the last sync (the usual case,
+            # the prompt was just committed): skip a full comparison. What a later callback of
+            # this event changes is committed by before_model_call_last, before the count.
             if not self.in_sync(agent):
                 self.sync(agent, "manual")
             # Strands checks the proactive threshold before its per-turn callback runs; only the
@@ -417,7 +436,7 @@ class AgentBinding:
         if trigger is None or agent is None:
             return
         # Strands' managers replace the list, a message or its content list when they change
-        # something, so an unchanged shape means they did nothing this time.
+        # something; a hook may also edit a message in place (see in_sync).
         if self.manages_ledger or not self.in_sync(agent):
             self.sync(agent, trigger)
 

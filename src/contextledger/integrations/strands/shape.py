@@ -13,9 +13,14 @@ from collections.abc import Mapping, Sequence
 from operator import is_, methodcaller
 from typing import Any
 
-__all__ = ["Shape"]
+__all__ = ["Shape", "contents"]
 
 _content = methodcaller("get", "content")
+
+
+def contents(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Each message's content (``None`` where it has none), in order: one map in C."""
+    return list(map(_content, messages))
 
 
 class Shape:
@@ -33,7 +38,7 @@ class Shape:
     def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Note ``messages`` (the agent's list, copied) and each one's content list."""
         self._messages = list(messages)
-        self._contents = list(map(_content, self._messages))
+        self._contents = contents(self._messages)
 
     def holds(self, messages: Sequence[Mapping[str, Any]]) -> bool:
         """Whether ``messages`` are the same dicts, holding the same content lists, in the same order."""
