@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from contextledger import Message
 from contextledger.aio import AsyncConversation, AsyncLedger
+
+T = TypeVar("T")
 
 INLINE_BACKENDS = ("memory", "sqlite")
 """The ``backend_url`` parameters whose stores commit without waiting on a network."""
@@ -32,3 +34,15 @@ async def asked(
         yield ledger, conversation
     finally:
         await ledger.close()
+
+
+async def hops(ledger: AsyncLedger, call: Awaitable[T]) -> tuple[T, tuple[int, int]]:
+    """Await ``call``: its result, and how the ledger ran it (calls handed to a worker, calls run inline)."""
+    calls, inline = ledger.runner.calls, ledger.runner.inline
+    result = await call
+    return result, (ledger.runner.calls - calls, ledger.runner.inline - inline)
+
+
+def one_call(inline_store: bool) -> tuple[int, int]:
+    """What :func:`hops` gives for one call: inline where the store commits without waiting, else one worker call."""
+    return (0, 1) if inline_store else (1, 0)

@@ -24,7 +24,7 @@ from contextledger.errors import ContextWindowOverflowError
 from contextledger.managers import SlidingWindowConversationManager, SummarizingConversationManager
 from contextledger.stores.sql import SQLStore
 from tests.aio.heartbeat import heartbeat
-from tests.aio.inline import asked, inline_capable
+from tests.aio.inline import asked, hops, inline_capable, one_call
 from tests.aio.test_runner import statement_threads
 
 Options = dict[str, Any]
@@ -40,16 +40,14 @@ def test_a_model_call_nothing_plans_on_is_counted_on_the_loop_thread_where_commi
         async with asked(url, options, "counted") as (ledger, conversation):
             loop_thread = threading.get_ident()
             for n in range(3):
-                calls, inline = ledger.runner.calls, ledger.runner.inline
                 if isinstance(ledger.store, SQLStore):
                     with statement_threads(ledger.store) as threads:
-                        await conversation.before_model_call()  # the count committed at once
+                        _, counted = await hops(ledger, conversation.before_model_call())  # committed at once
                     # the count's commit: on the caller's thread (SQLite), on a worker's (PostgreSQL)
                     assert (threads == {loop_thread}) is inline_store
                 else:
-                    await conversation.before_model_call()
-                counted = (ledger.runner.calls - calls, ledger.runner.inline - inline)
-                assert counted == ((0, 1) if inline_store else (1, 0))
+                    _, counted = await hops(ledger, conversation.before_model_call())
+                assert counted == one_call(inline_store)
                 assert conversation.model_call_count == n + 1
                 await conversation.append(Message.assistant(f"a{n}"), Message.user(f"q{n + 1}"))
             # Deferred: nothing written until the next write, which carries the count.
@@ -83,14 +81,11 @@ def test_the_end_of_a_call_and_of_an_invocation_nothing_hears_run_inline_where_c
         async with asked(url, options, "ended") as (ledger, conversation):
             for n in range(3):
                 await conversation.before_model_call(defer_count=True)
-                calls, inline = ledger.runner.calls, ledger.runner.inline
-                assert await conversation.after_model_call(None) is False  # nothing to retry
-                ended_call = (ledger.runner.calls - calls, ledger.runner.inline - inline)
+                retry, ended_call = await hops(ledger, conversation.after_model_call(None))
+                assert retry is False  # nothing to retry
                 await conversation.append(Message.assistant(f"a{n}"))
-                calls, inline = ledger.runner.calls, ledger.runner.inline
-                await conversation.after_invocation()
-                ended_invocation = (ledger.runner.calls - calls, ledger.runner.inline - inline)
-                assert ended_call == ended_invocation == ((0, 1) if inline_store else (1, 0))
+                _, ended_invocation = await hops(ledger, conversation.after_invocation())
+                assert ended_call == ended_invocation == one_call(inline_store)
                 await conversation.append(Message.user(f"q{n + 1}"))
             assert conversation.model_call_count == 3
             # An overflow nothing handles comes back from after_model_call, inline or not.
@@ -227,10 +222,8 @@ def test_handing_a_prepared_call_over_is_inline_where_the_count_is(
         async with asked(url, options, "handed") as (ledger, conversation):
             await conversation.before_model_call(handed=False)
             await conversation.append(Message.user("added before the call was handed"))
-            calls, inline = ledger.runner.calls, ledger.runner.inline
-            await conversation.input_handed()
-            counted = (ledger.runner.calls - calls, ledger.runner.inline - inline)
-            assert counted == ((0, 1) if inline_store else (1, 0))
+            _, counted = await hops(ledger, conversation.input_handed())
+            assert counted == one_call(inline_store)
             await conversation.append(Message.assistant("a0"))
             await conversation.before_model_call()
             assert conversation.model_call_count == 2
