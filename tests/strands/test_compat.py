@@ -47,6 +47,17 @@ def test_internal_state_is_what_session_agent_stores() -> None:
     json.dumps(state)  # stored as JSON
 
 
+def test_agent_states_are_the_agents_own_and_copies() -> None:
+    agent = _agent()
+    agent.state.set("task", {"step": 1})
+    state, manager_state, internal = _compat.agent_states(agent)
+    assert state == agent.state.get() == {"task": {"step": 1}}
+    assert manager_state == agent.conversation_manager.get_state(), "from_agent no longer takes get_state()"
+    assert internal == _compat.internal_state(agent)
+    state["task"]["step"] = 2  # a copy: the agent's state is not changed through it
+    assert agent.state.get() == {"task": {"step": 1}}, "SessionAgent.from_agent no longer copies the agent's state"
+
+
 def test_restore_internal_state_round_trips_through_session_agent() -> None:
     agent = _agent()
     state = _compat.internal_state(agent)

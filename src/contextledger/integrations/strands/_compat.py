@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SUPPORTED_STRANDS",
+    "agent_states",
     "compression_threshold",
     "internal_state",
     "interrupt_activated",
@@ -55,8 +56,17 @@ def internal_state(agent: Agent) -> dict[str, Any]:
     Strands builds it in ``SessionAgent.from_agent`` and keeps it in the private
     ``SessionAgent._internal_state`` field.
     """
+    return agent_states(agent)[2]
+
+
+def agent_states(agent: Agent) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``agent``'s state, its conversation manager's ``get_state()`` and its internal state (:func:`internal_state`).
+
+    All three from one ``SessionAgent.from_agent``, which reads each once (the agent's
+    state as a deep copy), as Strands' own session managers take them.
+    """
     snapshot = SessionAgent.from_agent(agent)
-    return dict(snapshot._internal_state)
+    return snapshot.state, snapshot.conversation_manager_state, dict(snapshot._internal_state)
 
 
 def stored_internal_state(session_agent: SessionAgent) -> dict[str, Any]:

@@ -269,12 +269,11 @@ class AgentBinding:
         """What a sync of ``agent`` would write, as a builder for a view, and the shape it syncs."""
         with self.lock:
             self._agent = weakref.ref(agent)
-            self._capture(agent)
+            agent_state = self._capture(agent)
             stateful = agent.model.stateful
             messages = list(agent.messages)
             if not stateful:
                 ensure_tracking_ids(cast(list[dict[str, Any]], messages))
-            agent_state: dict[str, Any] = agent.state.get()
             cm = agent.conversation_manager
             strategy = f"strands:{type(cm).__name__}"
             hint = _summary_hint(cm)
@@ -311,14 +310,15 @@ class AgentBinding:
 
             return build, Shape(messages)
 
-    def _capture(self, agent: Agent) -> None:
-        internal = _compat.internal_state(agent)
+    def _capture(self, agent: Agent) -> dict[str, Any]:
+        """Capture the Strands state to commit with the next changeset; the agent's own state (a copy)."""
+        agent_state, cm_state, internal = _compat.agent_states(agent)
         cm = agent.conversation_manager
-        raw = (None, None, internal) if self.manages_ledger else (type(cm).__name__, cm.get_state(), internal)
-        if raw == self._captured_raw:
-            return  # unchanged since the last capture: skip re-encoding it
-        self._captured_raw = raw
-        self.state.capture(*raw)
+        raw = (None, None, internal) if self.manages_ledger else (type(cm).__name__, cm_state, internal)
+        if raw != self._captured_raw:  # unchanged since the last capture: not re-encoded
+            self._captured_raw = raw
+            self.state.capture(*raw)
+        return agent_state
 
     # -- callbacks that read and write no store this time ----------------------------------
     # Each says, for one callback, whether its method below will neither read nor write the

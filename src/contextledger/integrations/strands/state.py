@@ -83,6 +83,7 @@ class StrandsState:
         self._before_model_call = before_model_call
         self._captured: StrandsSnapshot | None = None
         self._stored = StrandsSnapshot()
+        self._exported: tuple[StrandsSnapshot, dict[str, Any]] | None = None  # the last export and its snapshot
 
     # -- the Strands side ------------------------------------------------------------------
 
@@ -141,10 +142,22 @@ class StrandsState:
         return dataclasses.replace(planned, state=state)
 
     def export_state(self) -> dict[str, Any] | None:
-        """The captured Strands state plus ``inner``'s state, as JSON."""
+        """The captured Strands state plus ``inner``'s state, as JSON.
+
+        The same dict while neither changed (a sync asks several times a turn): as the
+        :class:`~contextledger.managers.base.ConversationManager` contract allows, it is
+        shared, and its readers never change it.
+        """
         base = self._captured if self._captured is not None else self._stored
         inner = self.inner.export_state() if self.inner is not None else None
-        return base.model_copy(update={"inner": copy.deepcopy(inner)}).model_dump(mode="json")
+        exported = self._exported
+        # A snapshot is immutable, so the same one exports the same JSON; inner's state is
+        # compared by value, since a manager may hand out a dict it later replaces or edits.
+        if exported is not None and exported[0] is base and exported[1]["inner"] == inner:
+            return exported[1]
+        state = base.model_copy(update={"inner": copy.deepcopy(inner)}).model_dump(mode="json")
+        self._exported = (base, state)
+        return state
 
     def restore_state(self, state: dict[str, Any] | None) -> None:
         """Load the stored state; hand ``inner`` its part.
