@@ -385,6 +385,10 @@ def observe(backend: Backend) -> Iterator[Traffic]:
 
 @contextmanager
 def _observe_sql(store: SQLStore, traffic: Traffic) -> Iterator[None]:
+    if store.engine.dialect.name == "sqlite":
+        with _observe_sqlite(store, traffic):
+            yield
+        return
     traffic.rows = 0
     postgres = store.engine.dialect.name == "postgresql"
 
@@ -448,6 +452,77 @@ def _observe_sql(store: SQLStore, traffic: Traffic) -> Iterator[None]:
             traffic.commands[:0] = ["BEGIN"] * begins
         with suppress(OSError):
             os.unlink(trace.name)
+
+
+class _SQLiteTrace:
+    """What SQLite ran on one connection: each statement as it began, and the rows changed before it."""
+
+    def __init__(self, connection: sqlite3.Connection, ran: list[tuple[str, int, _SQLiteTrace]]) -> None:
+        self.connection, self.ran = connection, ran
+        connection.set_trace_callback(self)
+
+    def __call__(self, sql: str) -> None:
+        self.ran.append((sql, self.connection.total_changes, self))
+
+    def stop(self) -> int:
+        self.connection.set_trace_callback(None)
+        return self.connection.total_changes
+
+
+@contextmanager
+def _observe_sqlite(store: SQLStore, traffic: Traffic) -> Iterator[None]:
+    """Count what SQLite itself runs for the block, on every connection of the store.
+
+    SQLAlchemy's cursor events do not see the statements the store sends on the driver's
+    own cursor (its hot path, on the connection it holds for commits, and its reader), so
+    SQLite's trace callback is set on each: the held writer, the reader, and every
+    pooled connection checked out meanwhile. Rows written to ``cl_entries`` come from the
+    connection's ``total_changes``, read as each statement begins (the trace runs then).
+    """
+    ran: list[tuple[str, int, _SQLiteTrace]] = []
+    traces: dict[int, _SQLiteTrace] = {}
+    ends: dict[_SQLiteTrace, int] = {}
+
+    def trace(connection: sqlite3.Connection) -> None:
+        if id(connection) not in traces:
+            traces[id(connection)] = _SQLiteTrace(connection, ran)
+
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        trace(dbapi_connection)
+
+    def checkin(dbapi_connection: Any, record: Any) -> None:
+        found = traces.pop(id(dbapi_connection), None)
+        if found is not None:
+            ends[found] = found.stop()
+
+    with store._held_writer().driver_connection() as held:
+        trace(held)
+    if store.reader is not None:
+        trace(store.reader.connection)
+    event.listen(store.engine, "checkout", checkout)
+    event.listen(store.engine, "checkin", checkin)
+    try:
+        yield
+    finally:
+        event.remove(store.engine, "checkout", checkout)
+        event.remove(store.engine, "checkin", checkin)
+        with store._held_writer().driver_connection():  # no commit runs while the trace is taken off
+            for found in list(traces.values()):
+                ends[found] = found.stop()
+        traffic.rows = 0
+        for index, (sql, before, source) in enumerate(ran):
+            word = sql.lstrip().split(None, 1)[0].upper()
+            if word == "PRAGMA":
+                continue  # the busy timeout the store sets around an inline begin: not the call's traffic
+            if word in _CONTROL:
+                traffic.control += 1
+            else:
+                traffic.statements += 1
+            traffic.commands.append(word)
+            after = next((b for _, b, s in ran[index + 1 :] if s is source), ends.get(source, before))
+            head = " ".join(sql.split()[:3]).upper()
+            if head.startswith("INSERT INTO CL_ENTRIES") or head == "UPDATE CL_ENTRIES SET":
+                traffic.rows += after - before
 
 
 class CountingConnection(Connection):

@@ -206,20 +206,21 @@ def write_results(results: list[Result], servers: list[str], args: argparse.Name
             "",
             table(results, args),
             "",
-            "What one more append per conversation sent, observed outside the timings: SQL statements from "
-            "SQLAlchemy's cursor events plus transaction control, PostgreSQL round trips counted from libpq's "
-            "protocol trace (one per ReadyForQuery), Redis commands and round trips counted by a connection "
-            "class (a script call is one command; a pipeline is one round trip per node). History rows written "
-            "= rows of `cl_entries` inserted or updated; `INSERT*` is one executemany of the turn's two rows; "
-            "`WITH` is PostgreSQL's one statement: the version-checked `UPDATE` and the `INSERT` of the rows in "
-            "one data-modifying CTE.",
+            "What one more append per conversation sent, observed outside the timings: SQL statements as SQLite "
+            "ran them (its trace callback, which also sees what the store sends on the driver's own cursor), on "
+            "PostgreSQL from SQLAlchemy's cursor events plus transaction control; PostgreSQL round trips counted "
+            "from libpq's protocol trace (one per ReadyForQuery), Redis commands and round trips counted by a "
+            "connection class (a script call is one command; a pipeline is one round trip per node). History "
+            "rows written = rows of `cl_entries` inserted or updated; on SQLite the commit log's `INSERT` comes "
+            "first, then one multi-row `INSERT` of the turn's rows; `WITH` is PostgreSQL's one statement: the "
+            "version-checked `UPDATE` and the `INSERT` of the rows in one data-modifying CTE.",
             "",
             traffic_table(results),
             "",
             "Reading it: the history costs an append nothing on any backend (long/short about 1.00), and it sends "
-            "the same whatever the history. A wide *window* costs little more (wide/short about 1.05): after an "
-            "append-only commit `Conversation` extends its view without re-sorting it (`_next_view`), so what "
-            "grows with the window is a copy of the list of active entries, in the process, not in the store. "
+            "the same whatever the history. A wide *window* costs little or nothing more (wide/short): after an "
+            "append-only commit `Conversation` extends its view in place, carrying what it knows of the view in "
+            "O(appended) (`View.appended`); the store is sent the same either way. "
             "Every backend with a network sends an append as one round trip. On PostgreSQL the append is one "
             "statement run in autocommit mode, so psycopg sends no `BEGIN` or `COMMIT` (a transaction of the "
             "update and the executemany insert took 4 round trips: `BEGIN` on its own, `UPDATE`, `INSERT`, "

@@ -162,6 +162,18 @@ def reduction_traffic_table(results: list[ReductionResult]) -> str:
     return "\n".join(lines)
 
 
+def _script_read(results: list[ReductionResult]) -> str:
+    """What the standalone Redis script ran for either conversation, as observed (``MONITOR``)."""
+    for r in results:
+        small, large = r.small.script, r.large.script
+        if small is None or large is None:
+            continue
+        if small == large:
+            return f"The Redis script runs the same {len(small)} commands for either conversation."
+        return f"The Redis script runs {len(small)} commands for the small conversation, {len(large)} for the large."
+    return ""
+
+
 def summarize(commands: list[str]) -> str:
     """``TYPE x10, HGET, ...``: runs of the same command collapsed."""
     out: list[str] = []
@@ -323,6 +335,16 @@ def strands_overhead(result: StrandsResult) -> str:
     return "; ".join(parts)
 
 
+def _commits_read(result: StrandsResult) -> str:
+    """What the observed turn's commits were, when they are the two of a plain turn (else the list above says it)."""
+    if result.ledger_turn.commands.count("COMMIT") != 2:
+        return "The commits are those listed."
+    return (
+        "The two commits are the user message, as Strands appends it, and then the answer with the "
+        "model-call count (which waits for the next write), the Strands state and the sliding window's eviction."
+    )
+
+
 def ledger_turn(result: StrandsResult) -> str:
     t = result.ledger_turn
     commits = t.commands.count("COMMIT")
@@ -357,10 +379,11 @@ def write_results(
                 "",
                 reduction_traffic_table(reductions),
                 "",
-                "The SQL reduction is the version-checked `UPDATE` of the conversation, a `SELECT` checking that "
-                "the ids to evict are active, the reduction row's `INSERT` and one `UPDATE` of exactly the evicted "
-                "rows; on PostgreSQL each is a round trip, plus `BEGIN` and `COMMIT`. The Redis script runs the "
-                "same 25 commands for either conversation and reads no key of the history.",
+                "The SQL reduction is the version-checked `UPDATE` of the conversation, the commit log's "
+                "`INSERT`, a `SELECT` checking that the ids to evict are active (SQLite's hot path runs it "
+                "first), the reduction row's `INSERT` and one `UPDATE` of exactly the evicted rows; on "
+                "PostgreSQL each is a round trip, plus `BEGIN` and `COMMIT`. SQLite's statements are counted "
+                f"as SQLite ran them (its trace callback). {_script_read(reductions)}",
                 "",
                 versions(servers),
             ],
@@ -381,14 +404,13 @@ def write_results(
                 "",
                 f"Added per turn (median minus the baseline's): {strands_overhead(strands)}.",
                 "",
-                f"What one more turn of the ledger-backed agent sent to SQLite: {ledger_turn(strands)}. The four "
-                "commits are the user message, the model-call count before the call, the assistant message and "
-                "the sliding window's eviction; `FileSessionManager` writes a file per message and rewrites the "
+                f"What one more turn of the ledger-backed agent sent to SQLite: {ledger_turn(strands)}. "
+                f"{_commits_read(strands)} `FileSessionManager` writes a file per message and rewrites the "
                 "agent's JSON when its state changed, where an eviction shows only as a count of removed messages.",
                 "",
                 "The baseline is a scripted model that answers at once, so the ratios divide by about 2 ms; next "
-                "to a real model call of hundreds of milliseconds the few milliseconds a session manager adds per "
-                "turn are about 1%. At this scale the figures vary by about a millisecond per turn from run to "
+                "to a real model call of hundreds of milliseconds the millisecond or two a session manager adds per "
+                "turn is under 1%. At this scale the figures vary by about a millisecond per turn from run to "
                 "run, so compare the first and last ranges with care; `--turns 2000` shows over a longer "
                 "conversation whether the cost per turn grows with the number of turns.",
                 "",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="Git revision whose web view is the baseline ('' for none).")
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
 
     from starlette.testclient import TestClient
 
@@ -248,16 +250,21 @@ def main() -> None:
                 f"The session: {size} ({args.turns} turns per agent; see `tests/web/longsession.py`). "
                 "Web pages through the ASGI app in process (Starlette's test client, SQLite opened read-only); "
                 f"bytes of the body, wall-clock median and 95th percentile of {args.repeats} runs after one warm-up, "
-                "and each time as a multiple of the floor (reading what the session page shows, drawing nothing). "
-                f"The baseline is the web view of `{args.baseline}` on the same ledger, in a process of its own.",
+                "and each time as a multiple of the floor (reading what the session page shows, drawing nothing)."
+                + (
+                    f" The baseline is the web view of `{args.baseline}` on the same ledger, in a process of its own."
+                    if args.baseline
+                    else ""
+                ),
                 "",
                 "| what | bytes | median ms | p95 ms | × floor |",
                 "|---|---|---|---|---|",
                 *rows,
                 "",
                 *([f"Against `{args.baseline}`: " + "; ".join(ratios) + ".", ""] if ratios else []),
-                "Measured on a two-core machine shared with other work (load average about 10): the "
-                "milliseconds are long; the ratios, measured in the same run, hold.",
+                f"Load average {load_before:.1f} at the start and {os.getloadavg()[0]:.1f} at the end "
+                f"({os.cpu_count()} CPUs): on a loaded machine the milliseconds are long; the ratios, measured in "
+                "the same run, hold.",
                 "",
                 versions(),
             ],
