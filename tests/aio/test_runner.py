@@ -44,16 +44,18 @@ def statement_threads(store: Any) -> Iterator[set[int]]:
 
     engine.pool.dispose()  # every connection made from here on is traced
     event.listen(engine, "connect", on_connect)
-    event.listen(engine, "before_cursor_execute", on_execute)
     sqlite = engine.dialect.name == "sqlite"
     if sqlite:  # and the connection a SQLite store holds for its hot-path commits (not pooled)
         with store._held_writer().driver_connection() as held:
             held.set_trace_callback(traced)
+    else:  # a statement listener, which SQLite's hot paths would honour by leaving them
+        event.listen(engine, "before_cursor_execute", on_execute)
     try:
         yield seen
     finally:
         event.remove(engine, "connect", on_connect)
-        event.remove(engine, "before_cursor_execute", on_execute)
+        if not sqlite:
+            event.remove(engine, "before_cursor_execute", on_execute)
         if sqlite:
             with store._held_writer().driver_connection() as held:
                 held.set_trace_callback(None)

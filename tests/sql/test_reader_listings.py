@@ -15,7 +15,7 @@ from contextledger.stores.base import AppendedBy
 from contextledger.stores.sql import SQLStore
 from contextledger.stores.sql.read import listings
 from contextledger.stores.sql.read.runner import SQLiteRunner
-from tests.sql.helpers import capture, capture_reads
+from tests.sql.helpers import capture_reads, trace_sqlite
 
 
 def _fill(store: SQLStore) -> Conversation:
@@ -50,7 +50,7 @@ def test_every_listing_runs_on_the_reader(sqlite_store: SQLStore) -> None:
     _fill(sqlite_store)
     assert sqlite_store.reader is not None
     for name, listing in _listings(sqlite_store).items():
-        with capture(sqlite_store.engine) as engine, capture_reads(sqlite_store) as reader:
+        with trace_sqlite(sqlite_store) as engine, capture_reads(sqlite_store) as reader:
             listing()
         assert engine.statements == [], name
         assert reader.work, name

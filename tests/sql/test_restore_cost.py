@@ -16,7 +16,7 @@ from sqlalchemy import Engine, event
 
 from contextledger.stores.sql import SQLStore, window
 from contextledger.stores.sql.engine import build_engine, parse_url
-from tests.sql.helpers import build_ledger, capture, capture_reads
+from tests.sql.helpers import build_ledger, capture, capture_reads, trace_sqlite
 
 ACTIVE = 40
 HISTORY = 6_000
@@ -53,7 +53,7 @@ def test_sqlite_restore_runs_on_the_reader(sqlite_store: SQLStore) -> None:
     # A SQLite file store restores on its reader; the engine sends nothing.
     _build(sqlite_store)
     assert sqlite_store.reader is not None
-    with capture(sqlite_store.engine) as engine, capture_reads(sqlite_store) as reader:
+    with trace_sqlite(sqlite_store) as engine, capture_reads(sqlite_store) as reader:
         assert sqlite_store.load("big", "a") is not None
     assert engine.statements == []
     assert len(reader.work) == 3

@@ -311,10 +311,11 @@ class SQLStore(SQLWrites, SQLListings):
         """The state and active view (reads only active rows), or ``None``.
 
         On a SQLite file opened with its reader the three reads run there, on the standard
-        library's driver; elsewhere on the engine. Both build the snapshot with
+        library's driver; elsewhere (and while the engine has statement listeners) on the
+        engine. Both build the snapshot with
         :func:`~contextledger.stores.sql.window.snapshot`.
         """
-        reader = self._reader
+        reader = self._serving_reader()
         if reader is not None:
             with self._gate.call():
                 return reader.load(session_id, agent_id)

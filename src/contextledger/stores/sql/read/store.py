@@ -3,7 +3,8 @@
 Each method runs its listing of :mod:`.listings` where :meth:`SQLListings._run` sends
 it: on the store's SQLite reader when it has one (the compiled text of the same
 statement, one read transaction on the standard library's driver, no SQLAlchemy), else
-on the engine (one transaction). The listing is the same code on both paths.
+-- and while the engine has statement listeners to honour -- on the engine (one
+transaction). The listing is the same code on both paths.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from contextledger.model.records import (
 )
 from contextledger.stores.base import AppendedBy
 from contextledger.stores.lifecycle import Gate
+from contextledger.stores.sql.events import sends_on_driver
 from contextledger.stores.sql.read import listings
 from contextledger.stores.sql.read.runner import Runner, SQLiteRunner
 from contextledger.stores.sql.reader import SQLiteReader
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Engine
 
 __all__ = ["SQLListings"]
 
@@ -45,10 +47,23 @@ class SQLListings:
     """The listings of :class:`~contextledger.stores.sql.SQLStore`, which provides the reader, gate and transactions."""
 
     _reader: SQLiteReader | None
+    _engine: Engine | None
     _gate: Gate
 
     def _transaction(self, *, write: bool = False, snapshot: bool = False) -> AbstractContextManager[Connection]:
         raise NotImplementedError  # SQLStore's unit of work
+
+    def _serving_reader(self) -> SQLiteReader | None:
+        """The SQLite reader, unless the engine has statement events to honour (then ``None``: read on the engine).
+
+        A statement log or an instrumentation listening to the engine sees what goes
+        through SQLAlchemy only (see :func:`~contextledger.stores.sql.events.sends_on_driver`);
+        an engine not built yet has no listener.
+        """
+        reader, engine = self._reader, self._engine
+        if reader is not None and engine is not None and not sends_on_driver(engine):
+            return None
+        return reader
 
     def _run(self, listing: Callable[[Runner], _T], *, snapshot: bool = False) -> _T:
         """Run ``listing`` on the SQLite reader when the store has one, else on the engine.
@@ -57,7 +72,7 @@ class SQLListings:
         engine in a transaction (``snapshot``: one that sees a single commit on
         PostgreSQL too).
         """
-        reader = self._reader
+        reader = self._serving_reader()
         if reader is not None:
             with self._gate.call(), reader.read() as conn:
                 return listing(SQLiteRunner(conn))
@@ -135,7 +150,7 @@ class SQLListings:
 
     def conversation_state(self, session_id: str, agent_id: str) -> ConversationState | None:
         """The conversation's state alone (one indexed read, no view), or ``None``."""
-        reader = self._reader
+        reader = self._serving_reader()
         if reader is not None:
             with self._gate.call():
                 return reader.conversation_state(session_id, agent_id)

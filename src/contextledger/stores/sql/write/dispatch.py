@@ -30,6 +30,7 @@ from contextledger.model.records import Expiry, utcnow
 from contextledger.stores.base import check_storable
 from contextledger.stores.exactly_once import ReplyLost, commit_exactly_once
 from contextledger.stores.lifecycle import Gate
+from contextledger.stores.sql.events import sends_on_driver
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Dialect, Engine
@@ -71,7 +72,7 @@ def _pg_path() -> _PgPath:
         send_append,
         statement_values,
     )
-    from contextledger.stores.sql.write.pg_writer import holds_psycopg, sends_on_driver
+    from contextledger.stores.sql.write.pg_writer import holds_psycopg
 
     return _PgPath(
         SQLAlchemyError,
@@ -209,7 +210,9 @@ class SQLWrites:
             pg = _pg_path()
             return pg.encoded_append(changeset) if pg.is_append_only(changeset) else None
         sqlite = _sqlite_writes()
-        hot: HotChangeset | None = sqlite.hot.HotChangeset(changeset) if sqlite.hot.takes_hot_path(changeset) else None
+        if not sqlite.hot.takes_hot_path(changeset) or not sends_on_driver(self.engine):
+            return None  # the general path, through SQLAlchemy: a statement listener sees it there
+        hot: HotChangeset = sqlite.hot.HotChangeset(changeset)
         return hot
 
     def _send(self, changeset: Changeset, hot: HotChangeset | EncodedAppend | None = None) -> int:

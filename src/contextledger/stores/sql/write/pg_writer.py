@@ -45,9 +45,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from contextledger.stores.sql.events import sends_on_driver
 from contextledger.stores.sql.write.pg_direct import DirectSend
 
-__all__ = ["HeldAppender", "HeldSettings", "HeldStatement", "holds_psycopg", "sends_on_driver"]
+__all__ = ["HeldAppender", "HeldSettings", "HeldStatement", "holds_psycopg"]
 
 _NOT_HELD: nullcontext[None] = nullcontext(None)
 
@@ -68,19 +69,6 @@ def holds_psycopg(engine: Engine) -> bool:
     greenlets), keeps SQLAlchemy's pooled path.
     """
     return engine.dialect.driver == "psycopg" and not engine.dialect.is_async
-
-
-def sends_on_driver(engine: Engine) -> bool:
-    """Whether an append may go to the driver directly now: no statement event of ``engine`` would miss it.
-
-    ``False`` when the engine has ``echo`` or ``before_cursor_execute`` /
-    ``after_cursor_execute`` listeners (a statement log, an instrumentation): those see
-    every statement only when it goes through SQLAlchemy. Checked on every append (a
-    listener may be added at any time), by the held appender and by the async API's
-    native send alike.
-    """
-    dispatch = engine.dispatch
-    return not (engine.echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
 
 class HeldAppender:
