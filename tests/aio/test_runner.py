@@ -54,11 +54,11 @@ def statement_threads(store: Any) -> Iterator[set[int]]:
         yield seen
     finally:
         event.remove(engine, "connect", on_connect)
-        if not sqlite:
-            event.remove(engine, "before_cursor_execute", on_execute)
         if sqlite:
             with store._held_writer().driver_connection() as held:
                 held.set_trace_callback(None)
+        else:
+            event.remove(engine, "before_cursor_execute", on_execute)
 
 
 def test_one_hop_per_call_and_every_statement_of_a_commit_on_that_one_worker(
