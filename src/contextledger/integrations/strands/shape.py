@@ -3,8 +3,9 @@
 Strands' conversation managers replace the list, a message or its content list when they
 change something, so the same message dicts holding the same content lists, in the same
 order, mean nothing was added, removed or replaced: the binding then skips a full
-comparison of the agent with the view (an edit made in place inside a content list is
-recorded by the next full sync instead).
+comparison of the agent with the view. An edit made in place inside a content list is
+not seen here; the binding compares the contents with the view's for that
+(:meth:`~contextledger.integrations.strands.binding.AgentBinding.in_sync`).
 """
 
 from __future__ import annotations
