@@ -330,6 +330,34 @@ def test_an_item_with_neither_type_nor_role_is_kept_exactly(item: dict[str, Any]
     assert messages_to_items(Conversation(conversation.store, "s").messages) == [item]
 
 
+def _holding_itself() -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    item["extra"] = [item]
+    return item
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = {"inner": value}
+    return {"type": "x", "data": value}
+
+
+@pytest.mark.parametrize("item", [_holding_itself(), _nested(150)], ids=["holds-itself", "150-levels"])
+def test_an_item_that_holds_itself_or_nests_too_deep_is_refused_typed(item: dict[str, Any]) -> None:
+    with pytest.raises(InvalidMessage, match="nested more than 100 levels deep"):
+        item_to_message(item)
+    conversation = Conversation(MemoryStore(), "s")
+    with pytest.raises(InvalidMessage, match=r"item 1: .*nested more than"):
+        conversation.append(*items_to_messages([{"role": "user", "content": "ok"}, item]))
+    assert conversation.messages == []
+
+
+def test_an_item_nested_as_deep_as_a_message_may_be_is_kept() -> None:
+    item = _nested(90)
+    assert messages_to_items([item_to_message(item)]) == [item]
+
+
 def test_a_bad_item_in_a_batch_names_its_index_and_nothing_is_appended() -> None:
     store = MemoryStore()
     conversation = Conversation(store, "s")

@@ -48,6 +48,7 @@ from typing import Any
 
 from contextledger.errors import InvalidMessage
 from contextledger.integrations.kept import TEXT_DIGEST, content_digest
+from contextledger.model.jsonvalues import MAX_DEPTH
 from contextledger.model.messages import ContentBlock, Message, Role
 
 __all__ = [
@@ -89,7 +90,8 @@ def item_to_message(item: Mapping[str, Any]) -> Message:
 
     Raises:
         InvalidMessage: ``item`` is not a JSON object of JSON values (a tuple, bytes or a
-            non-finite float would not come back equal), or a known item type lacks a
+            non-finite float would not come back equal; nested more than
+            ``MAX_DEPTH`` levels deep, or holding itself), or a known item type lacks a
             field the mapping needs (a call without a string ``call_id``, a message
             without ``content``). Any other JSON object is kept exactly as given.
     """
@@ -298,18 +300,22 @@ def _decode_base64(data: str) -> bytes | None:
 def _check_item(item: Any) -> None:
     if not isinstance(item, dict):
         raise InvalidMessage(f"an item is a dict, got {type(item).__name__}")
-    _check_json(item, "item")
+    _check_json(item, "item", 0)
 
 
-def _check_json(value: Any, where: str) -> None:
+def _check_json(value: Any, where: str, depth: int) -> None:
+    # Bounded as a message's own values are: an item that holds itself (or is nested past
+    # what any store keeps) is refused here, not walked until the interpreter's stack ends.
+    if isinstance(value, dict | list) and depth >= MAX_DEPTH:
+        raise InvalidMessage(f"the item is nested more than {MAX_DEPTH} levels deep (or holds itself)")
     if isinstance(value, dict):
         for key, inner in value.items():
             if not isinstance(key, str):
                 raise InvalidMessage(f"{where}: keys are strings, got {key!r}")
-            _check_json(inner, f"{where}.{key}")
+            _check_json(inner, f"{where}.{key}", depth + 1)
     elif isinstance(value, list):
         for index, inner in enumerate(value):
-            _check_json(inner, f"{where}[{index}]")
+            _check_json(inner, f"{where}[{index}]", depth + 1)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidMessage(f"{where}: {value!r} is not a JSON number")
