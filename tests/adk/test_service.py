@@ -14,7 +14,7 @@ from google.genai import types
 
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
-from contextledger.errors import ConfigurationError, ContextLedgerError, SessionOwnerConflict
+from contextledger.errors import ConfigurationError, ContextLedgerError, InvalidMessage, SessionOwnerConflict
 from contextledger.history.lifecycle import ERASED_TEXT
 from contextledger.integrations.adk import (
     AdkSessionExists,
@@ -198,6 +198,50 @@ async def test_a_stale_session_is_refused_with_adk_s_error_and_the_ledger_s(sqli
         got = await service.get_session(app_name=APP, user_id=USER, session_id=session.id)
         assert got is not None
         assert len(got.events) == 1
+
+
+def _holding_itself() -> dict[str, Any]:
+    value: dict[str, Any] = {"k": 1}
+    value["self"] = [value]
+    return value
+
+
+async def test_values_with_no_json_form_are_refused_typed_and_nothing_is_stored(sqlite_url: str) -> None:
+    async with LedgerSessionService(sqlite_url) as service:
+        with pytest.raises(InvalidMessage, match="state key 'x' cannot be stored as JSON"):
+            await service.create_session(app_name=APP, user_id=USER, session_id="bad", state={"x": _holding_itself()})
+        assert await service.get_session(app_name=APP, user_id=USER, session_id="bad") is None
+        session = await service.create_session(app_name=APP, user_id=USER, session_id="s", state={"kept": 1})
+        await service.append_event(session, _said("hello", 1.0))
+        bad_events = [
+            Event(author="user", content=_said("x", 2.0).content, timestamp=2.0, custom_metadata=_holding_itself()),
+            Event(
+                author="agent",
+                timestamp=2.0,
+                content=types.Content(
+                    role="model",
+                    parts=[types.Part(function_call=types.FunctionCall(id="c1", name="f", args=_holding_itself()))],
+                ),
+            ),
+            Event(
+                author="user",
+                content=_said("x", 2.0).content,
+                timestamp=2.0,
+                actions=EventActions(state_delta={"app:x": _holding_itself()}),
+            ),
+        ]
+        for event in bad_events:
+            with pytest.raises(InvalidMessage, match="cannot be stored as JSON"):
+                await service.append_event(session, event)
+            assert [e.content.parts[0].text for e in session.events if e.content and e.content.parts] == ["hello"]
+        stored = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+        assert stored is not None
+        assert [e.content.parts[0].text for e in stored.events if e.content and e.content.parts] == ["hello"]
+        assert stored.state == {"kept": 1}
+        await service.append_event(stored, _said("still works", 3.0))
+        again = await service.get_session(app_name=APP, user_id=USER, session_id="s")
+        assert again is not None
+        assert len(again.events) == 2
 
 
 def test_bad_configuration_is_refused() -> None:

@@ -118,15 +118,20 @@ def event_to_message(event: Event, *, message_id: str | None = None) -> Message:
             when a different event already holds that id).
 
     Raises:
-        InvalidMessage: The event has no id, or holds text no store keeps (a lone surrogate).
+        InvalidMessage: The event has no id, holds text no store keeps (a lone surrogate),
+            or holds a value with no JSON form (one that holds itself).
     """
     entry_id = message_id or event.id
     if not entry_id:
         raise InvalidMessage("an ADK event needs an id to be stored (ADK gives every event one)")
     compacts = event.actions is not None and event.actions.compaction is not None
+    try:
+        dumped = event.model_dump_json(exclude_none=True)
+    except ValueError as exc:  # pydantic's serialization error: a value that holds itself, say
+        raise InvalidMessage(f"ADK event {entry_id} cannot be stored as JSON: {exc}") from exc
     metadata: dict[str, Any] = {
         EVENT_KEY: {
-            "event": event.model_dump_json(exclude_none=True),
+            "event": dumped,
             "timestamp": event.timestamp,
             "compaction": compacts,
         }

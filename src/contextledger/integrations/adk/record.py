@@ -22,7 +22,7 @@ from typing import Any
 from google.adk.sessions import State
 from pydantic_core import to_jsonable_python
 
-from contextledger.errors import CorruptRecord
+from contextledger.errors import CorruptRecord, InvalidMessage
 
 __all__ = ["RECORD_KEY", "SessionRecord", "StateDeltas", "merged_state", "split_state"]
 
@@ -44,12 +44,15 @@ def split_state(state: Mapping[str, Any] | None) -> StateDeltas:
 
     Values are coerced the way ADK's own database service coerces them before storing
     (``to_jsonable_python``; a value with no JSON form at all becomes its ``str``).
+
+    Raises:
+        InvalidMessage: A value cannot be made JSON even so (it holds itself).
     """
     deltas = StateDeltas()
     for key, value in (state or {}).items():
         if key.startswith(State.TEMP_PREFIX):
             continue
-        stored = _json(value)
+        stored = _json(key, value)
         if key.startswith(State.APP_PREFIX):
             deltas.app[key.removeprefix(State.APP_PREFIX)] = stored
         elif key.startswith(State.USER_PREFIX):
@@ -59,11 +62,15 @@ def split_state(state: Mapping[str, Any] | None) -> StateDeltas:
     return deltas
 
 
-def _json(value: Any) -> Any:
+def _json(key: str, value: Any) -> Any:
     try:
         return to_jsonable_python(value, inf_nan_mode="null")
-    except Exception:
+    except Exception:  # pydantic_core raises its own errors; the fallback below decides
+        pass
+    try:
         return to_jsonable_python(value, inf_nan_mode="null", fallback=str)
+    except ValueError as exc:  # a value holding itself has no JSON form, not even through str
+        raise InvalidMessage(f"ADK state key {key!r} cannot be stored as JSON: {exc}") from exc
 
 
 def merged_state(app: Mapping[str, Any], user: Mapping[str, Any], session: Mapping[str, Any]) -> dict[str, Any]:

@@ -210,6 +210,7 @@ class LedgerSessionService(BaseSessionService):
 
         Raises:
             AdkSessionExists: ``session_id`` is taken for this app and user (ADK's ``AlreadyExistsError``).
+            InvalidMessage: A state value has no JSON form (it holds itself); nothing is created.
         """
         core = await self.core()
         key = ledger_session_id(app_name, user_id, session_id.strip()) if session_id and session_id.strip() else ""
@@ -255,6 +256,8 @@ class LedgerSessionService(BaseSessionService):
         Raises:
             AdkStaleSession: ``session`` is older than the stored session (ADK's ``StaleSessionError``).
             AdkSessionNotFound: The session does not exist (ADK's ``SessionNotFoundError``).
+            InvalidMessage: The event, or a value of its state delta, has no JSON form (it
+                holds itself); nothing is stored.
         """
         if event.partial:
             return event
