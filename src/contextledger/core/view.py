@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import cached_property
 from itertools import chain
 from typing import Any, Protocol
 
+from contextledger.core.toolgroups import ToolGroups
 from contextledger.core.viewfacts import ToolFacts, facts_of, projected_after
 from contextledger.errors import PinError
 from contextledger.model.messages import Message
@@ -126,8 +127,12 @@ class View:
                 # and the appends after every entry kept, in their order (a restore's go back in place)
                 and [item.entry_id for item in view._items[kept:]] == [a.entry_id for a in appends]
             )
-            if oldest:  # the oldest entries leave (nearly every eviction): the index too
+            if oldest:  # the oldest entries leave (nearly every eviction): the index and the groups too
                 self._carry_positions(view, len(removed), appends)
+                groups: ToolGroups | None = self.__dict__.get("_tool_groups")
+                carried = groups.without_oldest(len(removed)) if groups is not None else None
+                if carried is not None:
+                    view.__dict__["_tool_groups"] = carried.extended(appends) if appends else carried
             if "_tool_facts" in self.__dict__:
                 gone = live[: len(removed)] if oldest else [item for item in live if item.entry_id in removed]
                 facts = self._tool_facts.without(gone)
@@ -221,6 +226,13 @@ class View:
                     if tools.grown and not in_place
                     else tools.extended(appends, in_place=in_place, ids=tool_ids)
                 )
+            # The groups are extended when first asked (by a reduction), not here: an append
+            # reads no tool id for them, however many appends come before a reduction.
+            groups: ToolGroups | None = known.get("_tool_groups")
+            if groups is not None:
+                facts["_groups_base"] = (groups, count)
+            elif "_groups_base" in known:
+                facts["_groups_base"] = known["_groups_base"]
             if "projected_input_tokens" in known:
                 facts["projected_input_tokens"] = projected_after(known["projected_input_tokens"], appends)
             if positions is not None:
@@ -319,37 +331,32 @@ class View:
         return projected_after(None, self._live())
 
     @cached_property
-    def _group_ids(self) -> list[int]:
-        items = self._live()
-        parent = list(range(len(items)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        first_seen: dict[str, int] = {}
-        for index, entry in enumerate(items):
-            for tool_id in facts_of(entry).tool_ids:
-                if tool_id in first_seen:
-                    parent[find(index)] = find(first_seen[tool_id])
-                else:
-                    first_seen[tool_id] = index
-        return [find(i) for i in range(len(items))]
+    def _tool_groups(self) -> ToolGroups:
+        # An appended view extends the groups of the view it was appended to (see appended).
+        base: tuple[ToolGroups, int] | None = self.__dict__.get("_groups_base")
+        if base is not None:
+            groups, covered = base
+            return groups.extended(self._live()[covered:])
+        return ToolGroups.of(self._live())
 
     def group_of(self, index: int) -> list[int]:
         """Indexes tool-linked to ``index`` (itself included), ascending."""
-        root = self._group_ids[index]
-        return [i for i, r in enumerate(self._group_ids) if r == root]
+        roots = self._tool_groups.roots
+        root = roots[index]
+        return [i for i, r in enumerate(roots) if r == root]
 
     @cached_property
     def groups(self) -> list[list[int]]:
         """All groups in order of their first index; singletons for plain messages."""
-        by_root: dict[int, list[int]] = {}
-        for index, root in enumerate(self._group_ids):
-            by_root.setdefault(root, []).append(index)
-        return sorted(by_root.values(), key=lambda g: g[0])
+        return self._tool_groups.groups()
+
+    def groups_touching(self, indexes: Collection[int]) -> list[list[int]]:
+        """The groups of :attr:`groups` holding any of ``indexes`` (valid indexes of this view), in order."""
+        if not indexes:
+            return []
+        roots = self._tool_groups.roots
+        wanted = {roots[i] for i in indexes}
+        return [group for group in self.groups if roots[group[0]] in wanted]
 
     def is_pinned(self, index: int) -> bool:
         """Whether the entry or any tool-pair partner of it is pinned."""

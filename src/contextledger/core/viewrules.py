@@ -152,8 +152,9 @@ class _Fitter:
         raise InvalidPlan("the plan could not be brought to a valid view")  # pragma: no cover - bounded above
 
     def _whole_groups(self) -> None:
-        view = self.view
-        for group in view.groups:
+        # Only a group holding an entry to evict or replace can change either set (each
+        # step below adds or takes members of its own group only): the rest are skipped.
+        for group in self.view.groups_touching(self.evict | self.replaces):
             members = set(group)
             if members & self.replaces and (self._fixed(group) or not members <= self.replaces):
                 self.replaces -= members

@@ -39,7 +39,7 @@ from contextledger.model.jsonvalues import (
     freeze_value,
     too_long,
 )
-from contextledger.model.metadata import links_in, pinned_in, usage_in
+from contextledger.model.metadata import LINKS_KEY, links_in, pinned_in, usage_in
 from contextledger.model.pending import (
     PENDING,
     decoded_fields,
@@ -380,7 +380,22 @@ class Message(BaseModel):
         ``metadata[LINKS_KEY]`` (a reasoning item and the call it led to): the view groups
         it with them, so every manager keeps or evicts them together.
         """
-        return set(self.tool_use_ids) | set(self.tool_result_ids) | links_in(self.metadata)
+        # One pass over the blocks for both kinds (a view's groups ask this of every entry
+        # on each reduction), and the metadata looked at only when it holds links.
+        known = pending_tool_ids(self)
+        if known is not None:
+            ids = set(known[1:])
+        else:
+            ids = set()
+            for block in self.content:
+                if "toolUse" in block:
+                    ids.add(block["toolUse"]["toolUseId"])
+                if "toolResult" in block:
+                    ids.add(block["toolResult"]["toolUseId"])
+        metadata = self.metadata
+        if LINKS_KEY in metadata:
+            ids |= links_in(metadata)
+        return ids
 
     @property
     def plain_text(self) -> str:
