@@ -234,3 +234,23 @@ def test_touched_counts_both_lanes_under_cachegrind(touched_run: early.Finished)
     assert re.fullmatch(r"\| ledger / plain( \| (-?[0-9.]+x|-)){5} \|", rows["ledger / plain"]), rows["ledger / plain"]
     listed = touched_run.stdout.split("data-read misses by function", 1)[1].strip().splitlines()[1:]
     assert len(listed) == 3, touched_run.stdout
+
+
+def test_window_turn_times_its_lanes_against_another_tree() -> None:
+    # This tree against itself, a few turns: the shape of the report, never its figures.
+    command = [sys.executable, str(ROOT / "benchmarks" / "window_turn.py"), "--turns", "3", "--rounds", "1"]
+    done = subprocess.run(
+        [*command, "--against", str(ROOT / "src"), "--json"], capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    figures = json.loads(line)
+    assert figures["lanes"] == ["turn (memory)", "turn (SQLite)", "evict a turn (SQLite)"]
+    for tree in ("this tree", "other tree"):
+        assert len(figures[tree]) == 3
+        assert all(us > 0 for us in figures[tree]), figures
+    ratios = re.findall(r"\| ([0-9.]+)x \|$", done.stdout, re.MULTILINE)
+    assert len(ratios) == 3, done.stdout
+    refused = subprocess.run([*command, "--warmup", "5"], capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "--warmup must be at least 10" in refused.stderr
