@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextledger import Conversation, Edit, Message, ReductionPlan, View
+from contextledger.managers.policy import evictable_groups
 from contextledger.model.metadata import LINKS_KEY, links_in
 from contextledger.stores.memory import MemoryStore
 from tests.soak import examples
@@ -40,6 +41,8 @@ def tool_messages(draw: st.DrawFn) -> Message:
         metadata[LINKS_KEY] = links
     if draw(st.booleans()):
         metadata["other"] = draw(st.integers())
+    if draw(st.integers(0, 4)) == 0:
+        metadata["custom"] = {"pinned": True}  # appended pinned
     role = draw(st.sampled_from(["user", "assistant"]))
     return Message(role=role, content=blocks or [{"text": "x"}], metadata=metadata)
 
@@ -103,12 +106,15 @@ def test_groups_are_the_linked_parts_in_order_and_touching_picks_the_ones_named(
             st.tuples(st.just("evict_oldest_entries"), st.integers(1, 4)),
             st.tuples(st.just("evict_a_group"), st.integers(0, 8)),
             st.tuples(st.just("append_and_evict"), st.lists(tool_messages(), min_size=1, max_size=3)),
+            st.tuples(st.just("pin"), st.integers(0, 8)),
+            st.tuples(st.just("unpin"), st.integers(0, 8)),
+            st.tuples(st.just("pin_and_evict"), st.integers(0, 8)),
         ),
         max_size=12,
     )
 )
-def test_groups_carried_from_view_to_view_equal_the_groups_computed_afresh(steps: list[tuple[str, Any]]) -> None:
-    """Each commit's view derives its groups from its parent's (read at every step, so each one carries).
+def test_groups_and_pins_carried_from_view_to_view_equal_those_computed_afresh(steps: list[tuple[str, Any]]) -> None:
+    """Each commit's view derives its groups and pins from its parent's (read at every step, so each one carries).
 
     The plans are kept as given (a host's own), so an eviction may also split a group:
     then the groups are computed afresh.
@@ -117,11 +123,24 @@ def test_groups_carried_from_view_to_view_equal_the_groups_computed_afresh(steps
     for kind, arg in steps:
         view = conversation.view
         assert view.groups == _components(view), (kind, arg)
+        assert view.pinned_indexes == {i for i, entry in enumerate(view) if entry.message.pinned}, (kind, arg)
+        kept = {i for i, entry in enumerate(view) if entry.message.pinned} | {0}
+        assert evictable_groups(view, {0}) == [g for g in view.groups if not kept & set(g)]
         groups = view.groups
         if kind == "append":
             conversation.append(*arg)
             continue
         if not len(view):
+            continue
+        if kind in ("pin", "unpin"):
+            conversation.pin_index(arg % len(view), kind == "pin")
+            continue
+        if kind == "pin_and_evict":  # one commit evicting the oldest group and flipping a kept entry's pin
+            oldest = groups[0]
+            rest = [i for i in range(len(view)) if i not in oldest]
+            plan = ReductionPlan(strategy="test", evict=tuple(view[i].entry_id for i in oldest))
+            pins = {view[rest[arg % len(rest)]].entry_id: not view[rest[arg % len(rest)]].pinned} if rest else {}
+            conversation.edit(_given(Edit(plan=plan, pins=pins, trigger="manual", as_given=True)))
             continue
         if kind == "evict_oldest_groups":
             ids = tuple(view[i].entry_id for group in groups[:arg] for i in group)
@@ -139,3 +158,4 @@ def test_groups_carried_from_view_to_view_equal_the_groups_computed_afresh(steps
     view = conversation.view
     assert view.groups == _components(view)
     assert view.groups == View(list(view)).groups
+    assert view.pinned_indexes == View(list(view)).pinned_indexes

@@ -133,6 +133,10 @@ class View:
                 carried = groups.without_oldest(len(removed)) if groups is not None else None
                 if carried is not None:
                     view.__dict__["_tool_groups"] = carried.extended(appends) if appends else carried
+                pinned: frozenset[int] | None = self.__dict__.get("pinned_indexes")
+                if pinned is not None and not pins:  # the kept entries' pins as they were, ``evicted`` lower
+                    evicted = len(removed)
+                    view.__dict__["_pins_base"] = (frozenset([i - evicted for i in pinned if i >= evicted]), kept)
             if "_tool_facts" in self.__dict__:
                 gone = live[: len(removed)] if oldest else [item for item in live if item.entry_id in removed]
                 facts = self._tool_facts.without(gone)
@@ -233,6 +237,11 @@ class View:
                 facts["_groups_base"] = (groups, count)
             elif "_groups_base" in known:
                 facts["_groups_base"] = known["_groups_base"]
+            pinned: frozenset[int] | None = known.get("pinned_indexes")  # carried the same way
+            if pinned is not None:
+                facts["_pins_base"] = (pinned, count)
+            elif "_pins_base" in known:
+                facts["_pins_base"] = known["_pins_base"]
             if "projected_input_tokens" in known:
                 facts["projected_input_tokens"] = projected_after(known["projected_input_tokens"], appends)
             if positions is not None:
@@ -358,9 +367,25 @@ class View:
         wanted = {roots[i] for i in indexes}
         return [group for group in self.groups if roots[group[0]] in wanted]
 
+    @cached_property
+    def pinned_indexes(self) -> frozenset[int]:
+        """Indexes of the entries pinned themselves (their partners are not; see :meth:`is_pinned`).
+
+        Read from restored rows without building them; every manager and the view rules
+        ask it of each group they weigh.
+        """
+        items = self._live()
+        # A view made by an append or an eviction starts from its parent's (see appended, project).
+        base: tuple[frozenset[int], int] | None = self.__dict__.get("_pins_base")
+        if base is None:
+            return frozenset([i for i, item in enumerate(items) if facts_of(item).pinned])
+        pinned, covered = base
+        more = [i for i in range(covered, len(items)) if facts_of(items[i]).pinned]
+        return pinned.union(more) if more else pinned
+
     def is_pinned(self, index: int) -> bool:
         """Whether the entry or any tool-pair partner of it is pinned."""
-        return any(self._items[i].pinned for i in self.group_of(index))
+        return not self.pinned_indexes.isdisjoint(self.group_of(index))
 
     def id_at(self, index: int) -> str:
         """The id of the entry at ``index`` (negative counts from the end).

@@ -114,6 +114,8 @@ class _Fitter:
         self.plan = plan
         self.keep = keep
         self.newest = newest_prompt(view)
+        # What makes a group stay (see _fixed): pinned, protected by the caller, the newest prompt.
+        self.fixed = view.pinned_indexes | keep | ({self.newest} if self.newest is not None else frozenset())
         self.evict = self._indexes(plan.evict)
         self.replaces = self._indexes(plan.summary.replaces) if plan.summary is not None else set()
         self.evict -= self.replaces
@@ -130,7 +132,7 @@ class _Fitter:
 
     def _fixed(self, group: Iterable[int]) -> bool:
         """Whether a group must stay: pinned, protected by the caller, or the newest prompt."""
-        return any(i in self.keep or self.view[i].pinned or i == self.newest for i in group)
+        return not self.fixed.isdisjoint(group)
 
     def _first_non_system(self, order: Iterable[int]) -> int | None:
         for index in order:

@@ -371,7 +371,7 @@ def ledger_facts(view: View, records: Mapping[str, SummaryRecord]) -> LedgerFact
     pinned = {
         view[i].seq
         for group in view.groups
-        if any(view[i].pinned for i in group)
+        if not view.pinned_indexes.isdisjoint(group)
         for i in group
         if view[i].kind == "message"
     }

@@ -100,7 +100,8 @@ def evictable_groups(view: View, protected: Collection[int]) -> list[list[int]]:
     A group is protected as a whole when any member is, so a pin or a protected range
     also keeps the tool-pair partner of the entry it covers.
     """
-    return [g for g in view.groups if not any(i in protected or view[i].pinned for i in g)]
+    kept = view.pinned_indexes.union(protected)
+    return [g for g in view.groups if kept.isdisjoint(g)]
 
 
 def entry_ids(view: View, indexes: Sequence[int]) -> tuple[str, ...]:

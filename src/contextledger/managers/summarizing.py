@@ -138,7 +138,8 @@ class SummarizingConversationManager(PolicyManager):
         protected.update(range(max(0, size - self.options.preserve_recent_messages), size))
         wanted = max(1, int(size * self.options.summary_ratio))
         groups = view.groups
-        starts = [k for k, g in enumerate(groups) if not any(i in protected or view[i].pinned for i in g)]
+        kept = view.pinned_indexes.union(protected)
+        starts = [k for k, g in enumerate(groups) if kept.isdisjoint(g)]
         for start in starts:
             run = self._run(view, groups[start:], protected, wanted)
             if not run:
@@ -161,7 +162,7 @@ class SummarizingConversationManager(PolicyManager):
         run: list[int] = []
         counted = 0
         for group in groups:
-            if any(view[i].pinned for i in group):
+            if not view.pinned_indexes.isdisjoint(group):
                 continue
             if any(i in protected for i in group):
                 break
