@@ -218,6 +218,11 @@ def test_bad_input_is_refused_and_nothing_is_stored() -> None:
     async def main() -> list[Any]:
         with pytest.raises(InvalidMessage):
             await session.add_items([{"role": "user", "content": "ok"}, {"type": "function_call"}])  # type: ignore[list-item,misc]
+        holding_itself: dict[str, Any] = {"type": "function_call_output", "call_id": "c1", "output": "x"}
+        holding_itself["extra"] = [holding_itself]
+        with pytest.raises(InvalidMessage, match="nested more than 100 levels deep"):
+            await session.add_items([{"role": "user", "content": "ok"}, holding_itself])  # type: ignore[list-item]
+        assert await session.get_items() == []
         with pytest.raises(ConfigurationError):
             await session.get_items(-1)
         return await ledger.history("u8")

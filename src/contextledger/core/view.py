@@ -28,6 +28,10 @@ class _Revision(Protocol):
 
 __all__ = ["View", "is_prompt", "is_turn_opener_violation", "project_view"]
 
+# Facts a view appended to another derives from that one's when first asked, each with the
+# key of its base there: (the parent's fact, how many entries it covers).
+_CARRIED = (("_tool_groups", "_groups_base"), ("pinned_indexes", "_pins_base"))
+
 # Guards the hand-over of a view's tail (see View.appended): two threads extending one
 # view must not both append to its list.
 _TAIL_LOCK = threading.Lock()
@@ -230,18 +234,13 @@ class View:
                     if tools.grown and not in_place
                     else tools.extended(appends, in_place=in_place, ids=tool_ids)
                 )
-            # The groups are extended when first asked (by a reduction), not here: an append
-            # reads no tool id for them, however many appends come before a reduction.
-            groups: ToolGroups | None = known.get("_tool_groups")
-            if groups is not None:
-                facts["_groups_base"] = (groups, count)
-            elif "_groups_base" in known:
-                facts["_groups_base"] = known["_groups_base"]
-            pinned: frozenset[int] | None = known.get("pinned_indexes")  # carried the same way
-            if pinned is not None:
-                facts["_pins_base"] = (pinned, count)
-            elif "_pins_base" in known:
-                facts["_pins_base"] = known["_pins_base"]
+            # The groups and the pins are extended when first asked (by a reduction), not
+            # here: an append reads nothing for them, however many come before a reduction.
+            for fact, base in _CARRIED:
+                if fact in known:
+                    facts[base] = (known[fact], count)
+                elif base in known:
+                    facts[base] = known[base]
             if "projected_input_tokens" in known:
                 facts["projected_input_tokens"] = projected_after(known["projected_input_tokens"], appends)
             if positions is not None:
