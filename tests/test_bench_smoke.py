@@ -216,6 +216,24 @@ def test_layer_times_its_three_lanes_and_the_stages(managed: bool) -> None:
     assert "store: commit (JSON check included)" in done.stdout
 
 
+def test_driver_calls_splits_the_ledger_lane_into_its_calls_and_the_rest() -> None:
+    # A few turns: the shape of the figures, never their size.
+    command = [sys.executable, str(ROOT / "benchmarks" / "driver_calls.py"), "--turns", "3"]
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    figures = json.loads(line)
+    calls = {"BEGIN", "UPDATE cl_conversations", "INSERT INTO cl_changesets", "INSERT INTO cl_entries", "COMMIT"}
+    for lane in ("ledger", "replayed", "replayed, Python between"):
+        # Every lane sent the same calls (the replays are the ledger's own), each timed.
+        assert set(figures[lane]) == {*calls, "all driver calls"}, (lane, figures[lane])
+        assert all(us > 0 for us in figures[lane].values()), (lane, figures[lane])
+    assert 0 < figures["ledger outside the driver"] < figures["ledger append"]
+    refused = subprocess.run([*command[:-1], "0"], capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "--turns must be at least 1, got 0" in refused.stderr
+
+
 def test_floor_refuses_an_eviction_buffer_of_no_size() -> None:
     done = _floor("--turns", "1", "--cold", "--cold-mb", "0")
     assert done.returncode == 2
