@@ -21,6 +21,7 @@ the whole append, in microseconds, with the load average before and after.
 
     python benchmarks/driver_calls.py               # 600 turns
     python benchmarks/driver_calls.py --turns 200 --json
+    python benchmarks/driver_calls.py --write-results   # also its section of DETAILS.md
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _servers import replace_section, versions
 from contenders.cl import native_turn
 from contextledger import Ledger
 from contextledger.stores.sql import SQLStore
@@ -207,6 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--turns", type=int, default=600)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line")
+    parser.add_argument("--write-results", action="store_true", help="write its section of DETAILS.md")
     args = parser.parse_args()
     if args.turns < 1:
         parser.error(f"--turns must be at least 1, got {args.turns}")
@@ -218,7 +221,11 @@ def main() -> None:
         print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
         return
     load = f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
-    print("\n".join(table(figures, load)))
+    lines = table(figures, load)
+    print("\n".join(lines))
+    if args.write_results:
+        title = "## An append's driver calls against the same calls replayed, SQLite (`benchmarks/driver_calls.py`)"
+        replace_section(title, [*lines, "", versions()])
 
 
 if __name__ == "__main__":
