@@ -45,7 +45,7 @@ from _servers import replace_section, versions
 from contenders.cl import native_turn
 from contextledger import Ledger
 from contextledger.stores.sql import SQLStore
-from floor import AGENT, Call, RecordingSQLite, recording
+from floor import AGENT, Call, RecordingSQLite, bare_sqlite, recording, replay_sqlite
 
 LANES = ("ledger", "replayed", "replayed, Python between")
 CALLS = ("BEGIN", "UPDATE cl_conversations", "INSERT INTO cl_changesets", "INSERT INTO cl_entries", "COMMIT")
@@ -95,35 +95,13 @@ class TimingSQLite(sqlite3.Connection):
         _add("COMMIT", time.thread_time() - started)
 
 
-def _replay(conn: sqlite3.Connection, calls: list[Call], between: Callable[[], None] | None) -> None:
-    """Send ``calls`` on ``conn`` (``between``: run before each, untimed)."""
-    cursor = conn.cursor()
-    for kind, sql, params in calls:
-        if between is not None:
-            between()
-        if kind == "execute":
-            cursor.execute(sql, params).fetchall()
-        elif kind == "commit":
-            conn.commit()
-        else:
-            raise AssertionError(f"a SQLite append sends no {kind}")
-
-
-def _timing_connection(path: Path) -> sqlite3.Connection:
-    """A bare sqlite3 connection to ``path``, timed, set as the store sets its connections (stores/sql/engine.py)."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=TimingSQLite)
-    for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = NORMAL"):
-        conn.execute(f"PRAGMA {pragma}")
-    return conn
-
-
 def measure(directory: Path, turns: int) -> dict[str, Any]:
     """Record the twin's turns, then step the three lanes alternately; the medians in microseconds."""
     twin = Ledger(SQLStore.from_url(f"sqlite:///{directory}/twin.db", connect_args={"factory": RecordingSQLite}))
     timed = Ledger(SQLStore.from_url(f"sqlite:///{directory}/timed.db", connect_args={"factory": TimingSQLite}))
     # Each replay lane writes its own database, made in the twin's state.
     targets = [Ledger.connect(f"sqlite:///{directory}/replay-{i}.db") for i in range(2)]
-    conns = [_timing_connection(directory / f"replay-{i}.db") for i in range(2)]
+    conns = [bare_sqlite(directory / f"replay-{i}.db", TimingSQLite) for i in range(2)]
     memory = Ledger.connect("memory://")
     try:
         session = "calls"
@@ -165,8 +143,8 @@ def measure(directory: Path, turns: int) -> dict[str, Any]:
             messages, calls = native_turn(session, n), recorded[n - 1]
             steps: list[tuple[str, Callable[[], object]]] = [
                 ("ledger", partial(ledger.append, *messages)),
-                ("replayed", partial(_replay, conns[0], calls, None)),
-                ("replayed, Python between", partial(_replay, conns[1], calls, between)),
+                ("replayed", partial(replay_sqlite, conns[0], calls)),
+                ("replayed, Python between", partial(replay_sqlite, conns[1], calls, between)),
             ]
             shift = n % len(steps)
             for lane, run in steps[shift:] + steps[:shift]:

@@ -182,26 +182,38 @@ class SQLiteEngine(Engine):
         )
         self.ledger = Ledger.connect(f"sqlite:///{directory}/ledger.db")
         self.target = Ledger.connect(f"sqlite:///{directory}/replay.db")
-        self.conn = sqlite3.connect(f"{directory}/replay.db", isolation_level=None, check_same_thread=False)
-        # What the store's connections are set to (stores/sql/engine.py).
-        for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = NORMAL"):
-            self.conn.execute(f"PRAGMA {pragma}")
+        self.conn = bare_sqlite(directory / "replay.db")
         self.plain = RawSQLite()
         self.plain.setup("append", {"path": f"{directory}/plain.db", "session": "plain"})
 
     def replay(self, calls: list[Call]) -> None:
-        cursor = self.conn.cursor()
-        for kind, sql, params in calls:
-            if kind == "execute":
-                cursor.execute(sql, params).fetchall()
-            elif kind == "executemany":
-                cursor.executemany(sql, params)
-            else:
-                self.conn.commit()
+        replay_sqlite(self.conn, calls)
 
     def close(self) -> None:
         self.conn.close()
         super().close()
+
+
+def bare_sqlite(path: Path, factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
+    """A bare sqlite3 connection to ``path``, set as the store sets its connections (stores/sql/engine.py)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=factory)
+    for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = NORMAL"):
+        conn.execute(f"PRAGMA {pragma}")
+    return conn
+
+
+def replay_sqlite(conn: sqlite3.Connection, calls: list[Call], before_each: Callable[[], None] | None = None) -> None:
+    """Send the recorded ``calls`` on ``conn`` (``before_each``: run before every call)."""
+    cursor = conn.cursor()
+    for kind, sql, params in calls:
+        if before_each is not None:
+            before_each()
+        if kind == "execute":
+            cursor.execute(sql, params).fetchall()
+        elif kind == "executemany":
+            cursor.executemany(sql, params)
+        else:
+            conn.commit()
 
 
 class PostgresEngine(Engine):
