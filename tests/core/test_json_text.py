@@ -59,6 +59,21 @@ def test_what_json_cannot_hold_is_refused_like_the_encoder_refuses_it(bad: Any) 
         dumps_encoded(value)
 
 
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_plain_value_holding_itself_is_refused_as_the_encoder_refuses_it(compact: bool) -> None:
+    # Plain containers take the encoder built without the cycle check first: a cycle must
+    # still end in json.dumps' own error, not in a RecursionError or a text.
+    listed: list[Any] = [{"x": 1}]
+    listed.append(listed)
+    mapped: dict[str, Any] = {"a": [1]}
+    mapped["self"] = mapped
+    for value in (listed, mapped, [{"content": mapped}]):
+        with pytest.raises(ValueError, match="Circular reference detected"):
+            json.dumps(value)
+        with pytest.raises(ValueError, match="Circular reference detected"):
+            dumps_encoded(value, compact=compact)
+
+
 def test_a_message_with_an_image_is_written_tagged() -> None:
     message = Message(role="user", content=[{"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}])
     text = dumps_encoded(message.content)

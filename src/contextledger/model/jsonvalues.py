@@ -280,7 +280,8 @@ def _normalize(value: Any, what: str, depth: int, coerce: bool, freeze: bool) ->
     if depth >= MAX_DEPTH:
         raise InvalidMessage(f"{what} is nested more than {MAX_DEPTH} levels deep")
     depth += 1
-    if kind is dict or isinstance(value, Mapping):
+    # A list is told apart before the Mapping check: an ABC's isinstance costs more than the rest of a short list.
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         items = {}
         for k, v in value.items():
             key = k if type(k) is str and k.isascii() else _key(k, what, coerce)
@@ -411,12 +412,13 @@ def encode_blocks(blocks: Sequence[ContentBlock]) -> list[ContentBlock]:
 def dumps_encoded(value: Any, *, compact: bool = False) -> str:
     """The JSON text of :func:`encode_value` (``value``) -- without building that copy when it would equal ``value``.
 
-    Content and metadata are ``dict``/``list`` subclasses holding JSON scalars, so the
-    standard library's C encoder writes them as they are unless something needs the
-    codec: a ``bytes`` value (the encoder refuses it) or a key the codec would escape
-    (such a key ends with the tag, so the tag shows in the text). Then -- and for
-    anything else the encoder refuses -- the text is built from the tagged copy, as
-    before. NaN and infinity are refused either way (``allow_nan=False``).
+    Content and metadata are ``dict``/``list`` subclasses holding JSON scalars (a host's
+    values before they become a message's: plain ones), so the standard library's C
+    encoder writes them as they are unless something needs the codec: a ``bytes`` value
+    (the encoder refuses it) or a key the codec would escape (such a key ends with the
+    tag, so the tag shows in the text). Then -- and for anything else that encoder
+    refuses -- the standard encoder writes the tagged copy, as before, and refuses what
+    it refuses: NaN and infinity (``allow_nan=False``), a plain value holding itself.
 
     Args:
         value: Content blocks, metadata or another JSON value of a message.
@@ -427,14 +429,15 @@ def dumps_encoded(value: Any, *, compact: bool = False) -> str:
             ``json.dumps`` raises them.
     """
     kind = type(value)
-    if kind is FrozenList or kind is FrozenDict:  # a message's content or metadata: acyclic
+    if kind is FrozenList or kind is FrozenDict or kind is list or kind is dict:
         if not value:  # the metadata of most messages: no encoder call
             return _EMPTY_TEXT[kind]
+        # Written by the encoder built once, without the cycle check: a message's content
+        # and metadata are acyclic, and a plain value holding itself ends the encoder's
+        # recursion (frozen_text gives None), so the standard encoder below names the cycle.
         text = frozen_text(value, compact=compact)
         if text is not None and _BYTES_TAG not in text:
             return text
-    elif not value and kind in _EMPTY_TEXT:
-        return _EMPTY_TEXT[kind]
     encoder = _COMPACT if compact else _SPACED
     try:
         text = encoder.encode(value)

@@ -141,7 +141,7 @@ class Message(BaseModel):
         if not isinstance(value, list):
             raise ValueError(f"content must be a list of content blocks, got {type(value).__name__}")
         for block in value:
-            if not isinstance(block, Mapping) or not block:
+            if not (type(block) is dict or isinstance(block, Mapping)) or not block:  # a dict: no ABC check
                 raise ValueError(f"content block must be a non-empty mapping, got {block!r}")
             check_block(block)
         return value

@@ -386,7 +386,7 @@ def check_block(block: Mapping[str, Any]) -> None:
         if kind not in block:
             continue
         body = block[kind]
-        if not isinstance(body, Mapping):
+        if not (type(body) is dict or isinstance(body, Mapping)):  # a dict: no ABC check
             raise ValueError(f"a {kind} block holds a mapping, got {type(body).__name__}")
         tool_use_id = body.get("toolUseId")
         if not isinstance(tool_use_id, str) or not tool_use_id:
