@@ -5,26 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import cached_property
-from itertools import chain
-from typing import Any, Protocol
+from typing import Any
 
+from contextledger.core.projection import Revision, projected_items
 from contextledger.core.toolgroups import ToolGroups
 from contextledger.core.viewfacts import ToolFacts, facts_of, projected_after
 from contextledger.errors import PinError
 from contextledger.model.messages import Message
 from contextledger.model.records import SummaryEntry, ViewEntry
 from contextledger.model.rows import Row, compacted, entry_of
-
-
-class _Revision(Protocol):
-    """What :func:`project_view` reads of a content revision (structural, so no import)."""
-
-    @property
-    def content(self) -> list[dict[str, Any]]: ...
-
-    @property
-    def tokens(self) -> int | None: ...
-
 
 __all__ = ["View", "is_prompt", "is_turn_opener_violation", "project_view"]
 
@@ -108,7 +97,7 @@ class View:
         self,
         appends: Sequence[ViewEntry],
         removed: set[str],
-        revised: Mapping[str, _Revision],
+        revised: Mapping[str, Revision],
         pins: Mapping[str, bool],
         summary: SummaryEntry | None,
     ) -> View:
@@ -120,7 +109,7 @@ class View:
         ):
             return self.appended(tuple(appends))
         live = self._live()
-        view = self._of(_projected(live, appends, removed, revised, pins, summary))
+        view = self._of(projected_items(live, appends, removed, revised, pins, summary))
         if removed and not (revised or summary) and not any([a.entry_id in removed for a in appends]):
             # An eviction (a sliding window's, every turn): carry the facts over in
             # O(removed + appended) instead of computing them over the whole window again.
@@ -468,56 +457,12 @@ def project_view(
     view: View,
     appends: Sequence[ViewEntry],
     removed: set[str],
-    revised: Mapping[str, _Revision],
+    revised: Mapping[str, Revision],
     pins: Mapping[str, bool],
     summary: SummaryEntry | None,
 ) -> list[ViewEntry]:
-    """The view after a changeset, computed locally so a commit needs no re-read (pure).
+    """The entries of ``view`` after a changeset, computed locally so a commit needs no re-read (pure).
 
     Entries are ordered by seq; a summary sorts before a message of equal seq.
     """
-    return [entry_of(e) for e in _projected(list(view.entries), appends, removed, revised, pins, summary)]
-
-
-def _projected(
-    items: list[ViewEntry | Row],
-    appends: Sequence[ViewEntry],
-    removed: set[str],
-    revised: Mapping[str, _Revision],
-    pins: Mapping[str, bool],
-    summary: SummaryEntry | None,
-) -> list[ViewEntry | Row]:
-    """:func:`project_view` of a view's items: a row nothing changes stays a row."""
-    in_order = not appends or not items or appends[0].seq > items[-1].seq
-    if in_order and not (removed or revised or pins or summary):
-        # Appends take seqs above every active entry, so the order holds without a sort
-        # and the hot path (a turn appended) costs O(appended), not O(window log window).
-        return [*items, *appends]
-    entries: list[ViewEntry | Row] = []
-    for item in chain(items, appends):
-        entry_id = item.entry_id
-        if entry_id in removed:
-            continue
-        if entry_id in revised or entry_id in pins:
-            entry = entry_of(item)
-            message = entry.message
-            if entry_id in revised:
-                message = message.with_content(revised[entry_id].content)
-            if entry_id in pins:
-                message = message.with_pin(pins[entry_id])
-            revision = revised.get(entry_id)
-            tokens = revision.tokens if revision is not None and revision.tokens is not None else entry.tokens
-            item = entry.model_copy(update={"message": message, "tokens": tokens})
-        entries.append(item)
-    if summary is not None:
-        entries.append(
-            ViewEntry(
-                entry_id=summary.summary_id,
-                kind="summary",
-                seq=summary.seq,
-                message=summary.to_message(),
-                tokens=summary.tokens,
-            )
-        )
-    entries.sort(key=lambda e: (e.seq, e.kind != "summary"))
-    return entries
+    return [entry_of(e) for e in projected_items(list(view.entries), appends, removed, revised, pins, summary)]
