@@ -224,11 +224,16 @@ def test_driver_calls_splits_the_ledger_lane_into_its_calls_and_the_rest() -> No
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
     figures = json.loads(line)
     calls = {"BEGIN", "UPDATE cl_conversations", "INSERT INTO cl_changesets", "INSERT INTO cl_entries", "COMMIT"}
-    for lane in ("ledger", "replayed", "replayed, Python between"):
-        # Every lane sent the same calls (the replays are the ledger's own), each timed.
+    lanes = ("ledger", "replayed", "replayed, Python between", "rows built by hand")
+    for lane in lanes:
+        # Every lane sent the same calls (the replays are the ledger's own), each timed; the
+        # rows built by hand were the ledger's rows, or the run would have failed above.
         assert set(figures[lane]) == {*calls, "all driver calls"}, (lane, figures[lane])
         assert all(us > 0 for us in figures[lane].values()), (lane, figures[lane])
-    assert 0 < figures["ledger outside the driver"] < figures["ledger append"]
+    assert set(figures["whole"]) == set(lanes)
+    # A whole step holds its driver calls and the Python around them.
+    assert all(figures["whole"][lane] > figures[lane]["all driver calls"] for lane in lanes), figures
+    assert 0 < figures["ledger outside the driver"] < figures["ledger append"] == figures["whole"]["ledger"]
     refused = subprocess.run([*command[:-1], "0"], capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 2
     assert "--turns must be at least 1, got 0" in refused.stderr
