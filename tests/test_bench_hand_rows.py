@@ -1,7 +1,7 @@
 """The rows ``benchmarks/driver_calls.py`` builds by hand are the ledger's rows, and its check says when they are not.
 
-Its ``rows built by hand`` lane times the least Python that writes an append's entry
-rows; the lane is a floor only while those rows are the ones the ledger writes. The run
+Its ``rows built by hand`` lane times a plain Python writer of an append's entry rows;
+the lane says what any writer of these rows pays only while they are the ledger's rows. The run
 compares them after every step; these tests hold the comparison to what the ledger sent
 and show that it refuses a row that differs.
 """
@@ -86,5 +86,5 @@ def test_the_token_counts_built_by_hand_are_the_default_counters(
             role="user", content=[{"toolResult": {"toolUseId": "t", "status": "success", "content": [{"text": text}]}}]
         ),
     ]
-    tokens = hand_built_rows(messages, 1)[6::7]  # each row's last value
+    tokens = hand_built_rows(messages, 1)[6::7]  # each row's token count, its seventh value
     assert tokens == CharTokenCounter().counts(messages)
