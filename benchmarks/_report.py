@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from _contenders import DEFERRED, HAND_WRITTEN, HOST_PAIRS, SCOPE
+from _floor_report import floor_tables, floor_targets
 from _protocol import MESSAGES_PER_TURN
 from _run import POSTGRES_SETTINGS, SQLITE_DURABILITY, Run, machine
 from _workers import Outcome
@@ -226,6 +227,9 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
     aio = _get(run, "aio", "aio")
     if aio is not None and aio.ok:
         out += _aio_targets(aio.info.get("figures", {}), verdict)
+    replayed = _get(run, "floor", "floor")
+    if replayed is not None and replayed.ok:
+        out += floor_targets(run, replayed.info, verdict, label=_label)
     return out
 
 
@@ -645,6 +649,13 @@ def write_report(run: Run, out: Path, *, plots: bool) -> None:
         body = str(aio.value).strip().split("\n")
         start = next((i for i, line in enumerate(body) if line.startswith("**One call")), 0)
         doc += ["\n".join(body[start:]).strip()] if aio.ok else [_na(aio)]
+    replayed = _get(run, "floor", "floor")
+    if replayed is not None:
+        doc += [
+            "",
+            "## The append against its own statements replayed (`benchmarks/floor.py`, `benchmarks/driver_calls.py`)",
+        ]
+        doc += ["", *floor_tables(replayed.info)] if replayed.ok else ["", _na(replayed)]
     doc += ["", "## Not applicable", "", *na_table(run), ""]
     (out / "RESULTS.md").write_text("\n".join(doc))
     payload = {

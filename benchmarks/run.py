@@ -56,6 +56,7 @@ WORKLOADS = (
     "concurrency",
     "strands_turn",
     "aio",
+    "floor",
 )
 
 REDIS_ARGS = ("--appendonly", "yes", "--appendfsync", "everysec")
@@ -428,14 +429,19 @@ class Harness:
             self.run.put("strands_turn", "strands", Outcome(value=done.stdout))
         print("strands_turn: done", file=sys.stderr, flush=True)
 
-    def aio(self) -> None:
-        """``benchmarks/aio.py``: the async API against the sync one and 0.2's bridge, on the run's servers."""
-        figures = self.workdir / "aio.json"
+    def _server_env(self) -> dict[str, str]:
+        """This process's environment with the run's servers, for a script that takes them from there."""
         env = dict(os.environ)
         if self.run.servers.get("postgres"):
             env["CONTEXTLEDGER_TEST_POSTGRES_URL"] = str(self.run.servers["postgres"])
         if self.run.servers.get("redis"):
             env["CONTEXTLEDGER_TEST_REDIS_URL"] = str(self.run.servers["redis"])
+        return env
+
+    def aio(self) -> None:
+        """``benchmarks/aio.py``: the async API against the sync one and 0.2's bridge, on the run's servers."""
+        figures = self.workdir / "aio.json"
+        env = self._server_env()
         argv = [sys.executable, str(HERE / "aio.py"), "--json", str(figures), *(["--quick"] if self.run.quick else [])]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600, env=env)
         if done.returncode != 0 or not figures.exists():
@@ -444,6 +450,30 @@ class Harness:
         else:
             self.run.put("aio", "aio", Outcome(value=done.stdout, info=json.loads(figures.read_text())))
         print("aio: done", file=sys.stderr, flush=True)
+
+    def floor(self) -> None:
+        """``floor.py`` and ``driver_calls.py``: the append against its own statements replayed, on the run's servers.
+
+        Their figures (JSON lines) are kept whole: the report takes from the first each
+        engine's append against its statements replayed (a target), and shows the
+        second's writer of the same rows by hand next to it (see ``_floor_report``).
+        """
+        figures: dict[str, list[dict[str, Any]]] = {}
+        for script, turns in (
+            ("floor.py", 60 if self.run.quick else 400),
+            ("driver_calls.py", 60 if self.run.quick else 600),
+        ):
+            argv = [sys.executable, str(HERE / script), "--json", "--turns", str(turns)]
+            done = subprocess.run(
+                argv, capture_output=True, text=True, check=False, timeout=1800, env=self._server_env()
+            )
+            if done.returncode != 0:
+                why = (done.stderr.strip().splitlines() or ["?"])[-1][:300]
+                self.run.put("floor", "floor", Outcome(na=f"failed: {script}: {why}"))
+                return
+            figures[script] = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        self.run.put("floor", "floor", Outcome(value=len(figures["floor.py"]), info=figures))
+        print("floor: done", file=sys.stderr, flush=True)
 
 
 def _children_cpu() -> float:

@@ -28,10 +28,11 @@ ALL_WORKLOADS = (
     "storage",
     "before_model_call",
     "concurrency",
+    "floor",
 )
 # The default run drives every lane of the workloads the report's headline rows come
 # from; soak mode runs them all (the others start processes per lane and take minutes).
-WORKLOADS = ALL_WORKLOADS if SOAK else ("append", "restore_wide", "before_model_call", "storage")
+WORKLOADS = ALL_WORKLOADS if SOAK else ("append", "restore_wide", "before_model_call", "storage", "floor")
 
 
 def _bench(out: Path) -> list[str]:
@@ -87,7 +88,7 @@ def test_every_contextledger_and_raw_lane_ran_or_says_why_not(report: Path) -> N
                     lane,
                     outcome["na"],
                 )
-            elif workload in ("storage", "concurrency"):
+            elif workload in ("storage", "concurrency", "floor"):
                 assert outcome["value"] > 0, (workload, lane)
             else:
                 assert outcome["samples"], (workload, lane)
@@ -152,6 +153,27 @@ def test_results_md_states_the_setup_and_every_target(report: Path) -> None:
             assert f"| {contenders[lane]['label']} | {stated} | " in text.split("## Append one turn", 1)[1], lane
     assert "| contextledger (PostgreSQL), PostgreSQL's default | server: synchronous_commit=on" in durability
     assert "client CPU ms / turn" in text
+
+
+@pytest.mark.slow
+def test_the_append_against_its_own_statements_replayed_is_a_target_on_every_engine(report: Path) -> None:
+    payload = json.loads((report / "results.json").read_text())
+    figures = payload["results"]["floor"]["floor"]["info"]
+    assert {f["engine"] for f in figures["floor.py"]} == {"sqlite", "postgres", "redis"}
+    rows = {t["target"]: t for t in payload["targets"]}
+    for label in ("contextledger (SQLite)", "contextledger (PostgreSQL)", "contextledger (Redis)"):
+        (row,) = [t for name, t in rows.items() if name.startswith(f"append, {label}: within 1.5x of its own")]
+        # Both clocks, each with its verdict, and the two CPU figures the ratio divides.
+        assert re.fullmatch(r"wall \d+\.\d\dx, client CPU \d+\.\d\dx \([\d,]+ vs [\d,]+ us\)", row["measured"]), row
+        assert re.fullmatch(r"wall (met|\*\*missed\*\*), CPU (met|\*\*missed\*\*)", row["verdict"]), row
+    (writer,) = [t for name, t in rows.items() if name.startswith("a plain Python writer of the same rows")]
+    assert writer["verdict"] == "-"
+    assert re.fullmatch(r"\d+\.\d\dx \(the ledger's append \d+\.\d\dx\)", writer["measured"]), writer
+    text = (report / "RESULTS.md").read_text()
+    section = text.split("## The append against its own statements replayed", 1)[1].split("\n## ", 1)[0]
+    for engine in ("sqlite", "postgres", "redis"):
+        assert f"| {engine} |" in section, engine
+    assert "| rows built by hand |" in section  # the call table's header
 
 
 @pytest.mark.slow
