@@ -12,37 +12,28 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from _cells import contender_label, per_clock, times
 from _run import Run
 
 __all__ = ["floor_tables", "floor_targets"]
-
-
-def x(value: float) -> str:
-    """A ratio as the report writes one (``2.20x``)."""
-    return f"{value:.2f}x"
 
 
 def floor_targets(
     run: Run,
     figures: dict[str, list[dict[str, Any]]],
     verdict: Callable[[bool | None], str],
-    *,
-    label: Callable[[Run, str], str],
 ) -> list[tuple[str, str, str]]:
-    """Each engine's append within 1.5x of its statements replayed (``floor.py``), and the writer by hand beside it.
-
-    ``label`` names a contender as the report does (``cl-sqlite``: ``contextledger (SQLite)``).
-    """
+    """Each engine's append within 1.5x of its statements replayed (``floor.py``), and the writer by hand beside it."""
     out: list[tuple[str, str, str]] = []
     for f in figures.get("floor.py", []):
         cpu, wall = f["vs_replayed"]["cpu_us"], f["vs_replayed"]["wall_us"]
         out.append(
             (
-                f"append, {label(run, 'cl-' + f['engine'])}: within 1.5x of its own statements replayed on "
+                f"append, {contender_label(run, 'cl-' + f['engine'])}: within 1.5x of its own statements replayed on "
                 "the bare driver (floor.py, warm)",
-                f"wall {x(wall)}, client CPU {x(cpu)} "
+                f"wall {times(wall)}, client CPU {times(cpu)} "
                 f"({f['ledger']['cpu_us']:,.0f} vs {f['replayed']['cpu_us']:,.0f} us)",
-                f"wall {verdict(wall <= 1.5)}, CPU {verdict(cpu <= 1.5)}",
+                per_clock(verdict, wall, cpu, lambda ratio: ratio <= 1.5),
             )
         )
     for f in figures.get("driver_calls.py", []):
@@ -51,8 +42,8 @@ def floor_targets(
             (
                 "a plain Python writer of the same rows (SQLite, driver_calls.py): each step against the same "
                 "calls replayed back to back, the lanes taking turns",
-                f"{x(whole['rows built by hand'] / whole['replayed'])} "
-                f"(the ledger's append {x(whole['ledger'] / whole['replayed'])})",
+                f"{times(whole['rows built by hand'] / whole['replayed'])} "
+                f"(the ledger's append {times(whole['ledger'] / whole['replayed'])})",
                 "-",
             )
         )

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from _cells import contender_label, figure, per_clock, times
 from _contenders import DEFERRED, HAND_WRITTEN, HOST_PAIRS, SCOPE
 from _floor_report import floor_tables, floor_targets
 from _protocol import MESSAGES_PER_TURN
@@ -72,22 +73,8 @@ def _na(outcome: Outcome | None) -> str:
 BMC_LANES = ("cl-memory", f"cl-memory{DEFERRED}", "cl-sqlite", f"cl-sqlite{DEFERRED}")
 
 
-def _label(run: Run, key: str) -> str:
-    base, deferred, _ = key.partition(DEFERRED)
-    label = next((s.label for s in run.specs if s.key == base), base)
-    return f"{label}, count deferred to the next commit" if deferred else label
-
-
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
-
-
-def _fmt(value: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}{suffix}"
-
-
-def _x(value: float | None) -> str:
-    return _fmt(value, 2, "x")
 
 
 # -- the targets -------------------------------------------------------------------------
@@ -111,9 +98,9 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             out.append(
                 (
                     f"append, {spec.label}: within 2x of the raw driver at the same setting",
-                    f"wall {_x(r)} ({_ms(_med(run, 'append', lane))} vs {_ms(_med(run, 'append', raw))} ms), "
-                    f"client CPU {_x(c)} ({_ms(_cpu(run, 'append', lane))} vs {_ms(_cpu(run, 'append', raw))} ms)",
-                    _both(verdict, r, c, lambda v: v <= 2),
+                    f"wall {times(r)} ({_ms(_med(run, 'append', lane))} vs {_ms(_med(run, 'append', raw))} ms), "
+                    f"client CPU {times(c)} ({_ms(_cpu(run, 'append', lane))} vs {_ms(_cpu(run, 'append', raw))} ms)",
+                    per_clock(verdict, r, c, lambda v: v <= 2),
                 )
             )
         out += _peer_targets(run, verdict)
@@ -123,8 +110,8 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             r = _ratio(other, cl)
             out.append(
                 (
-                    f"append msgs/s vs {_label(run, peer)}: at least {factor}x",
-                    _x(r),
+                    f"append msgs/s vs {contender_label(run, peer)}: at least {factor}x",
+                    times(r),
                     verdict(None if r is None else r >= factor),
                 )
             )
@@ -134,7 +121,13 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             if workload in run.results and (_get(run, workload, ours) or _get(run, workload, theirs)):
                 r = _ratio(_med(run, workload, theirs), _med(run, workload, ours))
                 read = f" ({how})" if workload == "restore_wide" else ""
-                out.append((f"{_label(run, ours)} {what} x faster than {_label(run, theirs)}{read}", _x(r), "-"))
+                out.append(
+                    (
+                        f"{contender_label(run, ours)} {what} x faster than {contender_label(run, theirs)}{read}",
+                        times(r),
+                        "-",
+                    )
+                )
     if "fresh_restore" in run.results:
         cl = _med(run, "fresh_restore", "cl-sqlite")
         out.append(
@@ -164,7 +157,7 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
                 (
                     f"in-process restore, {engine}: {run.sizes.window} active over {big:,} vs {small} in all "
                     "within 1.5x",
-                    _x(r),
+                    times(r),
                     verdict(None if r is None else r <= 1.5),
                 )
             )
@@ -173,7 +166,7 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
         out.append(
             (
                 f"restore of {run.sizes.wide:,} active messages: at least 10x faster than FileSessionManager",
-                _x(r),
+                times(r),
                 verdict(None if r is None else r >= 10),
             )
         )
@@ -184,7 +177,7 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             out.append(
                 (
                     f"reduction commit, {engine}: {big:,} vs {small:,} entries within 1.5x",
-                    _x(r),
+                    times(r),
                     verdict(None if r is None else r <= 1.5),
                 )
             )
@@ -196,8 +189,8 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             target = "<= 2.1" if key == "cl-sqlite" else "for comparison"
             out.append(
                 (
-                    f"storage, {_label(run, key)}: bytes at {hi} / {lo} turns {target}",
-                    _fmt(r),
+                    f"storage, {contender_label(run, key)}: bytes at {hi} / {lo} turns {target}",
+                    figure(r),
                     verdict(None if r is None else r <= 2.1) if key == "cl-sqlite" else "-",
                 )
             )
@@ -206,8 +199,8 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             t = _med(run, "before_model_call", key)
             out.append(
                 (
-                    f"before_model_call() when nothing fires, {_label(run, key)}: under 20 us",
-                    _fmt(None if t is None else t * 1e6, 1, " us"),
+                    f"before_model_call() when nothing fires, {contender_label(run, key)}: under 20 us",
+                    figure(None if t is None else t * 1e6, 1, " us"),
                     verdict(None if t is None else t < 20e-6),
                 )
             )
@@ -219,7 +212,7 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
             grows = len(values) > 1 and values[1][1] > values[0][1]
             out.append(
                 (
-                    f"concurrency, {_label(run, key)}: appends/s grow with K up to the cores",
+                    f"concurrency, {contender_label(run, key)}: appends/s grow with K up to the cores",
                     shown,
                     verdict(None if len(values) < 2 else grows),
                 )
@@ -229,15 +222,8 @@ def targets(run: Run) -> list[tuple[str, str, str]]:
         out += _aio_targets(aio.info.get("figures", {}), verdict)
     replayed = _get(run, "floor", "floor")
     if replayed is not None and replayed.ok:
-        out += floor_targets(run, replayed.info, verdict, label=_label)
+        out += floor_targets(run, replayed.info, verdict)
     return out
-
-
-def _both(
-    verdict: Callable[[bool | None], str], wall: float | None, cpu: float | None, ok: Callable[[float], bool]
-) -> str:
-    """One verdict per clock: ``wall met, CPU **missed**``."""
-    return f"wall {verdict(None if wall is None else ok(wall))}, CPU {verdict(None if cpu is None else ok(cpu))}"
 
 
 def _peer_targets(run: Run, verdict: Callable[[bool | None], str]) -> list[tuple[str, str, str]]:
@@ -257,18 +243,18 @@ def _peer_targets(run: Run, verdict: Callable[[bool | None], str]) -> list[tuple
         if spec.key in HAND_WRITTEN:  # a floor written with the bare driver, not a library's store: no target
             out.append(
                 (
-                    f"{_label(run, ours)} against {base}, a floor written by hand with the driver "
+                    f"{contender_label(run, ours)} against {base}, a floor written by hand with the driver "
                     f"({spec.durability}): how many times faster",
-                    f"wall {_x(r)}, client CPU {_x(c)}",
+                    f"wall {times(r)}, client CPU {times(c)}",
                     "-",
                 )
             )
             continue
         out.append(
             (
-                f"ahead of {base} on append at {at} ({spec.durability}) -- against {_label(run, ours)}",
-                f"wall {_x(r)}, client CPU {_x(c)}",
-                _both(verdict, r, c, lambda v: v > 1),
+                f"ahead of {base} on append at {at} ({spec.durability}) -- against {contender_label(run, ours)}",
+                f"wall {times(r)}, client CPU {times(c)}",
+                per_clock(verdict, r, c, lambda v: v > 1),
             )
         )
     return out
@@ -288,7 +274,9 @@ def _aio_targets(
         sync, aio = f.get("append sync cpu"), f.get("append async cpu")
         r = _ratio(aio, sync)
         shown = (
-            "n/a" if r is None or sync is None or aio is None else f"{_x(r)} ({aio * 1e6:,.0f} vs {sync * 1e6:,.0f} us)"
+            "n/a"
+            if r is None or sync is None or aio is None
+            else f"{times(r)} ({aio * 1e6:,.0f} vs {sync * 1e6:,.0f} us)"
         )
         out.append(
             (
@@ -303,7 +291,7 @@ def _aio_targets(
         out.append(
             (
                 f"concurrent AsyncConversations, {engine}: at least the msg/s of as many threads on the sync API",
-                _x(r),
+                times(r),
                 verdict(None if r is None else r >= 1.0) if engine != "sqlite" else "-",
             )
         )
@@ -331,7 +319,7 @@ def _timed_row(run: Run, workload: str, lane: str, label: str, extra: list[str])
 
 
 def _pair(wall: float | None, cpu: float | None, digits: int = 2) -> str:
-    return f"{_fmt(wall, digits, 'x')} / {_fmt(cpu, digits, 'x')}"
+    return f"{figure(wall, digits, 'x')} / {figure(cpu, digits, 'x')}"
 
 
 def append_table(run: Run) -> list[str]:
@@ -482,10 +470,12 @@ def bmc_table(run: Run) -> list[str]:
         if o is None:
             continue
         if not o.ok or not o.samples:
-            lines.append(f"| {_label(run, key)} | {_na(o)} | | |")
+            lines.append(f"| {contender_label(run, key)} | {_na(o)} | | |")
         else:
             cpu = f"{median(o.cpu) * 1e6:.1f}" if o.cpu else "n/a"
-            lines.append(f"| {_label(run, key)} | {median(o.samples) * 1e6:.1f} | {p95(o.samples) * 1e6:.1f} | {cpu} |")
+            lines.append(
+                f"| {contender_label(run, key)} | {median(o.samples) * 1e6:.1f} | {p95(o.samples) * 1e6:.1f} | {cpu} |"
+            )
     return lines
 
 
@@ -525,7 +515,7 @@ def na_table(run: Run) -> list[str]:
                 and key in {s.key for s in run.specs}
             ):
                 seen.add((key, workload))
-                lines.append(f"| {_label(run, key)} | {workload} | {outcome.na.removeprefix('n/a: ')} |")
+                lines.append(f"| {contender_label(run, key)} | {workload} | {outcome.na.removeprefix('n/a: ')} |")
     return lines
 
 
