@@ -174,7 +174,7 @@ class TimingSQLite(sqlite3.Connection):
 
 
 def measure(directory: Path, turns: int) -> dict[str, Any]:
-    """Record the twin's turns, then step the three lanes alternately; the medians in microseconds."""
+    """Record the twin's turns, then step the four lanes alternately; the medians in microseconds."""
     twin = Ledger(SQLStore.from_url(f"sqlite:///{directory}/twin.db", connect_args={"factory": RecordingSQLite}))
     timed = Ledger(SQLStore.from_url(f"sqlite:///{directory}/timed.db", connect_args={"factory": TimingSQLite}))
     # Each replay lane writes its own database, made in the twin's state.
@@ -202,7 +202,6 @@ def measure(directory: Path, turns: int) -> dict[str, Any]:
 
         per_call: dict[str, dict[str, list[float]]] = {lane: {} for lane in LANES}
         whole: dict[str, list[float]] = {lane: [] for lane in LANES}
-        driver: list[float] = []  # the ledger's calls, summed per append
 
         def step(lane: str, run: Callable[[], object]) -> None:
             calls: dict[str, float] = {}
@@ -217,8 +216,6 @@ def measure(directory: Path, turns: int) -> dict[str, Any]:
                 per_call[lane].setdefault(name, []).append(seconds)
             per_call[lane].setdefault("all driver calls", []).append(sum(calls.values()))
             whole[lane].append(elapsed)
-            if lane == "ledger":
-                driver.append(sum(calls.values()))
 
         built: list[Any] = []
         for n in range(1, turns + 1):
@@ -249,7 +246,8 @@ def measure(directory: Path, turns: int) -> dict[str, Any]:
         figures[lane] = {name: statistics.median(samples) * 1e6 for name, samples in found.items()}
     figures["whole"] = {lane: statistics.median(samples) * 1e6 for lane, samples in whole.items()}
     figures["ledger append"] = figures["whole"]["ledger"]
-    outside = [append - calls for append, calls in zip(whole["ledger"], driver, strict=True)]
+    ledger_calls = per_call["ledger"]["all driver calls"]  # per append, in the order of whole["ledger"]
+    outside = [append - calls for append, calls in zip(whole["ledger"], ledger_calls, strict=True)]
     figures["ledger outside the driver"] = statistics.median(outside) * 1e6
     return figures
 
