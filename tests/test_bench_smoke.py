@@ -66,6 +66,33 @@ def touched_run() -> early.Finished:
     return TOUCHED.result()
 
 
+def _compiled(workdir: Path) -> list[str]:
+    # One small module and one round of three turns a tree; the tree is built in the job's
+    # scratch directory (removed with it, even if the job is stopped).
+    return [
+        sys.executable,
+        str(ROOT / "benchmarks" / "compiled.py"),
+        "--modules",
+        "contextledger/model/jsontext.py",
+        "--rounds",
+        "1",
+        "--turns",
+        "3",
+        "--keep",
+        str(workdir / "tree"),
+        "--json",
+    ]
+
+
+# mypyc type-checks the library and a C compiler builds the extension: under a minute of another core.
+COMPILED = early.job("compiled_run", "compiled", _compiled, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def compiled_run() -> early.Finished:
+    return COMPILED.result()
+
+
 @pytest.fixture(scope="module")
 def report() -> Path:
     done = BENCH.result()
@@ -259,6 +286,44 @@ def test_driver_calls_splits_the_ledger_lane_into_its_calls_and_the_rest() -> No
     refused = subprocess.run([*command[:-1], "0"], capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 2
     assert "--turns must be at least 1, got 0" in refused.stderr
+
+
+@pytest.mark.slow
+def test_compiled_runs_both_trees_with_the_module_loaded_from_its_extension(compiled_run: early.Finished) -> None:
+    # The shape of the report and what was built, never the size of the figures.
+    if compiled_run.returncode == 2 and "cannot compile:" in compiled_run.stderr:
+        pytest.skip(compiled_run.stderr.strip())
+    assert compiled_run.returncode == 0, compiled_run.stderr[-3000:]
+    figures = json.loads(compiled_run.stdout.strip().splitlines()[-1])
+    assert figures["modules"] == ["contextledger/model/jsontext.py"]
+    assert [(r["round"], r["tree"]) for r in figures["rounds"]] == [(1, "interpreted"), (1, "compiled")]
+    lanes = ("ledger", "replayed", "rows built by hand")
+    assert all(r[lane] > 0 for r in figures["rounds"] for lane in lanes), figures["rounds"]
+    # The script checked that the module loaded from its extension; the extension is there.
+    package = compiled_run.workdir / "tree" / "src" / "contextledger" / "model"
+    assert list(package.glob("jsontext.*.so")), sorted(p.name for p in package.iterdir())
+    interpreted, compiled = figures["rounds"]
+    assert figures["summary"]["compiled / interpreted"] == pytest.approx(
+        (compiled["ledger"] / compiled["replayed"]) / (interpreted["ledger"] / interpreted["replayed"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--rounds", "0"), "--rounds must be at least 1, got 0"),
+        (("--turns", "0"), "--turns must be at least 1, got 0"),
+        (
+            ("--modules", "contextledger/nowhere.py"),
+            "--modules must name files under src/, got ['contextledger/nowhere.py']",
+        ),
+    ],
+)
+def test_compiled_refuses_bad_arguments(args: tuple[str, ...], message: str) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "compiled.py"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert message in done.stderr
 
 
 def test_floor_refuses_an_eviction_buffer_of_no_size() -> None:
