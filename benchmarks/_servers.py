@@ -26,7 +26,7 @@ import statistics
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -613,3 +613,32 @@ def replace_section(title: str, lines: Sequence[str]) -> None:
         before, after = current.rstrip("\n") + "\n\n", ""
     RESULTS.write_text(before + body + ("\n" + after if after else ""))
     print(f"wrote {RESULTS.name}: {title.removeprefix('## ')}")
+
+
+def load_text(before: Sequence[float], after: Sequence[float]) -> str:
+    """A detail script's load line: the 1-minute load average before and after its run, and the CPUs."""
+    return f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
+
+
+def publish(
+    figures: dict[str, Any],
+    before: Sequence[float],
+    after: Sequence[float],
+    table: Callable[[dict[str, Any], str], list[str]],
+    *,
+    as_json: bool,
+    title: str | None,
+) -> None:
+    """Print a detail script's figures: one JSON line with the load around the run, or its Markdown table.
+
+    ``table`` makes the table from the figures and the load line; with ``title`` the table
+    (and the versions line) also replaces that section of DETAILS.md. Nothing is written
+    with ``as_json``.
+    """
+    if as_json:
+        print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
+        return
+    lines = table(figures, load_text(before, after))
+    print("\n".join(lines))
+    if title is not None:
+        replace_section(title, [*lines, "", versions()])

@@ -45,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import replace_section, versions
+from _servers import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = (
@@ -213,16 +213,8 @@ def main() -> None:
     else:
         with tempfile.TemporaryDirectory() as directory:
             figures = measure(Path(directory), modules, args.rounds, args.turns)
-    after = os.getloadavg()
-    if args.json:
-        print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
-        return
-    load = f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
-    lines = table(figures, load)
-    print("\n".join(lines))
-    if args.write_results:
-        title = "## A SQLite append with its hot path compiled by mypyc (`benchmarks/compiled.py`)"
-        replace_section(title, [*lines, "", versions()])
+    title = "## A SQLite append with its hot path compiled by mypyc (`benchmarks/compiled.py`)"
+    publish(figures, before, os.getloadavg(), table, as_json=args.json, title=title if args.write_results else None)
 
 
 if __name__ == "__main__":

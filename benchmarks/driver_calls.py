@@ -59,7 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import replace_section, versions
+from _servers import publish
 from contenders.cl import native_turn
 from contextledger import Ledger, Message
 from contextledger.stores.sql import SQLStore
@@ -290,16 +290,8 @@ def main() -> None:
     before = os.getloadavg()
     with tempfile.TemporaryDirectory() as directory:
         figures = measure(Path(directory), args.turns)
-    after = os.getloadavg()
-    if args.json:
-        print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
-        return
-    load = f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
-    lines = table(figures, load)
-    print("\n".join(lines))
-    if args.write_results:
-        title = "## An append's driver calls against the same calls replayed, SQLite (`benchmarks/driver_calls.py`)"
-        replace_section(title, [*lines, "", versions()])
+    title = "## An append's driver calls against the same calls replayed, SQLite (`benchmarks/driver_calls.py`)"
+    publish(figures, before, os.getloadavg(), table, as_json=args.json, title=title if args.write_results else None)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ from sqlalchemy.engine import make_url
 
 from _evict import CacheEvictor
 from _protocol import turn
-from _servers import postgres_database, redis_url, replace_section, versions
+from _servers import load_text, postgres_database, redis_url, replace_section, versions
 from contenders.cl import native_turn
 from contenders.raw import RawPostgres, RawRedis, RawSQLite
 from contextledger import Ledger, Message
@@ -437,7 +437,7 @@ def main() -> None:
                     continue
                 results.append(measure(engine, args.turns, evict))
     after = os.getloadavg()
-    load = f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
+    load = load_text(before, after)
     if args.json:
         for figures in results:
             print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
