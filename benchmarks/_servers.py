@@ -11,7 +11,6 @@
   connection class), and :func:`script_commands` what a Redis script ran (``MONITOR``).
 * :func:`bulk_load` builds a conversation of many entries, most of them evicted, in a
   few big commits.
-* :func:`replace_section` rewrites one benchmark's section of ``DETAILS.md``.
 
 Everything listens and connects on 127.0.0.1 only.
 """
@@ -20,13 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sqlite3
 import statistics
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +60,6 @@ LABELS = {
     "redis": "Redis",
     "redis_cluster": "Redis Cluster (3 masters)",
 }
-RESULTS = Path(__file__).with_name("DETAILS.md")
 
 
 # -- statistics --------------------------------------------------------------------------
@@ -584,61 +581,3 @@ def script_commands(url: str) -> Iterator[list[str]]:
     finally:
         watcher.close()
         poker.close()
-
-
-# -- reporting ---------------------------------------------------------------------------
-
-
-def versions(extra: Sequence[str] = ()) -> str:
-    """The machine/software line of DETAILS.md."""
-    import importlib.metadata as md
-
-    parts = [f"Python {platform.python_version()}", f"SQLite {sqlite3.sqlite_version}", *extra]
-    for package in ("sqlalchemy", "psycopg", "redis", "strands-agents"):
-        with suppress(md.PackageNotFoundError):
-            parts.append(f"{package} {md.version(package)}")
-    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
-    return f"Measured with {', '.join(parts)} on {machine}."
-
-
-def replace_section(title: str, lines: Sequence[str]) -> None:
-    """Replace the section headed ``title`` in DETAILS.md (append it when missing), keeping the others."""
-    current = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    body = "\n".join([title, "", *lines]).rstrip("\n") + "\n"
-    if title in current:
-        before, _, rest = current.partition(title)
-        following = rest.find("\n## ")
-        after = rest[following + 1 :] if following >= 0 else ""
-    else:
-        before, after = current.rstrip("\n") + "\n\n", ""
-    RESULTS.write_text(before + body + ("\n" + after if after else ""))
-    print(f"wrote {RESULTS.name}: {title.removeprefix('## ')}")
-
-
-def load_text(before: Sequence[float], after: Sequence[float]) -> str:
-    """A detail script's load line: the 1-minute load average before and after its run, and the CPUs."""
-    return f"load average {before[0]:.2f} before, {after[0]:.2f} after (1 min), {os.cpu_count()} CPUs"
-
-
-def publish(
-    figures: dict[str, Any],
-    before: Sequence[float],
-    after: Sequence[float],
-    table: Callable[[dict[str, Any], str], list[str]],
-    *,
-    as_json: bool,
-    title: str | None,
-) -> None:
-    """Print a detail script's figures: one JSON line with the load around the run, or its Markdown table.
-
-    ``table`` makes the table from the figures and the load line; with ``title`` the table
-    (and the versions line) also replaces that section of DETAILS.md. Nothing is written
-    with ``as_json``.
-    """
-    if as_json:
-        print(json.dumps({**figures, "load_before": before[0], "load_after": after[0]}))
-        return
-    lines = table(figures, load_text(before, after))
-    print("\n".join(lines))
-    if title is not None:
-        replace_section(title, [*lines, "", versions()])

@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 import _greenlet_bridge as bridge
-from _servers import BACKENDS, LABELS, backend_list, median, ms, postgres_database, redis_url, replace_section, versions
+from _details import replace_section, versions
+from _servers import BACKENDS, LABELS, backend_list, median, ms, postgres_database, redis_url
 from contextledger import Ledger, Message
 from contextledger.aio import AsyncLedger
 from contextledger.aio.runner import DEFAULT_WORKERS

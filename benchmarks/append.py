@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from _details import replace_section, versions
 from _servers import (
     BACKENDS,
     Backend,
@@ -47,8 +48,6 @@ from _servers import (
     observe,
     open_backend,
     p95,
-    replace_section,
-    versions,
 )
 from contextledger import Message, ReductionPlan
 from contextledger.conversation.conversation import Conversation

@@ -45,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import publish
+from _details import publish
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = (

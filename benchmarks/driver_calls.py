@@ -59,7 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import publish
+from _details import publish
 from contenders.cl import native_turn
 from contextledger import Ledger, Message
 from contextledger.stores.sql import SQLStore

@@ -66,9 +66,10 @@ from redis.connection import Connection as RedisConnection
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
+from _details import load_text, replace_section, versions
 from _evict import CacheEvictor
 from _protocol import turn
-from _servers import load_text, postgres_database, redis_url, replace_section, versions
+from _servers import postgres_database, redis_url
 from contenders.cl import native_turn
 from contenders.raw import RawPostgres, RawRedis, RawSQLite
 from contextledger import Ledger, Message

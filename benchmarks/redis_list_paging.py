@@ -48,7 +48,8 @@ from typing import Any
 
 from redis import Redis
 
-from _servers import median, redis_url, versions
+from _details import versions
+from _servers import median, redis_url
 from contextledger import Message, ViewEntry
 from contextledger.core.changeset import Changeset
 from contextledger.model.paging import Cursor, Page, cursor

@@ -25,7 +25,8 @@ from typing import Any
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from _servers import median, redis_url, versions
+from _details import versions
+from _servers import median, redis_url
 from contextledger import Ledger, Message
 from contextledger.conversation.conversation import Conversation
 from contextledger.model.paging import Page

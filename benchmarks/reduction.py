@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _details import replace_section, versions
 from _servers import (
     Backend,
     Traffic,
@@ -46,9 +47,7 @@ from _servers import (
     observe,
     open_backend,
     p95,
-    replace_section,
     script_commands,
-    versions,
 )
 from contextledger import Message, ReductionPlan
 from contextledger.conversation.conversation import Conversation

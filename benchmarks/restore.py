@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _servers import BATCH, Backend, bulk_load, colocated, maintain, open_backend, replace_section, versions
+from _details import replace_section, versions
+from _servers import BATCH, Backend, bulk_load, colocated, maintain, open_backend
 from contextledger.stores.capabilities import CompleteStore
 
 

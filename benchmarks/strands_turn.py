@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _servers import replace_section, versions
+from _details import replace_section, versions
 
 SECTION = "## Strands turn: LedgerSessionManager vs FileSessionManager (`benchmarks/strands_turn.py`)"
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))  # the web tests' session builder
 
 from tests.web.longsession import NEEDLE, build_long_session  # noqa: E402
 
-from _servers import replace_section, versions  # noqa: E402
+from _details import replace_section, versions  # noqa: E402
 from contextledger import Ledger, Message  # noqa: E402
 from contextledger.managers import SlidingWindowConversationManager  # noqa: E402
 
