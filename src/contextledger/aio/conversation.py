@@ -97,7 +97,8 @@ class AsyncConversation(ShellBase[Conversation]):
     the lane is free; :meth:`after_invocation` with a ``pending`` write always runs on a
     worker. Inline, nothing waits: where the call would wait -- SQLite's write lock held
     by another connection or thread, a retry's sleep after a conflict, a changeset off
-    the one-transaction hot path -- nothing has been committed (a model call stays counted
+    the one-transaction hot path, a WAL checkpoint due (inline commits leave those to a
+    commit on a worker) -- nothing has been committed (a model call stays counted
     once), and it runs again as a job on a worker
     (:data:`~contextledger.core.seam.INLINE`). Either way it runs in a copy of the caller's
     context, in this conversation's order of calls, and a cancellation never stops it

@@ -24,7 +24,18 @@ from sqlalchemy.pool import StaticPool
 
 from contextledger.core.seam import INLINE, WouldWait
 
-__all__ = ["HeldWriter", "HotTransaction", "hot_transaction"]
+__all__ = ["CHECKPOINT_AFTER", "HeldWriter", "HotTransaction", "hot_transaction"]
+
+CHECKPOINT_AFTER = 100
+"""Commits at once (:meth:`HotTransaction.begin_at_once`) between two that may checkpoint.
+
+Those commits run with SQLite's WAL auto-checkpoint off (a checkpoint ``fsync`` s, and
+they run on an event loop's thread); the next one is refused with
+:class:`~contextledger.core.seam.WouldWait`, so it runs on a worker with the
+connection's auto-checkpoint back on, and a checkpoint then due runs there. About 700
+pages of four-message appends: the WAL stays within that of SQLite's own threshold
+(1,000 pages by default).
+"""
 
 
 @contextmanager
@@ -208,7 +219,17 @@ class _HeldTransaction:
 class HotTransaction:
     """The driver's own cursor on a pooled connection inside ``BEGIN``; driver errors come out as SQLAlchemy's."""
 
-    __slots__ = ("_busy_ms", "_connection", "_cursor", "_dbapi", "_no_wait", "committed", "dialect")
+    __slots__ = (
+        "_autocheckpoint",
+        "_busy_ms",
+        "_connection",
+        "_cursor",
+        "_dbapi",
+        "_no_wait",
+        "_unchecked",
+        "committed",
+        "dialect",
+    )
 
     def __init__(self, connection: Any, dbapi: Any, dialect: Dialect) -> None:
         self._dbapi = dbapi
@@ -217,7 +238,9 @@ class HotTransaction:
         self.dialect = dialect
         self.committed = False
         self._busy_ms: int | None = None  # the connection's busy timeout, read at the first begin_at_once
-        self._no_wait = False  # the connection's busy timeout is 0 (set by begin_at_once, until begin)
+        self._autocheckpoint = 0  # the connection's WAL auto-checkpoint (pages), read with it
+        self._no_wait = False  # busy timeout and auto-checkpoint are 0 (set by begin_at_once, until begin)
+        self._unchecked = 0  # commits since the auto-checkpoint was turned off
 
     def run(self, sql: str, params: tuple[Any, ...]) -> Any:
         """Execute one statement; return the cursor for its rows."""
@@ -241,35 +264,47 @@ class HotTransaction:
         except self._dbapi.Error as exc:
             raise DBAPIError.instance("COMMIT", (), exc, self._dbapi.Error) from exc
         self.committed = True
+        if self._no_wait:
+            self._unchecked += 1
 
     def begin(self) -> None:
         """Begin a write transaction on this object's connection (``BEGIN IMMEDIATE``), to end with :meth:`end`.
 
         It waits for a write lock another connection holds up to the connection's busy
-        timeout (put back first if :meth:`begin_at_once` left it at 0).
+        timeout, and its commit checkpoints the WAL when SQLite's threshold is passed (both
+        put back first if :meth:`begin_at_once` left them at 0).
         """
         self.committed = False
         if self._no_wait:
             self.run(f"PRAGMA busy_timeout = {self._busy_ms}", ())
+            self.run(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}", ())
             self._no_wait = False
+            self._unchecked = 0
         self.run("BEGIN IMMEDIATE", ())
 
     def begin_at_once(self) -> None:
         """:meth:`begin`, without waiting for a write lock another connection holds.
 
         The connection's busy timeout is set to 0 and left so for the next
-        :meth:`begin_at_once` (the async API's appends come in runs: two statements less
+        :meth:`begin_at_once` (the async API's appends come in runs: four statements less
         for each); :meth:`begin` puts it back. Inside the transaction nothing waits on
-        it: the write lock is held, and WAL readers never block a writer.
+        it: the write lock is held, and WAL readers never block a writer. Nor does its
+        commit wait on the disk: the WAL's auto-checkpoint (a passive checkpoint and its
+        ``fsync``) is off with the busy timeout, and after :data:`CHECKPOINT_AFTER` such
+        commits the next is refused, to run with :meth:`begin` where it may checkpoint.
 
         Raises:
-            WouldWait: The lock is held (nothing begun).
+            WouldWait: The lock is held, or a checkpoint is due (nothing begun).
         """
         if self._busy_ms is None:
             self._busy_ms = int(self.run("PRAGMA busy_timeout", ()).fetchone()[0])
+            self._autocheckpoint = int(self.run("PRAGMA wal_autocheckpoint", ()).fetchone()[0])
+        if self._unchecked >= CHECKPOINT_AFTER:
+            raise WouldWait(f"{self._unchecked} commits since the WAL could checkpoint: this one may")
         self.committed = False
         if not self._no_wait:
             self.run("PRAGMA busy_timeout = 0", ())
+            self.run("PRAGMA wal_autocheckpoint = 0", ())
             self._no_wait = True
         try:
             self.run("BEGIN IMMEDIATE", ())
