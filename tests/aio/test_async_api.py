@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ from contextledger.aio.shell import synced
 from contextledger.errors import ConfigurationError, LedgerClosed, ReductionFailed
 from contextledger.integrations.openai_agents import LedgerRunHooks
 from contextledger.stores.memory import MemoryStore
-from tests.aio.heartbeat import heartbeat
+from tests.aio.heartbeat import Beat, beats
 from tests.managers.helpers import assert_valid_view, chat, overflow, tool_turn
 
 Options = dict[str, Any]
@@ -131,9 +132,9 @@ def test_the_loop_is_never_blocked_while_50_conversations_commit(
     backend = request.node.callspec.params["backend_url"]
     conversations, turns = 50, 3
 
-    async def main() -> tuple[float, int, int]:
+    async def main() -> tuple[list[Beat], int, tuple[int, float], bool]:
         async with await AsyncLedger.connect(url, **options) as ledger:
-            lags: list[float] = []
+            found: list[Beat] = []
             stop = asyncio.Event()
 
             async def agent(conv: AsyncConversation) -> None:
@@ -161,24 +162,36 @@ def test_the_loop_is_never_blocked_while_50_conversations_commit(
             gc.collect()
             gc.freeze()
             try:
-                beat = asyncio.create_task(heartbeat(lags, 0.005, stop))
+                beat = asyncio.create_task(beats(found, 0.005, stop))
                 await asyncio.sleep(0.02)  # a few beats before the load
+                began = len(found), time.perf_counter()
                 await asyncio.gather(*(agent(conv) for conv in opened))
+                load = len(found) - began[0], time.perf_counter() - began[1]
                 stop.set()
                 await beat
             finally:
                 gc.unfreeze()
             sessions = await ledger.sessions(limit=conversations + 1)
-            return max(lags), len(sessions), len(lags)
+            return found, len(sessions), load, ledger.inline
 
-    worst, sessions, beats = asyncio.run(main())
+    found, sessions, (during, seconds), inline = asyncio.run(main())
     assert sessions == conversations
-    report(f"event-loop max lag, {conversations} conversations x {turns} turns, {backend}: {worst * 1000:.1f} ms")
-    # What is left is the CPU of one round of 50 ready tasks on a shared machine (0.03-0.2 s
-    # measured). A driver call that blocked the loop would hold it for whole round trips, and
-    # 50 x 3 turns of them for seconds; generous so that a loaded machine does not fail it.
-    assert worst < 0.5
-    assert beats >= 3  # the heartbeat ran during the load, not once after it
+    worst, held = max(b.lag for b in found), max(b.held for b in found)
+    report(
+        f"event-loop max lag, {conversations} conversations x {turns} turns, {backend}: {worst * 1000:.1f} ms, "
+        f"of it held off the CPU at most {held * 1000:.1f} ms; load {seconds * 1000:.1f} ms, {during} beats in it"
+    )
+    # A lag is work, not waiting: on memory and SQLite an append runs on the loop's thread
+    # (inline) and yields nowhere, so the 50 conversations' commits run back to back as
+    # any code that awaits nothing does (on SQLite but for the few that go to a worker to
+    # checkpoint the WAL); elsewhere each commit waits on a worker, and the loop beats
+    # while it does. What a call that
+    # waited on the loop's thread (a lock, a run of round trips) would add is time off
+    # the CPU and off its run queue, which machine load and other tasks' work do not add.
+    assert held < 0.25, [b for b in found if b.held >= 0.25]
+    if not inline:
+        assert during >= 3, (during, seconds)  # the loop ran while the commits were in flight
+    assert len(found) >= 3
 
 
 def test_concurrent_async_writers_on_one_conversation_lose_nothing(backend_url: tuple[str, Options]) -> None:
