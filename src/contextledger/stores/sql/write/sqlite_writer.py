@@ -29,12 +29,12 @@ __all__ = ["CHECKPOINT_AFTER", "HeldWriter", "HotTransaction", "hot_transaction"
 CHECKPOINT_AFTER = 100
 """Commits at once (:meth:`HotTransaction.begin_at_once`) between two that may checkpoint.
 
-Those commits run with SQLite's WAL auto-checkpoint off (a checkpoint ``fsync`` s, and
-they run on an event loop's thread); the next one is refused with
+Those commits run on an event loop's thread, so with SQLite's WAL auto-checkpoint off (a
+checkpoint flushes to disk); the next one is refused with
 :class:`~contextledger.core.seam.WouldWait`, so it runs on a worker with the
-connection's auto-checkpoint back on, and a checkpoint then due runs there. About 700
-pages of four-message appends: the WAL stays within that of SQLite's own threshold
-(1,000 pages by default).
+connection's auto-checkpoint back on, and a checkpoint then due runs there. A hundred
+four-message appends write about 700 pages: the WAL grows at most that far past
+SQLite's own threshold (1,000 pages by default) before it is checkpointed.
 """
 
 
