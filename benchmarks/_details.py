@@ -2,6 +2,8 @@
 
 * :func:`publish` prints a script's figures as one JSON line or as its Markdown table,
   and with a title rewrites that table's section of ``DETAILS.md``;
+* :func:`load_text` is the load line of a table: the load average before and after the
+  run, and the CPUs;
 * :func:`replace_section` rewrites one benchmark's section of ``DETAILS.md``, keeping
   the others;
 * :func:`versions` is the line under each section: the interpreter, SQLite, the

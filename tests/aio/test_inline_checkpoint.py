@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from contextledger import Ledger, Message
@@ -33,9 +34,8 @@ def test_every_checkpoint_after_th_inline_append_runs_on_a_worker_and_the_wal_st
     # goes to a worker (a checkpoint then due runs there); the others stay inline.
     assert hops == APPENDS // (CHECKPOINT_AFTER + 1)
     assert inline == APPENDS - hops
-    with sqlite3.connect(path) as raw:
+    with closing(sqlite3.connect(path)) as raw:
         page = int(raw.execute("PRAGMA page_size").fetchone()[0])
-    raw.close()
     # The WAL file does not shrink, so its size is the most it held: without checkpoints
     # every append's pages (several each here, thousands in all); with them, SQLite's
     # threshold (1,000 pages) and at most one run of appends beyond it.
